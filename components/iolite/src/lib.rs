@@ -1,0 +1,1 @@
+#![cfg_attr(not(test), no_std)]
