@@ -1,1 +1,60 @@
+//! The runtime every Iolite OS protection domain links against.
+//!
+//! It provides what a `no_std` program on seL4 needs before its own logic can
+//! run: an entry point ([`root_task_entry!`], [`component_entry!`]), a console
+//! with logging macros ([`log!`], [`info!`], [`warn!`], [`error!`]), a panic
+//! handler that names the component, and (feature `heap`) a global allocator
+//! over a static region.
+//!
+//! Host builds (unit tests of crates that depend on this one) get only the
+//! formatting parts: the entry points, the panic handler and the allocator
+//! exist only on the seL4 target (`target_os = "none"`).
 #![cfg_attr(not(test), no_std)]
+#![warn(missing_docs)]
+
+pub mod console;
+pub mod entry;
+#[cfg(feature = "heap")]
+pub mod heap;
+mod panic;
+
+#[doc(hidden)]
+pub use sel4::BootInfo;
+
+use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
+
+static NAME_PTR: AtomicPtr<u8> = AtomicPtr::new(b"?".as_ptr() as *mut u8);
+static NAME_LEN: AtomicUsize = AtomicUsize::new(1);
+
+/// Records the name this protection domain prints in logs and panics.
+///
+/// The entry macros call it before `main`; a name set later replaces it.
+pub fn set_component_name(name: &'static str) {
+    NAME_LEN.store(0, Ordering::Relaxed);
+    NAME_PTR.store(name.as_ptr() as *mut u8, Ordering::Relaxed);
+    NAME_LEN.store(name.len(), Ordering::Release);
+}
+
+/// The name given to [`set_component_name`], or `"?"` before it was called.
+pub fn component_name() -> &'static str {
+    let len = NAME_LEN.load(Ordering::Acquire);
+    let ptr = NAME_PTR.load(Ordering::Relaxed);
+    // SAFETY: the pointer and length always come from one `&'static str`
+    // (set_component_name publishes the length last, with Release).
+    unsafe { core::str::from_utf8_unchecked(core::slice::from_raw_parts(ptr, len)) }
+}
+
+/// Stops the calling thread for good in a way its supervisor sees: an
+/// invalid-opcode exception is delivered to the thread's fault endpoint (or,
+/// for the root task, reported by a debug kernel).
+pub fn abort() -> ! {
+    loop {
+        // SAFETY: ud2 only raises #UD; nothing is touched.
+        #[cfg(target_os = "none")]
+        unsafe {
+            core::arch::asm!("ud2", options(nomem, nostack, noreturn));
+        }
+        #[cfg(not(target_os = "none"))]
+        std::process::abort();
+    }
+}

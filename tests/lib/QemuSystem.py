@@ -1,0 +1,214 @@
+"""Robot Framework keywords that boot Iolite OS in QEMU and read its serial console.
+
+QEMU runs as a child process in its own process group (so that killing the
+group also kills anything QEMU started), with the serial console on its
+stdout. A reader thread collects the output; keywords wait for lines that
+match a regular expression. Any kernel or user fault message fails the
+waiting keyword at once, so a fault anywhere fails the test. The serial log is
+written next to Robot's output and attached to the log of a failing test.
+"""
+
+import os
+import re
+import signal
+import subprocess
+import threading
+import time
+
+from robot.api import logger
+from robot.api.deco import keyword, library
+from robot.libraries.BuiltIn import BuiltIn
+
+# What seL4 5.0 (debug build) and our runtime print when something faults.
+# Sources: kernel/faulthandler.c ("Caught <fault> ... in thread"), assert.c,
+# arch/x86/api/faults.c (kernel exception dump), component-runtime's panic
+# handler and the supervisor's fault report.
+FAULT_PATTERNS = [
+    r"^Caught (cap fault|vm fault|unknown syscall|user exception|null fault|unknown fault)",
+    r"seL4 failed assertion",
+    r"seL4 called fail",
+    r"^Halting\.\.\.",
+    r"^\[[\w.-]+\] PANIC",
+    r"^\[supervisor\] FAULT",
+]
+
+
+@library(scope="SUITE", auto_keywords=False)
+class QemuSystem:
+    """Starts, watches and always stops one QEMU running Iolite OS."""
+
+    def __init__(self, build_dir=None):
+        self.build_dir = os.path.abspath(build_dir or os.environ.get("IOLITE_BUILD_DIR", "build"))
+        self.process = None
+        self.reader = None
+        self.lines = []
+        self.partial = ""
+        self.cursor = 0
+        self.lock = threading.Condition()
+        self.started_at = None
+        self.log_path = None
+        self.expected_faults = []
+
+    # ---- lifecycle -------------------------------------------------------
+
+    @keyword
+    def start_system(self, *simulate_args):
+        """Boots the image with ``build/simulate`` and the given arguments."""
+        if self.process is not None:
+            raise AssertionError("a system is already running; stop it first")
+        simulate = os.path.join(self.build_dir, "simulate")
+        if not os.access(simulate, os.X_OK):
+            raise AssertionError(f"{simulate} is missing: build first (./iolite build)")
+        output_dir = BuiltIn().get_variable_value("${OUTPUT DIR}", ".")
+        test_name = BuiltIn().get_variable_value("${TEST NAME}", None) or \
+            BuiltIn().get_variable_value("${SUITE NAME}", "suite")
+        safe = re.sub(r"[^\w.-]+", "_", test_name)
+        self.log_path = os.path.join(output_dir, f"serial-{safe}.log")
+        self.lines, self.partial, self.cursor = [], "", 0
+        self.expected_faults = []
+        self.started_at = time.monotonic()
+        self.process = subprocess.Popen(
+            [simulate, *simulate_args],
+            stdin=subprocess.DEVNULL,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        self.reader = threading.Thread(target=self._read, daemon=True)
+        self.reader.start()
+        logger.info(f"started {simulate} {' '.join(simulate_args)} (pid {self.process.pid}); serial log {self.log_path}")
+
+    @keyword
+    def stop_system(self):
+        """Kills QEMU's whole process group and waits for it. Safe to call twice."""
+        process, self.process = self.process, None
+        if process is None:
+            return
+        for sig in (signal.SIGTERM, signal.SIGKILL):
+            try:
+                os.killpg(process.pid, sig)
+            except ProcessLookupError:
+                break
+            try:
+                process.wait(timeout=5)
+                break
+            except subprocess.TimeoutExpired:
+                continue
+        if self.reader is not None:
+            self.reader.join(timeout=5)
+        with open(self.log_path, "w", encoding="utf-8", errors="replace") as log:
+            log.write("\n".join(self.lines + ([self.partial] if self.partial else [])) + "\n")
+
+    @keyword
+    def stop_system_and_attach_log_if_failed(self):
+        """Teardown: stop QEMU; if the test failed, put the serial log in Robot's log."""
+        self.stop_system()
+        status = BuiltIn().get_variable_value("${TEST STATUS}", "PASS")
+        if status == "FAIL" and self.log_path and os.path.exists(self.log_path):
+            with open(self.log_path, encoding="utf-8", errors="replace") as log:
+                text = log.read()
+            logger.info("serial console (" + self.log_path + "):\n" + text[-20000:])
+
+    @keyword
+    def attach_serial_log_if_test_failed(self):
+        """Test teardown for suites that share one QEMU: if the test failed,
+        put the console so far in Robot's log and leave QEMU running."""
+        status = BuiltIn().get_variable_value("${TEST STATUS}", "PASS")
+        if status == "FAIL":
+            with self.lock:
+                text = self._tail(400)
+            logger.info("serial console so far:\n" + text)
+
+    def _read(self):
+        stream = self.process.stdout
+        while True:
+            chunk = stream.read1(4096) if hasattr(stream, "read1") else stream.read(1)
+            if not chunk:
+                break
+            text = chunk.decode("utf-8", errors="replace").replace("\r", "")
+            with self.lock:
+                pieces = (self.partial + text).split("\n")
+                self.partial = pieces.pop()
+                self.lines.extend(pieces)
+                self.lock.notify_all()
+        with self.lock:
+            if self.partial:
+                self.lines.append(self.partial)
+                self.partial = ""
+            self.lock.notify_all()
+
+    # ---- waiting ---------------------------------------------------------
+
+    @keyword
+    def expect_fault(self, pattern):
+        """Declares that a line matching ``pattern`` is an expected fault report,
+        so it does not fail the test (for tests that provoke a fault on purpose)."""
+        self.expected_faults.append(re.compile(pattern))
+
+    def _check_faults(self, line):
+        if any(p.search(line) for p in self.expected_faults):
+            return
+        for pattern in FAULT_PATTERNS:
+            if re.search(pattern, line):
+                raise AssertionError(f"fault on the serial console: {line!r}\n--- last lines ---\n" + self._tail())
+
+    def _tail(self, count=40):
+        return "\n".join(self.lines[-count:] + ([self.partial] if self.partial else []))
+
+    @keyword
+    def wait_for_serial_line(self, pattern, timeout="30s"):
+        """Waits until a console line after the previous match matches ``pattern``
+        (a Python regular expression, searched anywhere in the line).
+
+        Fails on timeout, when QEMU exits, or at once on any fault message.
+        Returns the matching line.
+        """
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + _seconds(timeout)
+        with self.lock:
+            while True:
+                while self.cursor < len(self.lines):
+                    line = self.lines[self.cursor]
+                    self.cursor += 1
+                    self._check_faults(line)
+                    if regex.search(line):
+                        logger.info(f"matched after {self.seconds_since_start():.2f} s: {line}")
+                        return line
+                if self.process is None or self.process.poll() is not None:
+                    if self.reader is None or not self.reader.is_alive():
+                        raise AssertionError(f"QEMU exited before a line matched {pattern!r}\n--- last lines ---\n" + self._tail())
+                remaining = deadline - time.monotonic()
+                if remaining <= 0:
+                    raise AssertionError(f"no line matched {pattern!r} within {timeout}\n--- last lines ---\n" + self._tail())
+                self.lock.wait(min(remaining, 0.5))
+
+    @keyword
+    def serial_should_stay_quiet_about_faults(self, duration="2s"):
+        """Keeps reading the console for ``duration`` and fails on any fault message."""
+        end = time.monotonic() + _seconds(duration)
+        with self.lock:
+            while True:
+                while self.cursor < len(self.lines):
+                    self._check_faults(self.lines[self.cursor])
+                    self.cursor += 1
+                remaining = end - time.monotonic()
+                if remaining <= 0:
+                    return
+                self.lock.wait(min(remaining, 0.5))
+
+    @keyword
+    def seconds_since_start(self):
+        """Seconds since QEMU was started."""
+        return time.monotonic() - self.started_at
+
+    @keyword
+    def system_should_be_running(self):
+        """Fails if QEMU has exited."""
+        if self.process is None or self.process.poll() is not None:
+            raise AssertionError("QEMU is not running\n--- last lines ---\n" + self._tail())
+
+
+def _seconds(value):
+    """Accepts Robot time strings ('30s', '1 min', '1.5') and numbers."""
+    from robot.utils import timestr_to_secs
+    return timestr_to_secs(value)
