@@ -1,0 +1,408 @@
+//! Consistency checks the loader runs before it creates anything: a spec
+//! that passes can be carried out without the loader having to guess.
+
+use crate::{
+    Access, Binding, Component, ObjectId, ObjectKind, Rights, SystemSpec, FORMAT_VERSION,
+    MAX_IRQ_VECTOR, PAGE_SIZE, USER_TOP,
+};
+use alloc::string::String;
+use core::fmt;
+
+/// Why a spec is inconsistent. Every variant names the object or component
+/// at fault so the message alone locates the problem.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum SpecError {
+    /// `format_version` is not [`FORMAT_VERSION`].
+    WrongVersion(u32),
+    /// A frame object's size is zero or not page-aligned.
+    BadFrameSize {
+        /// The object's name.
+        object: String,
+        /// Its size.
+        size: u64,
+    },
+    /// A device frame object's physical address is not page-aligned.
+    UnalignedPaddr {
+        /// The object's name.
+        object: String,
+        /// Its physical address.
+        paddr: u64,
+    },
+    /// An I/O port range whose first port is above its last.
+    EmptyPortRange {
+        /// The object's name.
+        object: String,
+    },
+    /// Two I/O port objects overlap, so one device would be reachable from
+    /// two capabilities.
+    OverlappingPorts {
+        /// One object.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// Two device frame objects overlap.
+    OverlappingDeviceFrames {
+        /// One object.
+        first: String,
+        /// The other.
+        second: String,
+    },
+    /// An IOAPIC pin or vector out of range.
+    BadIrq {
+        /// The object's name.
+        object: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Two IRQs ask for the same vector.
+    DuplicateVector {
+        /// The vector.
+        vector: u32,
+    },
+    /// An IRQ's notification is not a notification object.
+    IrqTargetNotNotification {
+        /// The IRQ object's name.
+        object: String,
+    },
+    /// Two components share a name.
+    DuplicateComponent(String),
+    /// A component without an ELF name.
+    MissingElf(String),
+    /// A stack size that is zero or not page-aligned.
+    BadStackSize(String),
+    /// A CNode too small or too large to be created.
+    BadCNodeSize(String),
+    /// A reference to an object index that does not exist.
+    NoSuchObject {
+        /// The component holding the reference.
+        component: String,
+        /// The missing index.
+        object: ObjectId,
+    },
+    /// A capability in slot 0, beyond the CNode, or at or after
+    /// `first_free_slot`.
+    BadSlot {
+        /// The component.
+        component: String,
+        /// The slot.
+        slot: u64,
+    },
+    /// Two capabilities in one slot.
+    DuplicateSlot {
+        /// The component.
+        component: String,
+        /// The slot.
+        slot: u64,
+    },
+    /// A capability with rights its object cannot carry, e.g. a badge on a
+    /// frame.
+    BadCap {
+        /// The component.
+        component: String,
+        /// The slot.
+        slot: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// A mapping of an object that is not frames, or at an unaligned or
+    /// out-of-range address.
+    BadMapping {
+        /// The component.
+        component: String,
+        /// The address.
+        vaddr: u64,
+        /// What is wrong.
+        reason: &'static str,
+    },
+    /// Two mappings of one component overlap.
+    OverlappingMappings {
+        /// The component.
+        component: String,
+        /// One of the addresses.
+        vaddr: u64,
+    },
+    /// An interface's binding disagrees with the caps or mappings.
+    BadInterface {
+        /// The component.
+        component: String,
+        /// The interface.
+        interface: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
+}
+
+impl fmt::Display for SpecError {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        use SpecError::*;
+        match self {
+            WrongVersion(v) => write!(f, "format version {v}, expected {FORMAT_VERSION}"),
+            BadFrameSize { object, size } => {
+                write!(f, "object '{object}': frame size {size:#x} is not a non-zero multiple of {PAGE_SIZE:#x}")
+            }
+            UnalignedPaddr { object, paddr } => {
+                write!(f, "object '{object}': physical address {paddr:#x} is not page-aligned")
+            }
+            EmptyPortRange { object } => write!(f, "object '{object}': I/O port range is empty"),
+            OverlappingPorts { first, second } => {
+                write!(f, "I/O port ranges of '{first}' and '{second}' overlap")
+            }
+            OverlappingDeviceFrames { first, second } => {
+                write!(f, "device frames of '{first}' and '{second}' overlap")
+            }
+            BadIrq { object, reason } => write!(f, "object '{object}': {reason}"),
+            DuplicateVector { vector } => write!(f, "IRQ vector {vector} is used twice"),
+            IrqTargetNotNotification { object } => {
+                write!(f, "object '{object}': an IRQ must signal a notification object")
+            }
+            DuplicateComponent(name) => write!(f, "component '{name}' appears twice"),
+            MissingElf(name) => write!(f, "component '{name}' has no ELF name"),
+            BadStackSize(name) => {
+                write!(f, "component '{name}': stack size is not a non-zero multiple of {PAGE_SIZE:#x}")
+            }
+            BadCNodeSize(name) => write!(f, "component '{name}': cnode_size_bits must be 4..=20"),
+            NoSuchObject { component, object } => {
+                write!(f, "component '{component}' refers to object #{} which does not exist", object.0)
+            }
+            BadSlot { component, slot } => write!(
+                f,
+                "component '{component}': slot {slot} is null, outside the CNode or past first_free_slot"
+            ),
+            DuplicateSlot { component, slot } => {
+                write!(f, "component '{component}': slot {slot} holds two capabilities")
+            }
+            BadCap { component, slot, reason } => {
+                write!(f, "component '{component}', slot {slot}: {reason}")
+            }
+            BadMapping { component, vaddr, reason } => {
+                write!(f, "component '{component}', mapping at {vaddr:#x}: {reason}")
+            }
+            OverlappingMappings { component, vaddr } => {
+                write!(f, "component '{component}': mapping at {vaddr:#x} overlaps another (or its guard page)")
+            }
+            BadInterface { component, interface, reason } => {
+                write!(f, "component '{component}', interface '{interface}': {reason}")
+            }
+        }
+    }
+}
+
+fn aligned(value: u64) -> bool {
+    value % PAGE_SIZE == 0
+}
+
+fn overlaps(a_start: u64, a_len: u64, b_start: u64, b_len: u64) -> bool {
+    a_start < b_start.saturating_add(b_len) && b_start < a_start.saturating_add(a_len)
+}
+
+impl SystemSpec {
+    /// Checks that the spec can be carried out as written: objects are
+    /// well-formed and do not clash, every reference resolves, slots and
+    /// mappings fit and do not collide, and every interface binding agrees
+    /// with the capability or mapping behind it.
+    pub fn validate(&self) -> Result<(), SpecError> {
+        if self.format_version != FORMAT_VERSION {
+            return Err(SpecError::WrongVersion(self.format_version));
+        }
+        self.validate_objects()?;
+        for (index, component) in self.components.iter().enumerate() {
+            if self.components[..index].iter().any(|c| c.name == component.name) {
+                return Err(SpecError::DuplicateComponent(component.name.clone()));
+            }
+            self.validate_component(component)?;
+        }
+        Ok(())
+    }
+
+    fn validate_objects(&self) -> Result<(), SpecError> {
+        for (index, object) in self.objects.iter().enumerate() {
+            let name = || object.name.clone();
+            match &object.kind {
+                ObjectKind::Endpoint | ObjectKind::Notification => {}
+                ObjectKind::Frames { size } => {
+                    if *size == 0 || !aligned(*size) {
+                        return Err(SpecError::BadFrameSize { object: name(), size: *size });
+                    }
+                }
+                ObjectKind::DeviceFrames { paddr, size } => {
+                    if *size == 0 || !aligned(*size) {
+                        return Err(SpecError::BadFrameSize { object: name(), size: *size });
+                    }
+                    if !aligned(*paddr) {
+                        return Err(SpecError::UnalignedPaddr { object: name(), paddr: *paddr });
+                    }
+                    for other in &self.objects[..index] {
+                        if let ObjectKind::DeviceFrames { paddr: p, size: s } = other.kind {
+                            if overlaps(*paddr, *size, p, s) {
+                                return Err(SpecError::OverlappingDeviceFrames {
+                                    first: other.name.clone(),
+                                    second: name(),
+                                });
+                            }
+                        }
+                    }
+                }
+                ObjectKind::IoPorts { first, last } => {
+                    if first > last {
+                        return Err(SpecError::EmptyPortRange { object: name() });
+                    }
+                    for other in &self.objects[..index] {
+                        if let ObjectKind::IoPorts { first: f, last: l } = other.kind {
+                            if *first <= l && f <= *last {
+                                return Err(SpecError::OverlappingPorts {
+                                    first: other.name.clone(),
+                                    second: name(),
+                                });
+                            }
+                        }
+                    }
+                }
+                ObjectKind::IoApicIrq(irq) => {
+                    if irq.pin > 23 {
+                        return Err(SpecError::BadIrq { object: name(), reason: "IOAPIC pin must be 0..=23" });
+                    }
+                    if irq.vector > MAX_IRQ_VECTOR {
+                        return Err(SpecError::BadIrq { object: name(), reason: "IRQ vector must be 0..=107" });
+                    }
+                    match self.object(irq.notification) {
+                        Some(target) if target.kind == ObjectKind::Notification => {}
+                        _ => return Err(SpecError::IrqTargetNotNotification { object: name() }),
+                    }
+                    for other in &self.objects[..index] {
+                        if let ObjectKind::IoApicIrq(o) = &other.kind {
+                            if o.vector == irq.vector {
+                                return Err(SpecError::DuplicateVector { vector: irq.vector });
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    fn validate_component(&self, c: &Component) -> Result<(), SpecError> {
+        let name = || c.name.clone();
+        if c.elf.is_empty() {
+            return Err(SpecError::MissingElf(name()));
+        }
+        if c.stack_size == 0 || !aligned(c.stack_size) {
+            return Err(SpecError::BadStackSize(name()));
+        }
+        if !(4..=20).contains(&c.cnode_size_bits) {
+            return Err(SpecError::BadCNodeSize(name()));
+        }
+        let slot_count = 1u64 << c.cnode_size_bits;
+        if c.first_free_slot > slot_count {
+            return Err(SpecError::BadSlot { component: name(), slot: c.first_free_slot });
+        }
+        for (index, cap) in c.caps.iter().enumerate() {
+            if cap.slot == 0 || cap.slot >= c.first_free_slot {
+                return Err(SpecError::BadSlot { component: name(), slot: cap.slot });
+            }
+            if c.caps[..index].iter().any(|other| other.slot == cap.slot) {
+                return Err(SpecError::DuplicateSlot { component: name(), slot: cap.slot });
+            }
+            let object = self
+                .object(cap.object)
+                .ok_or(SpecError::NoSuchObject { component: name(), object: cap.object })?;
+            let bad = |reason| SpecError::BadCap { component: name(), slot: cap.slot, reason };
+            match object.kind {
+                ObjectKind::Endpoint | ObjectKind::Notification => {
+                    if cap.rights == Rights::NONE {
+                        return Err(bad("an endpoint or notification capability without rights is useless"));
+                    }
+                }
+                ObjectKind::Frames { .. } | ObjectKind::DeviceFrames { .. } => {
+                    return Err(bad("frames are mapped, not placed in a CSpace"));
+                }
+                ObjectKind::IoApicIrq(_) | ObjectKind::IoPorts { .. } => {
+                    if cap.badge != 0 {
+                        return Err(bad("only endpoint and notification capabilities carry badges"));
+                    }
+                }
+            }
+        }
+        for (index, mapping) in c.mappings.iter().enumerate() {
+            let bad = |reason| SpecError::BadMapping { component: name(), vaddr: mapping.vaddr, reason };
+            let object = self
+                .object(mapping.object)
+                .ok_or(SpecError::NoSuchObject { component: name(), object: mapping.object })?;
+            let size = object.kind.mappable_size().ok_or_else(|| bad("only frames can be mapped"))?;
+            if mapping.vaddr == 0 || !aligned(mapping.vaddr) {
+                return Err(bad("virtual address is zero or not page-aligned"));
+            }
+            if mapping.vaddr.checked_add(size).is_none_or(|end| end > USER_TOP) {
+                return Err(bad("mapping reaches past the user address space"));
+            }
+            if matches!(object.kind, ObjectKind::Frames { .. }) && !mapping.cached {
+                return Err(bad("ordinary RAM is always mapped cached"));
+            }
+            for other in &c.mappings[..index] {
+                let other_size = self.object(other.object).and_then(|o| o.kind.mappable_size()).unwrap_or(0);
+                // The guard page after each mapping must stay unmapped too.
+                if overlaps(mapping.vaddr, size + PAGE_SIZE, other.vaddr, other_size + PAGE_SIZE) {
+                    return Err(SpecError::OverlappingMappings { component: name(), vaddr: mapping.vaddr });
+                }
+            }
+        }
+        for interface in &c.interfaces {
+            self.validate_interface(c, interface)?;
+        }
+        Ok(())
+    }
+
+    fn validate_interface(&self, c: &Component, interface: &crate::Interface) -> Result<(), SpecError> {
+        let bad = |reason| SpecError::BadInterface {
+            component: c.name.clone(),
+            interface: interface.name.clone(),
+            reason,
+        };
+        let cap_kind = |slot: u64| {
+            c.caps
+                .iter()
+                .find(|cap| cap.slot == slot)
+                .and_then(|cap| self.object(cap.object).map(|o| (cap, &o.kind)))
+        };
+        let expect = |slot: u64, want: fn(&ObjectKind) -> bool, rights_ok: fn(Rights) -> bool| match cap_kind(slot) {
+            Some((cap, kind)) if want(kind) && rights_ok(cap.rights) => Ok(()),
+            Some(_) => Err(bad("the capability in its slot has the wrong object kind or rights")),
+            None => Err(bad("its slot holds no capability")),
+        };
+        let is_endpoint: fn(&ObjectKind) -> bool = |k| *k == ObjectKind::Endpoint;
+        let is_notification: fn(&ObjectKind) -> bool = |k| *k == ObjectKind::Notification;
+        match interface.binding {
+            Binding::Unconnected => Ok(()),
+            Binding::RpcClient { slot } => expect(slot, is_endpoint, |r| r.write && r.grant_reply && !r.read),
+            Binding::RpcServer { slot } => expect(slot, is_endpoint, |r| r.read),
+            Binding::EventEmitter { slot } => expect(slot, is_notification, |r| r.write && !r.read),
+            Binding::EventConsumer { slot } => expect(slot, is_notification, |r| r.read),
+            Binding::InterruptConsumer { slot, irq_handler_slot } => {
+                expect(slot, is_notification, |r| r.read)?;
+                expect(irq_handler_slot, |k| matches!(k, ObjectKind::IoApicIrq(_)), |_| true)
+            }
+            Binding::IoPortUser { slot } => expect(slot, |k| matches!(k, ObjectKind::IoPorts { .. }), |_| true),
+            Binding::Dataport { vaddr, size, access } => {
+                let mapping = c
+                    .mappings
+                    .iter()
+                    .find(|m| m.vaddr == vaddr)
+                    .ok_or_else(|| bad("no mapping at the dataport's address"))?;
+                let mapped_size = self.object(mapping.object).and_then(|o| o.kind.mappable_size());
+                if mapped_size != Some(size) {
+                    return Err(bad("the mapping's size differs from the dataport's"));
+                }
+                if mapping.access != access {
+                    return Err(bad("the mapping's rights differ from the dataport's"));
+                }
+                if access == Access::ReadOnly
+                    && matches!(self.object(mapping.object).map(|o| &o.kind), Some(ObjectKind::DeviceFrames { .. }))
+                {
+                    return Err(bad("device memory is always mapped read-write"));
+                }
+                Ok(())
+            }
+        }
+    }
+}
