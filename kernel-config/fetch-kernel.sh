@@ -5,8 +5,8 @@
 # complete kernel tree in its seL4/ folder (seL4's own servers are out of
 # reach here). Cargo downloads it through fetch/Cargo.toml; we then verify the
 # .crate file against the SHA-256 pinned below (the same value as in
-# fetch/Cargo.lock) and unpack only its seL4/ folder. Nothing of it is ever
-# committed to this repository.
+# fetch/Cargo.lock), unpack only its seL4/ folder and apply patches/*.patch.
+# Nothing of it is ever committed to this repository.
 #
 # usage: fetch-kernel.sh DEST
 set -euo pipefail
@@ -18,7 +18,9 @@ readonly KERNEL_VERSION=5.0.0
 
 here=$(cd "$(dirname "$0")" && pwd)
 dest=${1:?usage: fetch-kernel.sh DEST}
-stamp="$dest/.fetched-$CRATE-$VERSION-$SHA256"
+# The stamp names the crate and our patches, so changing a patch re-fetches.
+patches_sum=$(cat "$here"/patches/*.patch 2>/dev/null | sha256sum | cut -c1-16)
+stamp="$dest/.fetched-$CRATE-$VERSION-$SHA256-$patches_sum"
 [ -f "$stamp" ] && exit 0
 
 cargo_home=${CARGO_HOME:-$HOME/.cargo}
@@ -47,5 +49,10 @@ fi
 # The tree's plat autoconf.h is sel4test's configuration; ours replaces it
 # (build-kernel.sh installs it). Remove the original so it can never be used.
 rm -f "$dest/include/plat/pc99/autoconf.h"
+# Our few fixes to the 5.0.0 tree, each explained in patches/README.md.
+for p in "$here"/patches/*.patch; do
+    [ -e "$p" ] || continue
+    patch -s -p1 -d "$dest" < "$p"
+done
 touch "$stamp"
 echo "fetch-kernel: seL4 $got from $CRATE $VERSION (sha256 verified) in $dest" >&2
