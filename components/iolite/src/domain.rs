@@ -1,0 +1,889 @@
+//! The IO-Lite state of one protection domain.
+//!
+//! A [`Domain`] knows the pools this component owns (it allocates from them
+//! and writes them) and the foreign pools it may read (mapped read-only). It
+//! keeps, per buffer, how many references ("holds") exist:
+//!
+//! * `local`: slices of aggregates alive in this domain, plus one for each
+//!   live writer ([`BufMut`] or the sub-page packer);
+//! * `lent[peer]`: holds this domain granted to a peer and not yet returned;
+//! * `recv[peer]`: holds a peer granted to this domain and not yet returned.
+//!
+//! An owned buffer returns to its pool when all three are zero. For a buffer
+//! received from a peer, whenever `Σrecv` exceeds `local + Σlent` the excess is
+//! queued for return to the granting peer(s) (see
+//! [`Domain::drain_returns`]), so every hold goes back, hop by hop, to the
+//! component that granted it. See README "Reference counting across
+//! components" for the full protocol, including peer death.
+//!
+//! A `Domain` is single-threaded (one per component event loop): it uses
+//! `Cell`/`RefCell` and is neither `Send` nor `Sync`.
+
+use core::cell::{Cell, RefCell};
+
+use crate::aggregate::Aggregate;
+use crate::desc::{AggDesc, PoolId, RelDesc, SliceDesc};
+use crate::pool::{BufMeta, BufState, Pack, PoolEntry, Trust, PAGE_SIZE};
+use crate::region::{RoRegion, RwRegion};
+use crate::{Error, Result, MAX_PEERS, MAX_POOLS, MAX_SLICES};
+
+/// Index of a peer of this domain (the far end of a channel), `< MAX_PEERS`.
+///
+/// Peer ids are local to a domain: the system composition gives each
+/// channel end a peer slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub struct PeerId(pub u8);
+
+impl PeerId {
+    fn idx(self) -> Result<usize> {
+        let i = self.0 as usize;
+        if i < MAX_PEERS {
+            Ok(i)
+        } else {
+            Err(Error::BadPeer)
+        }
+    }
+}
+
+/// Life-cycle state of a peer slot.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PeerState {
+    /// Normal operation.
+    Active,
+    /// The peer died; the holds it had are quarantined (kept, not reusable)
+    /// until [`Domain::peer_settled`]. Nothing is sent to or accepted from it.
+    Dying,
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Peer {
+    state: PeerState,
+    quota: u32,
+    held_bufs: u32,
+    refusals: u64,
+}
+
+/// Counters of one domain ("zero copy" is measured, not claimed).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Stats {
+    /// Payload bytes this domain copied (memcpy), on any path.
+    pub bytes_copied: u64,
+    /// Payload bytes sent to peers by reference (sum of aggregate lengths).
+    pub bytes_by_ref_sent: u64,
+    /// Payload bytes received from peers by reference.
+    pub bytes_by_ref_received: u64,
+    /// Buffers currently allocated from this domain's own pools.
+    pub buffers_in_use: u64,
+    /// Pages currently allocated from this domain's own pools.
+    pub pages_in_use: u64,
+    /// Sum over own pools of each pool's page high-water mark.
+    pub high_water_pages: u64,
+    /// Allocations that failed because a pool was exhausted.
+    pub alloc_failures: u64,
+    /// Sends refused because a peer's quota was reached.
+    pub quota_refusals: u64,
+    /// Incoming descriptors rejected by validation.
+    pub rejected_descriptors: u64,
+    /// Incoming releases that did not match a hold we granted.
+    pub bad_releases: u64,
+    /// Release messages handed to channels for sending.
+    pub releases_sent: u64,
+    /// Release messages received and applied.
+    pub releases_received: u64,
+}
+
+/// Occupancy of one pool.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct PoolStats {
+    /// Total data pages.
+    pub pages: u32,
+    /// Live buffers (owned pools) or buffers we hold references to (foreign).
+    pub buffers_in_use: u32,
+    /// Pages in live buffers (owned pools only).
+    pub pages_in_use: u32,
+    /// Highest `pages_in_use` seen (owned pools only).
+    pub high_water_pages: u32,
+}
+
+const DIRTY_CAP: usize = 256;
+
+struct Dirty {
+    list: [(u8, u32); DIRTY_CAP],
+    len: usize,
+    overflow: bool,
+}
+
+#[derive(Default)]
+struct Counters {
+    bytes_copied: Cell<u64>,
+    by_ref_sent: Cell<u64>,
+    by_ref_recv: Cell<u64>,
+    alloc_failures: Cell<u64>,
+    quota_refusals: Cell<u64>,
+    rejected: Cell<u64>,
+    bad_releases: Cell<u64>,
+    releases_sent: Cell<u64>,
+    releases_received: Cell<u64>,
+}
+
+fn bump(c: &Cell<u64>, n: u64) {
+    c.set(c.get().wrapping_add(n));
+}
+
+/// The IO-Lite state of one protection domain. See the module docs.
+pub struct Domain {
+    pools: RefCell<[Option<PoolEntry>; MAX_POOLS]>,
+    peers: RefCell<[Peer; MAX_PEERS]>,
+    dirty: RefCell<Dirty>,
+    c: Counters,
+}
+
+impl Default for Domain {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Domain {
+    /// An empty domain: no pools, all peers active with unlimited quota.
+    pub fn new() -> Self {
+        Self {
+            pools: RefCell::new([const { None }; MAX_POOLS]),
+            peers: RefCell::new(
+                [Peer { state: PeerState::Active, quota: u32::MAX, held_bufs: 0, refusals: 0 };
+                    MAX_PEERS],
+            ),
+            dirty: RefCell::new(Dirty { list: [(0, 0); DIRTY_CAP], len: 0, overflow: false }),
+            c: Counters::default(),
+        }
+    }
+
+    fn add_pool(&self, e: PoolEntry) -> Result<()> {
+        let mut pools = self.pools.borrow_mut();
+        if pools.iter().flatten().any(|p| p.id == e.id) {
+            return Err(Error::InvalidArgument);
+        }
+        let slot = pools.iter().position(|p| p.is_none()).ok_or(Error::TableFull)?;
+        let mut e = e;
+        e.slot = slot as u8;
+        pools[slot] = Some(e);
+        Ok(())
+    }
+
+    /// Registers a pool this domain owns (produces into). `region` is the
+    /// pool's dataport mapped read-write here; `meta` is private bookkeeping
+    /// with at least one entry per data page ([`PoolLayout::fitting`]).
+    /// The pool's header area is (re)initialised: call once, at start.
+    ///
+    /// [`PoolLayout::fitting`]: crate::PoolLayout::fitting
+    pub fn add_owned_pool(
+        &self,
+        id: PoolId,
+        region: RwRegion,
+        meta: &'static mut [BufMeta],
+        trust: Trust,
+    ) -> Result<()> {
+        self.add_pool(PoolEntry::new_owned(id, region, meta, trust)?)
+    }
+
+    /// Registers a foreign pool this domain may read (it is in the pool's
+    /// ACL and has it mapped read-only).
+    pub fn add_foreign_pool(
+        &self,
+        id: PoolId,
+        region: RoRegion,
+        meta: &'static mut [BufMeta],
+        trust: Trust,
+    ) -> Result<()> {
+        self.add_pool(PoolEntry::new_foreign(id, region, meta, trust)?)
+    }
+
+    /// Whether the producer of `pool` is trusted (see [`Trust`]). Content
+    /// caches (e.g. checksums keyed on ⟨buffer, generation⟩) must only be
+    /// used for trusted pools.
+    pub fn pool_trust(&self, pool: PoolId) -> Result<Trust> {
+        self.with_pool(pool, |e, _| e.trust)
+    }
+
+    /// Occupancy of a pool.
+    pub fn pool_stats(&self, pool: PoolId) -> Result<PoolStats> {
+        self.with_pool(pool, |e, _| {
+            let held = if e.owned {
+                e.in_use
+            } else {
+                e.meta[..e.layout.pages as usize]
+                    .iter()
+                    .filter(|m| m.state == BufState::Held)
+                    .count() as u32
+            };
+            PoolStats {
+                pages: e.layout.pages,
+                buffers_in_use: held,
+                pages_in_use: e.pages_in_use,
+                high_water_pages: e.high_water,
+            }
+        })
+    }
+
+    /// A snapshot of this domain's counters.
+    pub fn stats(&self) -> Stats {
+        let pools = self.pools.borrow();
+        let mut s = Stats {
+            bytes_copied: self.c.bytes_copied.get(),
+            bytes_by_ref_sent: self.c.by_ref_sent.get(),
+            bytes_by_ref_received: self.c.by_ref_recv.get(),
+            alloc_failures: self.c.alloc_failures.get(),
+            quota_refusals: self.c.quota_refusals.get(),
+            rejected_descriptors: self.c.rejected.get(),
+            bad_releases: self.c.bad_releases.get(),
+            releases_sent: self.c.releases_sent.get(),
+            releases_received: self.c.releases_received.get(),
+            ..Stats::default()
+        };
+        for e in pools.iter().flatten().filter(|e| e.owned) {
+            s.buffers_in_use += e.in_use as u64;
+            s.pages_in_use += e.pages_in_use as u64;
+            s.high_water_pages += e.high_water as u64;
+        }
+        s
+    }
+
+    /// Adds `n` to the copied-bytes counter. Components call this for copies
+    /// they make outside the library (e.g. into a NIC frame), so that the
+    /// figure covers every copy.
+    pub fn count_copy(&self, n: usize) {
+        bump(&self.c.bytes_copied, n as u64);
+    }
+
+    // ----------------------------------------------------------------
+    // Internal plumbing.
+
+    fn with_pool<R>(&self, id: PoolId, f: impl FnOnce(&mut PoolEntry, &mut Dirty) -> R) -> Result<R> {
+        let mut pools = self.pools.borrow_mut();
+        let mut dirty = self.dirty.borrow_mut();
+        let e = pools.iter_mut().flatten().find(|e| e.id == id).ok_or(Error::UnknownPool)?;
+        Ok(f(e, &mut dirty))
+    }
+
+    /// Address of a slice's first byte. The slice must be held.
+    pub(crate) fn slice_ptr(&self, s: &SliceDesc) -> *const u8 {
+        self.with_pool(s.pool, |e, _| e.data_ptr(s.buf, s.off))
+            .expect("held slice refers to a registered pool")
+    }
+
+    /// Takes one more local hold on a slice's buffer (duplicate, split).
+    pub(crate) fn hold_local(&self, s: &SliceDesc) -> Result<()> {
+        self.with_pool(s.pool, |e, _| {
+            let m = &mut e.meta[s.buf as usize];
+            m.local = m.local.checked_add(1).ok_or(Error::RefOverflow)?;
+            Ok(())
+        })?
+    }
+
+    /// Drops one local hold (an aggregate's slice went away).
+    pub(crate) fn release_local(&self, s: &SliceDesc) {
+        let _ = self.with_pool(s.pool, |e, d| {
+            let m = &mut e.meta[s.buf as usize];
+            debug_assert!(m.local > 0);
+            m.local = m.local.saturating_sub(1);
+            settle(e, d, s.buf);
+        });
+    }
+
+    // ----------------------------------------------------------------
+    // Allocation.
+
+    /// Allocates a buffer of at least `len` bytes (whole pages, at least
+    /// one) from an owned pool, with a fresh generation, for the caller to
+    /// fill. A full pool is `Err(Error::PoolExhausted)`.
+    pub fn alloc(&self, pool: PoolId, len: usize) -> Result<BufMut<'_>> {
+        let npages = len.max(1).div_ceil(PAGE_SIZE);
+        let npages = u32::try_from(npages).map_err(|_| Error::PoolExhausted)?;
+        let r = self.with_pool(pool, |e, _| {
+            if !e.owned {
+                return Err(Error::NotOwner);
+            }
+            let (buf, gen) = e.alloc(npages)?;
+            e.meta[buf as usize].local = 1; // the writer's hold
+            Ok((buf, gen, e.buf_capacity(buf)))
+        })?;
+        match r {
+            Ok((buf, gen, cap)) => Ok(BufMut { d: self, pool, buf, gen, cap, sealed: 0 }),
+            Err(err) => {
+                if err == Error::PoolExhausted {
+                    bump(&self.c.alloc_failures, 1);
+                }
+                Err(err)
+            }
+        }
+    }
+
+    /// Allocates a small object of `len` bytes, packed with other small
+    /// objects of the same pool into shared pages (paper §2.3), lets `fill`
+    /// write it in place, and returns it sealed. Objects larger than half a
+    /// page get their own buffer. No bytes are copied.
+    pub fn pack(&self, pool: PoolId, len: usize, fill: impl FnOnce(&mut [u8])) -> Result<Aggregate<'_>> {
+        if len == 0 {
+            fill(&mut []);
+            return Ok(Aggregate::new(self));
+        }
+        if len > PAGE_SIZE / 2 {
+            let mut b = self.alloc(pool, len)?;
+            fill(&mut b.as_mut()[..len]);
+            return b.seal(len).map_err(|(e, _)| e);
+        }
+        let len32 = len as u32;
+        let r = self.with_pool(pool, |e, d| -> Result<(SliceDesc, *mut u8)> {
+            if !e.owned {
+                return Err(Error::NotOwner);
+            }
+            if let Some(p) = e.pack {
+                if p.used + len32 > p.cap {
+                    close_pack(e, d);
+                }
+            }
+            if e.pack.is_none() {
+                let (buf, gen) = e.alloc(1)?;
+                e.meta[buf as usize].local = 1; // the packer's writer hold
+                e.pack = Some(Pack { buf, gen, cap: e.buf_capacity(buf), used: 0 });
+            }
+            let p = e.pack.as_mut().expect("pack present");
+            let s = SliceDesc { pool: e.id, buf: p.buf, gen: p.gen, off: p.used, len: len32 };
+            p.used += len32;
+            let ptr = e.data_ptr_mut(s.buf, s.off);
+            Ok((s, ptr))
+        })?;
+        let (s, ptr) = match r {
+            Ok(v) => v,
+            Err(err) => {
+                if err == Error::PoolExhausted {
+                    bump(&self.c.alloc_failures, 1);
+                }
+                return Err(err);
+            }
+        };
+        // SAFETY: [off, off+len) of the pack buffer is reserved for this
+        // object, not yet sealed, so nobody else can see or write it.
+        fill(unsafe { core::slice::from_raw_parts_mut(ptr, len) });
+        self.with_pool(pool, |e, _| {
+            e.publish_sealed(s.buf, s.off + s.len);
+            e.meta[s.buf as usize].local += 1;
+        })?;
+        Ok(Aggregate::from_held(self, &[s]))
+    }
+
+    /// Stops packing into the current partially filled page of `pool` (its
+    /// unused tail is wasted; the page is reclaimed once its objects are
+    /// released).
+    pub fn flush_pack(&self, pool: PoolId) -> Result<()> {
+        self.with_pool(pool, |e, d| close_pack(e, d))
+    }
+
+    /// Allocates a buffer and copies `bytes` into it (counted as copied).
+    /// This is the path of the compatibility `write` and of `mutate`.
+    pub fn alloc_copy(&self, pool: PoolId, bytes: &[u8]) -> Result<Aggregate<'_>> {
+        if bytes.is_empty() {
+            return Ok(Aggregate::new(self));
+        }
+        let mut b = self.alloc(pool, bytes.len())?;
+        b.as_mut()[..bytes.len()].copy_from_slice(bytes);
+        self.count_copy(bytes.len());
+        b.seal(bytes.len()).map_err(|(e, _)| e)
+    }
+
+    // ----------------------------------------------------------------
+    // Passing aggregates between domains.
+
+    /// Quota of peer `p`: the maximum number of distinct buffers it may hold
+    /// from this domain at once (default: unlimited). Sends that would
+    /// exceed it fail with [`Error::QuotaExceeded`] (back-pressure).
+    pub fn set_quota(&self, p: PeerId, max_buffers: u32) -> Result<()> {
+        let i = p.idx()?;
+        self.peers.borrow_mut()[i].quota = max_buffers;
+        Ok(())
+    }
+
+    /// Number of distinct buffers peer `p` currently holds from us.
+    pub fn peer_held_buffers(&self, p: PeerId) -> Result<u32> {
+        Ok(self.peers.borrow()[p.idx()?].held_bufs)
+    }
+
+    /// Number of sends to `p` refused by its quota.
+    pub fn peer_refusals(&self, p: PeerId) -> Result<u64> {
+        Ok(self.peers.borrow()[p.idx()?].refusals)
+    }
+
+    /// State of peer `p`.
+    pub fn peer_state(&self, p: PeerId) -> Result<PeerState> {
+        Ok(self.peers.borrow()[p.idx()?].state)
+    }
+
+    /// Turns an aggregate into a wire descriptor granting its holds to peer
+    /// `p` (the holds move from this domain's aggregates to `lent[p]`).
+    /// On error (peer down, quota reached) the aggregate is handed back
+    /// unchanged.
+    pub fn lend<'d>(
+        &'d self,
+        agg: Aggregate<'d>,
+        p: PeerId,
+        tag: u64,
+        flags: u32,
+    ) -> core::result::Result<AggDesc, (Error, Aggregate<'d>)> {
+        let i = match p.idx() {
+            Ok(i) => i,
+            Err(e) => return Err((e, agg)),
+        };
+        let mut peers = self.peers.borrow_mut();
+        let peer = &mut peers[i];
+        if peer.state != PeerState::Active {
+            return Err((Error::PeerDown, agg));
+        }
+        let mut copy = [SliceDesc::default(); MAX_SLICES];
+        let n = agg.descs().len();
+        copy[..n].copy_from_slice(agg.descs());
+        let slices = &copy[..n];
+        // Check everything first, so that failure changes nothing.
+        let mut new_bufs = 0u32;
+        {
+            let pools = self.pools.borrow();
+            for (k, s) in slices.iter().enumerate() {
+                let e = match pools.iter().flatten().find(|e| e.id == s.pool) {
+                    Some(e) => e,
+                    None => return Err((Error::UnknownPool, agg)),
+                };
+                let m = &e.meta[s.buf as usize];
+                let dup_before = slices[..k].iter().filter(|o| o.pool == s.pool && o.buf == s.buf).count();
+                if m.lent[i] == 0 && dup_before == 0 {
+                    new_bufs += 1;
+                }
+                if m.lent[i] as usize + dup_before + 1 > u16::MAX as usize {
+                    return Err((Error::RefOverflow, agg));
+                }
+            }
+        }
+        if peer.held_bufs.saturating_add(new_bufs) > peer.quota {
+            peer.refusals += 1;
+            bump(&self.c.quota_refusals, 1);
+            return Err((Error::QuotaExceeded, agg));
+        }
+        let mut pools = self.pools.borrow_mut();
+        for s in slices {
+            let e = pools.iter_mut().flatten().find(|e| e.id == s.pool).expect("checked");
+            let m = &mut e.meta[s.buf as usize];
+            if m.lent[i] == 0 {
+                peer.held_bufs += 1;
+            }
+            m.lent[i] += 1;
+            m.local -= 1;
+        }
+        let mut d = AggDesc { nslices: slices.len() as u32, flags, tag, ..AggDesc::default() };
+        d.slices[..slices.len()].copy_from_slice(slices);
+        bump(&self.c.by_ref_sent, agg.len() as u64);
+        agg.forget_holds();
+        Ok(d)
+    }
+
+    /// Validates a descriptor received from peer `p` and turns it into an
+    /// aggregate holding the granted references.
+    ///
+    /// Every slice is checked: pool known here, buffer index in range and the
+    /// head of a live buffer, generation current, offset+length inside the
+    /// buffer's sealed bytes and inside the pool. On any failure nothing is
+    /// taken and the error is returned; the caller must return the holds to
+    /// the sender (channels do this; [`Domain::rejected_releases`]).
+    pub fn accept(&self, desc: &AggDesc, p: PeerId) -> Result<Aggregate<'_>> {
+        let r = self.accept_inner(desc, p);
+        if r.is_err() {
+            bump(&self.c.rejected, 1);
+        }
+        r
+    }
+
+    fn accept_inner(&self, desc: &AggDesc, p: PeerId) -> Result<Aggregate<'_>> {
+        let i = p.idx()?;
+        if self.peers.borrow()[i].state != PeerState::Active {
+            return Err(Error::PeerDown);
+        }
+        if desc.nslices as usize > MAX_SLICES {
+            return Err(Error::TooManySlices);
+        }
+        let slices = desc.slices();
+        {
+            let pools = self.pools.borrow();
+            for (k, s) in slices.iter().enumerate() {
+                let e = pools.iter().flatten().find(|e| e.id == s.pool).ok_or(Error::UnknownPool)?;
+                e.validate(s)?;
+                let m = &e.meta[s.buf as usize];
+                if !e.owned
+                    && m.state == BufState::Held
+                    && m.gen != s.gen
+                    && (m.local > 0 || m.lent_total() > 0 || m.recv_total() > 0 || m.ret_total() > 0)
+                {
+                    // We still hold an older generation of this buffer: the
+                    // owner recycled it early (or the sender lies).
+                    return Err(Error::GenerationMismatch);
+                }
+                let dup_before = slices[..k].iter().filter(|o| o.pool == s.pool && o.buf == s.buf).count();
+                if m.recv[i] as usize + dup_before + 1 > u16::MAX as usize {
+                    return Err(Error::RefOverflow);
+                }
+            }
+        }
+        let total: u64 = desc.total_len();
+        {
+            let mut pools = self.pools.borrow_mut();
+            for s in slices {
+                let e = pools.iter_mut().flatten().find(|e| e.id == s.pool).expect("validated");
+                let owned = e.owned;
+                let m = &mut e.meta[s.buf as usize];
+                if !owned {
+                    m.gen = s.gen;
+                    m.state = BufState::Held;
+                }
+                m.recv[i] += 1;
+                m.local += 1;
+            }
+        }
+        bump(&self.c.by_ref_recv, total);
+        // Normalising drops zero-length slices and merges contiguous ones;
+        // the holds this frees are queued for return to `p` at once.
+        Ok(Aggregate::from_held(self, slices))
+    }
+
+    /// The releases that give back every hold of a descriptor this domain
+    /// rejected (one [`RelDesc`] per slice, verbatim). The sender validates
+    /// them against its own records.
+    pub fn rejected_releases(desc: &AggDesc) -> impl Iterator<Item = RelDesc> + '_ {
+        desc.slices().iter().map(|s| RelDesc { pool: s.pool, buf: s.buf, gen: s.gen, count: 1 })
+    }
+
+    /// Applies a release received from peer `p`: `rel.count` holds that we
+    /// granted to `p` come back. Releases that do not match a grant (wrong
+    /// pool, buffer, generation, or more than was lent) are rejected and
+    /// counted in [`Stats::bad_releases`]; they change nothing. Releases from
+    /// a [`PeerState::Dying`] peer are ignored.
+    pub fn apply_release(&self, rel: &RelDesc, p: PeerId) -> Result<()> {
+        let i = p.idx()?;
+        let mut peers = self.peers.borrow_mut();
+        if peers[i].state != PeerState::Active {
+            return Ok(());
+        }
+        let r = self.with_pool(rel.pool, |e, d| {
+            if rel.buf >= e.layout.pages || rel.count == 0 {
+                return Err(Error::BadBuffer);
+            }
+            let m = &mut e.meta[rel.buf as usize];
+            if matches!(m.state, BufState::Free | BufState::Tail) || m.gen != rel.gen {
+                return Err(Error::GenerationMismatch);
+            }
+            if (m.lent[i] as u32) < rel.count {
+                return Err(Error::InvalidArgument);
+            }
+            m.lent[i] -= rel.count as u16;
+            let emptied = m.lent[i] == 0;
+            settle(e, d, rel.buf);
+            Ok(emptied)
+        });
+        match r.and_then(|x| x) {
+            Ok(emptied) => {
+                if emptied {
+                    peers[i].held_bufs -= 1;
+                }
+                bump(&self.c.releases_received, 1);
+                Ok(())
+            }
+            Err(e) => {
+                bump(&self.c.bad_releases, 1);
+                Err(e)
+            }
+        }
+    }
+
+    /// Emits the releases owed to peer `p` (holds it granted us that we no
+    /// longer need) through `emit`, which returns `false` when it cannot take
+    /// more (ring full); the rest stays queued. Returns how many were emitted.
+    pub fn drain_returns(&self, p: PeerId, mut emit: impl FnMut(RelDesc) -> bool) -> Result<usize> {
+        let i = p.idx()?;
+        let mut pools = self.pools.borrow_mut();
+        let mut dirty = self.dirty.borrow_mut();
+        let mut sent = 0usize;
+        let mut blocked = false;
+        for k in 0..dirty.len {
+            let (slot, buf) = dirty.list[k];
+            let Some(e) = pools[slot as usize].as_mut() else { continue };
+            let m = &mut e.meta[buf as usize];
+            if m.ret[i] > 0 {
+                let rel = RelDesc { pool: e.id, buf, gen: m.gen, count: m.ret[i] as u32 };
+                if !emit(rel) {
+                    blocked = true;
+                    break;
+                }
+                m.ret[i] = 0;
+                sent += 1;
+            }
+        }
+        // Drop finished entries from the dirty list.
+        let mut k = 0;
+        while k < dirty.len {
+            let (slot, buf) = dirty.list[k];
+            let done = match pools[slot as usize].as_mut() {
+                Some(e) => e.meta[buf as usize].ret_total() == 0,
+                None => true,
+            };
+            if done {
+                dirty.len -= 1;
+                dirty.list[k] = dirty.list[dirty.len];
+                if let Some(e) = pools[slot as usize].as_mut() {
+                    e.meta[buf as usize].dirty = false;
+                    settle(e, &mut dirty, buf);
+                }
+            } else {
+                k += 1;
+            }
+        }
+        if dirty.overflow && !blocked {
+            // Some buffers did not fit in the dirty list: scan everything.
+            let mut left = false;
+            'scan: for e in pools.iter_mut().flatten() {
+                for buf in 0..e.layout.pages {
+                    let m = &mut e.meta[buf as usize];
+                    if m.dirty || m.ret_total() == 0 {
+                        continue;
+                    }
+                    if m.ret[i] > 0 {
+                        let rel = RelDesc { pool: e.id, buf, gen: m.gen, count: m.ret[i] as u32 };
+                        if !emit(rel) {
+                            left = true;
+                            break 'scan;
+                        }
+                        m.ret[i] = 0;
+                        sent += 1;
+                    }
+                    if m.ret_total() > 0 {
+                        left = true;
+                    } else {
+                        settle(e, &mut dirty, buf);
+                    }
+                }
+            }
+            dirty.overflow = left;
+        }
+        bump(&self.c.releases_sent, sent as u64);
+        Ok(sent)
+    }
+
+    /// True if releases are queued for peer `p`.
+    pub fn has_returns(&self, p: PeerId) -> bool {
+        let Ok(i) = p.idx() else { return false };
+        let pools = self.pools.borrow();
+        let dirty = self.dirty.borrow();
+        if dirty.overflow {
+            return true;
+        }
+        dirty.list[..dirty.len].iter().any(|&(slot, buf)| {
+            pools[slot as usize].as_ref().is_some_and(|e| e.meta[buf as usize].ret[i] > 0)
+        })
+    }
+
+    // ----------------------------------------------------------------
+    // Peer death.
+
+    /// Peer `p` died (the loader will restart it). Holds it granted to us are
+    /// forgotten (there is nobody to return them to); holds we granted to it
+    /// are *quarantined*: kept, so their buffers are not reused while
+    /// components downstream of `p` may still read them, until
+    /// [`Domain::peer_settled`]. Sends to and descriptors from `p` are refused
+    /// meanwhile. Returns the number of buffers in quarantine.
+    pub fn peer_failed(&self, p: PeerId) -> Result<u32> {
+        let i = p.idx()?;
+        self.peers.borrow_mut()[i].state = PeerState::Dying;
+        let mut pools = self.pools.borrow_mut();
+        let mut dirty = self.dirty.borrow_mut();
+        let mut quarantined = 0;
+        for e in pools.iter_mut().flatten() {
+            for buf in 0..e.layout.pages {
+                let m = &mut e.meta[buf as usize];
+                if m.lent[i] > 0 {
+                    quarantined += 1;
+                }
+                if m.recv[i] > 0 || m.ret[i] > 0 {
+                    m.recv[i] = 0;
+                    m.ret[i] = 0;
+                    settle(e, &mut dirty, buf);
+                }
+            }
+        }
+        Ok(quarantined)
+    }
+
+    /// Ends the quarantine of peer `p`: every hold it still had is dropped
+    /// (buffers nobody else holds return to their pool), and the slot is
+    /// active again for the restarted incarnation, with no holds. Call it when
+    /// the system knows nobody still uses data obtained through the dead
+    /// peer (directly after [`Domain::peer_failed`] if `p` forwarded nothing).
+    pub fn peer_settled(&self, p: PeerId) -> Result<u32> {
+        let i = p.idx()?;
+        let mut peers = self.peers.borrow_mut();
+        if peers[i].state == PeerState::Active {
+            drop(peers);
+            self.peer_failed(p)?;
+            peers = self.peers.borrow_mut();
+        }
+        let mut pools = self.pools.borrow_mut();
+        let mut dirty = self.dirty.borrow_mut();
+        let mut dropped = 0;
+        for e in pools.iter_mut().flatten() {
+            for buf in 0..e.layout.pages {
+                let m = &mut e.meta[buf as usize];
+                if m.lent[i] > 0 {
+                    m.lent[i] = 0;
+                    dropped += 1;
+                    settle(e, &mut dirty, buf);
+                }
+            }
+        }
+        peers[i].held_bufs = 0;
+        peers[i].state = PeerState::Active;
+        Ok(dropped)
+    }
+
+    /// [`Domain::peer_failed`] followed by [`Domain::peer_settled`]: a
+    /// dead peer's references are released at once. Returns the number of
+    /// buffers whose holds were dropped.
+    pub fn peer_died(&self, p: PeerId) -> Result<u32> {
+        self.peer_failed(p)?;
+        self.peer_settled(p)
+    }
+
+    /// The current generation and sealed length published for a buffer of
+    /// any known pool (0 generation = no live buffer). Readers can use it to
+    /// re-validate a slice (e.g. before retransmitting from it).
+    pub fn published(&self, pool: PoolId, buf: u32) -> Result<(u32, u32)> {
+        self.with_pool(pool, |e, _| {
+            if buf >= e.layout.pages {
+                Err(Error::BadBuffer)
+            } else {
+                Ok(e.published(buf))
+            }
+        })?
+    }
+}
+
+fn close_pack(e: &mut PoolEntry, d: &mut Dirty) {
+    if let Some(p) = e.pack.take() {
+        let m = &mut e.meta[p.buf as usize];
+        m.state = BufState::Sealed;
+        m.local -= 1;
+        settle(e, d, p.buf);
+    }
+}
+
+/// Recomputes what a buffer's counts imply: queue returns of excess received
+/// holds, free an owned buffer nobody holds, forget a foreign one.
+fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
+    let slot = e.slot;
+    let m = &mut e.meta[buf as usize];
+    let total = m.local + m.lent_total();
+    let recv = m.recv_total();
+    if recv > total {
+        let mut excess = recv - total;
+        for p in 0..MAX_PEERS {
+            let take = (m.recv[p] as u32).min(excess) as u16;
+            m.recv[p] -= take;
+            m.ret[p] = m.ret[p].saturating_add(take);
+            excess -= take as u32;
+        }
+        if !m.dirty {
+            if d.len < DIRTY_CAP {
+                d.list[d.len] = (slot, buf);
+                d.len += 1;
+                m.dirty = true;
+            } else {
+                d.overflow = true;
+            }
+        }
+    }
+    if total == 0 && m.recv_total() == 0 && m.ret_total() == 0 {
+        match (e.owned, m.state) {
+            (true, BufState::Sealed) => e.free(buf),
+            (false, BufState::Held) => m.state = BufState::Free,
+            _ => {}
+        }
+    }
+}
+
+/// A buffer being filled by its producer. Only the producer has one; it
+/// gives mutable access to the not-yet-sealed part of the buffer. Sealing
+/// consumes it (or advances its start), so sealed bytes can never be reached
+/// mutably again: immutability is enforced by the types.
+pub struct BufMut<'d> {
+    d: &'d Domain,
+    pool: PoolId,
+    buf: u32,
+    gen: u32,
+    cap: u32,
+    sealed: u32,
+}
+
+impl<'d> BufMut<'d> {
+    /// Bytes that can still be written (capacity minus the sealed prefix).
+    pub fn remaining(&self) -> usize {
+        (self.cap - self.sealed) as usize
+    }
+
+    /// ⟨pool, buffer, generation⟩ of this buffer.
+    pub fn id(&self) -> (PoolId, u32, u32) {
+        (self.pool, self.buf, self.gen)
+    }
+
+    /// The writable, unsealed part of the buffer.
+    pub fn as_mut(&mut self) -> &mut [u8] {
+        let ptr = self
+            .d
+            .with_pool(self.pool, |e, _| e.data_ptr_mut(self.buf, self.sealed))
+            .expect("own pool");
+        // SAFETY: [sealed, cap) is private to this writer (not published, no
+        // slices reference it), and `&mut self` makes the borrow exclusive.
+        unsafe { core::slice::from_raw_parts_mut(ptr, self.remaining()) }
+    }
+
+    /// Seals the next `len` written bytes and returns them as an aggregate,
+    /// keeping the writer for the rest of the buffer (several objects can
+    /// share the buffer's pages).
+    pub fn seal_part(&mut self, len: usize) -> Result<Aggregate<'d>> {
+        if len > self.remaining() {
+            return Err(Error::InvalidArgument);
+        }
+        if len == 0 {
+            return Ok(Aggregate::new(self.d));
+        }
+        let s = SliceDesc { pool: self.pool, buf: self.buf, gen: self.gen, off: self.sealed, len: len as u32 };
+        self.d.with_pool(self.pool, |e, _| {
+            e.publish_sealed(self.buf, s.end() as u32);
+            e.meta[self.buf as usize].local += 1;
+        })?;
+        self.sealed += len as u32;
+        Ok(Aggregate::from_held(self.d, &[s]))
+    }
+
+    /// Seals the next `len` written bytes, ends writing, and returns them as
+    /// an aggregate. If `len` is larger than what is left the writer is
+    /// handed back with the error.
+    pub fn seal(mut self, len: usize) -> core::result::Result<Aggregate<'d>, (Error, BufMut<'d>)> {
+        match self.seal_part(len) {
+            Ok(a) => Ok(a), // Drop of `self` ends writing.
+            Err(e) => Err((e, self)),
+        }
+    }
+}
+
+impl Drop for BufMut<'_> {
+    fn drop(&mut self) {
+        let _ = self.d.with_pool(self.pool, |e, d| {
+            let m = &mut e.meta[self.buf as usize];
+            m.state = BufState::Sealed;
+            m.local -= 1;
+            settle(e, d, self.buf);
+        });
+    }
+}

@@ -1,0 +1,346 @@
+//! Single-producer single-consumer rings of plain descriptors in shared memory.
+//!
+//! Layout of a ring region (all offsets in bytes, `#[repr(C)]`):
+//!
+//! | offset | field | written by |
+//! |---|---|---|
+//! | 0   | `head: u32` (free-running count of entries produced) | producer |
+//! | 64  | `tail: u32` (free-running count of entries consumed) | consumer |
+//! | 128 | `capacity: u32` (power of two) | initialiser |
+//! | 132 | `magic: u32` = [`RING_MAGIC`] | initialiser |
+//! | 192 | `entries: [T; capacity]` | producer |
+//!
+//! `head` and `tail` live on separate cache lines. The producer publishes an
+//! entry with a release store of `head`; the consumer acquires `head` before
+//! reading the entry and frees the slot with a release store of `tail`.
+//!
+//! Each side keeps its own index privately and only *reads* the other side's
+//! index from shared memory, validating it (`0 ≤ head − tail ≤ capacity`), so
+//! a corrupt or malicious peer can make the ring look full, empty or broken
+//! ([`Error::CorruptRing`]), but cannot make this side read or write outside
+//! the region.
+
+use core::marker::PhantomData;
+use core::mem::{align_of, size_of};
+use core::sync::atomic::{AtomicU32, Ordering};
+
+use crate::desc::Pod;
+use crate::region::RwRegion;
+use crate::Error;
+
+/// Magic number written by [`RingProducer::init`].
+pub const RING_MAGIC: u32 = 0x494f_4c52; // "IOLR"
+
+const HEAD_OFF: usize = 0;
+const TAIL_OFF: usize = 64;
+const CAP_OFF: usize = 128;
+const MAGIC_OFF: usize = 132;
+const ENTRIES_OFF: usize = 192;
+
+/// Bytes of shared memory needed for a ring of `capacity` entries of `T`.
+pub const fn ring_bytes<T>(capacity: usize) -> usize {
+    ENTRIES_OFF + capacity * size_of::<T>()
+}
+
+fn check_geometry<T>(region: &RwRegion, capacity: usize) -> Result<(), Error> {
+    if capacity == 0
+        || !capacity.is_power_of_two()
+        || capacity > (u32::MAX as usize) / 2
+        || region.len() < ring_bytes::<T>(capacity)
+        || (region.as_ptr() as usize) % 64 != 0
+        || align_of::<T>() > 64
+    {
+        return Err(Error::BadRegion);
+    }
+    Ok(())
+}
+
+struct Shared<T> {
+    region: RwRegion,
+    mask: u32,
+    cap: u32,
+    _t: PhantomData<T>,
+}
+
+impl<T: Pod> Shared<T> {
+    fn atomic(&self, off: usize) -> &AtomicU32 {
+        // SAFETY: geometry checked at construction; offset is in range and
+        // 4-aligned because the base is 64-aligned.
+        unsafe { &*(self.region.as_ptr().add(off) as *const AtomicU32) }
+    }
+    fn head(&self) -> &AtomicU32 {
+        self.atomic(HEAD_OFF)
+    }
+    fn tail(&self) -> &AtomicU32 {
+        self.atomic(TAIL_OFF)
+    }
+    fn slot(&self, idx: u32) -> *mut T {
+        let i = (idx & self.mask) as usize;
+        // SAFETY: i < capacity, region holds `capacity` entries after ENTRIES_OFF.
+        unsafe { (self.region.as_ptr().add(ENTRIES_OFF) as *mut T).add(i) }
+    }
+}
+
+/// The producing end of a ring.
+pub struct RingProducer<T: Pod> {
+    sh: Shared<T>,
+    head: u32,
+}
+
+/// The consuming end of a ring.
+pub struct RingConsumer<T: Pod> {
+    sh: Shared<T>,
+    tail: u32,
+}
+
+// SAFETY: each end is used by one thread/component at a time; the shared
+// indices are atomics.
+unsafe impl<T: Pod> Send for RingProducer<T> {}
+// SAFETY: as above.
+unsafe impl<T: Pod> Send for RingConsumer<T> {}
+
+impl<T: Pod> RingProducer<T> {
+    /// Initialises a fresh ring in `region` (zeroes the indices) and returns
+    /// its producer end. Call exactly once per ring, before the consumer
+    /// attaches, or to reset a ring after its peer was restarted.
+    ///
+    /// # Safety
+    /// `region` must be the ring's shared memory, not concurrently used as
+    /// anything else; no other producer may exist.
+    pub unsafe fn init(region: RwRegion, capacity: usize) -> Result<Self, Error> {
+        check_geometry::<T>(&region, capacity)?;
+        let sh = Shared { region, mask: capacity as u32 - 1, cap: capacity as u32, _t: PhantomData };
+        sh.head().store(0, Ordering::Relaxed);
+        sh.tail().store(0, Ordering::Relaxed);
+        sh.atomic(CAP_OFF).store(capacity as u32, Ordering::Relaxed);
+        sh.atomic(MAGIC_OFF).store(RING_MAGIC, Ordering::Release);
+        Ok(Self { sh, head: 0 })
+    }
+
+    /// Attaches as producer to a ring that was initialised elsewhere,
+    /// continuing from the published `head`.
+    ///
+    /// # Safety
+    /// As for [`RingProducer::init`].
+    pub unsafe fn attach(region: RwRegion, capacity: usize) -> Result<Self, Error> {
+        check_geometry::<T>(&region, capacity)?;
+        let sh = Shared { region, mask: capacity as u32 - 1, cap: capacity as u32, _t: PhantomData };
+        if sh.atomic(MAGIC_OFF).load(Ordering::Acquire) != RING_MAGIC {
+            return Err(Error::CorruptRing);
+        }
+        let head = sh.head().load(Ordering::Relaxed);
+        Ok(Self { sh, head })
+    }
+
+    /// Capacity in entries.
+    pub fn capacity(&self) -> usize {
+        self.sh.cap as usize
+    }
+
+    fn used(&self) -> Result<u32, Error> {
+        let tail = self.sh.tail().load(Ordering::Acquire);
+        let used = self.head.wrapping_sub(tail);
+        if used > self.sh.cap {
+            return Err(Error::CorruptRing);
+        }
+        Ok(used)
+    }
+
+    /// Number of free entries (0 = full).
+    pub fn free(&self) -> Result<usize, Error> {
+        Ok((self.sh.cap - self.used()?) as usize)
+    }
+
+    /// Enqueues `v`. A full ring is back-pressure: `Err(Error::Full)` and the
+    /// caller still owns its value.
+    pub fn push(&mut self, v: T) -> Result<(), Error> {
+        if self.used()? == self.sh.cap {
+            return Err(Error::Full);
+        }
+        // SAFETY: the slot is not visible to the consumer until head moves.
+        unsafe { core::ptr::write_volatile(self.sh.slot(self.head), v) };
+        self.head = self.head.wrapping_add(1);
+        self.sh.head().store(self.head, Ordering::Release);
+        Ok(())
+    }
+}
+
+impl<T: Pod> RingConsumer<T> {
+    /// Attaches as consumer to a ring initialised by the producer, continuing
+    /// from the published `tail`.
+    ///
+    /// # Safety
+    /// `region` must be the ring's shared memory; no other consumer may exist.
+    pub unsafe fn attach(region: RwRegion, capacity: usize) -> Result<Self, Error> {
+        check_geometry::<T>(&region, capacity)?;
+        let sh = Shared { region, mask: capacity as u32 - 1, cap: capacity as u32, _t: PhantomData };
+        if sh.atomic(MAGIC_OFF).load(Ordering::Acquire) != RING_MAGIC
+            || sh.atomic(CAP_OFF).load(Ordering::Relaxed) != capacity as u32
+        {
+            return Err(Error::CorruptRing);
+        }
+        let tail = sh.tail().load(Ordering::Relaxed);
+        Ok(Self { sh, tail })
+    }
+
+    /// Capacity in entries.
+    pub fn capacity(&self) -> usize {
+        self.sh.cap as usize
+    }
+
+    fn avail(&self) -> Result<u32, Error> {
+        let head = self.sh.head().load(Ordering::Acquire);
+        let n = head.wrapping_sub(self.tail);
+        if n > self.sh.cap {
+            return Err(Error::CorruptRing);
+        }
+        Ok(n)
+    }
+
+    /// Number of entries ready to be consumed.
+    pub fn len(&self) -> Result<usize, Error> {
+        Ok(self.avail()? as usize)
+    }
+
+    /// True if nothing is ready.
+    pub fn is_empty(&self) -> Result<bool, Error> {
+        Ok(self.avail()? == 0)
+    }
+
+    /// Looks at the next entry without consuming it.
+    pub fn peek(&self) -> Result<Option<T>, Error> {
+        if self.avail()? == 0 {
+            return Ok(None);
+        }
+        // SAFETY: the entry was published by the release store of head,
+        // which we acquired in avail(). The copy is taken by value, so later
+        // writes by a misbehaving producer cannot change what we validate.
+        Ok(Some(unsafe { core::ptr::read_volatile(self.sh.slot(self.tail)) }))
+    }
+
+    /// Dequeues the next entry, if any.
+    pub fn pop(&mut self) -> Result<Option<T>, Error> {
+        let v = self.peek()?;
+        if v.is_some() {
+            self.tail = self.tail.wrapping_add(1);
+            self.sh.tail().store(self.tail, Ordering::Release);
+        }
+        Ok(v)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::region::host;
+
+    fn pair(cap: usize) -> (RingProducer<u64>, RingConsumer<u64>) {
+        let r = host::region(ring_bytes::<u64>(cap));
+        // SAFETY: fresh region, one producer and one consumer.
+        unsafe { (RingProducer::init(r, cap).unwrap(), RingConsumer::attach(r, cap).unwrap()) }
+    }
+
+    #[test]
+    fn empty_full_and_wraparound() {
+        let (mut p, mut c) = pair(4);
+        assert_eq!(c.pop().unwrap(), None);
+        assert!(c.is_empty().unwrap());
+        for round in 0..10u64 {
+            for i in 0..4 {
+                p.push(round * 10 + i).unwrap();
+            }
+            assert_eq!(p.push(99), Err(Error::Full));
+            assert_eq!(p.free().unwrap(), 0);
+            assert_eq!(c.len().unwrap(), 4);
+            for i in 0..4 {
+                assert_eq!(c.pop().unwrap(), Some(round * 10 + i));
+            }
+            assert_eq!(c.pop().unwrap(), None);
+        }
+    }
+
+    #[test]
+    fn indices_wrap_past_u32_max() {
+        let r = host::region(ring_bytes::<u64>(8));
+        // SAFETY: fresh region.
+        unsafe {
+            let _ = RingProducer::<u64>::init(r, 8).unwrap();
+            // Move both indices close to u32::MAX as if the ring ran for ages.
+            let head = &*(r.as_ptr().add(HEAD_OFF) as *const AtomicU32);
+            let tail = &*(r.as_ptr().add(TAIL_OFF) as *const AtomicU32);
+            head.store(u32::MAX - 2, Ordering::Relaxed);
+            tail.store(u32::MAX - 2, Ordering::Relaxed);
+            let mut p = RingProducer::<u64>::attach(r, 8).unwrap();
+            let mut c = RingConsumer::<u64>::attach(r, 8).unwrap();
+            for i in 0..100 {
+                p.push(i).unwrap();
+                p.push(i + 1000).unwrap();
+                assert_eq!(c.pop().unwrap(), Some(i));
+                assert_eq!(c.pop().unwrap(), Some(i + 1000));
+            }
+        }
+    }
+
+    #[test]
+    fn bad_geometry_rejected() {
+        let r = host::region(ring_bytes::<u64>(8));
+        // SAFETY: fresh region.
+        unsafe {
+            assert!(RingProducer::<u64>::init(r, 6).is_err());
+            assert!(RingProducer::<u64>::init(r, 16).is_err());
+            assert!(RingProducer::<u64>::init(r, 0).is_err());
+            // Not initialised: consumer refuses to attach.
+            assert_eq!(RingConsumer::<u64>::attach(r, 8).err(), Some(Error::CorruptRing));
+        }
+    }
+
+    #[test]
+    fn corrupt_peer_index_is_detected() {
+        let r = host::region(ring_bytes::<u64>(8));
+        // SAFETY: fresh region; we then act as a malicious peer.
+        unsafe {
+            let mut p = RingProducer::<u64>::init(r, 8).unwrap();
+            let mut c = RingConsumer::<u64>::attach(r, 8).unwrap();
+            let head = &*(r.as_ptr().add(HEAD_OFF) as *const AtomicU32);
+            head.store(1000, Ordering::Relaxed); // producer lies
+            assert_eq!(c.pop(), Err(Error::CorruptRing));
+            let tail = &*(r.as_ptr().add(TAIL_OFF) as *const AtomicU32);
+            tail.store(12345, Ordering::Relaxed); // consumer lies
+            assert_eq!(p.push(1), Err(Error::CorruptRing));
+        }
+    }
+
+    #[test]
+    fn two_threads_hammer_the_ring() {
+        const N: u64 = 200_000;
+        let (mut p, mut c) = pair(16);
+        let prod = std::thread::spawn(move || {
+            let mut i = 0u64;
+            while i < N {
+                // Entry encodes its index twice so torn reads would show.
+                match p.push(i << 32 | (i & 0xffff_ffff)) {
+                    Ok(()) => i += 1,
+                    Err(Error::Full) => std::hint::spin_loop(),
+                    Err(e) => panic!("{e:?}"),
+                }
+            }
+        });
+        let mut expect = 0u64;
+        let mut spins = 0u64;
+        while expect < N {
+            match c.pop().unwrap() {
+                Some(v) => {
+                    assert_eq!(v, expect << 32 | (expect & 0xffff_ffff));
+                    expect += 1;
+                }
+                None => {
+                    spins += 1;
+                    std::hint::spin_loop();
+                }
+            }
+        }
+        prod.join().unwrap();
+        assert_eq!(c.pop().unwrap(), None);
+        let _ = spins;
+    }
+}
