@@ -1,0 +1,261 @@
+//! System calls of the seL4 5.0.0 x86_64 ABI (the `syscall` instruction,
+//! `CONFIG_SYSCALL`).
+//!
+//! Register use: `rdx` = syscall number, `rdi` = capability (in) / badge
+//! (out), `rsi` = message tag, MR0..MR3 in `r10`, `r8`, `r9`, `r15`. The
+//! kernel returns with `sysret`, which leaves `rcx` = return address and
+//! `r11` = flags, and it zeroes `rsp` rather than preserving it. libsel4
+//! therefore parks `rsp` in `rbx` (which the kernel restores from the saved
+//! context); Rust cannot name `rbx` as an asm operand, so the stubs save it
+//! in a compiler-chosen register themselves.
+//!
+//! The wrappers mirror libsel4's `*WithMRs` variants: MR0-3 are passed and
+//! returned by value. On return they also copy MR0-3 into the IPC buffer
+//! when one is set, so [`get_mr`](crate::get_mr) sees the whole message.
+
+use crate::ipc_buffer::ipc_buffer;
+use crate::types::{CPtr, MessageInfo, Word};
+
+/// Syscall numbers (`seL4_Syscall_ID`), from `include/api/syscall.xml`: the
+/// API calls count down from -1, then the debug ones continue the count
+/// whether or not they are configured.
+pub mod id {
+    /// `seL4_SysCall`
+    pub const CALL: isize = -1;
+    /// `seL4_SysReplyRecv`
+    pub const REPLY_RECV: isize = -2;
+    /// `seL4_SysSend`
+    pub const SEND: isize = -3;
+    /// `seL4_SysNBSend`
+    pub const NB_SEND: isize = -4;
+    /// `seL4_SysRecv`
+    pub const RECV: isize = -5;
+    /// `seL4_SysReply`
+    pub const REPLY: isize = -6;
+    /// `seL4_SysYield`
+    pub const YIELD: isize = -7;
+    /// `seL4_SysNBRecv`
+    pub const NB_RECV: isize = -8;
+    /// `seL4_SysDebugPutChar` (CONFIG_DEBUG_BUILD)
+    pub const DEBUG_PUT_CHAR: isize = -9;
+    /// `seL4_SysDebugHalt` (CONFIG_DEBUG_BUILD)
+    pub const DEBUG_HALT: isize = -10;
+    /// `seL4_SysDebugCapIdentify` (CONFIG_DEBUG_BUILD)
+    pub const DEBUG_CAP_IDENTIFY: isize = -11;
+    /// `seL4_SysDebugSnapshot` (CONFIG_DEBUG_BUILD)
+    pub const DEBUG_SNAPSHOT: isize = -12;
+    /// `seL4_SysDebugNameThread` (CONFIG_DEBUG_BUILD)
+    pub const DEBUG_NAME_THREAD: isize = -13;
+    /// `seL4_SysDebugRun` (CONFIG_DANGEROUS_CODE_INJECTION, not configured)
+    pub const DEBUG_RUN: isize = -14;
+    /// `seL4_SysBenchmarkFlushCaches` (CONFIG_ENABLE_BENCHMARKS, not configured)
+    pub const BENCHMARK_FLUSH_CACHES: isize = -15;
+    /// `seL4_SysBenchmarkResetLog` (not configured)
+    pub const BENCHMARK_RESET_LOG: isize = -16;
+    /// `seL4_SysBenchmarkFinalizeLog` (not configured)
+    pub const BENCHMARK_FINALIZE_LOG: isize = -17;
+    /// `seL4_SysBenchmarkSetLogBuffer` (not configured)
+    pub const BENCHMARK_SET_LOG_BUFFER: isize = -18;
+    /// `seL4_SysBenchmarkNullSyscall` (not configured)
+    pub const BENCHMARK_NULL_SYSCALL: isize = -19;
+    /// `seL4_SysBenchmarkGetThreadUtilisation` (not configured)
+    pub const BENCHMARK_GET_THREAD_UTILISATION: isize = -20;
+    /// `seL4_SysBenchmarkResetThreadUtilisation` (not configured)
+    pub const BENCHMARK_RESET_THREAD_UTILISATION: isize = -21;
+    /// `seL4_SysVMEnter` (CONFIG_VTX, not configured)
+    pub const VM_ENTER: isize = -22;
+}
+
+/// Registers that come back from the kernel.
+struct Regs {
+    rdi: Word,
+    rsi: Word,
+    mrs: [Word; 4],
+}
+
+/// The one syscall stub: every register the ABI uses is an input and an
+/// output, so no call site can forget a clobber. `rcx`/`r11` are destroyed
+/// by `syscall`/`sysret`; `rdx` is declared clobbered because libsel4 does
+/// not rely on it either.
+#[cfg(target_arch = "x86_64")]
+#[inline(always)]
+fn raw_syscall(sys: isize, rdi: Word, rsi: Word, mrs: [Word; 4]) -> Regs {
+    let [mut m0, mut m1, mut m2, mut m3] = mrs;
+    let out_rdi: Word;
+    let out_rsi: Word;
+    // SAFETY: the kernel only touches registers listed here, restores rbx
+    // (holding our rsp) and every other register from the saved context,
+    // and accesses user memory only through the registered IPC buffer, which
+    // the default (non-`nomem`) asm contract already covers.
+    unsafe {
+        core::arch::asm!(
+            "mov {save}, rbx",
+            "mov rbx, rsp",
+            "syscall",
+            "mov rsp, rbx",
+            "mov rbx, {save}",
+            save = out(reg) _,
+            inlateout("rdx") sys as Word => _,
+            inlateout("rdi") rdi => out_rdi,
+            inlateout("rsi") rsi => out_rsi,
+            inlateout("r10") m0,
+            inlateout("r8") m1,
+            inlateout("r9") m2,
+            inlateout("r15") m3,
+            out("rcx") _,
+            out("r11") _,
+        );
+    }
+    Regs { rdi: out_rdi, rsi: out_rsi, mrs: [m0, m1, m2, m3] }
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn raw_syscall(_sys: isize, _rdi: Word, _rsi: Word, _mrs: [Word; 4]) -> Regs {
+    unimplemented!("seL4 system calls exist only on x86_64 in this crate")
+}
+
+/// Mirrors received MR0-3 into the IPC buffer, as libsel4's `seL4_Recv`
+/// does, so code reading MRs by index does not need to special-case 0-3.
+fn mirror_mrs(mrs: &[Word; 4]) {
+    let p = ipc_buffer();
+    if !p.is_null() {
+        // SAFETY: set_ipc_buffer's contract; single-threaded address space.
+        unsafe { (&mut (*p).msg)[..4].copy_from_slice(mrs) };
+    }
+}
+
+/// `seL4_Call`: send to `dest` and wait for the reply (through the reply
+/// cap the kernel creates). Returns the reply's tag and MR0-3; further MRs
+/// are in the IPC buffer.
+pub fn call(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, [Word; 4]) {
+    let r = raw_syscall(id::CALL, dest, info.into_word(), mrs);
+    mirror_mrs(&r.mrs);
+    (MessageInfo::from_word(r.rsi), r.mrs)
+}
+
+/// `seL4_Send`: blocking send.
+pub fn send(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) {
+    raw_syscall(id::SEND, dest, info.into_word(), mrs);
+}
+
+/// `seL4_NBSend`: send if a receiver is waiting, otherwise drop the message.
+pub fn nb_send(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) {
+    raw_syscall(id::NB_SEND, dest, info.into_word(), mrs);
+}
+
+/// `seL4_Recv`: block until a message (or signal) arrives on `src`.
+/// Returns the tag, the sender's badge and MR0-3.
+pub fn recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
+    let r = raw_syscall(id::RECV, src, 0, [0; 4]);
+    mirror_mrs(&r.mrs);
+    (MessageInfo::from_word(r.rsi), r.rdi, r.mrs)
+}
+
+/// `seL4_NBRecv`: like [`recv`] but returns at once if nothing is pending
+/// (then the badge is 0 and the tag is empty).
+pub fn nb_recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
+    let r = raw_syscall(id::NB_RECV, src, 0, [0; 4]);
+    mirror_mrs(&r.mrs);
+    (MessageInfo::from_word(r.rsi), r.rdi, r.mrs)
+}
+
+/// `seL4_Reply`: answer the last caller through the thread's reply cap.
+pub fn reply(info: MessageInfo, mrs: [Word; 4]) {
+    raw_syscall(id::REPLY, 0, info.into_word(), mrs);
+}
+
+/// `seL4_ReplyRecv`: reply to the last caller, then wait on `src`.
+/// Returns the next message's tag, badge and MR0-3.
+pub fn reply_recv(src: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, Word, [Word; 4]) {
+    let r = raw_syscall(id::REPLY_RECV, src, info.into_word(), mrs);
+    mirror_mrs(&r.mrs);
+    (MessageInfo::from_word(r.rsi), r.rdi, r.mrs)
+}
+
+/// `seL4_Yield`: give up the rest of the time slice.
+pub fn yield_now() {
+    raw_syscall(id::YIELD, 0, 0, [0; 4]);
+}
+
+/// `seL4_Signal`: signal a notification (a `Send` the kernel turns into an
+/// OR of the cap's badge into the notification word). The tag is libsel4's
+/// `seL4_MessageInfo_new(0, 0, 0, 1)`.
+pub fn signal(dest: CPtr) {
+    raw_syscall(id::SEND, dest, MessageInfo::new(0, 0, 0, 1).into_word(), [0; 4]);
+}
+
+/// `seL4_Wait`: block on a notification; returns the accumulated badge.
+pub fn wait(src: CPtr) -> Word {
+    recv(src).1
+}
+
+/// `seL4_Poll`: read and clear a notification without blocking; returns the
+/// badge (0 if it was not signalled).
+pub fn poll(src: CPtr) -> Word {
+    nb_recv(src).1
+}
+
+/// Debug system calls, present only in a `CONFIG_DEBUG_BUILD` kernel (our
+/// debug variant). On a release kernel they raise an UnknownSyscall fault.
+#[cfg(feature = "debug")]
+mod debug {
+    use super::*;
+
+    /// `seL4_DebugPutChar`: print one byte on the kernel's serial console.
+    pub fn debug_put_char(c: u8) {
+        raw_syscall(id::DEBUG_PUT_CHAR, c as Word, 0, [0; 4]);
+    }
+
+    /// Prints every byte of `s` with [`debug_put_char`].
+    pub fn debug_put_str(s: &str) {
+        for b in s.bytes() {
+            debug_put_char(b);
+        }
+    }
+
+    /// `seL4_DebugHalt`: stop the whole system (the kernel prints a message
+    /// and halts).
+    pub fn debug_halt() {
+        raw_syscall(id::DEBUG_HALT, 0, 0, [0; 4]);
+    }
+
+    /// `seL4_DebugSnapshot`: the kernel prints a capDL dump of the system.
+    pub fn debug_snapshot() {
+        raw_syscall(id::DEBUG_SNAPSHOT, 0, 0, [0; 4]);
+    }
+
+    /// `seL4_DebugCapIdentify`: the kernel's internal type tag of the cap at
+    /// `cap` (0 for a null cap).
+    pub fn debug_cap_identify(cap: CPtr) -> u32 {
+        raw_syscall(id::DEBUG_CAP_IDENTIFY, cap, 0, [0; 4]).rdi as u32
+    }
+
+    /// Longest name [`debug_name_thread`] passes on; the kernel halts the
+    /// system if the NUL terminator is not within the 960-byte message area.
+    pub const MAX_THREAD_NAME_LEN: usize = crate::constants::MSG_MAX_LENGTH * 8 - 1;
+
+    /// `seL4_DebugNameThread`: name the thread of TCB cap `tcb` in kernel
+    /// output. The kernel reads the NUL-terminated name from the *calling*
+    /// thread's IPC buffer message area, so this writes it there (truncated
+    /// to [`MAX_THREAD_NAME_LEN`] bytes) before the call.
+    ///
+    /// # Panics
+    /// If no IPC buffer was set.
+    pub fn debug_name_thread(tcb: CPtr, name: &str) {
+        let buf = crate::ipc_buffer::ipc_buffer_mut();
+        let bytes = &name.as_bytes()[..name.len().min(MAX_THREAD_NAME_LEN)];
+        // Whole words, zero padded: the word after the last byte always
+        // holds the terminator because MAX_THREAD_NAME_LEN < 960.
+        for (i, w) in buf.msg.iter_mut().enumerate().take(bytes.len() / 8 + 1) {
+            let mut chunk = [0u8; 8];
+            let start = i * 8;
+            let end = bytes.len().min(start + 8);
+            chunk[..end - start].copy_from_slice(&bytes[start..end]);
+            *w = Word::from_ne_bytes(chunk);
+        }
+        raw_syscall(id::DEBUG_NAME_THREAD, tcb, 0, [0; 4]);
+    }
+}
+
+#[cfg(feature = "debug")]
+pub use debug::*;
