@@ -393,7 +393,7 @@ impl<'d> Aggregate<'d> {
             return Ok(());
         }
         let mut b = self.d.alloc(pool, len)?;
-        fill(&mut b.as_mut()[..len]);
+        fill(&mut b.writable()[..len]);
         let new = b.seal(len).map_err(|(e, _)| e)?;
         self.replace_range(offset, len, new).map_err(|(e, _)| e)
     }
@@ -406,7 +406,7 @@ impl<'d> Aggregate<'d> {
             return Ok(Self::new(self.d));
         }
         let mut b = self.d.alloc(pool, len)?;
-        let dst = b.as_mut();
+        let dst = b.writable();
         let mut pos = 0;
         for s in self.slices() {
             dst[pos..pos + s.len()].copy_from_slice(s);
@@ -432,6 +432,332 @@ impl Drop for Aggregate<'_> {
     fn drop(&mut self) {
         for s in &self.s[..self.n] {
             self.d.release_local(s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{bytes, make, own};
+    use crate::PAGE_SIZE;
+
+    const P: PoolId = 1;
+
+    fn dom(pages: u32) -> Domain {
+        let d = Domain::new();
+        own(&d, P, pages);
+        d
+    }
+
+    /// Three one-slice aggregates "abc", "defg", "hi" concatenated.
+    fn abc<'d>(d: &'d Domain) -> Aggregate<'d> {
+        let mut a = make(d, P, b"abc");
+        a.append(make(d, P, b"defg")).unwrap();
+        a.append(make(d, P, b"hi")).unwrap();
+        a
+    }
+
+    #[test]
+    fn empty_aggregate_operations() {
+        let d = dom(4);
+        let mut a = Aggregate::new(&d);
+        assert!(a.is_empty());
+        assert_eq!(a.len(), 0);
+        assert_eq!(a.slice_count(), 0);
+        assert_eq!(a.contiguous(), Some(&[][..]));
+        let b = a.split_off(0).unwrap();
+        assert!(b.is_empty());
+        assert_eq!(a.split_off(1).unwrap_err(), Error::InvalidArgument);
+        a.truncate(0);
+        a.advance(0).unwrap();
+        a.append(Aggregate::new(&d)).unwrap();
+        a.prepend(Aggregate::new(&d)).unwrap();
+        let c = a.duplicate().unwrap();
+        assert!(c.is_empty());
+        assert_eq!(a.read_at(0, &mut [0u8; 4]), 0);
+        assert!(a.range(0, 0).unwrap().is_empty());
+        assert!(a.copy_to_pool(P).unwrap().is_empty());
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn zero_length_slices_are_dropped() {
+        let d = dom(4);
+        let mut w = d.alloc(P, 10).unwrap();
+        let z = w.seal_part(0).unwrap();
+        assert!(z.is_empty());
+        w.writable()[..3].copy_from_slice(b"xyz");
+        let a = w.seal(3).unwrap();
+        assert_eq!(a.slice_count(), 1);
+        // A zero-length piece produced by split or range never appears.
+        let mut b = a.duplicate().unwrap();
+        let tail = b.split_off(3).unwrap();
+        assert!(tail.is_empty());
+        assert_eq!(tail.slice_count(), 0);
+        assert_eq!(b.slice_count(), 1);
+        drop((a, b, tail));
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn append_prepend_concat_and_merge() {
+        let d = dom(8);
+        let a = abc(&d);
+        assert_eq!(bytes(&a), b"abcdefghi");
+        assert_eq!(a.slice_count(), 3);
+        let mut p = make(&d, P, b"<");
+        p.append(a).unwrap();
+        let mut q = make(&d, P, b">");
+        q.prepend(p).unwrap();
+        assert_eq!(bytes(&q), b"<abcdefghi>");
+        let r = make(&d, P, b"!").concat(q).unwrap();
+        assert_eq!(bytes(&r), b"!<abcdefghi>");
+        // Pieces sealed one after the other from one buffer merge back.
+        let mut w = d.alloc(P, 8).unwrap();
+        w.writable()[..8].copy_from_slice(b"01234567");
+        let mut x = w.seal_part(4).unwrap();
+        let y = w.seal(4).unwrap();
+        x.append(y).unwrap();
+        assert_eq!(x.slice_count(), 1);
+        assert_eq!(x.contiguous(), Some(&b"01234567"[..]));
+        drop((r, x));
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn split_at_boundaries_and_inside() {
+        let d = dom(8);
+        for at in 0..=9 {
+            let mut a = abc(&d);
+            let b = a.split_off(at).unwrap();
+            assert_eq!(bytes(&a), &b"abcdefghi"[..at]);
+            assert_eq!(bytes(&b), &b"abcdefghi"[at..]);
+            // Slice boundaries (3, 7) do not create extra slices.
+            let pieces = a.slice_count() + b.slice_count();
+            let inside = !(at == 0 || at == 3 || at == 7 || at == 9);
+            assert_eq!(pieces, if inside { 4 } else { 3 }, "at {at}");
+        }
+        assert_eq!(d.stats().buffers_in_use, 0);
+        let mut a = abc(&d);
+        assert_eq!(a.split_off(10).unwrap_err(), Error::InvalidArgument);
+        assert_eq!(bytes(&a), b"abcdefghi");
+    }
+
+    #[test]
+    fn truncate_and_advance() {
+        let d = dom(8);
+        for n in (0..=10).rev() {
+            let mut a = abc(&d);
+            a.truncate(n);
+            assert_eq!(bytes(&a), &b"abcdefghi"[..n.min(9)]);
+        }
+        let mut a = abc(&d);
+        a.truncate(0);
+        assert!(a.is_empty());
+        assert_eq!(d.stats().buffers_in_use, 0, "truncate to 0 releases every buffer");
+        let mut a = abc(&d);
+        a.advance(5).unwrap();
+        assert_eq!(bytes(&a), b"fghi");
+        assert_eq!(a.advance(5).unwrap_err(), Error::InvalidArgument);
+        assert_eq!(bytes(&a), b"fghi");
+        drop(a);
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn range_and_read_at() {
+        let d = dom(8);
+        let a = abc(&d);
+        let r = a.range(2, 4).unwrap();
+        assert_eq!(bytes(&r), b"cdef");
+        assert_eq!(a.range(8, 2).unwrap_err(), Error::InvalidArgument);
+        let mut buf = [0u8; 5];
+        assert_eq!(a.read_at(6, &mut buf), 3);
+        assert_eq!(&buf[..3], b"ghi");
+        assert_eq!(a.read_at(100, &mut buf), 0);
+        assert_eq!(d.stats().bytes_copied, 3);
+        assert!(a.eq_bytes(b"abcdefghi"));
+        assert!(!a.eq_bytes(b"abcdefghX"));
+    }
+
+    #[test]
+    fn mutate_in_the_middle_keeps_old_holders_intact() {
+        let d = dom(8);
+        let a = abc(&d);
+        let snapshot = a.duplicate().unwrap();
+        let mut m = a;
+        m.mutate(2, b"XYZ", P).unwrap(); // spans slices 1 and 2
+        assert_eq!(bytes(&m), b"abXYZfghi");
+        assert_eq!(bytes(&snapshot), b"abcdefghi");
+        m.mutate_with(8, 1, P, |b| b[0] = b'!').unwrap();
+        assert_eq!(bytes(&m), b"abXYZfgh!");
+        m.mutate(0, b"", P).unwrap();
+        assert_eq!(m.mutate(8, b"ab", P).unwrap_err(), Error::InvalidArgument);
+        assert_eq!(bytes(&m), b"abXYZfgh!");
+        assert_eq!(d.stats().bytes_copied, 3, "only the new bytes were written");
+        drop((m, snapshot));
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn replace_range_changes_length() {
+        let d = dom(8);
+        let mut a = abc(&d);
+        a.replace_range(3, 4, make(&d, P, b"-")).unwrap();
+        assert_eq!(bytes(&a), b"abc-hi");
+        a.replace_range(0, 0, make(&d, P, b"[")).unwrap();
+        a.replace_range(a.len(), 0, make(&d, P, b"]")).unwrap();
+        assert_eq!(bytes(&a), b"[abc-hi]");
+        let (e, back) = a.replace_range(5, 10, make(&d, P, b"?")).unwrap_err();
+        assert_eq!(e, Error::InvalidArgument);
+        assert_eq!(bytes(&back), b"?");
+    }
+
+    #[test]
+    fn too_many_slices_changes_nothing() {
+        let d = dom(64);
+        let mut a = Aggregate::new(&d);
+        for i in 0..MAX_SLICES {
+            a.append(make(&d, P, &[i as u8, i as u8])).unwrap();
+        }
+        let full = bytes(&a);
+        let (e, back) = a.append(make(&d, P, b"x")).unwrap_err();
+        assert_eq!(e, Error::TooManySlices);
+        assert_eq!(bytes(&back), b"x");
+        let (e, _) = a.prepend(back).unwrap_err();
+        assert_eq!(e, Error::TooManySlices);
+        // Mutating inside a slice needs two more slices.
+        assert_eq!(a.mutate(1, b"q", P).unwrap_err(), Error::TooManySlices);
+        assert_eq!(bytes(&a), full);
+        // Replacing whole slices does not.
+        a.mutate(2, b"qq", P).unwrap();
+        assert_eq!(a.slice_count(), MAX_SLICES);
+        // flatten defragments (paper §2.8 case 3) and counts the copy.
+        let before = d.stats().bytes_copied;
+        a.flatten(P).unwrap();
+        assert_eq!(a.slice_count(), 1);
+        assert_eq!(d.stats().bytes_copied - before, 2 * MAX_SLICES as u64);
+        a.mutate(1, b"q", P).unwrap();
+        assert_eq!(a.slice_count(), 3);
+        drop(a);
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn large_multi_page_buffer() {
+        let d = dom(8);
+        let data: Vec<u8> = (0..3 * PAGE_SIZE + 5).map(|i| (i % 251) as u8).collect();
+        let a = make(&d, P, &data);
+        assert_eq!(d.pool_stats(P).unwrap().pages_in_use, 4);
+        assert_eq!(a.slice_count(), 1);
+        assert_eq!(a.contiguous().unwrap(), &data[..]);
+        drop(a);
+        assert_eq!(d.pool_stats(P).unwrap().pages_in_use, 0);
+        assert_eq!(d.pool_stats(P).unwrap().high_water_pages, 4);
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Append(Vec<u8>),
+            Prepend(Vec<u8>),
+            Split(usize, bool),
+            Truncate(usize),
+            Advance(usize),
+            Mutate(usize, Vec<u8>),
+            Replace(usize, usize, Vec<u8>),
+            Dup,
+            Flatten,
+            Range(usize, usize),
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            let data = proptest::collection::vec(any::<u8>(), 0..40);
+            prop_oneof![
+                data.clone().prop_map(Op::Append),
+                data.clone().prop_map(Op::Prepend),
+                (0usize..200, any::<bool>()).prop_map(|(a, b)| Op::Split(a, b)),
+                (0usize..200).prop_map(Op::Truncate),
+                (0usize..200).prop_map(Op::Advance),
+                (0usize..200, data.clone()).prop_map(|(a, b)| Op::Mutate(a, b)),
+                (0usize..200, 0usize..30, data).prop_map(|(a, b, c)| Op::Replace(a, b, c)),
+                Just(Op::Dup),
+                Just(Op::Flatten),
+                (0usize..200, 0usize..60).prop_map(|(a, b)| Op::Range(a, b)),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 300, ..ProptestConfig::default() })]
+            /// Every aggregate operation agrees with the same operation on a
+            /// plain Vec<u8>, failures change nothing, and when everything is
+            /// dropped every buffer is back in the pool.
+            #[test]
+            fn aggregate_matches_vec_model(ops in proptest::collection::vec(op(), 1..40)) {
+                let d = dom(256);
+                let mut a = Aggregate::new(&d);
+                let mut m: Vec<u8> = Vec::new();
+                let mut keep = Vec::new(); // other holders (snapshots)
+                let mut models = Vec::new();
+                for op in ops {
+                    match op {
+                        Op::Append(v) => match a.append(make(&d, P, &v)) {
+                            Ok(()) => m.extend_from_slice(&v),
+                            Err((e, back)) => { prop_assert_eq!(e, Error::TooManySlices); prop_assert!(back.eq_bytes(&v)); }
+                        },
+                        Op::Prepend(v) => match a.prepend(make(&d, P, &v)) {
+                            Ok(()) => { let mut n = v.clone(); n.extend_from_slice(&m); m = n; }
+                            Err((e, _)) => prop_assert_eq!(e, Error::TooManySlices),
+                        },
+                        Op::Split(at, keep_tail) => {
+                            if at > m.len() { prop_assert!(a.split_off(at).is_err()); }
+                            else {
+                                let t = a.split_off(at).unwrap();
+                                let tm = m.split_off(at);
+                                prop_assert!(t.eq_bytes(&tm));
+                                if keep_tail { keep.push(t); models.push(tm); }
+                            }
+                        }
+                        Op::Truncate(n) => { a.truncate(n); m.truncate(n); }
+                        Op::Advance(n) => {
+                            if n > m.len() { prop_assert!(a.advance(n).is_err()); }
+                            else { a.advance(n).unwrap(); m.drain(..n); }
+                        }
+                        Op::Mutate(off, v) => {
+                            let r = a.mutate(off, &v, P);
+                            if off + v.len() > m.len() { prop_assert!(r.is_err()); }
+                            else if r.is_ok() { m[off..off + v.len()].copy_from_slice(&v); }
+                            else { prop_assert_eq!(r.unwrap_err(), Error::TooManySlices); }
+                        }
+                        Op::Replace(off, len, v) => {
+                            let r = a.replace_range(off, len, make(&d, P, &v));
+                            if off + len > m.len() { prop_assert!(r.is_err()); }
+                            else if r.is_ok() { m.splice(off..off + len, v.iter().copied()); }
+                            else { prop_assert_eq!(r.unwrap_err().0, Error::TooManySlices); }
+                        }
+                        Op::Dup => { keep.push(a.duplicate().unwrap()); models.push(m.clone()); }
+                        Op::Flatten => { a.flatten(P).unwrap(); prop_assert!(a.slice_count() <= 1); }
+                        Op::Range(off, len) => {
+                            let r = a.range(off, len);
+                            if off + len > m.len() { prop_assert!(r.is_err()); }
+                            else { prop_assert!(r.unwrap().eq_bytes(&m[off..off + len])); }
+                        }
+                    }
+                    prop_assert_eq!(a.len(), m.len());
+                    prop_assert_eq!(bytes(&a), m.clone());
+                    prop_assert!(a.descs().iter().all(|s| s.len > 0));
+                    prop_assert!(a.descs().windows(2).all(|w| !w[0].is_contiguous_with(&w[1])));
+                    // Snapshots never change.
+                    for (k, km) in keep.iter().zip(&models) { prop_assert!(k.eq_bytes(km)); }
+                }
+                drop(a);
+                drop(keep);
+                prop_assert_eq!(d.stats().buffers_in_use, 0);
+            }
         }
     }
 }

@@ -329,7 +329,7 @@ impl Domain {
         }
         if len > PAGE_SIZE / 2 {
             let mut b = self.alloc(pool, len)?;
-            fill(&mut b.as_mut()[..len]);
+            fill(&mut b.writable()[..len]);
             return b.seal(len).map_err(|(e, _)| e);
         }
         let len32 = len as u32;
@@ -386,7 +386,7 @@ impl Domain {
             return Ok(Aggregate::new(self));
         }
         let mut b = self.alloc(pool, bytes.len())?;
-        b.as_mut()[..bytes.len()].copy_from_slice(bytes);
+        b.writable()[..bytes.len()].copy_from_slice(bytes);
         self.count_copy(bytes.len());
         b.seal(bytes.len()).map_err(|(e, _)| e)
     }
@@ -825,6 +825,18 @@ pub struct BufMut<'d> {
     sealed: u32,
 }
 
+impl core::fmt::Debug for BufMut<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("BufMut")
+            .field("pool", &self.pool)
+            .field("buf", &self.buf)
+            .field("gen", &self.gen)
+            .field("cap", &self.cap)
+            .field("sealed", &self.sealed)
+            .finish()
+    }
+}
+
 impl<'d> BufMut<'d> {
     /// Bytes that can still be written (capacity minus the sealed prefix).
     pub fn remaining(&self) -> usize {
@@ -837,7 +849,7 @@ impl<'d> BufMut<'d> {
     }
 
     /// The writable, unsealed part of the buffer.
-    pub fn as_mut(&mut self) -> &mut [u8] {
+    pub fn writable(&mut self) -> &mut [u8] {
         let ptr = self
             .d
             .with_pool(self.pool, |e, _| e.data_ptr_mut(self.buf, self.sealed))
