@@ -240,7 +240,10 @@ impl<'a> Iterator for ExtraChunks<'a> {
         }
         let (chunk, rest) = self.rest.split_at(len as usize);
         self.rest = rest;
-        Some(ExtraChunk { id, body: &chunk[HDR..] })
+        Some(ExtraChunk {
+            id,
+            body: &chunk[HDR..],
+        })
     }
 }
 
@@ -287,7 +290,10 @@ mod tests {
             num_nodes: 1,
             num_iopt_levels: 0,
             ipc_buffer: core::ptr::null_mut(),
-            empty: SlotRegion { start: 300, end: 65536 },
+            empty: SlotRegion {
+                start: 300,
+                end: 65536,
+            },
             shared_frames: SlotRegion { start: 0, end: 0 },
             user_image_frames: SlotRegion { start: 12, end: 40 },
             user_image_paging: SlotRegion { start: 40, end: 45 },
@@ -297,23 +303,52 @@ mod tests {
             init_thread_domain: 0,
             arch_info: 2000,
             untyped: SlotRegion { start: 46, end: 49 },
-            untyped_list: [UntypedDesc { paddr: 0, padding1: 0, padding2: 0, size_bits: 0, is_device: 0 };
-                MAX_BOOTINFO_UNTYPED_CAPS],
+            untyped_list: [UntypedDesc {
+                paddr: 0,
+                padding1: 0,
+                padding2: 0,
+                size_bits: 0,
+                is_device: 0,
+            }; MAX_BOOTINFO_UNTYPED_CAPS],
         };
-        bi.untyped_list[0] = UntypedDesc { paddr: 0x10_0000, padding1: 0, padding2: 0, size_bits: 20, is_device: 0 };
-        bi.untyped_list[1] = UntypedDesc { paddr: 0xfee0_0000, padding1: 0, padding2: 0, size_bits: 12, is_device: 1 };
-        bi.untyped_list[2] = UntypedDesc { paddr: 0x20_0000, padding1: 0, padding2: 0, size_bits: 21, is_device: 0 };
+        bi.untyped_list[0] = UntypedDesc {
+            paddr: 0x10_0000,
+            padding1: 0,
+            padding2: 0,
+            size_bits: 20,
+            is_device: 0,
+        };
+        bi.untyped_list[1] = UntypedDesc {
+            paddr: 0xfee0_0000,
+            padding1: 0,
+            padding2: 0,
+            size_bits: 12,
+            is_device: 1,
+        };
+        bi.untyped_list[2] = UntypedDesc {
+            paddr: 0x20_0000,
+            padding1: 0,
+            padding2: 0,
+            size_bits: 21,
+            is_device: 0,
+        };
         bi
     }
 
     #[test]
     fn untyped_iteration_pairs_slots_with_descriptions() {
         let bi = sample();
-        let v: Vec<(CPtr, Word, u8, bool)> =
-            bi.untypeds().map(|(c, d)| (c, d.paddr(), d.size_bits(), d.is_device())).collect();
+        let v: Vec<(CPtr, Word, u8, bool)> = bi
+            .untypeds()
+            .map(|(c, d)| (c, d.paddr(), d.size_bits(), d.is_device()))
+            .collect();
         assert_eq!(
             v,
-            vec![(46, 0x10_0000, 20, false), (47, 0xfee0_0000, 12, true), (48, 0x20_0000, 21, false)]
+            vec![
+                (46, 0x10_0000, 20, false),
+                (47, 0xfee0_0000, 12, true),
+                (48, 0x20_0000, 21, false)
+            ]
         );
         assert_eq!(bi.untyped_list().len(), 3);
         assert!(bi.untyped_list()[0].contains(0x1f_ffff));
@@ -324,7 +359,10 @@ mod tests {
     #[test]
     fn untyped_count_is_clamped() {
         let mut bi = sample();
-        bi.untyped = SlotRegion { start: 10, end: 10_000 };
+        bi.untyped = SlotRegion {
+            start: 10,
+            end: 10_000,
+        };
         assert_eq!(bi.untypeds().count(), MAX_BOOTINFO_UNTYPED_CAPS);
         bi.untyped = SlotRegion { start: 10, end: 5 };
         assert_eq!(bi.untypeds().count(), 0);
@@ -340,7 +378,13 @@ mod tests {
         bytes.extend_from_slice(&16u64.to_ne_bytes());
         let v: Vec<ExtraChunk> = ExtraChunks::new(&bytes).collect();
         assert_eq!(v.len(), 2);
-        assert_eq!(v[0], ExtraChunk { id: 1, body: &[1, 2, 3, 4] });
+        assert_eq!(
+            v[0],
+            ExtraChunk {
+                id: 1,
+                body: &[1, 2, 3, 4]
+            }
+        );
         assert_eq!(v[1].id, 0);
         assert!(v[1].body.is_empty());
 

@@ -13,7 +13,7 @@
 //! - [`types`]: [`MessageInfo`], [`CapRights`], [`CapData`], [`PrioProps`],
 //!   [`Error`], [`ObjectType`], [`VmAttributes`], [`UserContext`];
 //! - [`constants`]: initial cap slots, object sizes, limits;
-//! - [`ipc_buffer`]: [`IpcBuffer`] and the per-address-space pointer to it;
+//! - [`ipc_buffer`](mod@ipc_buffer): [`IpcBuffer`] and the per-address-space pointer to it;
 //! - [`syscalls`]: [`call`], [`send`], [`recv`], [`reply_recv`], ...;
 //! - [`bootinfo`]: [`BootInfo`] and the untyped list;
 //! - [`fault`]: fault labels and message layouts;

@@ -89,6 +89,9 @@ fn raw_syscall(sys: isize, rdi: Word, rsi: Word, mrs: [Word; 4]) -> Regs {
     // the default (non-`nomem`) asm contract already covers.
     unsafe {
         core::arch::asm!(
+            // If the allocator picks rbx itself for {save}, both moves are
+            // no-ops and rbx ends up holding rsp, which is still correct:
+            // {save} is an output, so the compiler treats it as clobbered.
             "mov {save}, rbx",
             "mov rbx, rsp",
             "syscall",
@@ -106,7 +109,11 @@ fn raw_syscall(sys: isize, rdi: Word, rsi: Word, mrs: [Word; 4]) -> Regs {
             out("r11") _,
         );
     }
-    Regs { rdi: out_rdi, rsi: out_rsi, mrs: [m0, m1, m2, m3] }
+    Regs {
+        rdi: out_rdi,
+        rsi: out_rsi,
+        mrs: [m0, m1, m2, m3],
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -127,6 +134,7 @@ fn mirror_mrs(mrs: &[Word; 4]) {
 /// `seL4_Call`: send to `dest` and wait for the reply (through the reply
 /// cap the kernel creates). Returns the reply's tag and MR0-3; further MRs
 /// are in the IPC buffer.
+#[inline]
 pub fn call(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, [Word; 4]) {
     let r = raw_syscall(id::CALL, dest, info.into_word(), mrs);
     mirror_mrs(&r.mrs);
@@ -134,17 +142,20 @@ pub fn call(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, [Wor
 }
 
 /// `seL4_Send`: blocking send.
+#[inline]
 pub fn send(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) {
     raw_syscall(id::SEND, dest, info.into_word(), mrs);
 }
 
 /// `seL4_NBSend`: send if a receiver is waiting, otherwise drop the message.
+#[inline]
 pub fn nb_send(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) {
     raw_syscall(id::NB_SEND, dest, info.into_word(), mrs);
 }
 
 /// `seL4_Recv`: block until a message (or signal) arrives on `src`.
 /// Returns the tag, the sender's badge and MR0-3.
+#[inline]
 pub fn recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
     let r = raw_syscall(id::RECV, src, 0, [0; 4]);
     mirror_mrs(&r.mrs);
@@ -153,6 +164,7 @@ pub fn recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
 
 /// `seL4_NBRecv`: like [`recv`] but returns at once if nothing is pending
 /// (then the badge is 0 and the tag is empty).
+#[inline]
 pub fn nb_recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
     let r = raw_syscall(id::NB_RECV, src, 0, [0; 4]);
     mirror_mrs(&r.mrs);
@@ -160,12 +172,14 @@ pub fn nb_recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
 }
 
 /// `seL4_Reply`: answer the last caller through the thread's reply cap.
+#[inline]
 pub fn reply(info: MessageInfo, mrs: [Word; 4]) {
     raw_syscall(id::REPLY, 0, info.into_word(), mrs);
 }
 
 /// `seL4_ReplyRecv`: reply to the last caller, then wait on `src`.
 /// Returns the next message's tag, badge and MR0-3.
+#[inline]
 pub fn reply_recv(src: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, Word, [Word; 4]) {
     let r = raw_syscall(id::REPLY_RECV, src, info.into_word(), mrs);
     mirror_mrs(&r.mrs);
@@ -173,6 +187,7 @@ pub fn reply_recv(src: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo,
 }
 
 /// `seL4_Yield`: give up the rest of the time slice.
+#[inline]
 pub fn yield_now() {
     raw_syscall(id::YIELD, 0, 0, [0; 4]);
 }
@@ -180,17 +195,25 @@ pub fn yield_now() {
 /// `seL4_Signal`: signal a notification (a `Send` the kernel turns into an
 /// OR of the cap's badge into the notification word). The tag is libsel4's
 /// `seL4_MessageInfo_new(0, 0, 0, 1)`.
+#[inline]
 pub fn signal(dest: CPtr) {
-    raw_syscall(id::SEND, dest, MessageInfo::new(0, 0, 0, 1).into_word(), [0; 4]);
+    raw_syscall(
+        id::SEND,
+        dest,
+        MessageInfo::new(0, 0, 0, 1).into_word(),
+        [0; 4],
+    );
 }
 
 /// `seL4_Wait`: block on a notification; returns the accumulated badge.
+#[inline]
 pub fn wait(src: CPtr) -> Word {
     recv(src).1
 }
 
 /// `seL4_Poll`: read and clear a notification without blocking; returns the
 /// badge (0 if it was not signalled).
+#[inline]
 pub fn poll(src: CPtr) -> Word {
     nb_recv(src).1
 }
@@ -202,6 +225,7 @@ mod debug {
     use super::*;
 
     /// `seL4_DebugPutChar`: print one byte on the kernel's serial console.
+    #[inline]
     pub fn debug_put_char(c: u8) {
         raw_syscall(id::DEBUG_PUT_CHAR, c as Word, 0, [0; 4]);
     }
@@ -234,6 +258,21 @@ mod debug {
     /// system if the NUL terminator is not within the 960-byte message area.
     pub const MAX_THREAD_NAME_LEN: usize = crate::constants::MSG_MAX_LENGTH * 8 - 1;
 
+    /// Writes `name` as the NUL-terminated string the kernel expects in the
+    /// message area, truncated to [`MAX_THREAD_NAME_LEN`] bytes.
+    pub fn pack_thread_name(msg: &mut [Word; crate::constants::MSG_MAX_LENGTH], name: &str) {
+        let bytes = &name.as_bytes()[..name.len().min(MAX_THREAD_NAME_LEN)];
+        // Whole words, zero padded: the word after the last byte always
+        // holds the terminator because MAX_THREAD_NAME_LEN < 960.
+        for (i, w) in msg.iter_mut().enumerate().take(bytes.len() / 8 + 1) {
+            let mut chunk = [0u8; 8];
+            let start = i * 8;
+            let end = bytes.len().min(start + 8);
+            chunk[..end - start].copy_from_slice(&bytes[start..end]);
+            *w = Word::from_ne_bytes(chunk);
+        }
+    }
+
     /// `seL4_DebugNameThread`: name the thread of TCB cap `tcb` in kernel
     /// output. The kernel reads the NUL-terminated name from the *calling*
     /// thread's IPC buffer message area, so this writes it there (truncated
@@ -242,20 +281,52 @@ mod debug {
     /// # Panics
     /// If no IPC buffer was set.
     pub fn debug_name_thread(tcb: CPtr, name: &str) {
-        let buf = crate::ipc_buffer::ipc_buffer_mut();
-        let bytes = &name.as_bytes()[..name.len().min(MAX_THREAD_NAME_LEN)];
-        // Whole words, zero padded: the word after the last byte always
-        // holds the terminator because MAX_THREAD_NAME_LEN < 960.
-        for (i, w) in buf.msg.iter_mut().enumerate().take(bytes.len() / 8 + 1) {
-            let mut chunk = [0u8; 8];
-            let start = i * 8;
-            let end = bytes.len().min(start + 8);
-            chunk[..end - start].copy_from_slice(&bytes[start..end]);
-            *w = Word::from_ne_bytes(chunk);
-        }
+        pack_thread_name(&mut crate::ipc_buffer::ipc_buffer_mut().msg, name);
         raw_syscall(id::DEBUG_NAME_THREAD, tcb, 0, [0; 4]);
     }
 }
 
 #[cfg(feature = "debug")]
 pub use debug::*;
+
+#[cfg(all(test, feature = "debug"))]
+mod tests {
+    use super::*;
+
+    fn unpack(msg: &[Word; 120]) -> Vec<u8> {
+        let bytes: Vec<u8> = msg.iter().flat_map(|w| w.to_ne_bytes()).collect();
+        bytes[..bytes.iter().position(|&b| b == 0).expect("no terminator")].to_vec()
+    }
+
+    #[test]
+    fn thread_names_are_nul_terminated_and_truncated() {
+        let mut msg = [Word::MAX; 120];
+        pack_thread_name(&mut msg, "uart-driver");
+        assert_eq!(unpack(&msg), b"uart-driver");
+        let mut msg = [Word::MAX; 120];
+        pack_thread_name(&mut msg, "exactly8");
+        assert_eq!(unpack(&msg), b"exactly8");
+        let long = "x".repeat(2000);
+        let mut msg = [Word::MAX; 120];
+        pack_thread_name(&mut msg, &long);
+        assert_eq!(unpack(&msg).len(), MAX_THREAD_NAME_LEN);
+        assert_eq!(MAX_THREAD_NAME_LEN, 959);
+    }
+
+    #[test]
+    fn syscall_numbers() {
+        assert_eq!(
+            (id::CALL, id::REPLY_RECV, id::SEND, id::NB_SEND),
+            (-1, -2, -3, -4)
+        );
+        assert_eq!(
+            (id::RECV, id::REPLY, id::YIELD, id::NB_RECV),
+            (-5, -6, -7, -8)
+        );
+        assert_eq!(
+            (id::DEBUG_PUT_CHAR, id::DEBUG_HALT, id::DEBUG_CAP_IDENTIFY),
+            (-9, -10, -11)
+        );
+        assert_eq!((id::DEBUG_SNAPSHOT, id::DEBUG_NAME_THREAD), (-12, -13));
+    }
+}

@@ -469,9 +469,25 @@ impl UserContext {
     /// The registers as words, in transfer order.
     pub const fn to_words(&self) -> [Word; Self::WORDS] {
         [
-            self.rip, self.rsp, self.rflags, self.rax, self.rbx, self.rcx, self.rdx, self.rsi,
-            self.rdi, self.rbp, self.r8, self.r9, self.r10, self.r11, self.r12, self.r13,
-            self.r14, self.r15, self.tls_base,
+            self.rip,
+            self.rsp,
+            self.rflags,
+            self.rax,
+            self.rbx,
+            self.rcx,
+            self.rdx,
+            self.rsi,
+            self.rdi,
+            self.rbp,
+            self.r8,
+            self.r9,
+            self.r10,
+            self.r11,
+            self.r12,
+            self.r13,
+            self.r14,
+            self.r15,
+            self.tls_base,
         ]
     }
 
@@ -518,11 +534,17 @@ mod tests {
         assert_eq!(MessageInfo::new(1 << 20, 8, 4, 128).into_word(), 0);
         let m = MessageInfo::new(0x12345, 5, 2, 21);
         assert_eq!(m.into_word(), (0x12345 << 12) | (5 << 9) | (2 << 7) | 21);
-        assert_eq!((m.label(), m.caps_unwrapped(), m.extra_caps(), m.length()), (0x12345, 5, 2, 21));
+        assert_eq!(
+            (m.label(), m.caps_unwrapped(), m.extra_caps(), m.length()),
+            (0x12345, 5, 2, 21)
+        );
         assert_eq!(MessageInfo::from_word(m.into_word()), m);
         // Upper half is padding: a word with only padding bits decodes as empty.
         let p = MessageInfo::from_word(0xffff_ffff_0000_0000);
-        assert_eq!((p.label(), p.caps_unwrapped(), p.extra_caps(), p.length()), (0, 0, 0, 0));
+        assert_eq!(
+            (p.label(), p.caps_unwrapped(), p.extra_caps(), p.length()),
+            (0, 0, 0, 0)
+        );
     }
 
     #[test]
@@ -548,9 +570,15 @@ mod tests {
         assert_eq!(CapData::badge(u64::MAX).into_word(), (1 << 28) - 1);
         // types_64.bf Guard: CapDataType 1 | padding 5 | GuardBits 18 | GuardSize 6 | padding 2
         assert_eq!(CapData::guard(0, 0).into_word(), 1 << 31);
-        assert_eq!(CapData::guard(0x3_ffff, 0).into_word(), (1 << 31) | (0x3_ffff << 8));
+        assert_eq!(
+            CapData::guard(0x3_ffff, 0).into_word(),
+            (1 << 31) | (0x3_ffff << 8)
+        );
         assert_eq!(CapData::guard(0, 63).into_word(), (1 << 31) | (63 << 2));
-        assert_eq!(CapData::io_port_range(0x3f8, 0x3ff).into_word(), 0x03f8_03ff);
+        assert_eq!(
+            CapData::io_port_range(0x3f8, 0x3ff).into_word(),
+            0x03f8_03ff
+        );
         assert_eq!(CapData::NONE.into_word(), 0);
         // shared_types_64.bf PrioProps: padding 48 | mcp 8 | prio 8
         let p = PrioProps::new(254, 100);

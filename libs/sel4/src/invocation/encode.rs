@@ -10,7 +10,9 @@
 //! new word. The service cap is the syscall's destination, not part of this.
 
 use super::labels;
-use crate::types::{CPtr, CapData, CapRights, MessageInfo, ObjectType, PrioProps, UserContext, VmAttributes, Word};
+use crate::types::{
+    CPtr, CapData, CapRights, MessageInfo, ObjectType, PrioProps, UserContext, VmAttributes, Word,
+};
 
 /// Most words any invocation sends: TCB_WriteRegisters (2 + 19).
 pub const MAX_WORDS: usize = 2 + UserContext::WORDS;
@@ -29,7 +31,13 @@ pub struct Invocation {
 impl Invocation {
     /// An invocation with `label`, no words and no caps.
     pub const fn new(label: Word) -> Self {
-        Invocation { label, words: [0; MAX_WORDS], len: 0, caps: [0; 3], ncaps: 0 }
+        Invocation {
+            label,
+            words: [0; MAX_WORDS],
+            len: 0,
+            caps: [0; 3],
+            ncaps: 0,
+        }
     }
 
     /// Appends a message word.
@@ -112,7 +120,12 @@ pub const fn tcb_read_registers(suspend_source: bool, arch_flags: u8, count: Wor
 
 /// `seL4_TCB_WriteRegisters`: like ReadRegisters, then all 19 registers
 /// (always sent in full, whatever `count` is, as libsel4 does).
-pub const fn tcb_write_registers(resume_target: bool, arch_flags: u8, count: Word, regs: &UserContext) -> Invocation {
+pub const fn tcb_write_registers(
+    resume_target: bool,
+    arch_flags: u8,
+    count: Word,
+    regs: &UserContext,
+) -> Invocation {
     let mut inv = Invocation::new(labels::TCB_WRITE_REGISTERS)
         .word(flag(resume_target, 0) | (arch_flags as Word) << 8)
         .word(count);
@@ -135,13 +148,15 @@ pub const fn tcb_copy_registers(
     transfer_integer: bool,
     arch_flags: u8,
 ) -> Invocation {
-    Invocation::new(labels::TCB_COPY_REGISTERS).cap(source).word(
-        flag(suspend_source, 0)
-            | flag(resume_target, 1)
-            | flag(transfer_frame, 2)
-            | flag(transfer_integer, 3)
-            | (arch_flags as Word) << 8,
-    )
+    Invocation::new(labels::TCB_COPY_REGISTERS)
+        .cap(source)
+        .word(
+            flag(suspend_source, 0)
+                | flag(resume_target, 1)
+                | flag(transfer_frame, 2)
+                | flag(transfer_integer, 3)
+                | (arch_flags as Word) << 8,
+        )
 }
 
 /// `seL4_TCB_Configure`. `fault_ep` is a CPtr in the *configured* thread's
@@ -180,7 +195,9 @@ pub const fn tcb_set_mc_priority(mcp: u8) -> Invocation {
 
 /// `seL4_TCB_SetIPCBuffer`.
 pub const fn tcb_set_ipc_buffer(buffer: Word, buffer_frame: CPtr) -> Invocation {
-    Invocation::new(labels::TCB_SET_IPC_BUFFER).word(buffer).cap(buffer_frame)
+    Invocation::new(labels::TCB_SET_IPC_BUFFER)
+        .word(buffer)
+        .cap(buffer_frame)
 }
 
 /// `seL4_TCB_SetSpace`.
@@ -270,8 +287,15 @@ pub const fn cnode_copy(
     src_depth: u8,
     rights: CapRights,
 ) -> Invocation {
-    cnode_two_slots(labels::CNODE_COPY, dest_index, dest_depth, src_root, src_index, src_depth)
-        .word(rights.into_word())
+    cnode_two_slots(
+        labels::CNODE_COPY,
+        dest_index,
+        dest_depth,
+        src_root,
+        src_index,
+        src_depth,
+    )
+    .word(rights.into_word())
 }
 
 /// `seL4_CNode_Mint`.
@@ -284,14 +308,34 @@ pub const fn cnode_mint(
     rights: CapRights,
     badge: CapData,
 ) -> Invocation {
-    cnode_two_slots(labels::CNODE_MINT, dest_index, dest_depth, src_root, src_index, src_depth)
-        .word(rights.into_word())
-        .word(badge.into_word())
+    cnode_two_slots(
+        labels::CNODE_MINT,
+        dest_index,
+        dest_depth,
+        src_root,
+        src_index,
+        src_depth,
+    )
+    .word(rights.into_word())
+    .word(badge.into_word())
 }
 
 /// `seL4_CNode_Move`.
-pub const fn cnode_move(dest_index: Word, dest_depth: u8, src_root: CPtr, src_index: Word, src_depth: u8) -> Invocation {
-    cnode_two_slots(labels::CNODE_MOVE, dest_index, dest_depth, src_root, src_index, src_depth)
+pub const fn cnode_move(
+    dest_index: Word,
+    dest_depth: u8,
+    src_root: CPtr,
+    src_index: Word,
+    src_depth: u8,
+) -> Invocation {
+    cnode_two_slots(
+        labels::CNODE_MOVE,
+        dest_index,
+        dest_depth,
+        src_root,
+        src_index,
+        src_depth,
+    )
 }
 
 /// `seL4_CNode_Mutate`.
@@ -303,8 +347,15 @@ pub const fn cnode_mutate(
     src_depth: u8,
     badge: CapData,
 ) -> Invocation {
-    cnode_two_slots(labels::CNODE_MUTATE, dest_index, dest_depth, src_root, src_index, src_depth)
-        .word(badge.into_word())
+    cnode_two_slots(
+        labels::CNODE_MUTATE,
+        dest_index,
+        dest_depth,
+        src_root,
+        src_index,
+        src_depth,
+    )
+    .word(badge.into_word())
 }
 
 /// `seL4_CNode_Rotate`.
@@ -412,13 +463,18 @@ pub const fn irq_handler_clear() -> Invocation {
 
 /// `seL4_DomainSet_Set`.
 pub const fn domain_set_set(domain: u8, thread: CPtr) -> Invocation {
-    Invocation::new(labels::DOMAIN_SET_SET).word(domain as Word).cap(thread)
+    Invocation::new(labels::DOMAIN_SET_SET)
+        .word(domain as Word)
+        .cap(thread)
 }
 
 // x86 paging
 
 const fn map_table(label: Word, vroot: CPtr, vaddr: Word, attr: VmAttributes) -> Invocation {
-    Invocation::new(label).cap(vroot).word(vaddr).word(attr.into_word())
+    Invocation::new(label)
+        .cap(vroot)
+        .word(vaddr)
+        .word(attr.into_word())
 }
 
 /// `seL4_X86_PDPT_Map` (into a PML4).
@@ -458,7 +514,9 @@ pub const fn x86_page_table_unmap() -> Invocation {
 
 /// `seL4_X86_IOPageTable_Map` (needs an IOMMU, which this kernel lacks).
 pub const fn x86_io_page_table_map(iospace: CPtr, ioaddr: Word) -> Invocation {
-    Invocation::new(labels::X86_IO_PAGE_TABLE_MAP).cap(iospace).word(ioaddr)
+    Invocation::new(labels::X86_IO_PAGE_TABLE_MAP)
+        .cap(iospace)
+        .word(ioaddr)
 }
 
 /// `seL4_X86_IOPageTable_Unmap`.
@@ -467,7 +525,12 @@ pub const fn x86_io_page_table_unmap() -> Invocation {
 }
 
 /// `seL4_X86_Page_Map`.
-pub const fn x86_page_map(vroot: CPtr, vaddr: Word, rights: CapRights, attr: VmAttributes) -> Invocation {
+pub const fn x86_page_map(
+    vroot: CPtr,
+    vaddr: Word,
+    rights: CapRights,
+    attr: VmAttributes,
+) -> Invocation {
     Invocation::new(labels::X86_PAGE_MAP)
         .cap(vroot)
         .word(vaddr)
@@ -477,7 +540,10 @@ pub const fn x86_page_map(vroot: CPtr, vaddr: Word, rights: CapRights, attr: VmA
 
 /// `seL4_X86_Page_Remap`: change rights/attributes of a mapped page.
 pub const fn x86_page_remap(vroot: CPtr, rights: CapRights, attr: VmAttributes) -> Invocation {
-    Invocation::new(labels::X86_PAGE_REMAP).cap(vroot).word(rights.into_word()).word(attr.into_word())
+    Invocation::new(labels::X86_PAGE_REMAP)
+        .cap(vroot)
+        .word(rights.into_word())
+        .word(attr.into_word())
 }
 
 /// `seL4_X86_Page_Unmap`.
@@ -487,7 +553,10 @@ pub const fn x86_page_unmap() -> Invocation {
 
 /// `seL4_X86_Page_MapIO` (needs an IOMMU, which this kernel lacks).
 pub const fn x86_page_map_io(iospace: CPtr, rights: CapRights, ioaddr: Word) -> Invocation {
-    Invocation::new(labels::X86_PAGE_MAP_IO).cap(iospace).word(rights.into_word()).word(ioaddr)
+    Invocation::new(labels::X86_PAGE_MAP_IO)
+        .cap(iospace)
+        .word(rights.into_word())
+        .word(ioaddr)
 }
 
 /// `seL4_X86_Page_GetAddress`; the reply's MR0 is the physical address.
@@ -496,7 +565,12 @@ pub const fn x86_page_get_address() -> Invocation {
 }
 
 /// `seL4_X86_ASIDControl_MakePool`.
-pub const fn x86_asid_control_make_pool(untyped: CPtr, root: CPtr, index: Word, depth: u8) -> Invocation {
+pub const fn x86_asid_control_make_pool(
+    untyped: CPtr,
+    root: CPtr,
+    index: Word,
+    depth: u8,
+) -> Invocation {
     Invocation::new(labels::X86_ASID_CONTROL_MAKE_POOL)
         .cap(untyped)
         .cap(root)
@@ -528,15 +602,131 @@ pub const fn x86_io_port_in32(port: u16) -> Invocation {
 
 /// `seL4_X86_IOPort_Out8` (port and data are full words in 5.0's XML).
 pub const fn x86_io_port_out8(port: u16, data: u8) -> Invocation {
-    Invocation::new(labels::X86_IO_PORT_OUT8).word(port as Word).word(data as Word)
+    Invocation::new(labels::X86_IO_PORT_OUT8)
+        .word(port as Word)
+        .word(data as Word)
 }
 
 /// `seL4_X86_IOPort_Out16`.
 pub const fn x86_io_port_out16(port: u16, data: u16) -> Invocation {
-    Invocation::new(labels::X86_IO_PORT_OUT16).word(port as Word).word(data as Word)
+    Invocation::new(labels::X86_IO_PORT_OUT16)
+        .word(port as Word)
+        .word(data as Word)
 }
 
 /// `seL4_X86_IOPort_Out32`.
 pub const fn x86_io_port_out32(port: u16, data: u32) -> Invocation {
-    Invocation::new(labels::X86_IO_PORT_OUT32).word(port as Word).word(data as Word)
+    Invocation::new(labels::X86_IO_PORT_OUT32)
+        .word(port as Word)
+        .word(data as Word)
+}
+
+#[cfg(test)]
+mod tests {
+    //! Encodings worked out by hand from the 5.0 XML and the stub
+    //! generator's rules; `tests/kernel_abi.rs` checks all of them
+    //! mechanically against the kernel tree.
+    use super::*;
+
+    #[test]
+    fn untyped_retype_root_is_extra_cap_and_six_words_follow() {
+        let inv = untyped_retype(ObjectType::Tcb, 0, 2, 0, 0, 300, 4);
+        assert_eq!(inv.label(), 1);
+        assert_eq!(inv.caps(), &[2]);
+        assert_eq!(inv.words(), &[1, 0, 0, 0, 300, 4]);
+        assert_eq!(inv.info(), MessageInfo::new(1, 0, 1, 6));
+        assert_eq!(inv.info().into_word(), (1 << 12) | (1 << 7) | 6);
+    }
+
+    #[test]
+    fn page_map_vroot_is_cap_then_vaddr_rights_attr() {
+        let inv = x86_page_map(
+            3,
+            0x40_0000,
+            CapRights::read_write(),
+            VmAttributes::CacheDisabled,
+        );
+        assert_eq!(inv.label(), 37);
+        assert_eq!(inv.caps(), &[3]);
+        assert_eq!(inv.words(), &[0x40_0000, 3, 2]);
+        assert_eq!(inv.info(), MessageInfo::new(37, 0, 1, 3));
+    }
+
+    #[test]
+    fn bool_and_u8_share_a_word() {
+        // seL4_Bool at bit 0, seL4_Uint8 aligned up to bit 8, then a new word.
+        let inv = tcb_read_registers(true, 0xff, 19);
+        assert_eq!(inv.words(), &[0xff01, 19]);
+        let inv = tcb_copy_registers(9, false, true, false, true, 1);
+        assert_eq!(inv.words(), &[0b1010 | 1 << 8]);
+        assert_eq!(inv.caps(), &[9]);
+    }
+
+    #[test]
+    fn write_registers_sends_all_nineteen() {
+        let regs = UserContext {
+            rip: 0x40_1000,
+            rsp: 0x7fff_0000,
+            tls_base: 0x9000,
+            ..Default::default()
+        };
+        let inv = tcb_write_registers(true, 0, 2, &regs);
+        assert_eq!(inv.info(), MessageInfo::new(3, 0, 0, 21));
+        assert_eq!(&inv.words()[..4], &[1, 2, 0x40_1000, 0x7fff_0000]);
+        assert_eq!(inv.words()[20], 0x9000);
+    }
+
+    #[test]
+    fn configure_has_three_caps_and_five_words() {
+        let inv = tcb_configure(
+            0x10,
+            PrioProps::new(255, 100),
+            2,
+            CapData::NONE,
+            3,
+            CapData::NONE,
+            0x7000,
+            10,
+        );
+        assert_eq!(inv.label(), 5);
+        assert_eq!(inv.caps(), &[2, 3, 10]);
+        assert_eq!(inv.words(), &[0x10, (255 << 8) | 100, 0, 0, 0x7000]);
+    }
+
+    #[test]
+    fn cnode_depths_take_whole_words() {
+        let inv = cnode_mint(0x100, 16, 2, 0x5, 16, CapRights::all(), CapData::badge(7));
+        assert_eq!(inv.label(), 18);
+        assert_eq!(inv.caps(), &[2]);
+        assert_eq!(inv.words(), &[0x100, 16, 0x5, 16, 7, 7]);
+        let inv = cnode_delete(0x100, 16);
+        assert_eq!((inv.label(), inv.words()), (15, &[0x100, 16][..]));
+    }
+
+    #[test]
+    fn irq_and_io_port_layouts() {
+        let inv = irq_control_get_ioapic(2, 0x200, 16, 0, 4, 0, 0, 4);
+        assert_eq!(inv.label(), 50);
+        assert_eq!(inv.caps(), &[2]);
+        assert_eq!(inv.words(), &[0x200, 16, 0, 4, 0, 0, 4]);
+        let inv = irq_control_get_msi(2, 0x201, 16, 0, 3, 0, 0, 5);
+        assert_eq!((inv.label(), inv.words().len()), (51, 7));
+        assert_eq!(irq_handler_set_notification(0x44).caps(), &[0x44]);
+        assert_eq!(irq_handler_ack().info(), MessageInfo::new(24, 0, 0, 0));
+        let inv = x86_io_port_out8(0x3f8, b'A');
+        assert_eq!((inv.label(), inv.words()), (47, &[0x3f8, 0x41][..]));
+        assert_eq!(
+            x86_io_port_in32(0xcfc).info(),
+            MessageInfo::new(46, 0, 0, 1)
+        );
+    }
+
+    #[test]
+    fn asid_make_pool_has_untyped_then_root() {
+        let inv = x86_asid_control_make_pool(0x30, 2, 0x31, 16);
+        assert_eq!(inv.label(), 42);
+        assert_eq!(inv.caps(), &[0x30, 2]);
+        assert_eq!(inv.words(), &[0x31, 16]);
+        assert_eq!(x86_asid_pool_assign(0x40).caps(), &[0x40]);
+    }
 }
