@@ -899,3 +899,419 @@ impl Drop for BufMut<'_> {
         });
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{bytes, make, map, meta, own, pool_region};
+    use std::vec::Vec;
+
+    const FS_POOL: PoolId = 1;
+    const HTTP_POOL: PoolId = 2;
+
+    // Peer slots, as the system composition would assign them.
+    const FS_HTTP: PeerId = PeerId(0); // in fs: the http component
+    const HTTP_FS: PeerId = PeerId(0); // in http: fs
+    const HTTP_TCP: PeerId = PeerId(1); // in http: tcp
+    const TCP_HTTP: PeerId = PeerId(0); // in tcp: http
+
+    /// Moves all returns owed by `from` (to its peer `to_peer`) into `to`,
+    /// which knows `from` as `from_peer`: what a release ring does.
+    fn pump(from: &Domain, to_peer: PeerId, to: &Domain, from_peer: PeerId) -> usize {
+        let mut rels = Vec::new();
+        from.drain_returns(to_peer, |r| {
+            rels.push(r);
+            true
+        })
+        .unwrap();
+        for r in &rels {
+            to.apply_release(r, from_peer).unwrap();
+        }
+        rels.len()
+    }
+
+    /// fs owns pool 1; http maps it and owns pool 2; tcp maps both.
+    fn system() -> (Domain, Domain, Domain) {
+        let (fs, http, tcp) = (Domain::new(), Domain::new(), Domain::new());
+        let r1 = own(&fs, FS_POOL, 16);
+        let r2 = own(&http, HTTP_POOL, 16);
+        map(&http, FS_POOL, r1);
+        map(&tcp, FS_POOL, r1);
+        map(&tcp, HTTP_POOL, r2);
+        (fs, http, tcp)
+    }
+
+    #[test]
+    fn pool_exhaustion_is_an_error_value() {
+        let d = Domain::new();
+        own(&d, 1, 4);
+        let bufs: Vec<_> = (0..4).map(|_| d.alloc(1, 1).unwrap()).collect();
+        assert_eq!(d.alloc(1, 1).unwrap_err(), Error::PoolExhausted);
+        assert_eq!(d.pack(1, 10, |_| ()).unwrap_err(), Error::PoolExhausted);
+        assert_eq!(d.alloc(1, 100 * PAGE_SIZE).unwrap_err(), Error::PoolExhausted);
+        assert_eq!(d.stats().alloc_failures, 3);
+        assert_eq!(d.stats().buffers_in_use, 4);
+        // Fragmentation: pages 1 and 3 free is not a 2-page run.
+        let mut it = bufs.into_iter();
+        let (b0, b1, b2, b3) = (it.next().unwrap(), it.next().unwrap(), it.next().unwrap(), it.next().unwrap());
+        drop((b1, b3));
+        assert_eq!(d.alloc(1, 2 * PAGE_SIZE).unwrap_err(), Error::PoolExhausted);
+        drop(b2);
+        let big = d.alloc(1, 2 * PAGE_SIZE).unwrap();
+        assert_eq!(big.remaining(), 2 * PAGE_SIZE);
+        assert_eq!(d.pool_stats(1).unwrap().high_water_pages, 4);
+        drop((b0, big));
+        assert_eq!(d.stats().buffers_in_use, 0);
+        // Allocation from a foreign pool is refused.
+        let other = Domain::new();
+        map(&other, 1, pool_region(4));
+        assert_eq!(other.alloc(1, 1).unwrap_err(), Error::NotOwner);
+        assert_eq!(other.alloc(9, 1).unwrap_err(), Error::UnknownPool);
+    }
+
+    #[test]
+    fn generation_increments_on_reallocation_and_stale_refs_are_rejected() {
+        // A one-page pool, so the next allocation must reuse the slot.
+        let (fs, http) = (Domain::new(), Domain::new());
+        map(&http, FS_POOL, own(&fs, FS_POOL, 1));
+        let a = make(&fs, FS_POOL, b"old");
+        let s0 = a.descs()[0];
+        let desc = fs.lend(a, FS_HTTP, 0, 0).unwrap();
+        let h = http.accept(&desc, HTTP_FS).unwrap();
+        drop(h);
+        pump(&http, HTTP_FS, &fs, FS_HTTP);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        let b = make(&fs, FS_POOL, b"new");
+        let s1 = b.descs()[0];
+        assert_eq!((s1.buf, s1.gen), (s0.buf, s0.gen + 1), "same slot, next generation");
+        assert_eq!(fs.published(FS_POOL, s1.buf).unwrap(), (s1.gen, 3));
+        // Replaying the old descriptor is detected.
+        assert_eq!(http.accept(&desc, HTTP_FS).unwrap_err(), Error::GenerationMismatch);
+        assert_eq!(http.stats().rejected_descriptors, 1);
+    }
+
+    #[test]
+    fn forged_descriptors_are_rejected_and_change_nothing() {
+        let (fs, http, _tcp) = system();
+        let big = make(&fs, FS_POOL, &[7u8; PAGE_SIZE + 10]); // pages 0-1
+        let good = big.descs()[0];
+        let one = |s: SliceDesc| {
+            let mut d = AggDesc { nslices: 1, ..AggDesc::default() };
+            d.slices[0] = s;
+            d
+        };
+        let cases = [
+            (SliceDesc { pool: 99, ..good }, Error::UnknownPool),
+            (SliceDesc { buf: 16, ..good }, Error::BadBuffer),
+            (SliceDesc { buf: u32::MAX, ..good }, Error::BadBuffer),
+            (SliceDesc { buf: good.buf + 1, ..good }, Error::BadBuffer), // tail page
+            (SliceDesc { buf: 5, ..good }, Error::BadBuffer),             // free page
+            (SliceDesc { gen: good.gen + 1, ..good }, Error::GenerationMismatch),
+            (SliceDesc { off: 0, len: PAGE_SIZE as u32 + 11, ..good }, Error::OutOfBounds),
+            (SliceDesc { off: u32::MAX, len: u32::MAX, ..good }, Error::OutOfBounds),
+        ];
+        for (s, e) in cases {
+            assert_eq!(http.accept(&one(s), HTTP_FS).unwrap_err(), e, "{s:?}");
+        }
+        let mut many = one(good);
+        many.nslices = MAX_SLICES as u32 + 1;
+        assert_eq!(http.accept(&many, HTTP_FS).unwrap_err(), Error::TooManySlices);
+        assert_eq!(http.accept(&one(good), PeerId(MAX_PEERS as u8)).unwrap_err(), Error::BadPeer);
+        assert_eq!(http.stats().rejected_descriptors, 10);
+        assert_eq!(http.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+        // The genuine slice is fine.
+        let ok = http.accept(&one(good), HTTP_FS).unwrap();
+        assert_eq!(ok.len(), PAGE_SIZE + 10);
+        drop(big);
+    }
+
+    #[test]
+    fn bad_releases_are_counted_and_ignored() {
+        let (fs, _http, _tcp) = system();
+        let a = make(&fs, FS_POOL, b"data");
+        let s = a.descs()[0];
+        let keep = a.duplicate().unwrap();
+        fs.lend(a, FS_HTTP, 0, 0).unwrap();
+        let rel = RelDesc { pool: s.pool, buf: s.buf, gen: s.gen, count: 1 };
+        for bad in [
+            RelDesc { count: 2, ..rel },
+            RelDesc { count: 0, ..rel },
+            RelDesc { gen: s.gen + 1, ..rel },
+            RelDesc { buf: 3, ..rel },
+            RelDesc { pool: 42, ..rel },
+        ] {
+            assert!(fs.apply_release(&bad, FS_HTTP).is_err());
+        }
+        assert!(fs.apply_release(&rel, PeerId(1)).is_err()); // never lent to peer 1
+        assert_eq!(fs.stats().bad_releases, 6);
+        assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 1);
+        fs.apply_release(&rel, FS_HTTP).unwrap();
+        assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 0);
+        assert!(fs.apply_release(&rel, FS_HTTP).is_err(), "double release");
+        drop(keep);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn small_objects_share_a_page() {
+        let (fs, http, _tcp) = system();
+        let a = fs.pack(FS_POOL, 10, |b| b.fill(b'a')).unwrap();
+        let b = fs.pack(FS_POOL, 20, |b| b.fill(b'b')).unwrap();
+        let c = fs.pack(FS_POOL, 30, |b| b.fill(b'c')).unwrap();
+        let (sa, sb, sc) = (a.descs()[0], b.descs()[0], c.descs()[0]);
+        assert_eq!((sa.buf, sa.gen), (sb.buf, sb.gen));
+        assert_eq!((sb.buf, sb.off), (sa.buf, 10));
+        assert_eq!((sc.buf, sc.off), (sa.buf, 30));
+        assert_eq!(fs.stats().buffers_in_use, 1);
+        assert_eq!(fs.stats().bytes_copied, 0);
+        // Objects are readable by the ACL as soon as they are packed...
+        let desc = fs.lend(b, FS_HTTP, 0, 0).unwrap();
+        let hb = http.accept(&desc, HTTP_FS).unwrap();
+        assert_eq!(bytes(&hb), [b'b'; 20]);
+        // ...but bytes past the sealed mark are not.
+        let mut beyond = desc;
+        beyond.slices[0].off = 60;
+        beyond.slices[0].len = 1;
+        assert_eq!(http.accept(&beyond, HTTP_FS).unwrap_err(), Error::OutOfBounds);
+        // A big object gets its own buffer.
+        let big = fs.pack(FS_POOL, PAGE_SIZE, |b| b.fill(1)).unwrap();
+        assert_ne!(big.descs()[0].buf, sa.buf);
+        drop((a, c, big, hb));
+        pump(&http, HTTP_FS, &fs, FS_HTTP);
+        assert_eq!(fs.stats().buffers_in_use, 1, "the packer still owns the page");
+        fs.flush_pack(FS_POOL).unwrap();
+        assert_eq!(fs.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn writer_sees_only_unsealed_bytes() {
+        let d = Domain::new();
+        own(&d, 1, 2);
+        let mut w = d.alloc(1, 100).unwrap();
+        assert_eq!(w.remaining(), PAGE_SIZE);
+        w.writable()[..5].copy_from_slice(b"hello");
+        let a = w.seal_part(5).unwrap();
+        assert_eq!(w.remaining(), PAGE_SIZE - 5);
+        w.writable()[0] = b'!'; // the next byte, not the sealed ones
+        assert_eq!(bytes(&a), b"hello");
+        let (e, w) = w.seal(PAGE_SIZE).unwrap_err();
+        assert_eq!(e, Error::InvalidArgument);
+        let b = w.seal(1).unwrap();
+        assert_eq!(bytes(&b), b"!");
+        // Dropping a writer without sealing frees the buffer.
+        drop(d.alloc(1, 1).unwrap());
+        drop((a, b));
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn three_holders_forwarding_and_release() {
+        let (fs, http, tcp) = system();
+        // fs keeps the file in its cache and serves it to http.
+        let cached = make(&fs, FS_POOL, b"<file body>");
+        let d1 = fs.lend(cached.duplicate().unwrap(), FS_HTTP, 0, 0).unwrap();
+        let body = http.accept(&d1, HTTP_FS).unwrap();
+        // http prepends a header from its own pool and sends to tcp.
+        let mut resp = make(&http, HTTP_POOL, b"HTTP/1.0 200\r\n\r\n");
+        resp.append(body.duplicate().unwrap()).unwrap();
+        let d2 = http.lend(resp, HTTP_TCP, 0, 0).unwrap();
+        let t = tcp.accept(&d2, TCP_HTTP).unwrap();
+        assert_eq!(bytes(&t), b"HTTP/1.0 200\r\n\r\n<file body>");
+        assert_eq!(tcp.pool_stats(FS_POOL).unwrap().buffers_in_use, 1);
+        // One physical copy: fs's buffer is the one tcp reads.
+        assert_eq!(t.descs()[1].pool, FS_POOL);
+        drop(body);
+        assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 0, "tcp still holds it through http");
+        drop(t);
+        assert_eq!(pump(&tcp, TCP_HTTP, &http, HTTP_TCP), 2);
+        assert_eq!(http.stats().buffers_in_use, 0, "header buffer freed");
+        assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 1);
+        assert_eq!(fs.stats().buffers_in_use, 1, "still cached");
+        drop(cached);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        for d in [&fs, &http, &tcp] {
+            assert_eq!(d.stats().bytes_copied, 0);
+            assert_eq!(d.stats().bad_releases, 0);
+        }
+    }
+
+    #[test]
+    fn duplicates_received_from_two_peers_go_back_to_each() {
+        // tcp gets the same fs buffer via http (peer 0) and via "cgi" (peer 1).
+        let (fs, http, tcp) = system();
+        let cgi = Domain::new();
+        map(&cgi, FS_POOL, {
+            let r = pool_region(1);
+            r
+        });
+        let a = make(&fs, FS_POOL, b"shared");
+        let d = fs.lend(a, FS_HTTP, 0, 0).unwrap();
+        let h = http.accept(&d, HTTP_FS).unwrap();
+        let d_h = http.lend(h.duplicate().unwrap(), HTTP_TCP, 0, 0).unwrap();
+        let d_h2 = http.lend(h, HTTP_TCP, 0, 0).unwrap();
+        let t1 = tcp.accept(&d_h, TCP_HTTP).unwrap();
+        let t2 = tcp.accept(&d_h2, TCP_HTTP).unwrap();
+        let mut both = t1;
+        both.append(t2).unwrap();
+        assert_eq!(bytes(&both), b"sharedshared");
+        drop(both);
+        assert_eq!(pump(&tcp, TCP_HTTP, &http, HTTP_TCP), 1, "coalesced into one release of 2");
+        assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 1);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        drop(cgi);
+    }
+
+    #[test]
+    fn death_of_a_leaf_releases_everything() {
+        let (fs, http, tcp) = system();
+        let mut sent = Vec::new();
+        for i in 0..5u8 {
+            let a = make(&fs, FS_POOL, &[i; 100]);
+            sent.push(fs.lend(a, FS_HTTP, 0, 0).unwrap());
+        }
+        let held: Vec<_> = sent.iter().map(|d| http.accept(d, HTTP_FS).unwrap()).collect();
+        assert_eq!(fs.stats().buffers_in_use, 5);
+        assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 5);
+        // http dies: its memory (and `held`) is gone; the loader tells fs.
+        std::mem::forget(held);
+        assert_eq!(fs.peer_died(FS_HTTP).unwrap(), 5);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        assert_eq!(fs.peer_state(FS_HTTP).unwrap(), PeerState::Active);
+        assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 0);
+        // The restarted incarnation works normally.
+        let a = make(&fs, FS_POOL, b"again");
+        let http2 = Domain::new();
+        map(&http2, FS_POOL, pool_region(1)); // region contents do not matter here
+        let d = fs.lend(a, FS_HTTP, 0, 0).unwrap();
+        assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 1);
+        let rel = RelDesc { pool: FS_POOL, buf: d.slices[0].buf, gen: d.slices[0].gen, count: 1 };
+        fs.apply_release(&rel, FS_HTTP).unwrap();
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        drop(tcp);
+    }
+
+    #[test]
+    fn death_of_an_intermediary_quarantines_until_settled() {
+        let (fs, http, tcp) = system();
+        let a = make(&fs, FS_POOL, b"in flight");
+        let d1 = fs.lend(a, FS_HTTP, 0, 0).unwrap();
+        let h = http.accept(&d1, HTTP_FS).unwrap();
+        let d2 = http.lend(h, HTTP_TCP, 0, 0).unwrap();
+        let t = tcp.accept(&d2, TCP_HTTP).unwrap();
+        // http dies while tcp still transmits from fs's buffer.
+        assert_eq!(fs.peer_failed(FS_HTTP).unwrap(), 1);
+        assert_eq!(tcp.peer_failed(TCP_HTTP).unwrap(), 0);
+        assert_eq!(fs.peer_state(FS_HTTP).unwrap(), PeerState::Dying);
+        // Not freed early: the bytes tcp reads stay valid and unreused.
+        assert_eq!(fs.stats().buffers_in_use, 1);
+        assert!(make(&fs, FS_POOL, b"other").descs()[0].buf != d1.slices[0].buf);
+        assert_eq!(bytes(&t), b"in flight");
+        // Nothing is sent to or accepted from a dying peer.
+        let (e, _) = fs.lend(make(&fs, FS_POOL, b"x"), FS_HTTP, 0, 0).unwrap_err();
+        assert_eq!(e, Error::PeerDown);
+        assert_eq!(tcp.accept(&d2, TCP_HTTP).unwrap_err(), Error::PeerDown);
+        // tcp aborts the dead component's connections; nothing to return.
+        drop(t);
+        let mut n = 0;
+        tcp.drain_returns(TCP_HTTP, |_| {
+            n += 1;
+            true
+        })
+        .unwrap();
+        assert_eq!(n, 0);
+        assert_eq!(tcp.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+        // The loader confirms every peer of http has dropped its state.
+        assert_eq!(fs.peer_settled(FS_HTTP).unwrap(), 1);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        assert_eq!(fs.peer_state(FS_HTTP).unwrap(), PeerState::Active);
+    }
+
+    #[test]
+    fn quotas_refuse_and_back_pressure() {
+        let (fs, http, _tcp) = system();
+        fs.set_quota(FS_HTTP, 2).unwrap();
+        let a = make(&fs, FS_POOL, b"aaaa");
+        let b = make(&fs, FS_POOL, b"bbbb");
+        let c = make(&fs, FS_POOL, b"cccc");
+        let da = fs.lend(a.duplicate().unwrap(), FS_HTTP, 0, 0).unwrap();
+        fs.lend(b, FS_HTTP, 0, 0).unwrap();
+        let (e, c) = fs.lend(c, FS_HTTP, 0, 0).unwrap_err();
+        assert_eq!(e, Error::QuotaExceeded);
+        assert_eq!(bytes(&c), b"cccc", "handed back intact");
+        assert_eq!(fs.stats().quota_refusals, 1);
+        assert_eq!(fs.peer_refusals(FS_HTTP).unwrap(), 1);
+        // More slices of a buffer the peer already holds are not new buffers.
+        fs.lend(a.range(1, 2).unwrap(), FS_HTTP, 0, 0).unwrap();
+        // An aggregate of two new buffers is refused as a whole.
+        let (e, c) = fs.lend(c.concat(make(&fs, FS_POOL, b"d")).unwrap(), FS_HTTP, 0, 0).unwrap_err();
+        assert_eq!(e, Error::QuotaExceeded);
+        // The slow consumer releases one buffer: room again.
+        let h = http.accept(&da, HTTP_FS).unwrap();
+        drop(h);
+        pump(&http, HTTP_FS, &fs, FS_HTTP);
+        assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 2, "a is still held via the range");
+        let rel = RelDesc { pool: FS_POOL, buf: a.descs()[0].buf, gen: a.descs()[0].gen, count: 1 };
+        fs.apply_release(&rel, FS_HTTP).unwrap();
+        assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 1);
+        let mut c = c;
+        c.truncate(4); // only "cccc": one new buffer
+        fs.lend(c, FS_HTTP, 0, 0).unwrap_or_else(|(e, _)| panic!("{e:?}"));
+        // The owner can always reclaim from a misbehaving peer by declaring
+        // it dead (the loader restarts it).
+        fs.peer_died(FS_HTTP).unwrap();
+        drop(a);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn more_dirty_buffers_than_the_list_holds() {
+        let fs = Domain::new();
+        let http = Domain::new();
+        let r = own(&fs, FS_POOL, 400);
+        map(&http, FS_POOL, r);
+        let mut held = Vec::new();
+        for _ in 0..(DIRTY_CAP + 44) / MAX_SLICES {
+            let mut a = Aggregate::new(&fs);
+            for _ in 0..MAX_SLICES {
+                a.append(make(&fs, FS_POOL, b"z")).unwrap();
+            }
+            let d = fs.lend(a, FS_HTTP, 0, 0).unwrap();
+            held.push(http.accept(&d, HTTP_FS).unwrap());
+        }
+        assert_eq!(fs.stats().buffers_in_use, 300 - 300 % MAX_SLICES as u64);
+        drop(held);
+        assert!(http.has_returns(HTTP_FS));
+        // A small ring: only 10 fit per drain; everything comes back eventually.
+        let mut rounds = 0;
+        while http.has_returns(HTTP_FS) {
+            let mut budget = 10;
+            let mut rels = Vec::new();
+            http.drain_returns(HTTP_FS, |r| {
+                if budget == 0 {
+                    return false;
+                }
+                budget -= 1;
+                rels.push(r);
+                true
+            })
+            .unwrap();
+            for r in rels {
+                fs.apply_release(&r, FS_HTTP).unwrap();
+            }
+            rounds += 1;
+            assert!(rounds < 100);
+        }
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        assert_eq!(http.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn untrusted_pools_are_flagged() {
+        let d = Domain::new();
+        let r = pool_region(2);
+        d.add_foreign_pool(7, r.read_only(), meta(2), Trust::Untrusted).unwrap();
+        assert_eq!(d.pool_trust(7).unwrap(), Trust::Untrusted);
+        assert_eq!(d.add_foreign_pool(7, r.read_only(), meta(2), Trust::Trusted).unwrap_err(), Error::InvalidArgument);
+        assert_eq!(d.add_owned_pool(8, r, meta(1), Trust::Trusted).unwrap_err(), Error::BadRegion, "meta too small");
+    }
+}
