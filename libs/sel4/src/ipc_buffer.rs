@@ -8,8 +8,7 @@ use crate::types::{CPtr, Word};
 /// The per-thread IPC buffer (`seL4_IPCBuffer`), 128 words, laid out as in
 /// 5.0. The kernel reads message registers 4.. and extra caps from here and
 /// writes received ones back. `msg[0..4]` are not used by the kernel on
-/// x86_64 (those travel in registers) but the wrappers keep them in step so
-/// that a message can be read uniformly from the buffer.
+/// x86_64: those travel in registers.
 #[repr(C, align(1024))]
 #[derive(Clone, Debug)]
 pub struct IpcBuffer {
@@ -98,8 +97,9 @@ pub(crate) fn ipc_buffer_mut() -> &'static mut IpcBuffer {
 
 /// Reads message register `i` from the IPC buffer (`seL4_GetMR`).
 ///
-/// After [`recv`](crate::recv)/[`call`](crate::call) the wrappers copy MR0-3
-/// into the buffer too, so this works for every index.
+/// Received MR0-3 are returned by the syscall wrappers and are *not* in the
+/// buffer (except after a failed invocation, whose error details
+/// [`invoke`](crate::invoke) copies there); use this for indices >= 4.
 ///
 /// # Panics
 /// If no IPC buffer was set or `i >= 120`.

@@ -10,10 +10,12 @@
 //! in a compiler-chosen register themselves.
 //!
 //! The wrappers mirror libsel4's `*WithMRs` variants: MR0-3 are passed and
-//! returned by value. On return they also copy MR0-3 into the IPC buffer
-//! when one is set, so [`get_mr`](crate::get_mr) sees the whole message.
+//! returned by value and never go through the IPC buffer, which holds only
+//! MR4 onwards. Unlike libsel4's plain `seL4_Recv` they do not copy MR0-3
+//! into the buffer: the buffer pointer here is per address space, and a
+//! second thread sharing it (as in the root task's self-test) must not have
+//! its received words land in another thread's buffer.
 
-use crate::ipc_buffer::ipc_buffer;
 use crate::types::{CPtr, MessageInfo, Word};
 
 /// Syscall numbers (`seL4_Syscall_ID`), from `include/api/syscall.xml`: the
@@ -121,23 +123,12 @@ fn raw_syscall(_sys: isize, _rdi: Word, _rsi: Word, _mrs: [Word; 4]) -> Regs {
     unimplemented!("seL4 system calls exist only on x86_64 in this crate")
 }
 
-/// Mirrors received MR0-3 into the IPC buffer, as libsel4's `seL4_Recv`
-/// does, so code reading MRs by index does not need to special-case 0-3.
-fn mirror_mrs(mrs: &[Word; 4]) {
-    let p = ipc_buffer();
-    if !p.is_null() {
-        // SAFETY: set_ipc_buffer's contract; single-threaded address space.
-        unsafe { (&mut (*p).msg)[..4].copy_from_slice(mrs) };
-    }
-}
-
 /// `seL4_Call`: send to `dest` and wait for the reply (through the reply
-/// cap the kernel creates). Returns the reply's tag and MR0-3; further MRs
-/// are in the IPC buffer.
+/// cap the kernel creates). Returns the reply's tag and MR0-3; MR4 onwards
+/// are in the calling thread's IPC buffer.
 #[inline]
 pub fn call(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, [Word; 4]) {
     let r = raw_syscall(id::CALL, dest, info.into_word(), mrs);
-    mirror_mrs(&r.mrs);
     (MessageInfo::from_word(r.rsi), r.mrs)
 }
 
@@ -158,7 +149,6 @@ pub fn nb_send(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) {
 #[inline]
 pub fn recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
     let r = raw_syscall(id::RECV, src, 0, [0; 4]);
-    mirror_mrs(&r.mrs);
     (MessageInfo::from_word(r.rsi), r.rdi, r.mrs)
 }
 
@@ -167,7 +157,6 @@ pub fn recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
 #[inline]
 pub fn nb_recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
     let r = raw_syscall(id::NB_RECV, src, 0, [0; 4]);
-    mirror_mrs(&r.mrs);
     (MessageInfo::from_word(r.rsi), r.rdi, r.mrs)
 }
 
@@ -182,7 +171,6 @@ pub fn reply(info: MessageInfo, mrs: [Word; 4]) {
 #[inline]
 pub fn reply_recv(src: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, Word, [Word; 4]) {
     let r = raw_syscall(id::REPLY_RECV, src, info.into_word(), mrs);
-    mirror_mrs(&r.mrs);
     (MessageInfo::from_word(r.rsi), r.rdi, r.mrs)
 }
 

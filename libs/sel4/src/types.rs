@@ -332,8 +332,9 @@ pub enum ObjectType {
     X86Pdpt = 5,
     /// `seL4_X64_PML4Object` (the VSpace root)
     X64Pml4 = 6,
-    /// `seL4_X86_4K`
-    X86SmallPage = 7,
+    /// `seL4_X86_4K` (a 4 KiB frame)
+    #[allow(non_camel_case_types)]
+    X86_4K = 7,
     /// `seL4_X86_LargePageObject` (2 MiB)
     X86LargePage = 8,
     /// `seL4_X86_PageTableObject`
@@ -365,7 +366,7 @@ impl ObjectType {
             ObjectType::CapTable => SLOT_BITS + user_size_bits,
             ObjectType::X86Pdpt => PDPT_BITS,
             ObjectType::X64Pml4 => PML4_BITS,
-            ObjectType::X86SmallPage => PAGE_BITS,
+            ObjectType::X86_4K => PAGE_BITS,
             ObjectType::X86LargePage => LARGE_PAGE_BITS,
             ObjectType::X86PageTable => PAGE_TABLE_BITS,
             ObjectType::X86PageDirectory => PAGE_DIR_BITS,
@@ -389,6 +390,9 @@ pub enum VmAttributes {
     /// `seL4_X86_WriteCombining`
     WriteCombining = 4,
 }
+
+/// The libsel4 name of [`VmAttributes`].
+pub type X86VmAttributes = VmAttributes;
 
 impl VmAttributes {
     /// `seL4_X86_Default_VMAttributes`.
@@ -460,14 +464,17 @@ pub struct UserContext {
 }
 
 impl UserContext {
-    /// Number of words (19 on x86_64).
-    pub const WORDS: usize = 19;
+    /// Number of words (19 on x86_64), as a `Word` so it can be passed as
+    /// the `count` of [`tcb_write_registers`](crate::tcb_write_registers).
+    pub const WORDS: Word = Self::LEN as Word;
+    /// Number of words as an array length.
+    pub const LEN: usize = 19;
     /// How many leading words are frame registers (`n_frameRegisters`); the
     /// rest are general-purpose registers (`tls_base`).
     pub const FRAME_REGISTERS: usize = 18;
 
     /// The registers as words, in transfer order.
-    pub const fn to_words(&self) -> [Word; Self::WORDS] {
+    pub const fn to_words(&self) -> [Word; Self::LEN] {
         [
             self.rip,
             self.rsp,
@@ -492,7 +499,7 @@ impl UserContext {
     }
 
     /// The inverse of [`to_words`](Self::to_words).
-    pub const fn from_words(w: &[Word; Self::WORDS]) -> Self {
+    pub const fn from_words(w: &[Word; Self::LEN]) -> Self {
         UserContext {
             rip: w[0],
             rsp: w[1],
@@ -619,6 +626,6 @@ mod tests {
         assert_eq!(ObjectType::CapTable.size_bits(10), 15);
         assert_eq!(ObjectType::Untyped.size_bits(20), 20);
         assert_eq!(ObjectType::X86LargePage.size_bits(0), 21);
-        assert_eq!(ObjectType::X86SmallPage.size_bits(0), 12);
+        assert_eq!(ObjectType::X86_4K.size_bits(0), 12);
     }
 }

@@ -8,14 +8,18 @@
 //! word if larger): so a `seL4_Bool` takes 1 bit, a following `seL4_Uint8`
 //! starts at bit 8 of the same word, and a following `seL4_Word` starts a
 //! new word. The service cap is the syscall's destination, not part of this.
+//!
+//! Capability data (`seL4_CapData_t`: badges, guards, port ranges) is a
+//! plain word in 5.0's ABI and is taken as a [`Word`]; build it with
+//! [`CapData`](crate::CapData) when the layout matters (guards, port ranges).
 
 use super::labels;
 use crate::types::{
-    CPtr, CapData, CapRights, MessageInfo, ObjectType, PrioProps, UserContext, VmAttributes, Word,
+    CPtr, CapRights, MessageInfo, ObjectType, PrioProps, UserContext, VmAttributes, Word,
 };
 
 /// Most words any invocation sends: TCB_WriteRegisters (2 + 19).
-pub const MAX_WORDS: usize = 2 + UserContext::WORDS;
+pub const MAX_WORDS: usize = 2 + UserContext::WORDS as usize;
 
 /// An encoded invocation: what goes into the message tag, the message
 /// registers and the extra-cap slots of the IPC buffer.
@@ -166,9 +170,9 @@ pub const fn tcb_configure(
     fault_ep: CPtr,
     priority: PrioProps,
     cspace_root: CPtr,
-    cspace_root_data: CapData,
+    cspace_root_data: Word,
     vspace_root: CPtr,
-    vspace_root_data: CapData,
+    vspace_root_data: Word,
     buffer: Word,
     buffer_frame: CPtr,
 ) -> Invocation {
@@ -176,9 +180,9 @@ pub const fn tcb_configure(
         .word(fault_ep)
         .word(priority.into_word())
         .cap(cspace_root)
-        .word(cspace_root_data.into_word())
+        .word(cspace_root_data)
         .cap(vspace_root)
-        .word(vspace_root_data.into_word())
+        .word(vspace_root_data)
         .word(buffer)
         .cap(buffer_frame)
 }
@@ -204,16 +208,16 @@ pub const fn tcb_set_ipc_buffer(buffer: Word, buffer_frame: CPtr) -> Invocation 
 pub const fn tcb_set_space(
     fault_ep: CPtr,
     cspace_root: CPtr,
-    cspace_root_data: CapData,
+    cspace_root_data: Word,
     vspace_root: CPtr,
-    vspace_root_data: CapData,
+    vspace_root_data: Word,
 ) -> Invocation {
     Invocation::new(labels::TCB_SET_SPACE)
         .word(fault_ep)
         .cap(cspace_root)
-        .word(cspace_root_data.into_word())
+        .word(cspace_root_data)
         .cap(vspace_root)
-        .word(vspace_root_data.into_word())
+        .word(vspace_root_data)
 }
 
 /// `seL4_TCB_Suspend`.
@@ -306,7 +310,7 @@ pub const fn cnode_mint(
     src_index: Word,
     src_depth: u8,
     rights: CapRights,
-    badge: CapData,
+    badge: Word,
 ) -> Invocation {
     cnode_two_slots(
         labels::CNODE_MINT,
@@ -317,7 +321,7 @@ pub const fn cnode_mint(
         src_depth,
     )
     .word(rights.into_word())
-    .word(badge.into_word())
+    .word(badge)
 }
 
 /// `seL4_CNode_Move`.
@@ -345,7 +349,7 @@ pub const fn cnode_mutate(
     src_root: CPtr,
     src_index: Word,
     src_depth: u8,
-    badge: CapData,
+    badge: Word,
 ) -> Invocation {
     cnode_two_slots(
         labels::CNODE_MUTATE,
@@ -355,7 +359,7 @@ pub const fn cnode_mutate(
         src_index,
         src_depth,
     )
-    .word(badge.into_word())
+    .word(badge)
 }
 
 /// `seL4_CNode_Rotate`.
@@ -363,11 +367,11 @@ pub const fn cnode_mutate(
 pub const fn cnode_rotate(
     dest_index: Word,
     dest_depth: u8,
-    dest_badge: CapData,
+    dest_badge: Word,
     pivot_root: CPtr,
     pivot_index: Word,
     pivot_depth: u8,
-    pivot_badge: CapData,
+    pivot_badge: Word,
     src_root: CPtr,
     src_index: Word,
     src_depth: u8,
@@ -375,11 +379,11 @@ pub const fn cnode_rotate(
     Invocation::new(labels::CNODE_ROTATE)
         .word(dest_index)
         .word(dest_depth as Word)
-        .word(dest_badge.into_word())
+        .word(dest_badge)
         .cap(pivot_root)
         .word(pivot_index)
         .word(pivot_depth as Word)
-        .word(pivot_badge.into_word())
+        .word(pivot_badge)
         .cap(src_root)
         .word(src_index)
         .word(src_depth as Word)
@@ -627,6 +631,7 @@ mod tests {
     //! generator's rules; `tests/kernel_abi.rs` checks all of them
     //! mechanically against the kernel tree.
     use super::*;
+    use crate::types::CapData;
 
     #[test]
     fn untyped_retype_root_is_extra_cap_and_six_words_follow() {
@@ -678,16 +683,7 @@ mod tests {
 
     #[test]
     fn configure_has_three_caps_and_five_words() {
-        let inv = tcb_configure(
-            0x10,
-            PrioProps::new(255, 100),
-            2,
-            CapData::NONE,
-            3,
-            CapData::NONE,
-            0x7000,
-            10,
-        );
+        let inv = tcb_configure(0x10, PrioProps::new(255, 100), 2, 0, 3, 0, 0x7000, 10);
         assert_eq!(inv.label(), 5);
         assert_eq!(inv.caps(), &[2, 3, 10]);
         assert_eq!(inv.words(), &[0x10, (255 << 8) | 100, 0, 0, 0x7000]);
@@ -695,7 +691,15 @@ mod tests {
 
     #[test]
     fn cnode_depths_take_whole_words() {
-        let inv = cnode_mint(0x100, 16, 2, 0x5, 16, CapRights::all(), CapData::badge(7));
+        let inv = cnode_mint(
+            0x100,
+            16,
+            2,
+            0x5,
+            16,
+            CapRights::all(),
+            CapData::badge(7).into_word(),
+        );
         assert_eq!(inv.label(), 18);
         assert_eq!(inv.caps(), &[2]);
         assert_eq!(inv.words(), &[0x100, 16, 0x5, 16, 7, 7]);

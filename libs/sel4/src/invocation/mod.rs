@@ -16,8 +16,8 @@ use crate::constants::MSG_REGISTERS;
 use crate::ipc_buffer::ipc_buffer_mut;
 use crate::syscalls::call;
 use crate::types::{
-    CPtr, CapData, CapRights, Error, MessageInfo, ObjectType, PrioProps, Result, UserContext,
-    VmAttributes, Word,
+    CPtr, CapRights, Error, MessageInfo, ObjectType, PrioProps, Result, UserContext, VmAttributes,
+    Word,
 };
 
 /// A successful reply from the kernel.
@@ -44,7 +44,8 @@ impl Reply {
 /// reply label into a result. On error the kernel's details (e.g. the
 /// missing paging level, see
 /// [`MAPPING_LOOKUP_LEVEL_MR`](crate::MAPPING_LOOKUP_LEVEL_MR)) are left in
-/// the IPC buffer's message registers, as with libsel4.
+/// the IPC buffer's message registers, readable with
+/// [`get_mr`](crate::get_mr), as with libsel4.
 pub fn invoke(service: CPtr, inv: &Invocation) -> Result<Reply> {
     let words = inv.words();
     let caps = inv.caps();
@@ -59,7 +60,16 @@ pub fn invoke(service: CPtr, inv: &Invocation) -> Result<Reply> {
     let n = words.len().min(MSG_REGISTERS);
     mrs[..n].copy_from_slice(&words[..n]);
     let (info, out) = call(service, inv.info(), mrs);
-    Error::check(info.label())?;
+    if let Err(e) = Error::check(info.label()) {
+        // Error details start at MR0, which came back in registers; put them
+        // where get_mr() finds them, as libsel4's stubs do.
+        let p = crate::ipc_buffer::ipc_buffer();
+        if !p.is_null() {
+            // SAFETY: set_ipc_buffer's contract; the buffer is this thread's.
+            unsafe { (&mut (*p).msg)[..MSG_REGISTERS].copy_from_slice(&out) };
+        }
+        return Err(e);
+    }
     Ok(Reply { info, mrs: out })
 }
 
@@ -112,8 +122,8 @@ pub fn tcb_read_registers(
         service,
         &encode::tcb_read_registers(suspend_source, arch_flags, count),
     )?;
-    let n = (r.info.length() as usize).min(UserContext::WORDS);
-    let mut words = [0; UserContext::WORDS];
+    let n = (r.info.length() as usize).min(UserContext::LEN);
+    let mut words = [0; UserContext::LEN];
     for (i, w) in words.iter_mut().enumerate().take(n) {
         *w = r.mr(i);
     }
@@ -160,16 +170,18 @@ pub fn tcb_copy_registers(
 
 /// `seL4_TCB_Configure` (5.0, non-MCS): fault endpoint (a CPtr resolved in
 /// the configured thread's new CSpace), priority *and* MCP, CSpace root with
-/// its guard data, VSpace root, IPC buffer address and frame cap.
+/// its guard data (0: leave the CNode's guard as is, else a
+/// [`CapData::guard`](crate::CapData::guard) word), VSpace root (its data is
+/// ignored on x86), IPC buffer address and frame cap.
 #[allow(clippy::too_many_arguments)]
 pub fn tcb_configure(
     service: CPtr,
     fault_ep: CPtr,
     priority: PrioProps,
     cspace_root: CPtr,
-    cspace_root_data: CapData,
+    cspace_root_data: Word,
     vspace_root: CPtr,
-    vspace_root_data: CapData,
+    vspace_root_data: Word,
     buffer: Word,
     buffer_frame: CPtr,
 ) -> Result<()> {
@@ -209,9 +221,9 @@ pub fn tcb_set_space(
     service: CPtr,
     fault_ep: CPtr,
     cspace_root: CPtr,
-    cspace_root_data: CapData,
+    cspace_root_data: Word,
     vspace_root: CPtr,
-    vspace_root_data: CapData,
+    vspace_root_data: Word,
 ) -> Result<()> {
     invoke_unit(
         service,
@@ -286,8 +298,10 @@ pub fn cnode_copy(
     )
 }
 
-/// `seL4_CNode_Mint`: copy with rights and a badge (endpoints,
-/// notifications), guard (CNodes) or port range (I/O ports).
+/// `seL4_CNode_Mint`: copy with rights and capability data `badge`: the
+/// badge itself for endpoints and notifications (< 2^28), a
+/// [`CapData::guard`](crate::CapData::guard) for CNodes, a
+/// [`CapData::io_port_range`](crate::CapData::io_port_range) for I/O ports.
 #[allow(clippy::too_many_arguments)]
 pub fn cnode_mint(
     service: CPtr,
@@ -297,7 +311,7 @@ pub fn cnode_mint(
     src_index: Word,
     src_depth: u8,
     rights: CapRights,
-    badge: CapData,
+    badge: Word,
 ) -> Result<()> {
     invoke_unit(
         service,
@@ -330,7 +344,7 @@ pub fn cnode_mutate(
     src_root: CPtr,
     src_index: Word,
     src_depth: u8,
-    badge: CapData,
+    badge: Word,
 ) -> Result<()> {
     invoke_unit(
         service,
@@ -346,11 +360,11 @@ pub fn cnode_rotate(
     service: CPtr,
     dest_index: Word,
     dest_depth: u8,
-    dest_badge: CapData,
+    dest_badge: Word,
     pivot_root: CPtr,
     pivot_index: Word,
     pivot_depth: u8,
-    pivot_badge: CapData,
+    pivot_badge: Word,
     src_root: CPtr,
     src_index: Word,
     src_depth: u8,
