@@ -1,0 +1,238 @@
+//! Turns a checked [`System`] into the static [`SystemSpec`]: one object per
+//! connection (two for an interrupt), capabilities in fixed slots and
+//! dataports at fixed addresses. The layout rules are in `system_spec`'s
+//! crate docs; [`TypeLayout`] is their single implementation, shared with
+//! the glue emitter so code and spec cannot disagree.
+
+use crate::ast::InterfaceKind;
+use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
+use crate::diag::{err, Result};
+use system_spec::{
+    Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, Rights, SystemSpec,
+    DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
+};
+
+/// Where a component type's interfaces live: the same for every instance.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct TypeLayout {
+    /// Per interface: its capability slot (every non-dataport interface).
+    pub slot: Vec<Option<u64>>,
+    /// Per interface: the IRQ handler slot of an interrupt consumer.
+    pub irq_handler_slot: Vec<Option<u64>>,
+    /// Per interface: the virtual address of a dataport.
+    pub vaddr: Vec<Option<u64>>,
+    /// The first slot the layout leaves free.
+    pub first_free_slot: u64,
+}
+
+fn round_up(value: u64) -> u64 {
+    value.div_ceil(PAGE_SIZE) * PAGE_SIZE
+}
+
+impl TypeLayout {
+    /// Slots 1.. for non-dataport interfaces in declaration order, then the
+    /// IRQ handler slots of interrupt consumers in declaration order;
+    /// dataports from [`DATAPORT_BASE`] in declaration order, each followed
+    /// by an unmapped guard page.
+    pub fn of(component: &ComponentType) -> TypeLayout {
+        let n = component.decl.interfaces.len();
+        let mut layout =
+            TypeLayout { slot: vec![None; n], irq_handler_slot: vec![None; n], vaddr: vec![None; n], first_free_slot: 0 };
+        let mut next_slot = FIRST_INTERFACE_SLOT;
+        let mut next_vaddr = DATAPORT_BASE;
+        for (i, decl) in component.decl.interfaces.iter().enumerate() {
+            if decl.kind == InterfaceKind::Dataport {
+                layout.vaddr[i] = Some(next_vaddr);
+                next_vaddr += round_up(dataport_size(decl)) + PAGE_SIZE;
+            } else {
+                layout.slot[i] = Some(next_slot);
+                next_slot += 1;
+            }
+        }
+        for i in 0..n {
+            if component.connectors[i] == Some(ConnectorKind::HardwareInterrupt) {
+                layout.irq_handler_slot[i] = Some(next_slot);
+                next_slot += 1;
+            }
+        }
+        layout.first_free_slot = next_slot;
+        layout
+    }
+}
+
+/// Builds the spec; the result has passed [`SystemSpec::validate`].
+pub fn build(system: &System) -> Result<SystemSpec> {
+    let mut spec = SystemSpec::new();
+    let layouts: Vec<TypeLayout> = system.components.iter().map(TypeLayout::of).collect();
+    let mut components: Vec<Option<Component>> = Vec::new();
+    for inst in &system.instances {
+        let component = &system.components[inst.component];
+        if component.is_hardware() {
+            components.push(None);
+            continue;
+        }
+        let layout = &layouts[inst.component];
+        let cnode_size_bits = inst.config.cnode_size_bits.unwrap_or(DEFAULT_CNODE_SIZE_BITS);
+        if layout.first_free_slot > 1 << cnode_size_bits {
+            return err(
+                &inst.name.pos,
+                format!("instance '{}' needs {} CSpace slots but cnode_size_bits = {cnode_size_bits} gives {}", inst.name.text, layout.first_free_slot, 1u64 << cnode_size_bits),
+            );
+        }
+        components.push(Some(Component {
+            name: inst.name.text.clone(),
+            component_type: component.decl.name.text.clone(),
+            elf: component.elf.clone(),
+            control: component.decl.control.is_some(),
+            priority: inst.config.priority.unwrap_or(DEFAULT_PRIORITY),
+            max_priority: inst.config.max_priority.unwrap_or(DEFAULT_PRIORITY),
+            stack_size: round_up(inst.config.stack_size.unwrap_or(DEFAULT_STACK_SIZE)),
+            restartable: inst.config.restartable,
+            cnode_size_bits,
+            first_free_slot: layout.first_free_slot,
+            caps: Vec::new(),
+            mappings: Vec::new(),
+            interfaces: component
+                .decl
+                .interfaces
+                .iter()
+                .map(|i| Interface { name: i.name.text.clone(), binding: Binding::Unconnected })
+                .collect(),
+        }));
+    }
+
+    for conn in &system.connections {
+        let name = conn.name.text.clone();
+        let slot = |instance: usize, interface: usize| {
+            layouts[system.instances[instance].component].slot[interface].expect("non-dataport interfaces have slots")
+        };
+        match conn.connector {
+            ConnectorKind::RpcCall | ConnectorKind::RpcCallNoType => {
+                let endpoint = spec.add_object(name, ObjectKind::Endpoint);
+                let server = &conn.to[0];
+                let c = components[server.instance].as_mut().expect("RPC ends are software");
+                let s = slot(server.instance, server.interface);
+                c.caps.push(Cap { slot: s, object: endpoint, rights: Rights::READ, badge: 0 });
+                c.interfaces[server.interface].binding = Binding::RpcServer { slot: s };
+                // Badges 1.. tell the server which client called.
+                for (index, client) in conn.from.iter().enumerate() {
+                    let c = components[client.instance].as_mut().expect("RPC ends are software");
+                    let s = slot(client.instance, client.interface);
+                    c.caps.push(Cap { slot: s, object: endpoint, rights: Rights::CALL, badge: index as u64 + 1 });
+                    c.interfaces[client.interface].binding = Binding::RpcClient { slot: s };
+                }
+            }
+            ConnectorKind::Notification => {
+                let notification = spec.add_object(name, ObjectKind::Notification);
+                let emitter = &conn.from[0];
+                let c = components[emitter.instance].as_mut().expect("software");
+                let s = slot(emitter.instance, emitter.interface);
+                c.caps.push(Cap { slot: s, object: notification, rights: Rights::WRITE, badge: 1 });
+                c.interfaces[emitter.interface].binding = Binding::EventEmitter { slot: s };
+                for consumer in &conn.to {
+                    let c = components[consumer.instance].as_mut().expect("software");
+                    let s = slot(consumer.instance, consumer.interface);
+                    c.caps.push(Cap { slot: s, object: notification, rights: Rights::READ, badge: 0 });
+                    c.interfaces[consumer.interface].binding = Binding::EventConsumer { slot: s };
+                }
+            }
+            ConnectorKind::SharedData | ConnectorKind::HardwareMmio => {
+                let first = &conn.from[0];
+                let size = dataport_size(&system.component_of(first.instance).decl.interfaces[first.interface]);
+                let (object, cached, ends) = if conn.connector == ConnectorKind::SharedData {
+                    (spec.add_object(name, ObjectKind::Frames { size }), true, conn.from.iter().chain(&conn.to).collect::<Vec<_>>())
+                } else {
+                    let hw = &conn.to[0];
+                    let mmio = &system.instances[hw.instance].config.mmio[&hw.interface];
+                    (
+                        spec.add_object(name, ObjectKind::DeviceFrames { paddr: mmio.paddr, size }),
+                        mmio.cached,
+                        conn.from.iter().collect(),
+                    )
+                };
+                for end in ends {
+                    let vaddr = layouts[system.instances[end.instance].component].vaddr[end.interface].expect("dataport");
+                    let access = system.instances[end.instance].config.access.get(&end.interface).copied().unwrap_or(Access::ReadWrite);
+                    let c = components[end.instance].as_mut().expect("software");
+                    c.mappings.push(Mapping { object, vaddr, access, cached });
+                    c.interfaces[end.interface].binding = Binding::Dataport { vaddr, size, access };
+                }
+            }
+            ConnectorKind::HardwareInterrupt => {
+                let hw = &conn.from[0];
+                let irq = &system.instances[hw.instance].config.irq[&hw.interface];
+                let notification = spec.add_object(name.clone(), ObjectKind::Notification);
+                let handler = spec.add_object(
+                    format!("{name}.irq"),
+                    ObjectKind::IoApicIrq(IoApicIrq {
+                        ioapic: irq.ioapic,
+                        pin: irq.pin,
+                        level_triggered: irq.level,
+                        active_low: irq.polarity_low,
+                        vector: irq.vector,
+                        notification,
+                    }),
+                );
+                let driver = &conn.to[0];
+                let layout = &layouts[system.instances[driver.instance].component];
+                let s = layout.slot[driver.interface].expect("consumes has a slot");
+                let h = layout.irq_handler_slot[driver.interface].expect("interrupt consumers have a handler slot");
+                let c = components[driver.instance].as_mut().expect("software");
+                c.caps.push(Cap { slot: s, object: notification, rights: Rights::READ, badge: 0 });
+                c.caps.push(Cap { slot: h, object: handler, rights: Rights::ALL, badge: 0 });
+                c.interfaces[driver.interface].binding = Binding::InterruptConsumer { slot: s, irq_handler_slot: h };
+            }
+            ConnectorKind::HardwareIoPort => {
+                let hw = &conn.to[0];
+                let (first, last) = system.instances[hw.instance].config.ports[&hw.interface];
+                let ports = spec.add_object(name, ObjectKind::IoPorts { first, last });
+                let user = &conn.from[0];
+                let s = slot(user.instance, user.interface);
+                let c = components[user.instance].as_mut().expect("software");
+                c.caps.push(Cap { slot: s, object: ports, rights: Rights::ALL, badge: 0 });
+                c.interfaces[user.interface].binding = Binding::IoPortUser { slot: s };
+            }
+        }
+    }
+    for c in components.iter_mut().flatten() {
+        c.caps.sort_by_key(|cap| cap.slot);
+        c.mappings.sort_by_key(|m| m.vaddr);
+    }
+    spec.components = components.into_iter().flatten().collect();
+    if let Err(e) = spec.validate() {
+        let pos = &system.instances[0].name.pos;
+        return err(pos, format!("internal error: the generated spec is inconsistent: {e}"));
+    }
+    Ok(spec)
+}
+
+/// A human-readable listing of the spec, for reviewing what a change to the
+/// assembly does (written next to the binary spec by the CLI).
+pub fn describe(spec: &SystemSpec) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "# system spec, format {}", spec.format_version);
+    let _ = writeln!(out, "objects:");
+    for (i, o) in spec.objects.iter().enumerate() {
+        let _ = writeln!(out, "  #{i} {}: {:?}", o.name, o.kind);
+    }
+    for c in &spec.components {
+        let _ = writeln!(
+            out,
+            "component {} ({}, elf {}): control={} priority={} max_priority={} stack={:#x} restartable={} cnode_bits={} first_free_slot={}",
+            c.name, c.component_type, c.elf, c.control, c.priority, c.max_priority, c.stack_size, c.restartable, c.cnode_size_bits, c.first_free_slot
+        );
+        for cap in &c.caps {
+            let o = &spec.objects[cap.object.0 as usize];
+            let _ = writeln!(out, "  slot {} -> #{} {} {:?} badge {}", cap.slot, cap.object.0, o.name, cap.rights, cap.badge);
+        }
+        for m in &c.mappings {
+            let o = &spec.objects[m.object.0 as usize];
+            let _ = writeln!(out, "  map {:#x} -> #{} {} {:?} cached={}", m.vaddr, m.object.0, o.name, m.access, m.cached);
+        }
+        for i in &c.interfaces {
+            let _ = writeln!(out, "  interface {}: {:?}", i.name, i.binding);
+        }
+    }
+    out
+}
