@@ -361,3 +361,387 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
         Ok(n)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{bytes, make, map, own};
+    use crate::region::host;
+    use crate::{SliceDesc, FLAG_EOF, MAX_SLICES, PAGE_SIZE};
+    use std::cell::Cell;
+    use std::vec::Vec;
+
+    const FS_POOL: PoolId = 1;
+    const HTTP_POOL: PoolId = 2;
+    const PRIVATE_POOL: PoolId = 3; // fs-owned, not in http's ACL
+    const FS_HTTP: PeerId = PeerId(0);
+    const HTTP_FS: PeerId = PeerId(0);
+
+    fn chan(fwd: usize, rel: usize) -> RwRegion {
+        let r = host::region(channel_bytes(fwd, rel));
+        // SAFETY: fresh region.
+        unsafe { init_channel(r, fwd, rel).unwrap() };
+        r
+    }
+
+    fn domains() -> (Domain, Domain) {
+        let (fs, http) = (Domain::new(), Domain::new());
+        map(&http, FS_POOL, own(&fs, FS_POOL, 16));
+        own(&fs, PRIVATE_POOL, 4);
+        own(&http, HTTP_POOL, 16);
+        (fs, http)
+    }
+
+    fn ends<'a, N: Notify>(
+        fs: &'a Domain,
+        http: &'a Domain,
+        r: RwRegion,
+        cap: (usize, usize),
+        n: N,
+        mode: CopyMode,
+        b: Boundary,
+    ) -> (ChannelTx<'a, N>, ChannelRx<'a>) {
+        // SAFETY: `r` was initialised by chan(); one end each.
+        unsafe {
+            (
+                ChannelTx::attach(fs, FS_HTTP, r, cap.0, cap.1, n).unwrap(),
+                ChannelRx::attach(http, HTTP_FS, r, cap.0, cap.1, NoNotify, mode, b, Some(HTTP_POOL)).unwrap(),
+            )
+        }
+    }
+
+    #[test]
+    fn round_trip_is_zero_copy_and_batched() {
+        let (fs, http) = domains();
+        let signals = Cell::new(0);
+        let notify = || signals.set(signals.get() + 1);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), notify, CopyMode::IoLite, Boundary::AppToNet);
+        for i in 0..3u8 {
+            tx.send(make(&fs, FS_POOL, &[i; 1000]), i as u64, 0).unwrap();
+        }
+        assert!(tx.flush());
+        assert!(!tx.flush(), "nothing new to signal");
+        assert_eq!(signals.get(), 1, "one notification per batch");
+        for i in 0..3u8 {
+            let r = rx.recv().unwrap().unwrap();
+            assert_eq!(r.tag, i as u64);
+            assert_eq!(bytes(&r.agg), [i; 1000]);
+        }
+        assert!(rx.recv().unwrap().is_none());
+        assert_eq!(fs.stats().bytes_by_ref_sent, 3000);
+        assert_eq!(http.stats().bytes_by_ref_received, 3000);
+        assert_eq!(fs.stats().bytes_copied + http.stats().bytes_copied, 0);
+        assert_eq!(fs.stats().buffers_in_use, 3, "http holds them");
+        assert_eq!(rx.flush_releases().unwrap(), 3);
+        assert_eq!(tx.poll_releases().unwrap(), 3);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        assert_eq!(fs.stats().releases_received, 3);
+    }
+
+    #[test]
+    fn full_ring_is_back_pressure_not_loss() {
+        let (fs, http) = domains();
+        let (mut tx, mut rx) = ends(&fs, &http, chan(2, 8), (2, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        tx.send(make(&fs, FS_POOL, b"1"), 1, 0).unwrap();
+        tx.send(make(&fs, FS_POOL, b"2"), 2, 0).unwrap();
+        let (e, back) = tx.send(make(&fs, FS_POOL, b"3"), 3, 0).unwrap_err();
+        assert_eq!(e, Error::Full);
+        assert_eq!(bytes(&back), b"3");
+        assert_eq!(rx.recv().unwrap().unwrap().tag, 1);
+        tx.send(back, 3, 0).unwrap();
+        assert_eq!(rx.recv().unwrap().unwrap().tag, 2);
+        let r = rx.recv().unwrap().unwrap();
+        assert_eq!((r.tag, bytes(&r.agg)), (3, b"3".to_vec()));
+    }
+
+    #[test]
+    fn quota_back_pressure_through_the_channel() {
+        let (fs, http) = domains();
+        fs.set_quota(FS_HTTP, 1).unwrap();
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        tx.send(make(&fs, FS_POOL, b"a"), 0, 0).unwrap();
+        let (e, b) = tx.send(make(&fs, FS_POOL, b"b"), 0, 0).unwrap_err();
+        assert_eq!(e, Error::QuotaExceeded);
+        drop(rx.recv().unwrap().unwrap());
+        rx.flush_releases().unwrap();
+        // send() polls releases first, so the slow consumer's release makes room.
+        tx.send(b, 0, 0).unwrap();
+    }
+
+    #[test]
+    fn honest_descriptor_rejected_by_receiver_returns_its_holds() {
+        let (fs, http) = domains();
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        // PRIVATE_POOL is not in http's ACL.
+        let mut a = make(&fs, FS_POOL, b"ok ");
+        a.append(make(&fs, PRIVATE_POOL, b"secret")).unwrap();
+        tx.send(a, 1, 0).unwrap();
+        tx.send(make(&fs, FS_POOL, b"next"), 2, 0).unwrap();
+        assert_eq!(rx.recv().unwrap_err(), Error::UnknownPool);
+        assert_eq!(http.stats().rejected_descriptors, 1);
+        // The following message is unaffected.
+        let r = rx.recv().unwrap().unwrap();
+        assert_eq!(bytes(&r.agg), b"next");
+        drop(r);
+        rx.flush_releases().unwrap();
+        tx.poll_releases().unwrap();
+        assert_eq!(fs.stats().bad_releases, 0);
+        assert_eq!(fs.stats().buffers_in_use, 0, "nothing leaked at the sender");
+    }
+
+    #[test]
+    fn forged_descriptor_from_a_malicious_sender() {
+        let (fs, http) = domains();
+        let r = chan(8, 8);
+        let (fwd, relr) = split(r, 8, 8).unwrap();
+        // SAFETY: the test plays a malicious sender writing raw descriptors.
+        let mut evil = unsafe { RingProducer::<AggDesc>::attach(fwd, 8).unwrap() };
+        let mut evil_rel = unsafe { RingConsumer::<RelDesc>::attach(relr, 8).unwrap() };
+        let mut rx = unsafe {
+            ChannelRx::attach(&http, HTTP_FS, r, 8, 8, NoNotify, CopyMode::IoLite, Boundary::Pipe, None).unwrap()
+        };
+        let live = make(&fs, FS_POOL, b"live data");
+        let s = live.descs()[0];
+        let mut d = AggDesc { nslices: 2, ..AggDesc::default() };
+        d.slices[0] = s;
+        d.slices[1] = SliceDesc { len: 5000, ..s }; // beyond sealed bytes
+        evil.push(d).unwrap();
+        evil.push(AggDesc { nslices: 1000, ..AggDesc::default() }).unwrap();
+        assert_eq!(rx.recv().unwrap_err(), Error::OutOfBounds);
+        assert_eq!(rx.recv().unwrap_err(), Error::TooManySlices);
+        assert_eq!(http.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+        // The claimed holds are handed back (the owner rejects them). The
+        // receiver consumes nothing more until they fit in the release ring.
+        let mut n = 0;
+        loop {
+            while let Some(rel) = evil_rel.pop().unwrap() {
+                assert!(fs.apply_release(&rel, FS_HTTP).is_err());
+                n += 1;
+            }
+            match rx.recv() {
+                Err(Error::Full) => continue,
+                Ok(None) => break,
+                other => panic!("{other:?}"),
+            }
+        }
+        while let Some(rel) = evil_rel.pop().unwrap() {
+            assert!(fs.apply_release(&rel, FS_HTTP).is_err());
+            n += 1;
+        }
+        assert_eq!(n, 2 + MAX_SLICES);
+        assert_eq!(fs.stats().bad_releases, n as u64);
+        assert!(live.eq_bytes(b"live data"));
+    }
+
+    #[test]
+    fn full_release_ring_drains_over_several_flushes() {
+        let (fs, http) = domains();
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 1), (8, 1), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        for i in 0..5u8 {
+            tx.send(make(&fs, FS_POOL, &[i]), 0, 0).unwrap();
+        }
+        let got: Vec<_> = (0..5).map(|_| rx.recv().unwrap().unwrap()).collect();
+        drop(got);
+        let mut rounds = 0;
+        while fs.stats().buffers_in_use > 0 {
+            assert_eq!(rx.flush_releases().unwrap(), 1);
+            tx.poll_releases().unwrap();
+            rounds += 1;
+        }
+        assert_eq!(rounds, 5);
+        assert_eq!(rx.flush_releases().unwrap(), 0);
+    }
+
+    #[test]
+    fn copy_modes_count_their_copies() {
+        for (mode, boundary, copies) in [
+            (CopyMode::IoLite, Boundary::AppToNet, false),
+            (CopyMode::Flash, Boundary::FileCacheToApp, false),
+            (CopyMode::Flash, Boundary::AppToNet, true),
+            (CopyMode::Flash, Boundary::CgiToApp, true),
+            (CopyMode::Posix, Boundary::FileCacheToApp, true),
+        ] {
+            let (fs, http) = domains();
+            let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), NoNotify, mode, boundary);
+            assert_eq!(rx.copies(), copies);
+            let data = vec![0x5a; 3 * PAGE_SIZE];
+            tx.send(make(&fs, FS_POOL, &data), 0, 0).unwrap();
+            let r = rx.recv().unwrap().unwrap();
+            assert!(r.agg.eq_bytes(&data));
+            rx.flush_releases().unwrap();
+            tx.poll_releases().unwrap();
+            let copied = http.stats().bytes_copied;
+            if copies {
+                assert_eq!(copied, data.len() as u64, "{mode:?} {boundary:?}");
+                assert_eq!(r.agg.descs()[0].pool, HTTP_POOL, "a private copy");
+                assert_eq!(fs.stats().buffers_in_use, 0, "sender's buffer released at once");
+            } else {
+                assert_eq!(copied, 0, "{mode:?} {boundary:?}");
+                assert_eq!(r.agg.descs()[0].pool, FS_POOL, "the one physical copy");
+                assert_eq!(fs.stats().buffers_in_use, 1);
+            }
+        }
+        let (fs, http) = domains();
+        let r = chan(8, 8);
+        // SAFETY: initialised above.
+        let e = unsafe {
+            ChannelRx::attach(&http, HTTP_FS, r, 8, 8, NoNotify, CopyMode::Posix, Boundary::Pipe, None).err()
+        };
+        assert_eq!(e, Some(Error::NoCopyPool));
+        drop(fs);
+    }
+
+    #[test]
+    fn copy_into_an_exhausted_pool_stalls_without_loss() {
+        let (fs, http) = (Domain::new(), Domain::new());
+        map(&http, FS_POOL, own(&fs, FS_POOL, 16));
+        own(&http, HTTP_POOL, 1);
+        let r = chan(8, 8);
+        // SAFETY: initialised above.
+        let (mut tx, mut rx) = unsafe {
+            (
+                ChannelTx::attach(&fs, FS_HTTP, r, 8, 8, NoNotify).unwrap(),
+                ChannelRx::attach(&http, HTTP_FS, r, 8, 8, NoNotify, CopyMode::Posix, Boundary::Pipe, Some(HTTP_POOL))
+                    .unwrap(),
+            )
+        };
+        tx.send(make(&fs, FS_POOL, b"first"), 1, 0).unwrap();
+        tx.send(make(&fs, FS_POOL, b"second"), 2, 0).unwrap();
+        let first = rx.recv().unwrap().unwrap();
+        assert_eq!(rx.recv().unwrap_err(), Error::PoolExhausted);
+        drop(first);
+        let second = rx.recv().unwrap().unwrap();
+        assert_eq!((second.tag, bytes(&second.agg)), (2, b"second".to_vec()));
+    }
+
+    #[test]
+    fn control_flags_pass_through() {
+        let (fs, http) = domains();
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        tx.request_reclaim().unwrap();
+        tx.send_eof().unwrap();
+        let a = rx.recv().unwrap().unwrap();
+        assert!(a.agg.is_empty() && a.flags == FLAG_RECLAIM);
+        let b = rx.recv().unwrap().unwrap();
+        assert!(b.agg.is_empty() && b.flags == FLAG_EOF);
+    }
+
+    #[test]
+    fn dead_receiver_then_channel_reset() {
+        let (fs, http) = domains();
+        let r = chan(4, 4);
+        let (mut tx, mut rx) = ends(&fs, &http, r, (4, 4), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        tx.send(make(&fs, FS_POOL, b"x"), 0, 0).unwrap();
+        tx.send(make(&fs, FS_POOL, b"y"), 0, 0).unwrap();
+        let got = rx.recv().unwrap().unwrap(); // one received, one still in the ring
+        std::mem::forget(got);
+        drop(rx);
+        drop(tx);
+        // The loader restarts http: fs drops its holds, the channel is reset.
+        fs.peer_died(FS_HTTP).unwrap();
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        let http2 = Domain::new();
+        map(&http2, FS_POOL, {
+            // http2 maps the same pool region as before.
+            let _ = &http;
+            crate::testutil::pool_region(1)
+        });
+        // SAFETY: nobody uses the channel during the reset.
+        unsafe { init_channel(r, 4, 4).unwrap() };
+        let mut tx = unsafe { ChannelTx::attach(&fs, FS_HTTP, r, 4, 4, NoNotify).unwrap() };
+        tx.send(make(&fs, FS_POOL, b"z"), 0, 0).unwrap();
+        assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 1);
+    }
+
+    #[test]
+    fn two_components_on_two_threads() {
+        // fs and http run concurrently; a small pool forces buffers to be
+        // recycled through the release path many times.
+        const MSGS: u64 = 3000;
+        let pool = crate::testutil::pool_region(8);
+        let r = chan(4, 4);
+        let producer = std::thread::spawn(move || {
+            let fs = Domain::new();
+            fs.add_owned_pool(FS_POOL, pool, crate::testutil::meta(8), crate::Trust::Trusted).unwrap();
+            // SAFETY: initialised before the threads start; one sender.
+            let mut tx = unsafe { ChannelTx::attach(&fs, FS_HTTP, r, 4, 4, NoNotify).unwrap() };
+            let mut seq = 0u64;
+            let mut gens = std::collections::HashSet::new();
+            while seq < MSGS {
+                let len = 1 + (seq as usize * 37) % (2 * PAGE_SIZE);
+                let mut w = match fs.alloc(FS_POOL, len) {
+                    Ok(w) => w,
+                    Err(Error::PoolExhausted) => {
+                        tx.poll_releases().unwrap();
+                        std::thread::yield_now();
+                        continue;
+                    }
+                    Err(e) => panic!("{e:?}"),
+                };
+                gens.insert(w.id());
+                for (i, b) in w.writable()[..len].iter_mut().enumerate() {
+                    *b = (seq as usize + i) as u8;
+                }
+                let mut a = w.seal(len).unwrap();
+                loop {
+                    match tx.send(a, seq, if seq == MSGS - 1 { FLAG_EOF } else { 0 }) {
+                        Ok(()) => break,
+                        Err((Error::Full, back)) => {
+                            a = back;
+                            tx.flush();
+                            tx.poll_releases().unwrap();
+                            std::thread::yield_now();
+                        }
+                        Err((e, _)) => panic!("{e:?}"),
+                    }
+                }
+                tx.flush();
+                seq += 1;
+            }
+            while fs.stats().buffers_in_use > 0 {
+                tx.poll_releases().unwrap();
+                std::thread::yield_now();
+            }
+            assert_eq!(fs.stats().bytes_copied, 0);
+            assert_eq!(fs.stats().bad_releases, 0);
+            gens.len()
+        });
+        let consumer = std::thread::spawn(move || {
+            let http = Domain::new();
+            map(&http, FS_POOL, pool);
+            // SAFETY: as above; one receiver.
+            let mut rx = unsafe {
+                ChannelRx::attach(&http, HTTP_FS, r, 4, 4, NoNotify, CopyMode::IoLite, Boundary::Pipe, None).unwrap()
+            };
+            let mut expect = 0u64;
+            loop {
+                match rx.recv().unwrap() {
+                    Some(m) => {
+                        assert_eq!(m.tag, expect);
+                        let len = 1 + (expect as usize * 37) % (2 * PAGE_SIZE);
+                        assert_eq!(m.agg.len(), len);
+                        for (i, b) in bytes(&m.agg).into_iter().enumerate() {
+                            assert_eq!(b, (expect as usize + i) as u8);
+                        }
+                        expect += 1;
+                        let eof = m.flags & FLAG_EOF != 0;
+                        drop(m);
+                        while http.has_returns(HTTP_FS) {
+                            rx.flush_releases().unwrap();
+                            std::thread::yield_now();
+                        }
+                        if eof {
+                            break;
+                        }
+                    }
+                    None => std::thread::yield_now(),
+                }
+            }
+            assert_eq!(http.stats().bytes_copied, 0);
+            expect
+        });
+        assert_eq!(consumer.join().unwrap(), MSGS);
+        let distinct = producer.join().unwrap();
+        assert!(distinct as u64 > 8, "buffers were recycled with new generations");
+    }
+}
