@@ -1,18 +1,23 @@
 //! The boot information frame the kernel hands the root task
 //! (`seL4_BootInfo`), with the untyped list and the extra boot info chunks.
 //!
-//! In 5.0 all these structures are `SEL4_PACKED`, so fields sit at
-//! unaligned offsets (e.g. `initThreadDomain` at 137). The Rust structs are
-//! `repr(C, packed)` to match; read fields by value (`{ bi.extra_len }`) or
-//! through the accessor methods, as references to them are not allowed.
+//! In 5.0 these structures are `SEL4_PACKED`. The boot info frame is page
+//! aligned, so every field up to `initThreadCNodeSizeBits` (offset 136) is
+//! naturally aligned and is an ordinary public field here; the fields after
+//! it sit at odd offsets (`initThreadDomain` at 137, `archInfo` at 145,
+//! `untyped` at 153, the list at 169 in 12-byte entries) and are read
+//! through accessor methods. This keeps the exact offsets while letting the
+//! common fields be used like any other (`format!`, references), which a
+//! `packed` Rust struct would forbid. The Rust size is 2936 bytes (the C
+//! size 2929 rounded up to the alignment), still within the 4 KiB frame.
 
 use crate::constants::{MAX_BOOTINFO_UNTYPED_CAPS, PAGE_BITS};
 use crate::ipc_buffer::IpcBuffer;
 use crate::types::{CPtr, Word};
 
 /// A range of CNode slots `[start, end)` in the root CNode (`seL4_SlotRegion`).
-#[repr(C, packed)]
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[repr(C)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct SlotRegion {
     /// First slot of the region.
     pub start: Word,
@@ -23,8 +28,7 @@ pub struct SlotRegion {
 impl SlotRegion {
     /// Number of slots.
     pub const fn len(&self) -> Word {
-        let (s, e) = (self.start, self.end);
-        e.saturating_sub(s)
+        self.end.saturating_sub(self.start)
     }
 
     /// Whether the region has no slots.
@@ -35,15 +39,32 @@ impl SlotRegion {
     /// The slots as a range of CPtrs (root CNode, depth
     /// [`ROOT_CNODE_SIZE_BITS`](crate::ROOT_CNODE_SIZE_BITS)).
     pub fn slots(&self) -> core::ops::Range<CPtr> {
-        let (s, e) = (self.start, self.end);
-        s..e.max(s)
+        self.start..self.end.max(self.start)
+    }
+
+    fn from_bytes(b: &[u8; 16]) -> Self {
+        let (s, e) = b.split_at(8);
+        SlotRegion {
+            start: Word::from_ne_bytes(s.try_into().unwrap()),
+            end: Word::from_ne_bytes(e.try_into().unwrap()),
+        }
+    }
+
+    fn to_bytes(self) -> [u8; 16] {
+        let mut b = [0; 16];
+        b[..8].copy_from_slice(&self.start.to_ne_bytes());
+        b[8..].copy_from_slice(&self.end.to_ne_bytes());
+        b
     }
 }
 
 /// One untyped capability handed to the root task (`seL4_UntypedDesc`).
-/// 5.0 field order: paddr, two padding bytes, size_bits, is_device (12 bytes).
+/// 5.0 field order: paddr, two padding bytes, size_bits, is_device (12
+/// bytes, packed). Read `paddr` by value (`let p = d.paddr;`) or with
+/// [`paddr()`](Self::paddr): as an entry of the list it is misaligned, so
+/// Rust refuses references to it.
 #[repr(C, packed)]
-#[derive(Copy, Clone, Debug, PartialEq, Eq)]
+#[derive(Copy, Clone, Debug, Default, PartialEq, Eq)]
 pub struct UntypedDesc {
     /// Physical address of the untyped region.
     pub paddr: Word,
@@ -58,6 +79,17 @@ pub struct UntypedDesc {
 }
 
 impl UntypedDesc {
+    /// A RAM (`is_device == false`) or device untyped description.
+    pub const fn new(paddr: Word, size_bits: u8, is_device: bool) -> Self {
+        UntypedDesc {
+            paddr,
+            padding1: 0,
+            padding2: 0,
+            size_bits,
+            is_device: is_device as u8,
+        }
+    }
+
     /// Physical address.
     pub const fn paddr(&self) -> Word {
         self.paddr
@@ -85,10 +117,10 @@ impl UntypedDesc {
     }
 }
 
-/// `seL4_BootInfo` with `CONFIG_MAX_NUM_BOOTINFO_UNTYPED_CAPS` = 230
-/// (2929 bytes, packed).
-#[repr(C, packed)]
-#[derive(Copy, Clone, Debug)]
+/// `seL4_BootInfo` with `CONFIG_MAX_NUM_BOOTINFO_UNTYPED_CAPS` = 230, at the
+/// offsets of the packed C struct (see the module documentation).
+#[repr(C)]
+#[derive(Clone, Debug)]
 pub struct BootInfo {
     /// Length in bytes of the extra boot info that starts one page after
     /// this frame (0 if none).
@@ -115,18 +147,35 @@ pub struct BootInfo {
     pub extra_bi_pages: SlotRegion,
     /// Radix of the root CNode (2^n slots).
     pub init_thread_cnode_size_bits: u8,
-    /// The root task's scheduling domain.
-    pub init_thread_domain: Word,
-    /// On x86: the TSC frequency in MHz.
-    pub arch_info: Word,
-    /// Slots holding the untyped caps; slot `untyped.start + i` is
-    /// described by `untyped_list[i]`.
-    pub untyped: SlotRegion,
-    /// Descriptions of the untyped caps.
-    pub untyped_list: [UntypedDesc; MAX_BOOTINFO_UNTYPED_CAPS],
+    init_thread_domain: [u8; 8],
+    arch_info: [u8; 8],
+    untyped: [u8; 16],
+    untyped_list: [UntypedDesc; MAX_BOOTINFO_UNTYPED_CAPS],
 }
 
 impl BootInfo {
+    /// An all-zero boot info, for building test fixtures.
+    pub const fn zeroed() -> Self {
+        BootInfo {
+            extra_len: 0,
+            node_id: 0,
+            num_nodes: 0,
+            num_iopt_levels: 0,
+            ipc_buffer: core::ptr::null_mut(),
+            empty: SlotRegion { start: 0, end: 0 },
+            shared_frames: SlotRegion { start: 0, end: 0 },
+            user_image_frames: SlotRegion { start: 0, end: 0 },
+            user_image_paging: SlotRegion { start: 0, end: 0 },
+            io_space_caps: SlotRegion { start: 0, end: 0 },
+            extra_bi_pages: SlotRegion { start: 0, end: 0 },
+            init_thread_cnode_size_bits: 0,
+            init_thread_domain: [0; 8],
+            arch_info: [0; 8],
+            untyped: [0; 16],
+            untyped_list: [UntypedDesc::new(0, 0, false); MAX_BOOTINFO_UNTYPED_CAPS],
+        }
+    }
+
     /// Turns the pointer the kernel passes the root task (in `rdi`) into a
     /// reference.
     ///
@@ -137,19 +186,32 @@ impl BootInfo {
         &*ptr
     }
 
+    /// The root task's scheduling domain (`initThreadDomain`).
+    pub fn init_thread_domain(&self) -> Word {
+        Word::from_ne_bytes(self.init_thread_domain)
+    }
+
+    /// `archInfo`: on x86 the TSC frequency in MHz.
+    pub fn arch_info(&self) -> Word {
+        Word::from_ne_bytes(self.arch_info)
+    }
+
+    /// Slots holding the untyped caps; slot `untyped().start + i` is
+    /// described by `untyped_list()[i]`.
+    pub fn untyped(&self) -> SlotRegion {
+        SlotRegion::from_bytes(&self.untyped)
+    }
+
     /// The untyped caps: (slot in the root CNode, description), in list
     /// order. The count is clamped to the list length so a corrupt frame
     /// cannot make this read past it.
     pub fn untypeds(&self) -> impl Iterator<Item = (CPtr, &UntypedDesc)> + '_ {
-        let region = self.untyped;
-        let n = (region.len() as usize).min(MAX_BOOTINFO_UNTYPED_CAPS);
-        let list: &[UntypedDesc; MAX_BOOTINFO_UNTYPED_CAPS] = &self.untyped_list;
-        region.slots().zip(list[..n].iter())
+        self.untyped().slots().zip(self.untyped_list().iter())
     }
 
     /// The valid part of the untyped list.
     pub fn untyped_list(&self) -> &[UntypedDesc] {
-        let n = (self.untyped.len() as usize).min(MAX_BOOTINFO_UNTYPED_CAPS);
+        let n = (self.untyped().len() as usize).min(MAX_BOOTINFO_UNTYPED_CAPS);
         &self.untyped_list[..n]
     }
 
@@ -158,9 +220,28 @@ impl BootInfo {
         self.empty.slots()
     }
 
-    /// The IPC buffer address for [`set_ipc_buffer`](crate::set_ipc_buffer).
-    pub fn ipc_buffer_ptr(&self) -> *mut IpcBuffer {
-        self.ipc_buffer
+    /// Sets `initThreadDomain` (for fixtures).
+    pub fn set_init_thread_domain(&mut self, v: Word) {
+        self.init_thread_domain = v.to_ne_bytes();
+    }
+
+    /// Sets `archInfo` (for fixtures).
+    pub fn set_arch_info(&mut self, v: Word) {
+        self.arch_info = v.to_ne_bytes();
+    }
+
+    /// Sets the untyped slot region and list (for fixtures); the region is
+    /// `first_slot..first_slot + list.len()`.
+    ///
+    /// # Panics
+    /// If `list` has more than 230 entries.
+    pub fn set_untypeds(&mut self, first_slot: CPtr, list: &[UntypedDesc]) {
+        self.untyped_list[..list.len()].copy_from_slice(list);
+        self.untyped = SlotRegion {
+            start: first_slot,
+            end: first_slot + list.len() as Word,
+        }
+        .to_bytes();
     }
 
     /// The extra boot info bytes, which the kernel maps one page after the
@@ -277,62 +358,54 @@ mod tests {
         assert_eq!(offset_of!(BootInfo, arch_info), 145);
         assert_eq!(offset_of!(BootInfo, untyped), 153);
         assert_eq!(offset_of!(BootInfo, untyped_list), 169);
-        assert_eq!(size_of::<BootInfo>(), 169 + 230 * 12);
-        assert_eq!(size_of::<BootInfo>(), 2929);
-        // The kernel asserts the struct fits in the 4 KiB boot info frame.
+        // The C struct ends at 169 + 230 * 12 = 2929; Rust rounds the size
+        // up to the 8-byte alignment, still inside the 4 KiB frame.
+        assert_eq!(
+            offset_of!(BootInfo, untyped_list) + size_of::<[UntypedDesc; 230]>(),
+            2929
+        );
+        assert_eq!(size_of::<BootInfo>(), 2936);
         assert!(size_of::<BootInfo>() <= 4096);
     }
 
     fn sample() -> BootInfo {
-        let mut bi = BootInfo {
-            extra_len: 0,
-            node_id: 0,
-            num_nodes: 1,
-            num_iopt_levels: 0,
-            ipc_buffer: core::ptr::null_mut(),
-            empty: SlotRegion {
-                start: 300,
-                end: 65536,
-            },
-            shared_frames: SlotRegion { start: 0, end: 0 },
-            user_image_frames: SlotRegion { start: 12, end: 40 },
-            user_image_paging: SlotRegion { start: 40, end: 45 },
-            io_space_caps: SlotRegion { start: 0, end: 0 },
-            extra_bi_pages: SlotRegion { start: 45, end: 46 },
-            init_thread_cnode_size_bits: 16,
-            init_thread_domain: 0,
-            arch_info: 2000,
-            untyped: SlotRegion { start: 46, end: 49 },
-            untyped_list: [UntypedDesc {
-                paddr: 0,
-                padding1: 0,
-                padding2: 0,
-                size_bits: 0,
-                is_device: 0,
-            }; MAX_BOOTINFO_UNTYPED_CAPS],
+        let mut bi = BootInfo::zeroed();
+        bi.num_nodes = 1;
+        bi.empty = SlotRegion {
+            start: 300,
+            end: 65536,
         };
-        bi.untyped_list[0] = UntypedDesc {
-            paddr: 0x10_0000,
-            padding1: 0,
-            padding2: 0,
-            size_bits: 20,
-            is_device: 0,
-        };
-        bi.untyped_list[1] = UntypedDesc {
-            paddr: 0xfee0_0000,
-            padding1: 0,
-            padding2: 0,
-            size_bits: 12,
-            is_device: 1,
-        };
-        bi.untyped_list[2] = UntypedDesc {
-            paddr: 0x20_0000,
-            padding1: 0,
-            padding2: 0,
-            size_bits: 21,
-            is_device: 0,
-        };
+        bi.user_image_frames = SlotRegion { start: 12, end: 40 };
+        bi.init_thread_cnode_size_bits = 16;
+        bi.set_arch_info(2000);
+        bi.set_init_thread_domain(3);
+        bi.set_untypeds(
+            46,
+            &[
+                UntypedDesc::new(0x10_0000, 20, false),
+                UntypedDesc::new(0xfee0_0000, 12, true),
+                UntypedDesc::new(0x20_0000, 21, false),
+            ],
+        );
         bi
+    }
+
+    #[test]
+    fn unaligned_fields_read_at_c_offsets() {
+        let bi = sample();
+        let bytes =
+            unsafe { core::slice::from_raw_parts(&bi as *const BootInfo as *const u8, 2929) };
+        let word_at = |o: usize| Word::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
+        assert_eq!(word_at(137), 3);
+        assert_eq!(word_at(145), 2000);
+        assert_eq!((word_at(153), word_at(161)), (46, 49));
+        assert_eq!(word_at(169 + 12), 0xfee0_0000);
+        assert_eq!(bytes[169 + 12 + 10], 12);
+        assert_eq!(bytes[169 + 12 + 11], 1);
+        assert_eq!((bi.init_thread_domain(), bi.arch_info()), (3, 2000));
+        assert_eq!(bi.untyped(), SlotRegion { start: 46, end: 49 });
+        // Ordinary fields work in formatting, which packed ones would not.
+        assert_eq!(format!("{:#x}", bi.empty.start), "0x12c");
     }
 
     #[test]
@@ -362,9 +435,10 @@ mod tests {
         bi.untyped = SlotRegion {
             start: 10,
             end: 10_000,
-        };
+        }
+        .to_bytes();
         assert_eq!(bi.untypeds().count(), MAX_BOOTINFO_UNTYPED_CAPS);
-        bi.untyped = SlotRegion { start: 10, end: 5 };
+        bi.untyped = SlotRegion { start: 10, end: 5 }.to_bytes();
         assert_eq!(bi.untypeds().count(), 0);
     }
 
