@@ -154,3 +154,108 @@ pub fn write<'d>(sink: &mut impl IolSink<'d>, d: &'d Domain, pool: PoolId, src: 
     let a = d.alloc_copy(pool, src)?;
     sink.iol_write(a).map_err(|(e, _)| e)
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::channel::{channel_bytes, init_channel, NoNotify};
+    use crate::domain::PeerId;
+    use crate::mode::{Boundary, CopyMode};
+    use crate::region::host;
+    use crate::testutil::{bytes, make, map, own};
+
+    const P: PoolId = 1;
+    const Q: PoolId = 2;
+
+    #[test]
+    fn iol_read_returns_snapshots() {
+        let d = crate::Domain::new();
+        own(&d, P, 16);
+        let mut f = MemObject::new(&d);
+        assert_eq!(f.iol_write(make(&d, P, b"hello ")).unwrap(), 6);
+        assert_eq!(f.iol_write(make(&d, P, b"world")).unwrap(), 5);
+        f.seek(0);
+        let a1 = f.iol_read(100).unwrap().unwrap();
+        assert_eq!(bytes(&a1), b"hello world");
+        // Overwrite the start: a1 still sees the old contents (snapshot).
+        f.seek(0);
+        f.iol_write(make(&d, P, b"HELLO_")).unwrap();
+        assert_eq!(bytes(&a1), b"hello world");
+        f.seek(0);
+        let a2 = f.iol_read(100).unwrap().unwrap();
+        assert_eq!(bytes(&a2), b"HELLO_world");
+        // The replaced buffer lives while a1 references it, then is reclaimed.
+        assert_eq!(d.stats().buffers_in_use, 3);
+        drop(a1);
+        assert_eq!(d.stats().buffers_in_use, 2);
+        // iol_read may return less than asked; at the end, nothing.
+        f.seek(6);
+        assert_eq!(bytes(&f.iol_read(3).unwrap().unwrap()), b"wor");
+        assert_eq!(bytes(&f.iol_read(3).unwrap().unwrap()), b"ld");
+        assert!(f.iol_read(3).unwrap().unwrap().is_empty());
+        // Writing past the end is refused without losing the data.
+        f.seek(100);
+        let (e, back) = f.iol_write(make(&d, P, b"x")).unwrap_err();
+        assert_eq!(e, Error::InvalidArgument);
+        assert_eq!(bytes(&back), b"x");
+        assert_eq!(d.stats().bytes_copied, 0);
+        drop((a2, back, f));
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn pipe_iol_read_splits_to_max_and_reports_eof() {
+        let (w, r) = (crate::Domain::new(), crate::Domain::new());
+        map(&r, P, own(&w, P, 8));
+        let reg = host::region(channel_bytes(8, 8));
+        // SAFETY: fresh region, one end each.
+        let (mut tx, mut rx) = unsafe {
+            init_channel(reg, 8, 8).unwrap();
+            (
+                crate::ChannelTx::attach(&w, PeerId(0), reg, 8, 8, NoNotify).unwrap(),
+                crate::ChannelRx::attach(&r, PeerId(0), reg, 8, 8, NoNotify, CopyMode::IoLite, Boundary::CgiToApp, None)
+                    .unwrap(),
+            )
+        };
+        assert!(rx.iol_read(4).unwrap().is_none(), "nothing yet");
+        tx.iol_write(make(&w, P, b"0123456789")).unwrap();
+        let mut got = Vec::new();
+        while let Some(a) = rx.iol_read(4).unwrap() {
+            assert!(a.len() <= 4 && !a.is_empty());
+            got.extend(bytes(&a));
+        }
+        assert_eq!(got, b"0123456789");
+        tx.send_eof().unwrap();
+        assert!(rx.iol_read(4).unwrap().unwrap().is_empty(), "EOF");
+        assert!(rx.iol_read(4).unwrap().unwrap().is_empty(), "EOF stays");
+        assert_eq!(w.stats().bytes_copied + r.stats().bytes_copied, 0, "IO-Lite path copies nothing");
+    }
+
+    #[test]
+    fn compatibility_read_write_copy_and_count() {
+        let (w, r) = (crate::Domain::new(), crate::Domain::new());
+        map(&r, P, own(&w, P, 8));
+        own(&r, Q, 8);
+        let reg = host::region(channel_bytes(8, 8));
+        // SAFETY: fresh region, one end each.
+        let (mut tx, mut rx) = unsafe {
+            init_channel(reg, 8, 8).unwrap();
+            (
+                crate::ChannelTx::attach(&w, PeerId(0), reg, 8, 8, NoNotify).unwrap(),
+                crate::ChannelRx::attach(&r, PeerId(0), reg, 8, 8, NoNotify, CopyMode::IoLite, Boundary::Pipe, None)
+                    .unwrap(),
+            )
+        };
+        assert_eq!(write(&mut tx, &w, P, b"legacy bytes").unwrap(), 12);
+        let mut buf = [0u8; 32];
+        assert_eq!(read(&mut rx, &mut buf).unwrap(), Some(12));
+        assert_eq!(&buf[..12], b"legacy bytes");
+        assert_eq!(w.stats().bytes_copied, 12, "write copies in");
+        assert_eq!(r.stats().bytes_copied, 12, "read copies out");
+        assert_eq!(read(&mut rx, &mut buf).unwrap(), None);
+        // Same bytes through either path (P-IOL-14).
+        tx.iol_write(make(&w, P, b"legacy bytes")).unwrap();
+        let a = rx.iol_read(32).unwrap().unwrap();
+        assert!(a.eq_bytes(&buf[..12]));
+    }
+}

@@ -17,6 +17,31 @@
 //! * [`ChannelTx`]/[`ChannelRx`]: an IO-Lite pipe; aggregates go one way,
 //!   releases come back.
 //! * [`iol`]: `iol_read`/`iol_write` and the copying compatibility path.
+//!
+//! Immutability is in the types. A sealed writer is gone:
+//!
+//! ```compile_fail
+//! fn f(w: iolite::BufMut<'_>) {
+//!     let _a = w.seal(1);
+//!     w.remaining(); // error: use of moved value
+//! }
+//! ```
+//!
+//! An aggregate yields only shared slices:
+//!
+//! ```compile_fail
+//! fn f(a: &iolite::Aggregate<'_>) {
+//!     let _s: &mut [u8] = a.slices().next().unwrap(); // error: expected &mut
+//! }
+//! ```
+//!
+//! And a consumer's view of a pool offers no mutable pointer:
+//!
+//! ```compile_fail
+//! fn f(r: iolite::RoRegion) {
+//!     let _p: *mut u8 = r.as_ptr(); // error: expected *mut, found *const
+//! }
+//! ```
 
 #![cfg_attr(not(test), no_std)]
 #![warn(missing_docs)]
