@@ -46,6 +46,9 @@ impl Reply {
 /// [`MAPPING_LOOKUP_LEVEL_MR`](crate::MAPPING_LOOKUP_LEVEL_MR)) are left in
 /// the IPC buffer's message registers, readable with
 /// [`get_mr`](crate::get_mr), as with libsel4.
+// Always inlined: with the invocation known at the call site the word
+// array, the IPC-buffer branch and the copies fold away for short messages.
+#[inline(always)]
 pub fn invoke(service: CPtr, inv: &Invocation) -> Result<Reply> {
     let words = inv.words();
     let caps = inv.caps();
@@ -73,6 +76,7 @@ pub fn invoke(service: CPtr, inv: &Invocation) -> Result<Reply> {
     Ok(Reply { info, mrs: out })
 }
 
+#[inline]
 fn invoke_unit(service: CPtr, inv: Invocation) -> Result<()> {
     invoke(service, &inv).map(|_| ())
 }
