@@ -49,16 +49,14 @@ fn normalize(input: &[SliceDesc], out: &mut [SliceDesc; SCRATCH]) -> usize {
 /// Replaces the holds of `old` by holds for each of `new` (taken first, so
 /// nothing is freed in between). On failure nothing changes.
 fn reshuffle(d: &Domain, new: &[&[SliceDesc]], old: &[&[SliceDesc]]) -> Result<()> {
-    let mut taken = 0usize;
     let all = new.iter().flat_map(|l| l.iter());
-    for s in all.clone() {
+    for (taken, s) in all.clone().enumerate() {
         if let Err(e) = d.hold_local(s) {
             for t in all.clone().take(taken) {
                 d.release_local(t);
             }
             return Err(e);
         }
-        taken += 1;
     }
     for s in old.iter().flat_map(|l| l.iter()) {
         d.release_local(s);

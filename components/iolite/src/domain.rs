@@ -205,6 +205,19 @@ impl Domain {
         self.with_pool(pool, |e, _| e.trust)
     }
 
+    /// Declares which peers are in `pool`'s ACL (have it mapped), as a set
+    /// of peer ids. Lending a slice of the pool to any other peer fails with
+    /// [`Error::NotInAcl`] before anything is sent. By default every peer
+    /// is allowed (the receiver still rejects slices of pools it has not
+    /// mapped).
+    pub fn set_pool_acl(&self, pool: PoolId, readers: &[PeerId]) -> Result<()> {
+        let mut mask = 0u32;
+        for p in readers {
+            mask |= 1 << p.idx()?;
+        }
+        self.with_pool(pool, |e, _| e.acl = mask)
+    }
+
     /// Occupancy of a pool.
     pub fn pool_stats(&self, pool: PoolId) -> Result<PoolStats> {
         self.with_pool(pool, |e, _| {
@@ -376,7 +389,7 @@ impl Domain {
     /// unused tail is wasted; the page is reclaimed once its objects are
     /// released).
     pub fn flush_pack(&self, pool: PoolId) -> Result<()> {
-        self.with_pool(pool, |e, d| close_pack(e, d))
+        self.with_pool(pool, close_pack)
     }
 
     /// Allocates a buffer and copies `bytes` into it (counted as copied).
@@ -451,6 +464,9 @@ impl Domain {
                     Some(e) => e,
                     None => return Err((Error::UnknownPool, agg)),
                 };
+                if e.acl & (1 << i) == 0 {
+                    return Err((Error::NotInAcl, agg));
+                }
                 let m = &e.meta[s.buf as usize];
                 let dup_before = slices[..k].iter().filter(|o| o.pool == s.pool && o.buf == s.buf).count();
                 if m.lent[i] == 0 && dup_before == 0 {
@@ -1140,10 +1156,7 @@ mod tests {
         // tcp gets the same fs buffer via http (peer 0) and via "cgi" (peer 1).
         let (fs, http, tcp) = system();
         let cgi = Domain::new();
-        map(&cgi, FS_POOL, {
-            let r = pool_region(1);
-            r
-        });
+        map(&cgi, FS_POOL, pool_region(1));
         let a = make(&fs, FS_POOL, b"shared");
         let d = fs.lend(a, FS_HTTP, 0, 0).unwrap();
         let h = http.accept(&d, HTTP_FS).unwrap();
@@ -1158,12 +1171,11 @@ mod tests {
         assert_eq!(pump(&tcp, TCP_HTTP, &http, HTTP_TCP), 1, "coalesced into one release of 2");
         assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 1);
         assert_eq!(fs.stats().buffers_in_use, 0);
-        drop(cgi);
     }
 
     #[test]
     fn death_of_a_leaf_releases_everything() {
-        let (fs, http, tcp) = system();
+        let (fs, http, _tcp) = system();
         let mut sent = Vec::new();
         for i in 0..5u8 {
             let a = make(&fs, FS_POOL, &[i; 100]);
@@ -1187,7 +1199,6 @@ mod tests {
         let rel = RelDesc { pool: FS_POOL, buf: d.slices[0].buf, gen: d.slices[0].gen, count: 1 };
         fs.apply_release(&rel, FS_HTTP).unwrap();
         assert_eq!(fs.stats().buffers_in_use, 0);
-        drop(tcp);
     }
 
     #[test]
@@ -1303,6 +1314,19 @@ mod tests {
         }
         assert_eq!(fs.stats().buffers_in_use, 0);
         assert_eq!(http.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn lending_outside_the_pool_acl_is_refused() {
+        let (fs, _http, _tcp) = system();
+        own(&fs, 5, 2); // a pool only http may read
+        fs.set_pool_acl(5, &[FS_HTTP]).unwrap();
+        let a = make(&fs, 5, b"for http only");
+        let (e, a) = fs.lend(a, PeerId(3), 0, 0).unwrap_err();
+        assert_eq!(e, Error::NotInAcl);
+        assert!(a.eq_bytes(b"for http only"));
+        fs.lend(a, FS_HTTP, 0, 0).unwrap();
+        assert_eq!(fs.set_pool_acl(5, &[PeerId(200)]).unwrap_err(), Error::BadPeer);
     }
 
     #[test]

@@ -114,6 +114,8 @@ pub enum Error {
     BadRegion,
     /// Argument out of range (e.g. split point past the end).
     InvalidArgument,
+    /// The peer is not in the ACL of a slice's pool (it cannot read it).
+    NotInAcl,
 }
 
 impl core::fmt::Display for Error {

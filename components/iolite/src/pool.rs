@@ -151,6 +151,8 @@ pub(crate) struct PoolEntry {
     pub slot: u8,
     pub owned: bool,
     pub trust: Trust,
+    /// Bit `p` set: peer `p` is in the pool's ACL (maps it read-only).
+    pub acl: u32,
     pub layout: PoolLayout,
     base: *mut u8, // never written through unless `owned`
     pub meta: &'static mut [BufMeta],
@@ -195,7 +197,7 @@ impl PoolEntry {
         owned: bool,
     ) -> Result<Self> {
         let layout = PoolLayout::fitting(len);
-        if layout.pages == 0 || meta.len() < layout.pages as usize || (base as usize) % 8 != 0 {
+        if layout.pages == 0 || meta.len() < layout.pages as usize || !(base as usize).is_multiple_of(8) {
             return Err(Error::BadRegion);
         }
         for m in meta.iter_mut() {
@@ -206,6 +208,7 @@ impl PoolEntry {
             slot: 0,
             owned,
             trust,
+            acl: u32::MAX,
             layout,
             base,
             meta,

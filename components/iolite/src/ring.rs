@@ -47,7 +47,7 @@ fn check_geometry<T>(region: &RwRegion, capacity: usize) -> Result<(), Error> {
         || !capacity.is_power_of_two()
         || capacity > (u32::MAX as usize) / 2
         || region.len() < ring_bytes::<T>(capacity)
-        || (region.as_ptr() as usize) % 64 != 0
+        || !(region.as_ptr() as usize).is_multiple_of(64)
         || align_of::<T>() > 64
     {
         return Err(Error::BadRegion);
