@@ -629,7 +629,7 @@ impl Domain {
             let Some(e) = pools[slot as usize].as_mut() else { continue };
             let m = &mut e.meta[buf as usize];
             if m.ret[i] > 0 {
-                let rel = RelDesc { pool: e.id, buf, gen: m.gen, count: m.ret[i] as u32 };
+                let rel = RelDesc { pool: e.id, buf, gen: m.gen, count: m.ret[i] };
                 if !emit(rel) {
                     blocked = true;
                     break;
@@ -667,7 +667,7 @@ impl Domain {
                         continue;
                     }
                     if m.ret[i] > 0 {
-                        let rel = RelDesc { pool: e.id, buf, gen: m.gen, count: m.ret[i] as u32 };
+                        let rel = RelDesc { pool: e.id, buf, gen: m.gen, count: m.ret[i] };
                         if !emit(rel) {
                             left = true;
                             break 'scan;
@@ -804,10 +804,10 @@ fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
     if recv > total {
         let mut excess = recv - total;
         for p in 0..MAX_PEERS {
-            let take = (m.recv[p] as u32).min(excess) as u16;
-            m.recv[p] -= take;
-            m.ret[p] = m.ret[p].saturating_add(take);
-            excess -= take as u32;
+            let take = (m.recv[p] as u32).min(excess);
+            m.recv[p] -= take as u16;
+            m.ret[p] += take; // ≤ Σ holds ever received: no overflow in practice
+            excess -= take;
         }
         if !m.dirty {
             if d.len < DIRTY_CAP {

@@ -9,7 +9,7 @@
 //!   immutable buffers, so it never changes, whatever is written later.
 //!   [`MemObject`] is the reference implementation of an object (file) with
 //!   these semantics; the filesystem's cache applies the same rule.
-//! * [`read`]/[`write`] copy between a caller's buffer and aggregates, and
+//! * [`read()`]/[`write()`] copy between a caller's buffer and aggregates, and
 //!   count what they copy.
 
 use crate::aggregate::Aggregate;

@@ -108,7 +108,7 @@ pub struct BufMeta {
     /// Holds each peer granted to this domain and that are still kept.
     pub(crate) recv: [u16; MAX_PEERS],
     /// Holds to be returned to each peer at the next flush.
-    pub(crate) ret: [u16; MAX_PEERS],
+    pub(crate) ret: [u32; MAX_PEERS],
 }
 
 impl BufMeta {
@@ -131,7 +131,7 @@ impl BufMeta {
         self.recv.iter().map(|&x| x as u32).sum()
     }
     pub(crate) fn ret_total(&self) -> u32 {
-        self.ret.iter().map(|&x| x as u32).sum()
+        self.ret.iter().sum()
     }
 }
 
