@@ -17,7 +17,7 @@ const LABEL_SUM: Word = 1;
 const LABEL_CHECKSUM_LONG: Word = 2;
 /// Words in the long message: more than the four registers carry.
 const LONG_WORDS: usize = 12;
-const WORKER_PRIORITY: Word = 200;
+const WORKER_PRIORITY: u8 = 200;
 const WORKER_STACK_BYTES: usize = 16 * 1024;
 
 #[repr(C, align(16))]
@@ -84,6 +84,7 @@ pub fn thread_and_ipc(objects: &mut ObjectAllocator<'_>) -> Result<(), Failure> 
         sel4::tcb_configure(
             tcb,
             0, // no fault endpoint: a debug kernel prints the fault instead
+            sel4::PrioProps::new(0, WORKER_PRIORITY),
             sel4::CAP_INIT_THREAD_CNODE,
             0,
             sel4::CAP_INIT_THREAD_VSPACE,
@@ -92,11 +93,10 @@ pub fn thread_and_ipc(objects: &mut ObjectAllocator<'_>) -> Result<(), Failure> 
             ipc_frame,
         ),
     )?;
-    invoke("TCB_SetPriority", sel4::tcb_set_priority(tcb, sel4::CAP_INIT_THREAD_TCB, WORKER_PRIORITY))?;
 
     let stack_top = core::ptr::addr_of!(WORKER_STACK) as Word + WORKER_STACK_BYTES as Word;
     let mut regs = sel4::UserContext::default();
-    regs.rip = worker_main as usize as Word;
+    regs.rip = worker_main as *const () as Word;
     // As if `call` had pushed a return address: rsp + 8 is 16-byte aligned.
     regs.rsp = stack_top - 8;
     regs.rdi = endpoint;
@@ -161,7 +161,7 @@ extern "C" fn worker_main(endpoint: Word, ipc_buffer: Word) -> ! {
                 all[..4].copy_from_slice(&mrs);
                 // SAFETY: the kernel wrote the words past the fourth into our
                 // IPC buffer before waking us.
-                all[4..n].copy_from_slice(unsafe { &(*buffer).msg[4..n] });
+                all[4..n].copy_from_slice(unsafe { &(&(*buffer).msg)[4..n] });
                 (MessageInfo::new(0, 0, 0, 2), [checksum(&all[..n]), n as Word, 0, 0])
             }
             _ => (MessageInfo::new(1, 0, 0, 0), [0; 4]),
