@@ -18,7 +18,7 @@ Kernel Boots And Drops To User Space
 Root Task Prints Its Banner
     ${line}=    Wait For Serial Line    ^Iolite OS root task \\(seL4 5\\.0\\.0    timeout=30s
     ${seconds}=    Seconds Since Start
-    Log    banner ${seconds} s after QEMU started    console=yes
+    Log    banner ${{round($seconds, 2)}} s after QEMU started
 
 Root Task Reports Untyped Memory
     ${line}=    Wait For Serial Line    ^\\[roottask\\] boot info: \\d+ untyped caps
