@@ -1,8 +1,628 @@
-//! Per-component Rust glue (placeholder, filled in below).
-use crate::check::System;
-use crate::diag::Result;
+//! Per-component Rust glue: for each instantiated software component type,
+//! one file `<elf>.rs` defining `pub mod glue` with one module per
+//! interface. The slots and addresses come from [`TypeLayout`], the same
+//! function that lays out the spec.
+//!
+//! RPC marshalling (both sides generated here, so they always agree):
+//! * the method's index in the procedure is the message label;
+//! * `in`, `refin` and `inout` scalars go in message registers in parameter
+//!   order, one word each (MR0-3 in registers, the rest in the IPC buffer);
+//! * an `in string` is a byte-length word followed by the bytes packed
+//!   little-endian into words (at most [`MAX_STRING_BYTES`] each, and all
+//!   arguments together within the 120 message registers: the client
+//!   panics on a call that does not fit);
+//! * the reply holds the return value (if any), then `out` and `inout`
+//!   parameters in order; a reply label of 0 means success, 1 a rejected
+//!   request (unknown method, short or malformed message).
+//!
+//! `out string`, `inout string`, array parameters and struct types are not
+//! supported: [`check_supported`] reports them at their position.
 
-/// Generates one glue file per instantiated software component type.
-pub fn generate(_system: &System, _source: &str) -> Result<Vec<(String, String)>> {
-    Ok(Vec::new())
+use crate::ast::{Direction, InterfaceKind, Method, Param, Procedure};
+use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
+use crate::diag::{err, Result};
+use crate::spec::TypeLayout;
+use std::fmt::Write;
+use system_spec::Access;
+
+/// The largest `in string` argument in bytes: 100 of the 120 message
+/// registers, leaving room for the other arguments.
+pub const MAX_STRING_BYTES: usize = 800;
+
+/// The Rust type of a C scalar type name (as normalised by the parser).
+pub fn rust_scalar(c_type: &str) -> Option<&'static str> {
+    Some(match c_type {
+        "int" | "int32_t" => "i32",
+        "unsigned int" | "uint32_t" => "u32",
+        "char" | "signed char" | "int8_t" => "i8",
+        "unsigned char" | "uint8_t" => "u8",
+        "int16_t" => "i16",
+        "uint16_t" => "u16",
+        "int64_t" => "i64",
+        "uint64_t" | "seL4_Word" | "seL4_CPtr" => "u64",
+        "size_t" | "uintptr_t" => "usize",
+        "ssize_t" | "intptr_t" => "isize",
+        "boolean" => "bool",
+        "float" => "f32",
+        "double" => "f64",
+        _ => return None,
+    })
+}
+
+const SUPPORTED: &str = "int, unsigned int, char, (u)int8/16/32/64_t, size_t, ssize_t, (u)intptr_t, bool, float, double, in string";
+
+/// Rust keywords that the glue must spell as raw identifiers.
+const RUST_KEYWORDS: &[&str] = &[
+    "as", "async", "await", "break", "const", "continue", "dyn", "else", "enum", "extern", "false", "fn", "for",
+    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static", "struct",
+    "trait", "true", "type", "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final",
+    "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
+];
+
+fn ident(name: &str) -> String {
+    if RUST_KEYWORDS.contains(&name) {
+        format!("r#{name}")
+    } else {
+        name.to_string()
+    }
+}
+
+fn is_string(param: &Param) -> bool {
+    param.ty.text == "string"
+}
+
+fn check_method(method: &Method) -> Result<()> {
+    if let Some(ret) = &method.ret {
+        if rust_scalar(&ret.text).is_none() {
+            return err(&ret.pos, format!("return type '{}' is not supported by the Rust glue (supported: {SUPPORTED})", ret.text));
+        }
+    }
+    for p in &method.params {
+        if p.array {
+            return err(&p.name.pos, format!("array parameter '{}[]' is not supported by the Rust glue; pass the data in a dataport", p.name.text));
+        }
+        if is_string(p) {
+            if matches!(p.direction, Direction::Out | Direction::Inout) {
+                let dir = if p.direction == Direction::Out { "out" } else { "inout" };
+                return err(&p.ty.pos, format!("'{dir} string' parameters are not supported by the Rust glue; return the data through a dataport"));
+            }
+        } else if rust_scalar(&p.ty.text).is_none() {
+            return err(&p.ty.pos, format!("parameter type '{}' is not supported by the Rust glue (supported: {SUPPORTED})", p.ty.text));
+        }
+    }
+    if method.params.len() + 1 > 120 {
+        return err(&method.name.pos, format!("method '{}' has too many parameters for the 120 message registers", method.name.text));
+    }
+    Ok(())
+}
+
+/// Checks that every procedure the glue will marshal uses only what the
+/// Rust glue supports. Run by `check` too, so `camkes check` catches it.
+pub fn check_supported(system: &System) -> Result<()> {
+    for component in system.components.iter().filter(|c| c.instantiated && !c.is_hardware()) {
+        for (i, decl) in component.decl.interfaces.iter().enumerate() {
+            if matches!(component.connectors[i], Some(ConnectorKind::RpcCall | ConnectorKind::RpcCallNoType)) {
+                let procedure = system.procedure(&decl.type_name.text).expect("checked");
+                for method in &procedure.methods {
+                    check_method(method)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+/// Generates `(file name, contents)` for every instantiated software
+/// component type. `source` names the assembly in the header comment.
+pub fn generate(system: &System, source: &str) -> Result<Vec<(String, String)>> {
+    check_supported(system)?;
+    Ok(system
+        .components
+        .iter()
+        .filter(|c| c.instantiated && !c.is_hardware())
+        .map(|c| (format!("{}.rs", c.elf), component_glue(system, c, source)))
+        .collect())
+}
+
+const RUNTIME: &str = r#"
+    /// Support code shared by the interface modules.
+    pub mod rt {
+        use core::marker::PhantomData;
+
+        /// The reply label of a successful call.
+        pub const OK: sel4::Word = 0;
+        /// The reply label of a request the server rejected: unknown method,
+        /// too short, or a string that is too long or not UTF-8.
+        pub const BAD_REQUEST: sel4::Word = 1;
+        /// The number of message registers (`seL4_MsgMaxLength`).
+        pub const MSG_MAX: usize = 120;
+        /// The longest `in string` argument, in bytes.
+        pub const MAX_STRING_BYTES: usize = __MAX_STRING_BYTES__;
+
+        /// Message register `i`: MR0-3 travel in registers, the rest in the
+        /// IPC buffer.
+        #[inline]
+        pub fn get_mr(mrs: &[sel4::Word; 4], i: usize) -> sel4::Word {
+            if i < 4 { mrs[i] } else { sel4::get_mr(i) }
+        }
+
+        /// Sets message register `i` (see [`get_mr`]).
+        #[inline]
+        pub fn set_mr(mrs: &mut [sel4::Word; 4], i: usize, value: sel4::Word) {
+            if i < 4 { mrs[i] = value } else { sel4::set_mr(i, value) }
+        }
+
+        /// Writes `bytes` from MR `at` as a length word and packed words;
+        /// returns the next free MR.
+        pub fn put_bytes(mrs: &mut [sel4::Word; 4], at: usize, bytes: &[u8]) -> usize {
+            assert!(
+                bytes.len() <= MAX_STRING_BYTES && at + 1 + bytes.len().div_ceil(8) <= MSG_MAX,
+                "camkes glue: string argument does not fit in the message registers"
+            );
+            set_mr(mrs, at, bytes.len() as sel4::Word);
+            let mut next = at + 1;
+            for chunk in bytes.chunks(8) {
+                let mut word = [0u8; 8];
+                word[..chunk.len()].copy_from_slice(chunk);
+                set_mr(mrs, next, u64::from_le_bytes(word) as sel4::Word);
+                next += 1;
+            }
+            next
+        }
+
+        /// Reads what [`put_bytes`] wrote at MR `at` into `out`; returns the
+        /// byte count and the next MR, or `None` if the length is too large
+        /// or runs past `length` registers.
+        pub fn get_bytes(mrs: &[sel4::Word; 4], at: usize, length: usize, out: &mut [u8; MAX_STRING_BYTES]) -> Option<(usize, usize)> {
+            if at >= length {
+                return None;
+            }
+            let count = get_mr(mrs, at) as usize;
+            let words = count.div_ceil(8);
+            if count > MAX_STRING_BYTES || at + 1 + words > length {
+                return None;
+            }
+            for w in 0..words {
+                let bytes = (get_mr(mrs, at + 1 + w) as u64).to_le_bytes();
+                let start = w * 8;
+                let end = (start + 8).min(count);
+                out[start..end].copy_from_slice(&bytes[..end - start]);
+            }
+            Some((count, at + 1 + words))
+        }
+
+        /// Panics unless a reply says success: a rejected call means client
+        /// and server disagree about the interface, a bug to stop at.
+        #[inline]
+        pub fn expect_ok(info: sel4::MessageInfo, what: &str) {
+            if info.label() != OK {
+                panic!("camkes glue: the server rejected {}", what);
+            }
+        }
+
+        /// Marker: the dataport is mapped read-only.
+        pub struct ReadOnly;
+        /// Marker: the dataport is mapped read-write.
+        pub struct ReadWrite;
+
+        /// A dataport mapping. The type parameter records the rights the
+        /// assembly granted (`_access`), so a read-only dataport offers no
+        /// way to write: writing it would fault.
+        ///
+        /// The memory is shared with other components that may write it at
+        /// any time, so references into it are `unsafe` (the caller vouches
+        /// that the agreed protocol keeps the bytes stable meanwhile, as
+        /// IO-Lite's sealed buffers do); the copying accessors are safe.
+        pub struct Dataport<R> {
+            base: *mut u8,
+            size: usize,
+            _rights: PhantomData<R>,
+        }
+
+        impl<R> Dataport<R> {
+            /// # Safety
+            /// `base..base + size` must be this dataport's mapping with
+            /// rights `R`; only the generated `get()` functions call this.
+            pub const unsafe fn new(base: usize, size: usize) -> Self {
+                Dataport { base: base as *mut u8, size, _rights: PhantomData }
+            }
+
+            /// The size in bytes.
+            pub const fn len(&self) -> usize {
+                self.size
+            }
+
+            /// Whether the dataport has no bytes (never, for a real one).
+            pub const fn is_empty(&self) -> bool {
+                self.size == 0
+            }
+
+            /// The first byte.
+            pub const fn as_ptr(&self) -> *const u8 {
+                self.base
+            }
+
+            /// The whole dataport as a slice.
+            ///
+            /// # Safety
+            /// No other component (or other handle) may write the bytes
+            /// while the slice is alive.
+            pub unsafe fn as_slice(&self) -> &[u8] {
+                unsafe { core::slice::from_raw_parts(self.base, self.size) }
+            }
+
+            /// Copies `out.len()` bytes from `offset` into `out` with volatile
+            /// reads. Panics if the range is outside the dataport.
+            pub fn read(&self, offset: usize, out: &mut [u8]) {
+                assert!(offset.checked_add(out.len()).is_some_and(|end| end <= self.size), "dataport read out of range");
+                for (i, byte) in out.iter_mut().enumerate() {
+                    // SAFETY: in range (checked above) and mapped readable.
+                    *byte = unsafe { core::ptr::read_volatile(self.base.add(offset + i)) };
+                }
+            }
+        }
+
+        impl Dataport<ReadWrite> {
+            /// The first byte, for writing.
+            pub const fn as_mut_ptr(&self) -> *mut u8 {
+                self.base
+            }
+
+            /// The whole dataport as a mutable slice.
+            ///
+            /// # Safety
+            /// No other component (or other handle) may read or write the
+            /// bytes while the slice is alive.
+            pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
+                unsafe { core::slice::from_raw_parts_mut(self.base, self.size) }
+            }
+
+            /// Copies `data` to `offset` with volatile writes. Panics if the
+            /// range is outside the dataport.
+            pub fn write(&mut self, offset: usize, data: &[u8]) {
+                assert!(offset.checked_add(data.len()).is_some_and(|end| end <= self.size), "dataport write out of range");
+                for (i, byte) in data.iter().enumerate() {
+                    // SAFETY: in range (checked above) and mapped writable.
+                    unsafe { core::ptr::write_volatile(self.base.add(offset + i), *byte) };
+                }
+            }
+        }
+    }
+"#;
+
+fn component_glue(system: &System, component: &ComponentType, source: &str) -> String {
+    let layout = TypeLayout::of(component);
+    let name = &component.decl.name.text;
+    let elf = &component.elf;
+    let mut out = String::new();
+    let _ = write!(
+        out,
+        "// @generated by the Iolite camkes compiler from {source}. Do not edit.
+//
+// Glue for component type `{name}` (ELF `{elf}`). A component crate uses it with
+//     include!(concat!(env!(\"IOLITE_GLUE_DIR\"), \"/{elf}.rs\"));
+// which defines `glue`, with one module per interface.
+
+/// The CAmkES glue of component type `{name}`: one module per interface.
+#[allow(dead_code, unused_imports, unused_mut, unused_variables, clippy::all)]
+pub mod glue {{
+    /// The component type's name in the assembly.
+    pub const COMPONENT_TYPE: &str = \"{name}\";
+    /// The ELF (and `components/` folder) name.
+    pub const ELF_NAME: &str = \"{elf}\";
+    /// Whether the type is `control` (runs its own `run()`).
+    pub const CONTROL: bool = {control};
+",
+        control = component.decl.control.is_some(),
+    );
+    out.push_str(&RUNTIME.replace("__MAX_STRING_BYTES__", &MAX_STRING_BYTES.to_string()));
+    for (i, decl) in component.decl.interfaces.iter().enumerate() {
+        let module = ident(&decl.name.text);
+        let maybe = if decl.maybe { "maybe " } else { "" };
+        let declared = format!("{maybe}{} {} {}", decl.kind.keyword(), decl.type_name.text, decl.name.text);
+        let connector = component.connectors[i];
+        let via = connector.map(|c| c.name()).unwrap_or("nothing (no instance connects it)");
+        let _ = writeln!(out, "\n    /// `{declared};`, connected by {via}.");
+        let _ = writeln!(out, "    pub mod {module} {{");
+        let _ = writeln!(out, "        use super::rt;");
+        if let Some(slot) = layout.slot[i] {
+            let _ = writeln!(out, "        /// The CSpace slot of this interface's capability.\n        pub const SLOT: sel4::CPtr = {slot};");
+        }
+        let procedure = || system.procedure(&decl.type_name.text).expect("checked");
+        match (decl.kind, connector) {
+            (InterfaceKind::Uses, Some(ConnectorKind::HardwareIoPort)) => io_port_user(&mut out),
+            (InterfaceKind::Uses, _) => rpc_client(&mut out, procedure()),
+            (InterfaceKind::Provides, _) => rpc_server(&mut out, procedure()),
+            (InterfaceKind::Emits, _) => {
+                out.push_str(
+                    "        /// Signals the consumer (upstream's `<name>_emit()`).
+        pub fn emit() {
+            sel4::signal(SLOT)
+        }
+",
+                );
+            }
+            (InterfaceKind::Consumes, _) => {
+                out.push_str(
+                    "        /// Blocks until the event arrives; returns the badge bits.
+        pub fn wait() -> sel4::Word {
+            sel4::wait(SLOT)
+        }
+
+        /// The badge bits of an event that already arrived, or 0.
+        pub fn poll() -> sel4::Word {
+            sel4::poll(SLOT)
+        }
+",
+                );
+                if let Some(handler) = layout.irq_handler_slot[i] {
+                    let _ = write!(
+                        out,
+                        "
+        /// The CSpace slot of the IRQ handler capability.
+        pub const IRQ_HANDLER_SLOT: sel4::CPtr = {handler};
+
+        /// Re-enables the interrupt after handling it.
+        pub fn acknowledge() -> sel4::Result<()> {{
+            sel4::irq_handler_ack(IRQ_HANDLER_SLOT)
+        }}
+"
+                    );
+                }
+            }
+            (InterfaceKind::Dataport, _) => {
+                let vaddr = layout.vaddr[i].expect("dataports have addresses");
+                let size = dataport_size(decl);
+                let (rights, what) = match component.access[i] {
+                    Access::ReadOnly => ("ReadOnly", "read-only"),
+                    Access::ReadWrite => ("ReadWrite", "read-write"),
+                };
+                let _ = write!(
+                    out,
+                    "        /// The virtual address of the mapping.
+        pub const VADDR: usize = {vaddr:#x};
+        /// The size in bytes.
+        pub const SIZE: usize = {size:#x};
+        /// This component's rights to the dataport.
+        pub type Rights = rt::{rights};
+
+        /// The dataport, mapped {what}.
+        pub fn get() -> rt::Dataport<rt::{rights}> {{
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe {{ rt::Dataport::new(VADDR, SIZE) }}
+        }}
+"
+                );
+            }
+        }
+        out.push_str("    }\n");
+    }
+    out.push_str("}\n");
+    out
+}
+
+fn io_port_user(out: &mut String) {
+    for (bits, ty) in [(8, "u8"), (16, "u16"), (32, "u32")] {
+        let _ = write!(
+            out,
+            "
+        /// Reads a {bits}-bit value from `port` (must be in the granted range).
+        pub fn in{bits}(port: u16) -> sel4::Result<{ty}> {{
+            sel4::x86_io_port_in{bits}(SLOT, port)
+        }}
+
+        /// Writes a {bits}-bit value to `port` (must be in the granted range).
+        pub fn out{bits}(port: u16, value: {ty}) -> sel4::Result<()> {{
+            sel4::x86_io_port_out{bits}(SLOT, port, value)
+        }}
+"
+        );
+    }
+}
+
+fn encode(ty: &str, value: &str) -> String {
+    match ty {
+        "bool" => format!("{value} as sel4::Word"),
+        "f32" => format!("{value}.to_bits() as sel4::Word"),
+        "f64" => format!("{value}.to_bits() as sel4::Word"),
+        _ => format!("{value} as sel4::Word"),
+    }
+}
+
+fn decode(ty: &str, word: &str) -> String {
+    match ty {
+        "bool" => format!("{word} != 0"),
+        "f32" => format!("f32::from_bits({word} as u32)"),
+        "f64" => format!("f64::from_bits({word} as u64)"),
+        _ => format!("{word} as {ty}"),
+    }
+}
+
+fn signature(method: &Method, with_self: bool) -> String {
+    let mut params: Vec<String> = Vec::new();
+    if with_self {
+        params.push("&mut self".to_string());
+    }
+    for p in &method.params {
+        let name = ident(&p.name.text);
+        let ty = if is_string(p) { "&str".to_string() } else { rust_scalar(&p.ty.text).expect("checked").to_string() };
+        match p.direction {
+            Direction::In | Direction::Refin => params.push(format!("{name}: {ty}")),
+            Direction::Out | Direction::Inout => params.push(format!("{name}: &mut {ty}")),
+        }
+    }
+    let ret = match &method.ret {
+        Some(t) => format!(" -> {}", rust_scalar(&t.text).expect("checked")),
+        None => String::new(),
+    };
+    format!("fn {}({}){ret}", ident(&method.name.text), params.join(", "))
+}
+
+fn c_signature(method: &Method) -> String {
+    let params: Vec<String> = method
+        .params
+        .iter()
+        .map(|p| {
+            let dir = match p.direction {
+                Direction::In => "in",
+                Direction::Refin => "refin",
+                Direction::Out => "out",
+                Direction::Inout => "inout",
+            };
+            format!("{dir} {} {}", p.ty.text, p.name.text)
+        })
+        .collect();
+    let ret = method.ret.as_ref().map(|t| t.text.as_str()).unwrap_or("void");
+    format!("{ret} {}({})", method.name.text, params.join(", "))
+}
+
+fn sends(p: &Param) -> bool {
+    matches!(p.direction, Direction::In | Direction::Refin | Direction::Inout)
+}
+
+fn returns(p: &Param) -> bool {
+    matches!(p.direction, Direction::Out | Direction::Inout)
+}
+
+fn rpc_client(out: &mut String, procedure: &Procedure) {
+    for (label, method) in procedure.methods.iter().enumerate() {
+        let _ = writeln!(out, "\n        /// `{}` (label {label}).", c_signature(method));
+        let _ = writeln!(out, "        pub {} {{", signature(method, false));
+        out.push_str("            let mut __mrs: [sel4::Word; 4] = [0; 4];\n            let mut __n = 0usize;\n");
+        for p in method.params.iter().filter(|p| sends(p)) {
+            let name = ident(&p.name.text);
+            if is_string(p) {
+                let _ = writeln!(out, "            __n = rt::put_bytes(&mut __mrs, __n, {name}.as_bytes());");
+            } else {
+                let ty = rust_scalar(&p.ty.text).expect("checked");
+                let value = if p.direction == Direction::Inout { format!("(*{name})") } else { name.clone() };
+                let _ = writeln!(out, "            rt::set_mr(&mut __mrs, __n, {});\n            __n += 1;", encode(ty, &value));
+            }
+        }
+        let _ = writeln!(
+            out,
+            "            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new({label}, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, \"{}.{}\");
+            let mut __n = 0usize;",
+            procedure.name.text, method.name.text
+        );
+        if let Some(ret) = &method.ret {
+            let ty = rust_scalar(&ret.text).expect("checked");
+            let _ = writeln!(out, "            let __ret = {};\n            __n += 1;", decode(ty, "rt::get_mr(&__mrs, __n)"));
+        }
+        for p in method.params.iter().filter(|p| returns(p)) {
+            let ty = rust_scalar(&p.ty.text).expect("checked");
+            let _ = writeln!(out, "            *{} = {};\n            __n += 1;", ident(&p.name.text), decode(ty, "rt::get_mr(&__mrs, __n)"));
+        }
+        if method.ret.is_some() {
+            out.push_str("            __ret\n");
+        }
+        out.push_str("        }\n");
+    }
+}
+
+fn rpc_server(out: &mut String, procedure: &Procedure) {
+    let trait_name = ident(&procedure.name.text);
+    let _ = writeln!(
+        out,
+        "
+        /// Implement this to serve `procedure {}`; then call [`run`] (or
+        /// [`handle`] from your own receive loop).
+        pub trait {trait_name} {{",
+        procedure.name.text
+    );
+    for method in &procedure.methods {
+        let _ = writeln!(out, "            /// `{}`.\n            {};", c_signature(method), signature(method, true));
+    }
+    out.push_str("        }\n");
+    let _ = write!(
+        out,
+        "
+        static SENDER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+        /// The badge of the client whose call is being handled: 1, 2, ... in
+        /// the order of the connection's `from` ends.
+        pub fn sender_badge() -> sel4::Word {{
+            SENDER.load(core::sync::atomic::Ordering::Relaxed) as sel4::Word
+        }}
+
+        /// Serves calls forever.
+        pub fn run<S: {trait_name} + ?Sized>(server: &mut S) -> ! {{
+            let (mut info, mut badge, mut mrs) = sel4::recv(SLOT);
+            loop {{
+                let (reply, reply_mrs) = handle(server, badge, info, mrs);
+                (info, badge, mrs) = sel4::reply_recv(SLOT, reply, reply_mrs);
+            }}
+        }}
+
+        /// Decodes one call, runs the method and encodes the reply.
+        pub fn handle<S: {trait_name} + ?Sized>(
+            server: &mut S,
+            badge: sel4::Word,
+            info: sel4::MessageInfo,
+            mrs: [sel4::Word; 4],
+        ) -> (sel4::MessageInfo, [sel4::Word; 4]) {{
+            SENDER.store(badge as u64, core::sync::atomic::Ordering::Relaxed);
+            let __length = info.length() as usize;
+            let __rejected = (sel4::MessageInfo::new(rt::BAD_REQUEST, 0, 0, 0), [0; 4]);
+            let mut __reply: [sel4::Word; 4] = [0; 4];
+            match info.label() {{
+"
+    );
+    for (label, method) in procedure.methods.iter().enumerate() {
+        let _ = writeln!(out, "                {label} => {{\n                    let mut __n = 0usize;");
+        for p in &method.params {
+            let name = ident(&p.name.text);
+            if is_string(p) {
+                let _ = write!(
+                    out,
+                    "                    let mut __{0}_bytes = [0u8; rt::MAX_STRING_BYTES];
+                    let Some((__count, __next)) = rt::get_bytes(&mrs, __n, __length, &mut __{0}_bytes) else {{ return __rejected }};
+                    __n = __next;
+                    let Ok({name}) = core::str::from_utf8(&__{0}_bytes[..__count]) else {{ return __rejected }};
+",
+                    p.name.text
+                );
+            } else {
+                let ty = rust_scalar(&p.ty.text).expect("checked");
+                if sends(p) {
+                    let _ = writeln!(out, "                    let mut {name} = {};\n                    __n += 1;", decode(ty, "rt::get_mr(&mrs, __n)"));
+                } else {
+                    let _ = writeln!(out, "                    let mut {name}: {ty} = Default::default();");
+                }
+            }
+        }
+        out.push_str("                    if __n > __length {\n                        return __rejected;\n                    }\n");
+        let args: Vec<String> = method
+            .params
+            .iter()
+            .map(|p| {
+                let name = ident(&p.name.text);
+                if returns(p) { format!("&mut {name}") } else { name }
+            })
+            .collect();
+        let call = format!("server.{}({})", ident(&method.name.text), args.join(", "));
+        if method.ret.is_some() {
+            let _ = writeln!(out, "                    let __ret = {call};");
+        } else {
+            let _ = writeln!(out, "                    {call};");
+        }
+        out.push_str("                    let mut __n = 0usize;\n");
+        if let Some(ret) = &method.ret {
+            let ty = rust_scalar(&ret.text).expect("checked");
+            let _ = writeln!(out, "                    rt::set_mr(&mut __reply, __n, {});\n                    __n += 1;", encode(ty, "__ret"));
+        }
+        for p in method.params.iter().filter(|p| returns(p)) {
+            let ty = rust_scalar(&p.ty.text).expect("checked");
+            let _ = writeln!(out, "                    rt::set_mr(&mut __reply, __n, {});\n                    __n += 1;", encode(ty, &ident(&p.name.text)));
+        }
+        out.push_str("                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)\n                }\n");
+    }
+    out.push_str("                _ => __rejected,\n            }\n        }\n");
+}
+
+/// Names used by tests: the interface modules a glue file defines.
+pub fn module_names(component: &ComponentType) -> Vec<String> {
+    component.decl.interfaces.iter().map(|i| ident(&i.name.text)).collect()
 }

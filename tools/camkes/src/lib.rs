@@ -34,7 +34,9 @@ pub struct Output {
 /// Loads and checks `root` without emitting anything (`camkes check`).
 pub fn check_file(root: &Path, import_paths: &[PathBuf], files: &dyn imports::SourceFiles) -> diag::Result<check::System> {
     let items = imports::load(root, import_paths, files)?;
-    check::check(items, &imports::normalise(root).display().to_string())
+    let system = check::check(items, &imports::normalise(root).display().to_string())?;
+    glue::check_supported(&system)?;
+    Ok(system)
 }
 
 /// Loads, checks and emits (`camkes compile`).

@@ -1,0 +1,180 @@
+//! The assemblies in camkes/ compile, their specs validate and round-trip,
+//! the layout is the documented one, and the generated glue matches the
+//! snapshots in tests/snapshots (which tests/glue_real_sel4.rs compiles
+//! against the real `sel4` crate). Regenerate the snapshots with
+//! `UPDATE_SNAPSHOTS=1 cargo test -p camkes --test examples`.
+
+use camkes::imports::DiskFiles;
+use std::path::{Path, PathBuf};
+use system_spec::{Access, Binding, ObjectKind, Rights, SystemSpec, DATAPORT_BASE, PAGE_SIZE};
+
+fn compile(path: &str) -> camkes::Output {
+    match camkes::compile(Path::new(path), &[], &DiskFiles) {
+        Ok(out) => out,
+        Err(d) => panic!("{d}"),
+    }
+}
+
+fn roundtrip(spec: &SystemSpec) {
+    let bytes = spec.encode().unwrap();
+    assert_eq!(&SystemSpec::decode(&bytes).unwrap(), spec);
+}
+
+fn snapshots(out: &camkes::Output, dir: &str) {
+    let dir = PathBuf::from("tests/snapshots").join(dir);
+    let update = std::env::var_os("UPDATE_SNAPSHOTS").is_some();
+    if update {
+        std::fs::create_dir_all(&dir).unwrap();
+    }
+    for (name, text) in &out.glue {
+        let path = dir.join(name);
+        if update {
+            std::fs::write(&path, text).unwrap();
+            continue;
+        }
+        let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing snapshot {}", path.display()));
+        assert!(expected == *text, "{} is out of date: rerun with UPDATE_SNAPSHOTS=1 and review the diff", path.display());
+    }
+}
+
+#[test]
+fn hello_compiles_with_the_documented_layout() {
+    let out = compile("../../camkes/examples/hello.camkes");
+    let spec = &out.spec;
+    spec.validate().unwrap();
+    roundtrip(spec);
+    snapshots(&out, "hello");
+
+    let client = spec.component("hello_client").unwrap();
+    let server = spec.component("hello_server").unwrap();
+    let reader = spec.component("hello_reader").unwrap();
+    assert_eq!(client.elf, "hello_client");
+    assert!(client.control && !server.control);
+    assert!(reader.restartable && !client.restartable);
+    assert_eq!(server.priority, 200);
+    assert_eq!(client.priority, system_spec::DEFAULT_PRIORITY);
+
+    // Slots 1.. for non-dataport interfaces in declaration order.
+    assert_eq!(client.interfaces[0].binding, Binding::RpcClient { slot: 1 });
+    assert_eq!(client.interfaces[1].binding, Binding::EventEmitter { slot: 2 });
+    assert_eq!(server.interfaces[0].binding, Binding::RpcServer { slot: 1 });
+    assert_eq!(reader.interfaces[0].binding, Binding::EventConsumer { slot: 1 });
+    assert_eq!(client.caps[0].rights, Rights::CALL);
+    assert_eq!(client.caps[0].badge, 1);
+    assert_eq!(server.caps[0].rights, Rights::READ);
+
+    // The shared buffer: RW for the client, R for the reader, same frames.
+    let rw = Binding::Dataport { vaddr: DATAPORT_BASE, size: 2 * PAGE_SIZE, access: Access::ReadWrite };
+    let ro = Binding::Dataport { vaddr: DATAPORT_BASE, size: 2 * PAGE_SIZE, access: Access::ReadOnly };
+    assert_eq!(client.interfaces[2].binding, rw);
+    assert_eq!(reader.interfaces[1].binding, ro);
+    assert_eq!(client.mappings[0].object, reader.mappings[0].object);
+    assert_eq!(spec.objects[client.mappings[0].object.0 as usize].kind, ObjectKind::Frames { size: 8192 });
+
+    let names: Vec<_> = out.glue.iter().map(|(n, _)| n.as_str()).collect();
+    assert_eq!(names, ["hello_client.rs", "hello_server.rs", "hello_reader.rs"]);
+}
+
+#[test]
+fn hello_glue_has_typed_stubs_and_rights() {
+    let out = compile("../../camkes/examples/hello.camkes");
+    let glue = |name: &str| out.glue.iter().find(|(n, _)| n == name).unwrap().1.clone();
+    let client = glue("hello_client.rs");
+    for line in [
+        "pub mod glue {",
+        "pub const ELF_NAME: &str = \"hello_client\";",
+        "pub fn echo_int(value: i32) -> i32 {",
+        "pub fn add(a: u64, b: u64, overflow: &mut u8) -> u64 {",
+        "pub fn swap(a: &mut u32, b: &mut u32) {",
+        "pub fn is_even(value: i32) -> bool {",
+        "pub fn count_bytes(text: &str) -> u32 {",
+        "pub fn ping() {",
+        "sel4::MessageInfo::new(1, 0, 0, __n as sel4::Word)",
+        "pub fn emit() {",
+        "pub fn get() -> rt::Dataport<rt::ReadWrite> {",
+        "pub const VADDR: usize = 0x100000000;",
+    ] {
+        assert!(client.contains(line), "hello_client.rs lacks `{line}`");
+    }
+    let server = glue("hello_server.rs");
+    for line in [
+        "pub trait Echo {",
+        "fn add(&mut self, a: u64, b: u64, overflow: &mut u8) -> u64;",
+        "fn count_bytes(&mut self, text: &str) -> u32;",
+        "pub fn run<S: Echo + ?Sized>(server: &mut S) -> ! {",
+        "pub fn sender_badge() -> sel4::Word {",
+    ] {
+        assert!(server.contains(line), "hello_server.rs lacks `{line}`");
+    }
+    let reader = glue("hello_reader.rs");
+    assert!(reader.contains("pub fn get() -> rt::Dataport<rt::ReadOnly> {"));
+    assert!(reader.contains("pub fn wait() -> sel4::Word {"));
+    // The read-only side has no way to write: the writing methods only
+    // exist for Dataport<ReadWrite>.
+    assert!(reader.contains("impl Dataport<ReadWrite> {"));
+    assert!(!reader.contains("Dataport<rt::ReadWrite>"));
+}
+
+#[test]
+fn iolite_system_compiles() {
+    let out = compile("../../camkes/iolite.camkes");
+    let spec = &out.spec;
+    roundtrip(spec);
+    snapshots(&out, "iolite");
+    let names: Vec<_> = spec.components.iter().map(|c| c.name.as_str()).collect();
+    assert_eq!(names, ["iolite", "netdrv", "netstack", "fs", "cgi", "httpd"]);
+    let netdrv = spec.component("netdrv").unwrap();
+    // MMIO first (declaration order), uncached, then its guard page, then the pool.
+    assert_eq!(netdrv.mappings[0].vaddr, DATAPORT_BASE);
+    assert!(!netdrv.mappings[0].cached);
+    assert_eq!(netdrv.mappings[1].vaddr, DATAPORT_BASE + 0x20000 + PAGE_SIZE);
+    assert_eq!(netdrv.interfaces[1].binding, Binding::InterruptConsumer { slot: 1, irq_handler_slot: 6 });
+    let irq = spec.objects.iter().find_map(|o| match &o.kind {
+        ObjectKind::IoApicIrq(irq) => Some(irq.clone()),
+        _ => None,
+    });
+    let irq = irq.unwrap();
+    assert_eq!((irq.ioapic, irq.pin, irq.level_triggered, irq.active_low, irq.vector), (0, 11, true, true, 11));
+    assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::IoPorts { first: 0xcf8, last: 0xcff }));
+    assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::IoPorts { first: 0x3f8, last: 0x3ff }));
+    assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::DeviceFrames { paddr: 0xfebc0000, size: 0x20000 }));
+    // Every pool is RW for its producer only.
+    for c in &spec.components {
+        for i in &c.interfaces {
+            if let Binding::Dataport { access, .. } = i.binding {
+                let producer = matches!((c.name.as_str(), i.name.as_str()), ("netdrv", _) | ("fs", "file_pool") | ("cgi", "cgi_pool"));
+                assert_eq!(access == Access::ReadWrite, producer, "{}.{}", c.name, i.name);
+            }
+        }
+    }
+    let restartable: Vec<_> = spec.components.iter().filter(|c| c.restartable).map(|c| c.name.as_str()).collect();
+    assert_eq!(restartable, ["fs", "cgi", "httpd"]);
+}
+
+#[test]
+fn the_cli_reports_errors_in_the_documented_form() {
+    let dir = std::env::temp_dir().join(format!("camkes-cli-{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let bad = dir.join("bad.camkes");
+    std::fs::write(&bad, "component C {\n  maybe provides P p;\n}\n").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_camkes")).arg("check").arg(&bad).output().unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert_eq!(stderr, format!("{}:2:9: error: 'maybe' can only qualify uses, consumes or dataport, not 'provides'\n", bad.display()));
+
+    let spec_out = dir.join("out/hello.spec");
+    let glue_out = dir.join("glue");
+    let status = std::process::Command::new(env!("CARGO_BIN_EXE_camkes"))
+        .args(["compile", "--spec-out"])
+        .arg(&spec_out)
+        .arg("--glue-out")
+        .arg(&glue_out)
+        .arg("../../camkes/examples/hello.camkes")
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let spec = SystemSpec::decode(&std::fs::read(&spec_out).unwrap()).unwrap();
+    assert_eq!(spec.components.len(), 3);
+    assert!(glue_out.join("hello_reader.rs").exists());
+    std::fs::remove_dir_all(&dir).unwrap();
+}

@@ -1,0 +1,656 @@
+//! Malformed inputs: each case is a small system, the message the compiler
+//! must give (a substring) and where (line:col in the named file).
+
+use camkes::imports::MemoryFiles;
+use std::path::Path;
+
+struct Case {
+    name: &'static str,
+    /// The root file, `sys/main.camkes`.
+    source: &'static str,
+    /// Extra files, (path, text).
+    extra: &'static [(&'static str, &'static str)],
+    message: &'static str,
+    /// `file:line:col` when the error is not in the root file, else
+    /// `line:col`.
+    at: &'static str,
+}
+
+const STD: &str = "import <std_connector.camkes>;";
+
+const CASES: &[Case] = &[
+    Case {
+        name: "unknown component",
+        source: r#"import <std_connector.camkes>;
+assembly { composition { component Nope n; } }"#,
+        extra: &[],
+        message: r#"unknown component 'Nope'"#,
+        at: "2:36",
+    },
+    Case {
+        name: "forward reference to a component",
+        source: r#"import <std_connector.camkes>;
+assembly { composition { component Late l; } }
+component Late { control; }"#,
+        extra: &[],
+        message: r#"component 'Late' is used before its definition at sys/main.camkes:3:11"#,
+        at: "2:36",
+    },
+    Case {
+        name: "forward reference to a procedure",
+        source: r#"component C { control; uses P p; }
+procedure P { void f(); }"#,
+        extra: &[],
+        message: r#"procedure 'P' is used before its definition"#,
+        at: "1:29",
+    },
+    Case {
+        name: "duplicate interface name",
+        source: r#"procedure P { void f(); }
+component C {
+    uses P p;
+    provides P p;
+}"#,
+        extra: &[],
+        message: r#"duplicate interface name 'p' in component 'C' (first declared at sys/main.camkes:3:12)"#,
+        at: "4:16",
+    },
+    Case {
+        name: "maybe provides",
+        source: r#"procedure P { void f(); }
+component C { maybe provides P p; }"#,
+        extra: &[],
+        message: r#"'maybe' can only qualify uses, consumes or dataport, not 'provides'"#,
+        at: "2:21",
+    },
+    Case {
+        name: "maybe emits",
+        source: r#"component C { maybe emits E e; }"#,
+        extra: &[],
+        message: r#"'maybe' can only qualify uses, consumes or dataport, not 'emits'"#,
+        at: "1:21",
+    },
+    Case {
+        name: "keyword as a parameter name",
+        source: r#"procedure P { void f(in int to); }"#,
+        extra: &[],
+        message: r#"'to' is a reserved word and cannot be used as a parameter name"#,
+        at: "1:29",
+    },
+    Case {
+        name: "keyword as a component name",
+        source: r#"component int { control; }"#,
+        extra: &[],
+        message: r#"'int' is a reserved word and cannot be used as a component name"#,
+        at: "1:11",
+    },
+    Case {
+        name: "C keyword as a method name",
+        source: r#"procedure P { void volatile(); }"#,
+        extra: &[],
+        message: r#"'volatile' is a C keyword and cannot be used as a method name"#,
+        at: "1:20",
+    },
+    Case {
+        name: "unquoted import",
+        source: r#"import foo.camkes;"#,
+        extra: &[],
+        message: r#"import path must be quoted ("file") or in angle brackets (<file>), found 'foo'"#,
+        at: "1:8",
+    },
+    Case {
+        name: "missing import file",
+        source: r#"import "interfaces/Nothere.idl4";"#,
+        extra: &[],
+        message: r#"import 'interfaces/Nothere.idl4' not found"#,
+        at: "1:1",
+    },
+    Case {
+        name: "missing angle import",
+        source: r#"import <global-connectors.camkes>;"#,
+        extra: &[],
+        message: r#"import 'global-connectors.camkes' not found in the import path"#,
+        at: "1:1",
+    },
+    Case {
+        name: "connection to an unknown interface",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component A { control; uses P p; }
+component B { provides P p; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4RPCCall c(from a.q, to b.p);
+} }"#,
+        extra: &[],
+        message: r#"instance 'a' (component 'A') has no interface 'q'"#,
+        at: "7:37",
+    },
+    Case {
+        name: "connection to an unknown instance",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component B { provides P p; }
+assembly { composition {
+    component B b;
+    connection seL4RPCCall c(from x.p, to b.p);
+} }"#,
+        extra: &[],
+        message: r#"unknown instance 'x'"#,
+        at: "6:35",
+    },
+    Case {
+        name: "provides on the from side",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component A { control; uses P p; }
+component B { provides P p; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4RPCCall c(from b.p, to a.p);
+} }"#,
+        extra: &[],
+        message: r#"'b.p' is a provides interface and cannot be a 'from' end (those are uses, emits, dataport)"#,
+        at: "7:35",
+    },
+    Case {
+        name: "connector joins the wrong kind",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+component B { control; dataport Buf d; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4Notification c(from a.d, to b.d);
+} }"#,
+        extra: &[],
+        message: r#"seL4Notification connects events (emits/consumes), but 'a.d' is a dataport interface"#,
+        at: "6:40",
+    },
+    Case {
+        name: "same end connected twice",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+component B { control; dataport Buf d; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4SharedData one(from a.d, to b.d);
+    connection seL4SharedData two(from a.d, to b.d);
+} }"#,
+        extra: &[],
+        message: r#"'a.d' is already connected by 'one' at sys/main.camkes:6:40"#,
+        at: "7:40",
+    },
+    Case {
+        name: "same end twice in one connection",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component A { control; uses P p; }
+component B { provides P p; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4RPCCall c(from a.p, from a.p, to b.p);
+} }"#,
+        extra: &[],
+        message: r#"'a.p' is already connected by 'c'"#,
+        at: "7:45",
+    },
+    Case {
+        name: "dataport size not page-aligned",
+        source: r#"component A { control; dataport Buf(100) d; }"#,
+        extra: &[],
+        message: r#"dataport size 100 is not a multiple of the 4096-byte page size"#,
+        at: "1:33",
+    },
+    Case {
+        name: "Buf and Buf(8192) conflict",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+component B { control; dataport Buf(8192) d; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4SharedData c(from a.d, to b.d);
+} }"#,
+        extra: &[],
+        message: r#"conflicting types on connection 'c': 'b.d' is 'Buf(8192)' but the end at sys/main.camkes:6:38 is 'Buf'"#,
+        at: "6:48",
+    },
+    Case {
+        name: "write-only rights",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+component B { control; dataport Buf d; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4SharedData c(from a.d, to b.d);
+  } configuration {
+    b.d_access = "W";
+} }"#,
+        extra: &[],
+        message: r#"'b.d_access' = "W": write-only cannot be given"#,
+        at: "8:18",
+    },
+    Case {
+        name: "malformed rights",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+component B { control; dataport Buf d; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4SharedData c(from a.d, to b.d);
+  } configuration {
+    b.d_access = "WR";
+} }"#,
+        extra: &[],
+        message: r#"malformed rights "WR" for 'b.d_access'"#,
+        at: "8:18",
+    },
+    Case {
+        name: "read-only on MMIO",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf regs; }
+component Drv { control; dataport Buf regs; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareMMIO m(from drv.regs, to dev.regs);
+  } configuration {
+    dev.regs_paddr = 0xfed00000;
+    dev.regs_size = 0x1000;
+    drv.regs_access = "R";
+} }"#,
+        extra: &[],
+        message: r#"seL4HardwareMMIO always maps the device read-write"#,
+        at: "6:40",
+    },
+    Case {
+        name: "bad port range format",
+        source: r#"import <std_connector.camkes>;
+component Uart { hardware; provides IOPort ports; }
+component Drv { control; uses IOPort ports; }
+assembly { composition {
+    component Uart uart; component Drv drv;
+    connection seL4HardwareIOPort io(from drv.ports, to uart.ports);
+  } configuration {
+    uart.ports_attributes = "0x3f8-0x3ff";
+} }"#,
+        extra: &[],
+        message: r#"malformed I/O port range "0x3f8-0x3ff" for 'uart.ports_attributes': expected "0xFIRST:0xLAST""#,
+        at: "8:29",
+    },
+    Case {
+        name: "empty port range",
+        source: r#"import <std_connector.camkes>;
+component Uart { hardware; provides IOPort ports; }
+component Drv { control; uses IOPort ports; }
+assembly { composition {
+    component Uart uart; component Drv drv;
+    connection seL4HardwareIOPort io(from drv.ports, to uart.ports);
+  } configuration {
+    uart.ports_attributes = "0x3ff:0x3f8";
+} }"#,
+        extra: &[],
+        message: r#"is empty: the first port is above the last"#,
+        at: "8:29",
+    },
+    Case {
+        name: "missing port range",
+        source: r#"import <std_connector.camkes>;
+component Uart { hardware; provides IOPort ports; }
+component Drv { control; uses IOPort ports; }
+assembly { composition {
+    component Uart uart; component Drv drv;
+    connection seL4HardwareIOPort io(from drv.ports, to uart.ports);
+} }"#,
+        extra: &[],
+        message: r#"seL4HardwareIOPort connection 'io' needs 'uart.ports_attributes = "0xFIRST:0xLAST"'"#,
+        at: "6:57",
+    },
+    Case {
+        name: "control and hardware",
+        source: r#"component C {
+    control;
+    hardware;
+}"#,
+        extra: &[],
+        message: r#"component 'C' cannot be both control and hardware"#,
+        at: "3:5",
+    },
+    Case {
+        name: "unterminated block comment",
+        source: r#"procedure P { void f(); }
+/* this comment
+   never ends"#,
+        extra: &[],
+        message: r#"unterminated block comment"#,
+        at: "2:1",
+    },
+    Case {
+        name: "unknown attribute in configuration",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; } configuration { a.colour = "red"; } }"#,
+        extra: &[],
+        message: r#"unknown attribute 'colour' for instance 'a' (component 'A')"#,
+        at: "3:61",
+    },
+    Case {
+        name: "unknown instance in configuration",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; } configuration { b.priority = 1; } }"#,
+        extra: &[],
+        message: r#"unknown instance or connection 'b'"#,
+        at: "3:59",
+    },
+    Case {
+        name: "setting set twice",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; } configuration {
+    a.priority = 1;
+    a.priority = 2;
+} }"#,
+        extra: &[],
+        message: r#"'a.priority' is already set at sys/main.camkes:4:7"#,
+        at: "5:7",
+    },
+    Case {
+        name: "non-optional interface left unconnected",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component A { control; uses P p; }
+assembly { composition { component A a; } }"#,
+        extra: &[],
+        message: r#"non-optional interface 'a.p' is not connected"#,
+        at: "4:38",
+    },
+    Case {
+        name: "MMIO to a software component",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+component B { control; dataport Buf d; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4HardwareMMIO c(from a.d, to b.d);
+} }"#,
+        extra: &[],
+        message: r#"seL4HardwareMMIO needs a hardware component on its 'to' side; 'b' (component 'B') is not hardware"#,
+        at: "6:48",
+    },
+    Case {
+        name: "two emitters on seL4Notification",
+        source: r#"import <std_connector.camkes>;
+component A { control; emits E e; }
+component B { control; consumes E e; }
+assembly { composition {
+    component A a1; component A a2; component B b;
+    connection seL4Notification c(from a1.e, from a2.e, to b.e);
+} }"#,
+        extra: &[],
+        message: r#"seL4Notification permits only one 'from' end"#,
+        at: "6:51",
+    },
+    Case {
+        name: "connector without the std import",
+        source: r#"procedure P { void f(); }
+component A { control; uses P p; }
+component B { provides P p; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4RPCCall c(from a.p, to b.p);
+} }"#,
+        extra: &[],
+        message: r#"unknown connector 'seL4RPCCall' (did you forget 'import <std_connector.camkes>;'?)"#,
+        at: "6:16",
+    },
+    Case {
+        name: "unsupported std connector",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component A { control; uses P p; }
+component B { provides P p; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4DirectCall c(from a.p, to b.p);
+} }"#,
+        extra: &[],
+        message: r#"connector 'seL4DirectCall' is not supported by this compiler"#,
+        at: "7:16",
+    },
+    Case {
+        name: "mistyped assignment",
+        source: r#"import <std_connector.camkes>;
+component A { control; attribute string label; }
+assembly { composition { component A a; } configuration { a.label = 5; } }"#,
+        extra: &[],
+        message: r#"mistyped assignment: 'a.label' is a string attribute, found an integer"#,
+        at: "3:69",
+    },
+    Case {
+        name: "manual's IOAPIC spelling",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; emits Irq irq; }
+component Drv { control; consumes Irq irq; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareInterrupt i(from dev.irq, to drv.irq);
+  } configuration {
+    dev.irq_irq_ioapic_level = 1;
+} }"#,
+        extra: &[],
+        message: r#"use 'dev.irq_irq_level'"#,
+        at: "8:9",
+    },
+    Case {
+        name: "missing MMIO physical address",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf regs; }
+component Drv { control; dataport Buf regs; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareMMIO m(from drv.regs, to dev.regs);
+  } configuration {
+    dev.regs_size = 4096;
+} }"#,
+        extra: &[],
+        message: r#"seL4HardwareMMIO connection 'm' needs 'dev.regs_paddr'"#,
+        at: "6:53",
+    },
+    Case {
+        name: "MMIO size differs from the dataport",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf(0x2000) regs; }
+assembly { composition { component Dev dev; } configuration {
+    dev.regs_size = 0x1000;
+} }"#,
+        extra: &[],
+        message: r#"'dev.regs_size' is 0x1000 but dataport 'regs' is Buf(8192)"#,
+        at: "4:21",
+    },
+    Case {
+        name: "duplicate IRQ vector",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; emits Irq irq; }
+component Drv { control; consumes Irq irq; }
+assembly { composition {
+    component Dev d1; component Dev d2; component Drv v1; component Drv v2;
+    connection seL4HardwareInterrupt i1(from d1.irq, to v1.irq);
+    connection seL4HardwareInterrupt i2(from d2.irq, to v2.irq);
+  } configuration {
+    d1.irq_irq_type = "isa"; d1.irq_irq_ioapic_pin = 4; d1.irq_irq_vector = 4;
+    d2.irq_irq_type = "isa"; d2.irq_irq_ioapic_pin = 3; d2.irq_irq_vector = 4;
+} }"#,
+        extra: &[],
+        message: r#"IRQ vector 4 is already used by the interrupt at sys/main.camkes:6:46"#,
+        at: "7:46",
+    },
+    Case {
+        name: "unsupported IRQ type",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; emits Irq irq; }
+assembly { composition { component Dev dev; } configuration {
+    dev.irq_irq_type = "msi";
+} }"#,
+        extra: &[],
+        message: r#"'dev.irq_irq_type' = "msi" is not supported; use "ioapic", "isa" or "pci""#,
+        at: "4:24",
+    },
+    Case {
+        name: "uppercase hex prefix",
+        source: r#"component A { control; }
+assembly { composition { component A a; } configuration { a.priority = 0X10; } }"#,
+        extra: &[],
+        message: r#"hex literals need a lowercase '0x' prefix"#,
+        at: "2:72",
+    },
+    Case {
+        name: "leading-zero decimal",
+        source: r#"component A { control; }
+assembly { composition { component A a; } configuration { a.priority = 010; } }"#,
+        extra: &[],
+        message: r#"decimal literal '010' has a leading zero"#,
+        at: "2:72",
+    },
+    Case {
+        name: "three-part setting",
+        source: r#"component A { control; }
+assembly { composition { component A a; } configuration { a.b.c = 1; } }"#,
+        extra: &[],
+        message: r#"a setting is exactly 'name.attribute = value;'"#,
+        at: "2:62",
+    },
+    Case {
+        name: "bare identifier value",
+        source: r#"component A { control; }
+assembly { composition { component A a; } configuration { a.label = red; } }"#,
+        extra: &[],
+        message: r#"bare identifier 'red' is not allowed"#,
+        at: "2:69",
+    },
+    Case {
+        name: "procedure defined twice",
+        source: r#"procedure P { void f(); }
+procedure P { void g(); }"#,
+        extra: &[],
+        message: r#"'P' is already defined at sys/main.camkes:1:11"#,
+        at: "2:11",
+    },
+    Case {
+        name: "no assembly",
+        source: r#"procedure P { void f(); }"#,
+        extra: &[],
+        message: r#"no assembly"#,
+        at: "1:1",
+    },
+    Case {
+        name: "assembly without instances",
+        source: r#"assembly { composition { } }"#,
+        extra: &[],
+        message: r#"the assembly has no component instances"#,
+        at: "1:1",
+    },
+    Case {
+        name: "preprocessor directive",
+        source: r#"#define SIZE 4096
+component A { control; }"#,
+        extra: &[],
+        message: r#"preprocessor directive '#define' is not supported"#,
+        at: "1:1",
+    },
+    Case {
+        name: "unsupported attribute type",
+        source: r#"component A { control; attribute bool flag; }"#,
+        extra: &[],
+        message: r#"unknown attribute type 'bool'; use int, int64_t, uint64_t or string"#,
+        at: "1:34",
+    },
+    Case {
+        name: "priority out of range",
+        source: r#"component A { control; }
+assembly { composition { component A a; } configuration { a.priority = 300; } }"#,
+        extra: &[],
+        message: r#"'a.priority' = 300 is out of range (0..=255)"#,
+        at: "2:72",
+    },
+    Case {
+        name: "IOPort connector on another procedure",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component Dev { hardware; provides P p; }
+component Drv { control; uses P p; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareIOPort io(from drv.p, to dev.p);
+} }"#,
+        extra: &[],
+        message: r#"seL4HardwareIOPort connects 'IOPort' interfaces; 'drv.p' is 'P'"#,
+        at: "7:43",
+    },
+    Case {
+        name: "hardware instance on the software side",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component Dev { hardware; uses P p; }
+component Srv { provides P p; }
+assembly { composition {
+    component Dev dev; component Srv srv;
+    connection seL4RPCCall c(from dev.p, to srv.p);
+} }"#,
+        extra: &[],
+        message: r#"'dev' is a hardware component and cannot be on the 'from' side of seL4RPCCall"#,
+        at: "7:35",
+    },
+    Case {
+        name: "error inside an imported file",
+        source: r#"import "interfaces/Bad.idl4";"#,
+        extra: &[("sys/interfaces/Bad.idl4", "procedure P { void f(); }\ncomponent C { maybe provides P p; }")],
+        message: r#"'maybe' can only qualify"#,
+        at: "sys/interfaces/Bad.idl4:2:21",
+    },
+    Case {
+        name: "out string in an RPC method",
+        source: r#"import <std_connector.camkes>;
+procedure P { void name(out string s); }
+component A { control; uses P p; }
+component B { provides P p; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4RPCCall c(from a.p, to b.p);
+} }"#,
+        extra: &[],
+        message: r#"'out string' parameters are not supported by the Rust glue"#,
+        at: "2:29",
+    },
+];
+
+fn run(case: &Case) -> Result<(), String> {
+    let mut files = MemoryFiles::default();
+    files.add("sys/main.camkes", case.source);
+    for (path, text) in case.extra {
+        files.add(path, *text);
+    }
+    let diag = match camkes::compile(Path::new("sys/main.camkes"), &[Path::new("sys/lib").to_path_buf()], &files) {
+        Ok(_) => return Err(format!("{}: compiled, expected '{}'", case.name, case.message)),
+        Err(d) => d,
+    };
+    let at = if case.at.matches(':').count() == 1 { format!("sys/main.camkes:{}", case.at) } else { case.at.to_string() };
+    let got_at = format!("{}:{}:{}", diag.pos.file, diag.pos.line, diag.pos.col);
+    if !diag.message.contains(case.message) || got_at != at {
+        return Err(format!("{}:\n  want {at}: ...{}...\n  got  {diag}", case.name, case.message));
+    }
+    // The CLI form: file:line:col: error: reason, on one line.
+    let line = diag.to_string();
+    assert!(line.starts_with(&format!("{at}: error: ")) && !line.contains('\n'), "{line}");
+    Ok(())
+}
+
+#[test]
+fn malformed_inputs_give_the_expected_error_and_position() {
+    let _ = STD;
+    let failures: Vec<String> = CASES.iter().filter_map(|c| run(c).err()).collect();
+    assert!(failures.is_empty(), "{} of {} cases failed:\n{}", failures.len(), CASES.len(), failures.join("\n"));
+}
+
+#[test]
+fn there_are_enough_cases() {
+    assert!(CASES.len() >= 25, "only {} malformed cases", CASES.len());
+}
