@@ -23,7 +23,7 @@ use core::cell::{Cell, RefCell};
 
 use crate::aggregate::Aggregate;
 use crate::desc::{AggDesc, PoolId, RelDesc, SliceDesc};
-use crate::pool::{BufMeta, BufState, Pack, PoolEntry, Trust, PAGE_SIZE};
+use crate::pool::{BufMeta, BufState, Pack, PoolEntry, Trust, NO_PEER, PAGE_SIZE};
 use crate::region::{RoRegion, RwRegion};
 use crate::{Error, Result, MAX_PEERS, MAX_POOLS, MAX_SLICES};
 
@@ -548,6 +548,7 @@ impl Domain {
         let total: u64 = desc.total_len();
         {
             let mut pools = self.pools.borrow_mut();
+            let mut dirty = self.dirty.borrow_mut();
             for s in slices {
                 let e = pools.iter_mut().flatten().find(|e| e.id == s.pool).expect("validated");
                 let owned = e.owned;
@@ -555,9 +556,14 @@ impl Domain {
                 if !owned {
                     m.gen = s.gen;
                     m.state = BufState::Held;
+                    if m.recv_total() == 0 {
+                        m.primary = i as u8;
+                    }
                 }
                 m.recv[i] += 1;
                 m.local += 1;
+                // An owner returns holds on its own buffers at once.
+                settle(e, &mut dirty, s.buf);
             }
         }
         bump(&self.c.by_ref_recv, total);
@@ -725,6 +731,9 @@ impl Domain {
                 if m.recv[i] > 0 || m.ret[i] > 0 {
                     m.recv[i] = 0;
                     m.ret[i] = 0;
+                    if m.primary == i as u8 {
+                        m.primary = NO_PEER;
+                    }
                     settle(e, &mut dirty, buf);
                 }
             }
@@ -801,13 +810,29 @@ fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
     let m = &mut e.meta[buf as usize];
     let total = m.local + m.lent_total();
     let recv = m.recv_total();
-    if recv > total {
-        let mut excess = recv - total;
-        for p in 0..MAX_PEERS {
+    // An owner needs no holds on its own buffers (its own counts keep them
+    // alive), so it returns every received hold at once. Anyone else keeps
+    // as many received holds as it has uses.
+    let keep = if e.owned { 0 } else { total };
+    if recv > keep {
+        let mut excess = recv - keep;
+        if m.primary == NO_PEER {
+            m.primary = m.recv.iter().position(|&r| r > 0).map_or(NO_PEER, |p| p as u8);
+        }
+        // Non-primary grantors first, the primary grantor last: primary
+        // edges point to holders that were live earlier, so they never form
+        // a cycle and every cycle of grants unwinds (see README §3).
+        let order = (0..MAX_PEERS).filter(|&p| p != m.primary as usize).chain(
+            (m.primary != NO_PEER).then_some(m.primary as usize),
+        );
+        for p in order {
             let take = (m.recv[p] as u32).min(excess);
             m.recv[p] -= take as u16;
             m.ret[p] += take; // ≤ Σ holds ever received: no overflow in practice
             excess -= take;
+        }
+        if m.primary != NO_PEER && m.recv[m.primary as usize] == 0 {
+            m.primary = NO_PEER;
         }
         if !m.dirty {
             if d.len < DIRTY_CAP {
@@ -822,7 +847,10 @@ fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
     if total == 0 && m.recv_total() == 0 && m.ret_total() == 0 {
         match (e.owned, m.state) {
             (true, BufState::Sealed) => e.free(buf),
-            (false, BufState::Held) => m.state = BufState::Free,
+            (false, BufState::Held) => {
+                m.state = BufState::Free;
+                m.primary = NO_PEER;
+            }
             _ => {}
         }
     }
@@ -946,11 +974,13 @@ mod tests {
         rels.len()
     }
 
-    /// fs owns pool 1; http maps it and owns pool 2; tcp maps both.
+    /// fs owns pool 1; http maps it and owns pool 2; tcp maps both; fs
+    /// maps pool 2 too (data can flow back to it).
     fn system() -> (Domain, Domain, Domain) {
         let (fs, http, tcp) = (Domain::new(), Domain::new(), Domain::new());
         let r1 = own(&fs, FS_POOL, 16);
         let r2 = own(&http, HTTP_POOL, 16);
+        map(&fs, HTTP_POOL, r2);
         map(&http, FS_POOL, r1);
         map(&tcp, FS_POOL, r1);
         map(&tcp, HTTP_POOL, r2);
@@ -1327,6 +1357,214 @@ mod tests {
         assert!(a.eq_bytes(b"for http only"));
         fs.lend(a, FS_HTTP, 0, 0).unwrap();
         assert_eq!(fs.set_pool_acl(5, &[PeerId(200)]).unwrap_err(), Error::BadPeer);
+    }
+
+    #[test]
+    fn own_buffer_coming_back_is_reclaimed() {
+        // fs → http → fs: http hands fs's own buffer back (e.g. a write of
+        // data it read). fs's counts stay exact through the loop.
+        let (fs, http, _tcp) = system();
+        let a = make(&fs, FS_POOL, b"loop");
+        let d = fs.lend(a, FS_HTTP, 0, 0).unwrap();
+        let h = http.accept(&d, HTTP_FS).unwrap();
+        let back = http.lend(h, HTTP_FS, 0, 0).unwrap();
+        let again = fs.accept(&back, FS_HTTP).unwrap();
+        assert!(again.eq_bytes(b"loop"));
+        assert_eq!(fs.stats().buffers_in_use, 1);
+        drop(again);
+        assert_eq!(pump(&fs, FS_HTTP, &http, HTTP_FS), 1);
+        assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 1);
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        assert_eq!(http.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn cycle_through_a_downstream_peer_unwinds() {
+        // fs → http → tcp → http: http holds fs's buffer both from fs (its
+        // primary grantor) and back from tcp, while tcp holds http's grant.
+        // The excess must go back to tcp first, or http and tcp would keep
+        // each other's holds forever.
+        let (fs, http, tcp) = system();
+        let a = make(&fs, FS_POOL, b"cyc");
+        let h = http.accept(&fs.lend(a, FS_HTTP, 0, 0).unwrap(), HTTP_FS).unwrap();
+        let t = tcp.accept(&http.lend(h, HTTP_TCP, 0, 0).unwrap(), TCP_HTTP).unwrap();
+        let h2 = http.accept(&tcp.lend(t.duplicate().unwrap(), TCP_HTTP, 0, 0).unwrap(), HTTP_TCP).unwrap();
+        drop(h2);
+        drop(t);
+        let mut rounds = 0;
+        while pump(&tcp, TCP_HTTP, &http, HTTP_TCP)
+            + pump(&http, HTTP_TCP, &tcp, TCP_HTTP)
+            + pump(&http, HTTP_FS, &fs, FS_HTTP)
+            > 0
+        {
+            rounds += 1;
+            assert!(rounds < 10);
+        }
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        assert_eq!(http.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+        assert_eq!(tcp.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+    }
+
+    mod prop {
+        use super::*;
+        use proptest::prelude::*;
+
+        #[derive(Debug, Clone)]
+        enum Op {
+            Make(u8),
+            Send(usize),
+            Recv,
+            Fwd(usize, bool),
+            TcpRecv,
+            Split(u8, usize, usize),
+            Drop(u8, usize),
+            PumpHttp,
+            PumpTcp,
+            /// tcp sends something back to http (a cycle http→tcp→http).
+            Back(usize),
+            HttpRecvBack,
+            /// http sends something to fs, the owner (a cycle fs→http→fs).
+            ToFs(usize),
+            FsRecv,
+            PumpBack,
+            PumpFs,
+        }
+
+        fn op() -> impl Strategy<Value = Op> {
+            prop_oneof![
+                (1u8..50).prop_map(Op::Make),
+                (0usize..8).prop_map(Op::Send),
+                Just(Op::Recv),
+                ((0usize..8), any::<bool>()).prop_map(|(i, h)| Op::Fwd(i, h)),
+                Just(Op::TcpRecv),
+                (0u8..3, 0usize..8, 0usize..60).prop_map(|(w, i, at)| Op::Split(w, i, at)),
+                (0u8..3, 0usize..8).prop_map(|(w, i)| Op::Drop(w, i)),
+                Just(Op::PumpHttp),
+                Just(Op::PumpTcp),
+                (0usize..8).prop_map(Op::Back),
+                Just(Op::HttpRecvBack),
+                (0usize..8).prop_map(Op::ToFs),
+                Just(Op::FsRecv),
+                Just(Op::PumpBack),
+                Just(Op::PumpFs),
+            ]
+        }
+
+        proptest! {
+            #![proptest_config(ProptestConfig { cases: 200, ..ProptestConfig::default() })]
+            /// Whatever the interleaving of sends, forwards, duplicates,
+            /// drops and (partial) release delivery, the bytes each holder
+            /// sees never change, no release is ever rejected, and once
+            /// everything is dropped and delivered every buffer is back.
+            #[test]
+            fn holds_balance_across_three_components(ops in proptest::collection::vec(op(), 1..60)) {
+                let (fs, http, tcp) = system();
+                let mut held: [Vec<(Aggregate<'_>, Vec<u8>)>; 3] = [Vec::new(), Vec::new(), Vec::new()];
+                let mut to_http: Vec<(AggDesc, Vec<u8>)> = Vec::new();
+                let mut to_tcp: Vec<(AggDesc, Vec<u8>)> = Vec::new();
+                let mut back_http: Vec<(AggDesc, Vec<u8>)> = Vec::new();
+                let mut to_fs: Vec<(AggDesc, Vec<u8>)> = Vec::new();
+                let mut n = 0u8;
+                for op in ops {
+                    match op {
+                        Op::Make(len) => {
+                            n = n.wrapping_add(1);
+                            let v = vec![n; len as usize];
+                            if let Ok(mut w) = fs.alloc(FS_POOL, v.len()) {
+                                w.writable()[..v.len()].copy_from_slice(&v);
+                                held[0].push((w.seal(v.len()).unwrap(), v));
+                            }
+                        }
+                        Op::Send(i) => if let Some((a, v)) = held[0].get(i) {
+                            let d = fs.lend(a.duplicate().unwrap(), FS_HTTP, 0, 0).unwrap();
+                            to_http.push((d, v.clone()));
+                        },
+                        Op::Recv => if let Some((d, v)) = to_http.pop() {
+                            held[1].push((http.accept(&d, HTTP_FS).unwrap(), v));
+                        },
+                        Op::Fwd(i, with_header) => if let Some((a, v)) = held[1].get(i) {
+                            let mut out = a.duplicate().unwrap();
+                            let mut bytes_out = v.clone();
+                            if with_header {
+                                if let Ok(hd) = http.pack(HTTP_POOL, 3, |b| b.copy_from_slice(b"hd:")) {
+                                    out.prepend(hd).unwrap();
+                                    bytes_out.splice(0..0, b"hd:".iter().copied());
+                                }
+                            }
+                            let d = http.lend(out, HTTP_TCP, 0, 0).unwrap();
+                            to_tcp.push((d, bytes_out));
+                        },
+                        Op::TcpRecv => if let Some((d, v)) = to_tcp.pop() {
+                            held[2].push((tcp.accept(&d, TCP_HTTP).unwrap(), v));
+                        },
+                        Op::Split(w, i, at) => {
+                            let h = &mut held[w as usize];
+                            if i < h.len() && at <= h[i].1.len() {
+                                let t = h[i].0.split_off(at).unwrap();
+                                let tv = h[i].1.split_off(at);
+                                h.push((t, tv));
+                            }
+                        }
+                        Op::Drop(w, i) => {
+                            let h = &mut held[w as usize];
+                            if i < h.len() { h.swap_remove(i); }
+                        }
+                        Op::PumpHttp => { pump(&http, HTTP_FS, &fs, FS_HTTP); }
+                        Op::PumpTcp => { pump(&tcp, TCP_HTTP, &http, HTTP_TCP); }
+                        Op::Back(i) => if let Some((a, v)) = held[2].get(i) {
+                            let d = tcp.lend(a.duplicate().unwrap(), TCP_HTTP, 0, 0).unwrap();
+                            back_http.push((d, v.clone()));
+                        },
+                        Op::HttpRecvBack => if let Some((d, v)) = back_http.pop() {
+                            held[1].push((http.accept(&d, HTTP_TCP).unwrap(), v));
+                        },
+                        Op::ToFs(i) => if let Some((a, v)) = held[1].get(i) {
+                            let d = http.lend(a.duplicate().unwrap(), HTTP_FS, 0, 0).unwrap();
+                            to_fs.push((d, v.clone()));
+                        },
+                        Op::FsRecv => if let Some((d, v)) = to_fs.pop() {
+                            held[0].push((fs.accept(&d, FS_HTTP).unwrap(), v));
+                        },
+                        Op::PumpBack => { pump(&http, HTTP_TCP, &tcp, TCP_HTTP); }
+                        Op::PumpFs => { pump(&fs, FS_HTTP, &http, HTTP_FS); }
+                    }
+                    for h in &held {
+                        for (a, v) in h { prop_assert!(a.eq_bytes(v)); }
+                    }
+                }
+                // Everything in flight is received, then all is dropped.
+                for (d, _) in to_http.drain(..) { held[1].push((http.accept(&d, HTTP_FS).unwrap(), vec![])); }
+                for (d, _) in to_tcp.drain(..) { held[2].push((tcp.accept(&d, TCP_HTTP).unwrap(), vec![])); }
+                for (d, _) in back_http.drain(..) { held[1].push((http.accept(&d, HTTP_TCP).unwrap(), vec![])); }
+                for (d, _) in to_fs.drain(..) { held[0].push((fs.accept(&d, FS_HTTP).unwrap(), vec![])); }
+                for h in &mut held { h.clear(); }
+                http.flush_pack(HTTP_POOL).unwrap();
+                let mut rounds = 0;
+                while pump(&tcp, TCP_HTTP, &http, HTTP_TCP)
+                    + pump(&http, HTTP_FS, &fs, FS_HTTP)
+                    + pump(&http, HTTP_TCP, &tcp, TCP_HTTP)
+                    + pump(&fs, FS_HTTP, &http, HTTP_FS)
+                    > 0
+                {
+                    rounds += 1;
+                    prop_assert!(rounds < 100, "releases must quiesce");
+                }
+                prop_assert_eq!(fs.pool_stats(HTTP_POOL).unwrap().buffers_in_use, 0);
+                prop_assert_eq!(http.peer_held_buffers(HTTP_FS).unwrap(), 0);
+                prop_assert_eq!(tcp.peer_held_buffers(TCP_HTTP).unwrap(), 0);
+                prop_assert_eq!(fs.stats().buffers_in_use, 0);
+                prop_assert_eq!(http.stats().buffers_in_use, 0);
+                prop_assert_eq!(http.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+                prop_assert_eq!(tcp.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+                prop_assert_eq!(tcp.pool_stats(HTTP_POOL).unwrap().buffers_in_use, 0);
+                prop_assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 0);
+                prop_assert_eq!(http.peer_held_buffers(HTTP_TCP).unwrap(), 0);
+                for d in [&fs, &http, &tcp] {
+                    prop_assert_eq!(d.stats().bad_releases, 0);
+                    prop_assert_eq!(d.stats().bytes_copied, 0);
+                }
+            }
+        }
     }
 
     #[test]

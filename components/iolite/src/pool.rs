@@ -92,6 +92,9 @@ pub(crate) enum BufState {
     Held,
 }
 
+/// "No peer" marker for [`BufMeta::primary`].
+pub(crate) const NO_PEER: u8 = u8::MAX;
+
 /// Private per-page bookkeeping of a domain (one entry per data page of every
 /// pool the domain knows). Opaque; allocate a table with
 /// [`BufMeta::EMPTY`] and hand it to the [`Domain`](crate::Domain).
@@ -101,6 +104,9 @@ pub struct BufMeta {
     pub(crate) npages: u32,
     pub(crate) state: BufState,
     pub(crate) dirty: bool,
+    /// Foreign buffers: the peer whose grant made the buffer live here
+    /// ([`NO_PEER`] if none). Its hold is returned last (cycle freedom).
+    pub(crate) primary: u8,
     /// Holds by aggregates and writers inside this domain.
     pub(crate) local: u32,
     /// Holds this domain granted to each peer and that are not yet returned.
@@ -118,6 +124,7 @@ impl BufMeta {
         npages: 0,
         state: BufState::Free,
         dirty: false,
+        primary: NO_PEER,
         local: 0,
         lent: [0; MAX_PEERS],
         recv: [0; MAX_PEERS],
