@@ -189,7 +189,7 @@ impl fmt::Display for SpecError {
 }
 
 fn aligned(value: u64) -> bool {
-    value % PAGE_SIZE == 0
+    value.is_multiple_of(PAGE_SIZE)
 }
 
 fn overlaps(a_start: u64, a_len: u64, b_start: u64, b_len: u64) -> bool {

@@ -305,11 +305,6 @@ enum Defined {
     Reserved,
 }
 
-struct Settings {
-    assembly_pos: Pos,
-    items: Vec<ast::Setting>,
-}
-
 #[derive(Default)]
 struct Checker {
     system: System,
@@ -323,9 +318,8 @@ struct Checker {
     instance_names: HashMap<String, usize>,
     /// Which connection already holds `(instance, interface)`.
     connected: HashMap<(usize, usize), (usize, Pos)>,
-    settings: Vec<Settings>,
-    /// Every setting of every assembly, for connector requirements that
-    /// look at several settings together.
+    /// Every setting of every assembly, in order; checked once all
+    /// assemblies are merged.
     settings_store: Vec<ast::Setting>,
     first_assembly: Option<Pos>,
     root_file: Option<Arc<str>>,
@@ -417,7 +411,10 @@ impl Checker {
                 },
                 InterfaceKind::Emits | InterfaceKind::Consumes => {}
                 InterfaceKind::Dataport => match &i.dataport {
-                    Some(DataportType::Buf { size: Some(n) }) if *n as u64 % PAGE_SIZE != 0 => {
+                    Some(DataportType::Buf { size: Some(n) }) if *n > 1 << 40 => {
+                        return err(&i.type_name.pos, format!("dataport size {n} is larger than 1 TiB"))
+                    }
+                    Some(DataportType::Buf { size: Some(n) }) if !(*n as u128).is_multiple_of(PAGE_SIZE as u128) => {
                         return err(
                             &i.type_name.pos,
                             format!("dataport size {n} is not a multiple of the {PAGE_SIZE}-byte page size"),
@@ -487,7 +484,7 @@ impl Checker {
         for conn in &a.connections {
             self.add_connection(conn)?;
         }
-        self.settings.push(Settings { assembly_pos: a.pos.clone(), items: a.settings });
+        self.settings_store.extend(a.settings);
         Ok(())
     }
 
@@ -619,6 +616,7 @@ impl Checker {
                 "seL4Notification with more than one consumer is not supported by this compiler; use seL4Notification per consumer pair",
             );
         }
+        self.connection_names.insert(conn.name.text.clone(), index);
         self.system.connections.push(info);
         Ok(())
     }
@@ -633,9 +631,8 @@ impl Checker {
             return err(&assembly_pos, "the assembly has no component instances");
         }
         let mut set_at: HashMap<(String, String), Pos> = HashMap::new();
-        for block in std::mem::take(&mut self.settings) {
-            let _ = block.assembly_pos;
-            for s in block.items {
+        {
+            for s in self.settings_store.clone() {
                 let key = (s.target.text.clone(), s.attribute.text.clone());
                 if let Some(previous) = set_at.get(&key) {
                     return err(&s.attribute.pos, format!("'{}.{}' is already set at {previous}", key.0, key.1));
@@ -643,7 +640,7 @@ impl Checker {
                 set_at.insert(key, s.attribute.pos.clone());
                 if let Some(&instance) = self.instance_names.get(&s.target.text) {
                     self.instance_setting(instance, &s)?;
-                } else if self.connection_names_contains(&s.target.text) {
+                } else if self.connection_names.contains_key(&s.target.text) {
                     return err(
                         &s.attribute.pos,
                         format!("unknown attribute '{}' for connection '{}' (connection settings are not supported)", s.attribute.text, s.target.text),
@@ -657,15 +654,6 @@ impl Checker {
         self.check_connections()?;
         self.check_component_types()?;
         Ok(self.system)
-    }
-
-    fn connection_names_contains(&mut self, name: &str) -> bool {
-        if self.connection_names.is_empty() {
-            for (i, c) in self.system.connections.iter().enumerate() {
-                self.connection_names.insert(c.name.text.clone(), i);
-            }
-        }
-        self.connection_names.contains_key(name)
     }
 
     fn instance_setting(&mut self, instance: usize, s: &ast::Setting) -> Result<()> {
@@ -729,7 +717,7 @@ impl Checker {
         } else {
             if let Some(i) = interface_with_suffix("_paddr").filter(|&i| is_dataport(component, i)) {
                 let paddr = int_in(&s.value, &label, 0, (1 << 52) - 1)? as u64;
-                if paddr % PAGE_SIZE != 0 {
+                if !paddr.is_multiple_of(PAGE_SIZE) {
                     return err(&s.value.pos, format!("{label} = {paddr:#x} is not page-aligned"));
                 }
                 config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false }).paddr = paddr;
@@ -1112,10 +1100,7 @@ pub fn check(items: Vec<Item>, root_file: &str) -> Result<System> {
             Item::Procedure(p) => checker.define_procedure(p)?,
             Item::Component(c) => checker.define_component(c)?,
             Item::Connector(k) => checker.define(&k.name, Defined::UserConnector)?,
-            Item::Assembly(a) => {
-                checker.settings_store.extend(a.settings.iter().cloned());
-                checker.add_assembly(a)?
-            }
+            Item::Assembly(a) => checker.add_assembly(a)?,
         }
     }
     checker.finish()
