@@ -21,6 +21,7 @@ pub mod spec;
 use std::path::{Path, PathBuf};
 
 /// Everything a successful compile produces.
+#[derive(Debug)]
 pub struct Output {
     /// The checked system.
     pub system: check::System,
