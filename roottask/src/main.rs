@@ -33,9 +33,11 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
 
     {
         use core::fmt::Write;
+        // Leading newline: a release kernel prints nothing, so the banner
+        // would otherwise continue the firmware's last line.
         let _ = writeln!(
             component_runtime::console::Console,
-            "Iolite OS root task (seL4 5.0.0, {KERNEL_VARIANT} kernel, x86_64 pc99)"
+            "\nIolite OS root task (seL4 5.0.0, {KERNEL_VARIANT} kernel, x86_64 pc99)"
         );
     }
     bootinfo::report(bootinfo);

@@ -1,0 +1,18 @@
+*** Settings ***
+Documentation       The release configuration: a kernel without debug system calls or
+...                 printing, and a root task that writes COM1 through its I/O port
+...                 capability. It must pass the same self-test as the debug build.
+Library             QemuSystem    ${RELEASE_BUILD_DIR}
+Test Tags           release
+Test Teardown       Stop System And Attach Log If Failed
+
+*** Variables ***
+${RELEASE_BUILD_DIR}        build/release
+
+*** Test Cases ***
+Release Image Passes The Root Task Self-Test
+    Start System
+    Wait For Serial Line    ^Iolite OS root task \\(seL4 5\\.0\\.0, release kernel    timeout=60s
+    Wait For Serial Line    ^\\[roottask\\] ipc: round trip OK
+    Wait For Serial Line    ^\\[roottask\\] all checks passed
+    Serial Should Stay Quiet About Faults    1s
