@@ -34,16 +34,27 @@ macro_rules! root_task_entry {
     };
 }
 
-/// Defines `_start` for a component started by the loader: call
-/// `$main(arg: usize) -> !` on the stack the loader provided, with `rdi`
-/// (the loader's start argument) passed through.
+/// Defines `_start` for a component started by the loader and calls
+/// `$main(&'static StartInfo) -> !` on the stack the loader provided.
+///
+/// Before `main` it checks the start record whose address the loader passes
+/// in `rdi`, takes the instance name from it for logs and panics, and
+/// registers the IPC buffer with the bindings.
 #[macro_export]
 macro_rules! component_entry {
-    ($name:expr, $main:path) => {
+    ($main:path) => {
         #[unsafe(no_mangle)]
-        extern "C" fn iolite_component_start(arg: usize) -> ! {
-            $crate::set_component_name($name);
-            $main(arg)
+        extern "C" fn iolite_component_start(start: *const $crate::start::StartInfo) -> ! {
+            // SAFETY: the loader maps the start page read-only before
+            // starting us and never unmaps it while we run.
+            let start: &'static $crate::start::StartInfo = unsafe { &*start };
+            if start.magic != $crate::start::START_INFO_MAGIC {
+                $crate::abort();
+            }
+            $crate::set_component_name(start.name().unwrap_or("?"));
+            // SAFETY: the loader registered this address as our IPC buffer.
+            unsafe { $crate::sel4::set_ipc_buffer(start.ipc_buffer as *mut $crate::sel4::IpcBuffer) };
+            $main(start)
         }
 
         core::arch::global_asm!(
@@ -56,5 +67,3 @@ macro_rules! component_entry {
         );
     };
 }
-
-

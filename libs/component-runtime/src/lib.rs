@@ -9,7 +9,7 @@
 //! Host builds (unit tests of crates that depend on this one) get only the
 //! formatting parts: the entry points, the panic handler and the allocator
 //! exist only on the seL4 target (`target_os = "none"`).
-#![cfg_attr(not(test), no_std)]
+#![cfg_attr(target_os = "none", no_std)]
 #![warn(missing_docs)]
 
 pub mod console;
@@ -17,9 +17,12 @@ pub mod entry;
 #[cfg(feature = "heap")]
 pub mod heap;
 mod panic;
+pub mod start;
 
 #[doc(hidden)]
 pub use sel4::BootInfo;
+#[doc(hidden)]
+pub use sel4;
 
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 

@@ -1,0 +1,85 @@
+//! What the loader tells a component when it starts it.
+//!
+//! The loader maps one read-only page holding a [`StartInfo`] at
+//! [`START_INFO_VADDR`] in every component and passes that address in `rdi`.
+//! [`component_entry!`](crate::component_entry) reads it before `main`: the
+//! instance name (for logs and panics), where the IPC buffer is, and how many
+//! times the supervisor has restarted this instance.
+
+/// Where the loader maps the start-info page in every component.
+pub const START_INFO_VADDR: u64 = 0x0000_7100_0000_0000;
+/// Where the loader maps the component's IPC buffer (one page, guard pages
+/// on both sides).
+pub const IPC_BUFFER_VADDR: u64 = 0x0000_7100_0000_2000;
+/// The top of the component's stack; the stack grows down from here and has
+/// an unmapped guard page below its lowest page.
+pub const STACK_TOP: u64 = 0x0000_7000_0000_0000;
+/// Marks a valid [`StartInfo`] ("IOLSTART").
+pub const START_INFO_MAGIC: u64 = u64::from_le_bytes(*b"IOLSTART");
+/// Longest instance name the start info carries.
+pub const MAX_NAME_LEN: usize = 64;
+
+/// The loader-to-component start record (one page, read-only for the
+/// component).
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct StartInfo {
+    /// [`START_INFO_MAGIC`].
+    pub magic: u64,
+    /// Virtual address of this thread's IPC buffer.
+    pub ipc_buffer: u64,
+    /// Index of this instance in the system spec's component list.
+    pub instance: u64,
+    /// How many times the supervisor has restarted this instance (0 on the
+    /// first start).
+    pub restarts: u64,
+    /// Length of `name` in bytes.
+    pub name_len: u64,
+    /// The instance name from the assembly, UTF-8.
+    pub name: [u8; MAX_NAME_LEN],
+}
+
+impl StartInfo {
+    /// A start record for `name` (truncated to [`MAX_NAME_LEN`] bytes at a
+    /// character boundary).
+    pub fn new(name: &str, instance: u64, restarts: u64) -> StartInfo {
+        let mut len = name.len().min(MAX_NAME_LEN);
+        while !name.is_char_boundary(len) {
+            len -= 1;
+        }
+        let mut bytes = [0u8; MAX_NAME_LEN];
+        bytes[..len].copy_from_slice(&name.as_bytes()[..len]);
+        StartInfo {
+            magic: START_INFO_MAGIC,
+            ipc_buffer: IPC_BUFFER_VADDR,
+            instance,
+            restarts,
+            name_len: len as u64,
+            name: bytes,
+        }
+    }
+
+    /// The instance name, or `None` if the record is not valid UTF-8.
+    pub fn name(&self) -> Option<&str> {
+        let len = (self.name_len as usize).min(MAX_NAME_LEN);
+        core::str::from_utf8(&self.name[..len]).ok()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn name_round_trips_and_truncates_at_char_boundary() {
+        assert_eq!(StartInfo::new("hello_reader", 2, 1).name(), Some("hello_reader"));
+        let long = "é".repeat(40); // 80 bytes
+        let info = StartInfo::new(&long, 0, 0);
+        assert_eq!(info.name().unwrap().len(), 64);
+    }
+
+    #[test]
+    fn fits_in_one_page() {
+        assert!(core::mem::size_of::<StartInfo>() <= 4096);
+    }
+}
