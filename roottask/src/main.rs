@@ -1,33 +1,45 @@
-//! The Iolite OS root task.
+//! The Iolite OS root task: loader and supervisor.
 //!
-//! seL4 hands the root task every capability in the system. This first
-//! version reports what it received (untyped memory and device regions) and
-//! proves our seL4 bindings end to end: it retypes untyped memory into a
-//! thread, an endpoint and an IPC-buffer frame, maps the frame, starts the
-//! thread in its own address space and exchanges IPC messages with it, one
-//! short (registers only) and one long (through both IPC buffers).
-//! The component-framework issue turns it into the system loader.
+//! seL4 hands the root task every capability in the system. It reports what
+//! it received (untyped memory and device regions), proves the seL4
+//! bindings with a self-test (a second thread built from untyped memory,
+//! exchanging IPC with it), then builds every component of the system spec
+//! it carries (see `loader`) and stays on as their supervisor (see
+//! `supervisor`).
 #![no_std]
 #![no_main]
 
-mod alloc;
+extern crate alloc;
+
+mod objects;
 mod bootinfo;
+mod loader;
 mod selftest;
+mod supervisor;
 mod vspace;
+
+/// The spec and component ELFs, embedded by build.rs.
+mod system_image {
+    include!(concat!(env!("OUT_DIR"), "/system_image.rs"));
+}
 
 use component_runtime::{error, log, root_task_entry};
 
 root_task_entry!("roottask", main, 64 * 1024);
+component_runtime::global_heap!(1024 * 1024);
 
 /// The kernel configuration this image was built for, shown in the banner.
 const KERNEL_VARIANT: &str = if cfg!(feature = "debug") { "debug" } else { "release" };
 
 fn main(bootinfo: *const sel4::BootInfo) -> ! {
+    init_heap();
     // SAFETY: seL4 passes the address of the boot info frame, mapped
     // read-only in our address space for as long as we run.
     let bootinfo = unsafe { &*bootinfo };
     // SAFETY: the kernel maps our IPC buffer at this address.
     unsafe { sel4::set_ipc_buffer(bootinfo.ipc_buffer) };
+    #[cfg(feature = "debug")]
+    component_runtime::console::enable_debug_put_char(true);
     #[cfg(not(feature = "debug"))]
     component_runtime::console::init_io_port(sel4::CAP_IO_PORT);
 
@@ -42,7 +54,7 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
     }
     bootinfo::report(bootinfo);
 
-    let mut objects = alloc::ObjectAllocator::new(bootinfo);
+    let mut objects = objects::ObjectAllocator::new(bootinfo);
     match selftest::thread_and_ipc(&mut objects) {
         Ok(()) => log!("all checks passed"),
         Err(failure) => {
@@ -50,7 +62,28 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
             component_runtime::abort();
         }
     }
-    // Nothing else to do yet: stop this thread; the worker stays blocked.
-    let _ = sel4::tcb_suspend(sel4::CAP_INIT_THREAD_TCB);
-    component_runtime::abort()
+
+    if system_image::SPEC.is_empty() {
+        log!("no system spec in this image: nothing to load");
+        let _ = sel4::tcb_suspend(sel4::CAP_INIT_THREAD_TCB);
+        component_runtime::abort()
+    }
+    let spec = match system_spec::SystemSpec::decode(system_image::SPEC) {
+        Ok(spec) => spec,
+        Err(e) => {
+            error!("cannot load the system: {e}");
+            component_runtime::abort()
+        }
+    };
+    log!("loading {} components, {} objects", spec.components.len(), spec.objects.len());
+    let mut system = match loader::System::boot(&mut objects, spec, system_image::ELVES, cfg!(feature = "debug")) {
+        Ok(system) => system,
+        Err(e) => {
+            error!("cannot load the system: {e}");
+            component_runtime::abort()
+        }
+    };
+    let started = system.instances.iter().filter(|i| i.tcb.is_some()).count();
+    log!("system started: {started} of {} components running; supervising faults", system.instances.len());
+    supervisor::run(&mut system)
 }

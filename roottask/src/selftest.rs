@@ -1,7 +1,7 @@
 //! Proof that the bindings work against the real kernel: a second thread,
 //! built from untyped memory, answering IPC in the root task's address space.
 
-use crate::alloc::{AllocError, ObjectAllocator};
+use crate::objects::{AllocError, ObjectAllocator, Retype};
 use crate::vspace::{self, MapError};
 use component_runtime::log;
 use core::fmt::Write;
@@ -59,8 +59,15 @@ pub fn thread_and_ipc(objects: &mut ObjectAllocator<'_>) -> Result<(), Failure> 
     let tcb = objects.object(ObjectType::Tcb, 0)?;
     let endpoint = objects.object(ObjectType::Endpoint, 0)?;
     let ipc_frame = objects.object(ObjectType::X86_4K, 0)?;
-    vspace::map_frame(objects, ipc_frame, WORKER_IPC_BUFFER, CapRights::read_write())
-        .map_err(Failure::Map)?;
+    vspace::map_frame(
+        objects,
+        sel4::CAP_INIT_THREAD_VSPACE,
+        ipc_frame,
+        WORKER_IPC_BUFFER,
+        CapRights::read_write(),
+        sel4::VmAttributes::DEFAULT,
+    )
+    .map_err(Failure::Map)?;
 
     // The root task calls through a badged copy; the worker receives on the
     // original, so the badge it sees proves CNode_Mint.

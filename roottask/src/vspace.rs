@@ -1,11 +1,12 @@
-//! Mapping frames into the root task's own address space.
+//! Mapping 4 KiB frames into an address space (the root task's own, or a
+//! component's).
 //!
 //! x86_64 has four levels (PML4, PDPT, page directory, page table). seL4
-//! reports a missing level as FailedLookup; we then create the missing
-//! structure, map it, and retry, from the lowest level up.
+//! reports a missing level as FailedLookup; we then create every missing
+//! structure for that address, from the page table up, and retry.
 
-use crate::alloc::{AllocError, ObjectAllocator};
-use sel4::{CPtr, CapRights, ObjectType, Word};
+use crate::objects::{AllocError, Retype};
+use sel4::{CPtr, CapRights, ObjectType, VmAttributes, Word};
 
 /// Why a mapping failed.
 #[derive(Debug, Clone, Copy)]
@@ -31,22 +32,21 @@ impl From<AllocError> for MapError {
     }
 }
 
-/// Maps the 4 KiB `frame` at `vaddr` in the root task's VSpace with `rights`
-/// and the default (write-back) attributes, creating paging structures as
-/// needed.
+/// Maps the 4 KiB `frame` at `vaddr` in `vspace` with `rights` and `attrs`,
+/// creating paging structures from `memory` as needed.
 pub fn map_frame(
-    objects: &mut ObjectAllocator<'_>,
+    memory: &mut impl Retype,
+    vspace: CPtr,
     frame: CPtr,
     vaddr: Word,
     rights: CapRights,
+    attrs: VmAttributes,
 ) -> Result<(), MapError> {
-    let vspace = sel4::CAP_INIT_THREAD_VSPACE;
-    let attrs = sel4::X86VmAttributes::DEFAULT;
-    // add_missing_level creates every missing level at once: two tries.
+    // add_missing_levels creates every missing level at once: two tries.
     for _ in 0..2 {
         match sel4::x86_page_map(frame, vspace, vaddr, rights, attrs) {
             Ok(()) => return Ok(()),
-            Err(sel4::Error::FailedLookup) => add_missing_level(objects, vaddr)?,
+            Err(sel4::Error::FailedLookup) => add_missing_levels(memory, vspace, vaddr)?,
             Err(e) => return Err(MapError::Map(e)),
         }
     }
@@ -55,16 +55,15 @@ pub fn map_frame(
 
 /// Creates and maps every paging structure missing below the PML4 for
 /// `vaddr`, from the page table up, so that a 4 KiB frame can be mapped.
-fn add_missing_level(objects: &mut ObjectAllocator<'_>, vaddr: Word) -> Result<(), MapError> {
-    let vspace = sel4::CAP_INIT_THREAD_VSPACE;
-    let attrs = sel4::X86VmAttributes::DEFAULT;
-    let table = objects.object(ObjectType::X86PageTable, 0)?;
+fn add_missing_levels(memory: &mut impl Retype, vspace: CPtr, vaddr: Word) -> Result<(), MapError> {
+    let attrs = VmAttributes::DEFAULT;
+    let table = memory.object(ObjectType::X86PageTable, 0)?;
     if mapped(sel4::x86_page_table_map(table, vspace, vaddr, attrs))? {
         return Ok(());
     }
-    let directory = objects.object(ObjectType::X86PageDirectory, 0)?;
+    let directory = memory.object(ObjectType::X86PageDirectory, 0)?;
     if !mapped(sel4::x86_page_directory_map(directory, vspace, vaddr, attrs))? {
-        let pdpt = objects.object(ObjectType::X86Pdpt, 0)?;
+        let pdpt = memory.object(ObjectType::X86Pdpt, 0)?;
         sel4::x86_pdpt_map(pdpt, vspace, vaddr, attrs).map_err(MapError::Map)?;
         sel4::x86_page_directory_map(directory, vspace, vaddr, attrs).map_err(MapError::Map)?;
     }
@@ -78,5 +77,36 @@ fn mapped(result: sel4::Result<()>) -> Result<bool, MapError> {
         Ok(()) => Ok(true),
         Err(sel4::Error::FailedLookup) => Ok(false),
         Err(e) => Err(MapError::Map(e)),
+    }
+}
+
+/// A one-page window in the root task's address space through which the
+/// loader fills frames before handing them to a component.
+pub struct Scratch {
+    vaddr: Word,
+}
+
+impl Scratch {
+    /// Where the window is: far from the root task's image and the self-test.
+    pub const VADDR: Word = 0x2000_0000;
+
+    /// Prepares the window's paging structures (once) from `memory`.
+    pub fn new(memory: &mut impl Retype) -> Result<Scratch, MapError> {
+        // Map a throw-away frame once so the page table exists; later
+        // fills then only map and unmap the frame itself.
+        let frame = memory.object(ObjectType::X86_4K, 0)?;
+        map_frame(memory, sel4::CAP_INIT_THREAD_VSPACE, frame, Self::VADDR, CapRights::read_write(), VmAttributes::DEFAULT)?;
+        sel4::x86_page_unmap(frame).map_err(MapError::Map)?;
+        Ok(Scratch { vaddr: Self::VADDR })
+    }
+
+    /// Maps `frame` in the window, lets `fill` write the page, unmaps it.
+    pub fn fill(&mut self, frame: CPtr, fill: impl FnOnce(&mut [u8; 4096])) -> Result<(), MapError> {
+        sel4::x86_page_map(frame, sel4::CAP_INIT_THREAD_VSPACE, self.vaddr, CapRights::read_write(), VmAttributes::DEFAULT)
+            .map_err(MapError::Map)?;
+        // SAFETY: the frame is mapped read-write at vaddr for the duration of
+        // `fill` and nothing else uses the window.
+        fill(unsafe { &mut *(self.vaddr as *mut [u8; 4096]) });
+        sel4::x86_page_unmap(frame).map_err(MapError::Map)
     }
 }

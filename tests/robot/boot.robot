@@ -4,7 +4,7 @@ Documentation       The foundation: seL4 5.0.0 boots our root task in QEMU (TCG)
 ...                 untyped memory and exchanges an IPC message with it.
 ...                 Any kernel or user fault on the console fails the test.
 Library             QemuSystem    ${BUILD_DIR}
-Suite Setup         Start System
+Suite Setup         Boot The Default Image
 Suite Teardown      Stop System
 Test Teardown       Attach Serial Log If Test Failed
 
@@ -41,3 +41,10 @@ Root Task Finishes Without Faults
     Wait For Serial Line    ^\\[roottask\\] all checks passed
     Serial Should Stay Quiet About Faults    2s
     System Should Be Running
+
+*** Keywords ***
+Boot The Default Image
+    Start System
+    # The default image runs the hello assembly, whose reader faults on
+    # purpose (tests/robot/components.robot); any other fault fails.
+    Expect Fault    ^\\[supervisor\\] FAULT in component hello_reader: vm fault \\(write denied

@@ -1,19 +1,30 @@
 //! The serial console and the logging macros.
 //!
-//! A debug kernel offers `seL4_DebugPutChar`, which is what the
-//! `debug-console` feature uses: it needs no capability and interleaves
-//! correctly with the kernel's own output. A release kernel has no debug
-//! system calls, so the console then writes COM1 (0x3F8) through an I/O port
-//! capability given to [`init_io_port`].
+//! A debug kernel offers `seL4_DebugPutChar`: it needs no capability and
+//! interleaves correctly with the kernel's own output. A release kernel has
+//! no debug system calls (calling one is a fault), so that path is used only
+//! once [`enable_debug_put_char`] says the kernel has it: the root task knows
+//! from its own build, components from their start record. Otherwise the
+//! console writes COM1 (0x3F8) through an I/O port capability given to
+//! [`init_io_port`], or drops the output.
 
 use core::fmt;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 /// COM1's data register: the port every PC and QEMU's `-serial` use.
 pub const COM1: u16 = 0x3F8;
 
 /// The I/O port capability for COM1, or 0 (seL4_CapNull) when there is none.
 static IO_PORT_CAP: AtomicU64 = AtomicU64::new(0);
+
+/// Whether the kernel offers seL4_DebugPutChar (a debug build).
+static DEBUG_PUT_CHAR: AtomicBool = AtomicBool::new(false);
+
+/// Tells the console whether the kernel is a debug build with
+/// seL4_DebugPutChar. Never enable it on a release kernel: the call faults.
+pub fn enable_debug_put_char(available: bool) {
+    DEBUG_PUT_CHAR.store(available, Ordering::Release);
+}
 
 /// Makes the console write COM1 through `cap`, an I/O port capability whose
 /// range covers 0x3F8..=0x3FD (data and line status registers).
@@ -29,7 +40,9 @@ pub fn put_byte(byte: u8) {
         return;
     }
     #[cfg(all(target_os = "none", feature = "debug-console"))]
-    sel4::debug_put_char(byte);
+    if DEBUG_PUT_CHAR.load(Ordering::Acquire) {
+        sel4::debug_put_char(byte);
+    }
     #[cfg(not(target_os = "none"))]
     {
         use std::io::Write;

@@ -47,6 +47,27 @@ pub fn component_name() -> &'static str {
     unsafe { core::str::from_utf8_unchecked(core::slice::from_raw_parts(ptr, len)) }
 }
 
+static SUPERVISOR_SLOT: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
+
+/// Records where the supervisor endpoint is (the entry macro does this).
+#[doc(hidden)]
+pub fn set_supervisor_slot(slot: u64) {
+    SUPERVISOR_SLOT.store(slot, Ordering::Relaxed);
+}
+
+/// Ends this component normally: tells the supervisor (which reports the
+/// status and frees the component) and never returns. Blocks without using
+/// CPU until the supervisor has torn the component down.
+pub fn exit(status: u64) -> ! {
+    let slot = SUPERVISOR_SLOT.load(Ordering::Relaxed);
+    if slot != 0 {
+        let info = sel4::MessageInfo::new(start::SUPERVISOR_EXIT_LABEL, 0, 0, 1);
+        // The supervisor never replies: the call blocks for good.
+        let _ = sel4::call(slot, info, [status, 0, 0, 0]);
+    }
+    abort()
+}
+
 /// Stops the calling thread for good in a way its supervisor sees: an
 /// invalid-opcode exception is delivered to the thread's fault endpoint (or,
 /// for the root task, reported by a debug kernel).

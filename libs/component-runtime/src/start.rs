@@ -16,6 +16,11 @@ pub const IPC_BUFFER_VADDR: u64 = 0x0000_7100_0000_2000;
 pub const STACK_TOP: u64 = 0x0000_7000_0000_0000;
 /// Marks a valid [`StartInfo`] ("IOLSTART").
 pub const START_INFO_MAGIC: u64 = u64::from_le_bytes(*b"IOLSTART");
+/// `StartInfo::flags`: the kernel is a debug build with seL4_DebugPutChar.
+pub const START_FLAG_DEBUG_KERNEL: u64 = 1 << 0;
+/// Message label of [`exit`](crate::exit)'s call to the supervisor; far
+/// from the kernel's fault labels (0..=5) so the two cannot be confused.
+pub const SUPERVISOR_EXIT_LABEL: u64 = 0xE417;
 /// Longest instance name the start info carries.
 pub const MAX_NAME_LEN: usize = 64;
 
@@ -33,6 +38,11 @@ pub struct StartInfo {
     /// How many times the supervisor has restarted this instance (0 on the
     /// first start).
     pub restarts: u64,
+    /// Bit set of `START_FLAG_*`.
+    pub flags: u64,
+    /// The CSpace slot of this component's endpoint to the supervisor (its
+    /// fault endpoint, which [`exit`](crate::exit) also uses).
+    pub supervisor_slot: u64,
     /// Length of `name` in bytes.
     pub name_len: u64,
     /// The instance name from the assembly, UTF-8.
@@ -42,7 +52,7 @@ pub struct StartInfo {
 impl StartInfo {
     /// A start record for `name` (truncated to [`MAX_NAME_LEN`] bytes at a
     /// character boundary).
-    pub fn new(name: &str, instance: u64, restarts: u64) -> StartInfo {
+    pub fn new(name: &str, instance: u64, restarts: u64, flags: u64, supervisor_slot: u64) -> StartInfo {
         let mut len = name.len().min(MAX_NAME_LEN);
         while !name.is_char_boundary(len) {
             len -= 1;
@@ -54,6 +64,8 @@ impl StartInfo {
             ipc_buffer: IPC_BUFFER_VADDR,
             instance,
             restarts,
+            flags,
+            supervisor_slot,
             name_len: len as u64,
             name: bytes,
         }
@@ -72,9 +84,9 @@ mod tests {
 
     #[test]
     fn name_round_trips_and_truncates_at_char_boundary() {
-        assert_eq!(StartInfo::new("hello_reader", 2, 1).name(), Some("hello_reader"));
+        assert_eq!(StartInfo::new("hello_reader", 2, 1, 0, 255).name(), Some("hello_reader"));
         let long = "é".repeat(40); // 80 bytes
-        let info = StartInfo::new(&long, 0, 0);
+        let info = StartInfo::new(&long, 0, 0, 0, 255);
         assert_eq!(info.name().unwrap().len(), 64);
     }
 

@@ -5,12 +5,14 @@ use std::path::PathBuf;
 use std::process::ExitCode;
 
 const USAGE: &str = "usage:
-  camkes compile [--import-path DIR]... --spec-out FILE [--glue-out DIR] [--spec-text FILE] SYSTEM.camkes
+  camkes compile [--import-path DIR]... --spec-out FILE [--glue-out DIR] [--spec-text FILE] [--elf-list FILE] SYSTEM.camkes
   camkes check [--import-path DIR]... SYSTEM.camkes
 
 compile: check SYSTEM.camkes, write the binary system spec to FILE (and a
 readable listing to --spec-text), and one Rust glue file per software
-component type to DIR. check: only check. Errors go to stderr as
+component type to DIR, and the ELF (= crate) names the image needs, one per
+line, to --elf-list. Files whose contents are unchanged are not rewritten, so
+incremental builds stay incremental. check: only check. Errors go to stderr as
 'file:line:col: error: reason', and the exit code is 1.";
 
 struct Args {
@@ -19,6 +21,7 @@ struct Args {
     spec_out: Option<PathBuf>,
     spec_text: Option<PathBuf>,
     glue_out: Option<PathBuf>,
+    elf_list: Option<PathBuf>,
     input: PathBuf,
 }
 
@@ -28,7 +31,8 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     if command != "compile" && command != "check" {
         return Err(format!("unknown command '{command}'"));
     }
-    let (mut import_paths, mut spec_out, mut spec_text, mut glue_out, mut input) = (Vec::new(), None, None, None, None);
+    let (mut import_paths, mut spec_out, mut spec_text, mut glue_out, mut elf_list, mut input) =
+        (Vec::new(), None, None, None, None, None);
     while let Some(arg) = args.next() {
         let mut value = |name: &str| args.next().map(PathBuf::from).ok_or(format!("{name} needs a value"));
         match arg.as_str() {
@@ -36,6 +40,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
             "--spec-out" => spec_out = Some(value(&arg)?),
             "--spec-text" => spec_text = Some(value(&arg)?),
             "--glue-out" => glue_out = Some(value(&arg)?),
+            "--elf-list" => elf_list = Some(value(&arg)?),
             "-h" | "--help" => return Err(String::new()),
             flag if flag.starts_with('-') => return Err(format!("unknown option '{flag}'")),
             _ if input.is_some() => return Err(format!("more than one input file ('{arg}')")),
@@ -46,7 +51,7 @@ fn parse_args(mut args: impl Iterator<Item = String>) -> Result<Args, String> {
     if command == "compile" && spec_out.is_none() && glue_out.is_none() {
         return Err("compile needs --spec-out and/or --glue-out".into());
     }
-    Ok(Args { command, import_paths, spec_out, spec_text, glue_out, input })
+    Ok(Args { command, import_paths, spec_out, spec_text, glue_out, elf_list, input })
 }
 
 fn run(args: Args) -> Result<(), String> {
@@ -56,6 +61,9 @@ fn run(args: Args) -> Result<(), String> {
     }
     let output = camkes::compile(&args.input, &args.import_paths, &DiskFiles).map_err(|d| d.to_string())?;
     let write = |path: &PathBuf, bytes: &[u8]| {
+        if std::fs::read(path).is_ok_and(|old| old == bytes) {
+            return Ok(());
+        }
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(|e| format!("error: cannot create {}: {e}", dir.display()))?;
         }
@@ -72,6 +80,14 @@ fn run(args: Args) -> Result<(), String> {
         for (name, text) in &output.glue {
             write(&dir.join(name), text.as_bytes())?;
         }
+    }
+    if let Some(path) = &args.elf_list {
+        let mut elves: Vec<&str> = output.spec.components.iter().map(|c| c.elf.as_str()).collect();
+        elves.sort_unstable();
+        elves.dedup();
+        let mut text = elves.join("\n");
+        text.push('\n');
+        write(path, text.as_bytes())?;
     }
     Ok(())
 }

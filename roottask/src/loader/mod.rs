@@ -1,0 +1,408 @@
+//! The system loader: carries out the static system spec the CAmkES compiler
+//! wrote, the way a capDL loader does.
+//!
+//! Global objects (endpoints, notifications, dataport frames, device
+//! frames, IRQ handlers, I/O port ranges) are made once from the boot
+//! untypeds. Each component gets a private untyped, from which its CNode,
+//! VSpace (PML4 and paging structures), ELF pages, stack, IPC buffer,
+//! start-info page and TCB are made. Its CSpace holds exactly the
+//! capabilities the spec grants plus its fault endpoint; dataports are
+//! mapped with the rights of its end. Restarting a component revokes its
+//! private untyped (destroying all of the above at once), deletes the
+//! loader's copies of the shared frames it had mapped, and builds it again
+//! from the spec.
+
+mod device;
+mod elf;
+
+use crate::objects::{AllocError, ComponentMemory, ObjectAllocator, Retype};
+use crate::vspace::{self, MapError, Scratch};
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+use component_runtime::start::{self, StartInfo};
+use sel4::{CPtr, CapData, CapRights, ObjectType, VmAttributes, Word};
+use system_spec::{Access, Component, ObjectKind, SystemSpec};
+
+/// Lowest and highest address a component's ELF segments may use: below
+/// them is the null guard, above them the dataports.
+const IMAGE_LOW: u64 = 0x1000;
+const IMAGE_HIGH: u64 = system_spec::DATAPORT_BASE;
+
+/// A global object, as made for the spec.
+enum Loaded {
+    Endpoint(CPtr),
+    Notification(CPtr),
+    /// Frames of a dataport (RAM, zeroed) or a device region, in order.
+    Frames(Vec<CPtr>),
+    IrqHandler(CPtr),
+    IoPorts(CPtr),
+}
+
+/// Why something could not be built.
+#[derive(Debug)]
+pub struct LoadError(pub String);
+
+impl core::fmt::Display for LoadError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl From<AllocError> for LoadError {
+    fn from(e: AllocError) -> Self {
+        LoadError(format!("{e}"))
+    }
+}
+
+impl From<MapError> for LoadError {
+    fn from(e: MapError) -> Self {
+        LoadError(format!("{e}"))
+    }
+}
+
+fn invoke(what: &str, result: sel4::Result<()>) -> Result<(), LoadError> {
+    result.map_err(|e| LoadError(format!("{what}: {e:?}")))
+}
+
+/// A component as the supervisor tracks it.
+pub struct Instance {
+    /// Index in the spec's component list (also its fault badge minus one).
+    pub index: usize,
+    /// The instance name from the assembly.
+    pub name: String,
+    /// May the supervisor restart it after a fault?
+    pub restartable: bool,
+    /// How many times it has been restarted.
+    pub restarts: u64,
+    /// Its TCB (in the loader's CSpace), while it exists.
+    pub tcb: Option<CPtr>,
+    memory: ComponentMemory,
+    /// Loader slots holding the frame capabilities mapped into this
+    /// component's dataports; derived from the global frames, so revoking
+    /// the private untyped does not delete them: `destroy` does.
+    shared_copies: core::ops::Range<CPtr>,
+}
+
+/// The loaded system: global objects and every instance.
+pub struct System {
+    spec: SystemSpec,
+    elves: &'static [(&'static str, &'static [u8])],
+    objects: Vec<Loaded>,
+    /// The supervisor's fault endpoint (unbadged, full rights).
+    pub fault_endpoint: CPtr,
+    /// Every component, in spec order.
+    pub instances: Vec<Instance>,
+    scratch: Scratch,
+    debug_kernel: bool,
+}
+
+impl System {
+    /// Creates the global objects of `spec` and builds every component.
+    /// A component that cannot be built is reported and left out; the
+    /// others still start.
+    pub fn boot(
+        global: &mut ObjectAllocator<'_>,
+        spec: SystemSpec,
+        elves: &'static [(&'static str, &'static [u8])],
+        debug_kernel: bool,
+    ) -> Result<System, LoadError> {
+        let scratch = Scratch::new(global)?;
+        let fault_endpoint = global.object(ObjectType::Endpoint, 0)?;
+        let mut devices = device::DeviceMemory::new(global.bootinfo());
+        let mut objects = Vec::with_capacity(spec.objects.len());
+        for object in &spec.objects {
+            let loaded = make_object(global, &mut devices, &objects, &object.kind)
+                .map_err(|e| LoadError(format!("object {}: {e}", object.name)))?;
+            objects.push(loaded);
+        }
+        let mut system = System { spec, elves, objects, fault_endpoint, instances: Vec::new(), scratch, debug_kernel };
+        for index in 0..system.spec.components.len() {
+            let component = &system.spec.components[index];
+            let name = component.name.clone();
+            let restartable = component.restartable;
+            let memory = match system.reserve(global, index) {
+                Ok(memory) => memory,
+                Err(e) => {
+                    component_runtime::error!("component {name}: cannot reserve memory: {e}");
+                    continue;
+                }
+            };
+            let mut instance = Instance { index, name, restartable, restarts: 0, tcb: None, memory: memory.0, shared_copies: memory.1 };
+            if let Err(e) = system.build(&mut instance) {
+                component_runtime::error!("component {}: not started: {e}", instance.name);
+            }
+            system.instances.push(instance);
+        }
+        Ok(system)
+    }
+
+    /// Destroys `instance` and builds it again from the spec.
+    pub fn restart(&mut self, position: usize) -> Result<(), LoadError> {
+        let mut instance = core::mem::replace(&mut self.instances[position], placeholder());
+        let result = self.destroy(&mut instance).and_then(|()| {
+            instance.restarts += 1;
+            self.build(&mut instance)
+        });
+        self.instances[position] = instance;
+        result
+    }
+
+    /// Stops `instance` for good (it stays in the list, without a thread).
+    pub fn stop(&mut self, position: usize) -> Result<(), LoadError> {
+        let mut instance = core::mem::replace(&mut self.instances[position], placeholder());
+        let result = self.destroy(&mut instance);
+        self.instances[position] = instance;
+        result
+    }
+
+    /// Reserves a component's private untyped (sized for its image,
+    /// stack and paging structures) and its loader slots.
+    fn reserve(&self, global: &mut ObjectAllocator<'_>, index: usize) -> Result<(ComponentMemory, core::ops::Range<CPtr>), LoadError> {
+        let component = &self.spec.components[index];
+        let image = self.image(component)?;
+        let stack_pages = component.stack_size.div_ceil(elf::PAGE);
+        let pages = image.pages.len() as u64 + stack_pages + 2;
+        // Paging structures: at most one page table per 2 MiB region used,
+        // one directory per GiB, one PDPT per 512 GiB; counted generously by
+        // assuming every page needs its own (cheap next to a wrong guess).
+        let regions = image.pages.len() as u64 + 4 + dataport_pages(component);
+        let structures = 3 * regions.min(pages + dataport_pages(component)) + 1;
+        let bytes: u64 = (pages + structures) * elf::PAGE
+            + (1 << ObjectType::Tcb.size_bits(0))
+            + (1 << ObjectType::CapTable.size_bits(component.cnode_size_bits as Word));
+        // Objects are aligned to their size inside the untyped: leave room.
+        let size_bits = (2 * bytes).next_power_of_two().trailing_zeros() as Word;
+        let untyped = global.object(ObjectType::Untyped, size_bits)?;
+        let slots = global.slots(pages + structures + 8)?;
+        let shared = global.slots(dataport_pages(component))?;
+        Ok((ComponentMemory::new(untyped, slots), shared))
+    }
+
+    fn image(&self, component: &Component) -> Result<elf::Image<'static>, LoadError> {
+        let (_, data) = self
+            .elves
+            .iter()
+            .find(|(name, _)| *name == component.elf)
+            .ok_or_else(|| LoadError(format!("no ELF '{}' in this image", component.elf)))?;
+        elf::Image::parse(data, IMAGE_LOW, IMAGE_HIGH).map_err(|e| LoadError(format!("ELF '{}': {e}", component.elf)))
+    }
+
+    /// Builds `instance` from the spec and starts its thread.
+    fn build(&mut self, instance: &mut Instance) -> Result<(), LoadError> {
+        let component = self.spec.components[instance.index].clone();
+        let image = self.image(&component)?;
+        let memory = &mut instance.memory;
+
+        let pml4 = memory.object(ObjectType::X64Pml4, 0)?;
+        invoke("ASIDPool_Assign", sel4::x86_asid_pool_assign(sel4::CAP_INIT_THREAD_ASID_POOL, pml4))?;
+        let cnode_bits = component.cnode_size_bits as Word;
+        let cnode = memory.object(ObjectType::CapTable, cnode_bits)?;
+
+        // The image: fresh frames filled through the scratch window, then
+        // mapped with the segment's rights.
+        for page in &image.pages {
+            let frame = memory.object(ObjectType::X86_4K, 0)?;
+            self.scratch.fill(frame, |bytes| image.fill_page(page.vaddr, bytes))?;
+            let rights = if page.writable { CapRights::read_write() } else { CapRights::read_only() };
+            vspace::map_frame(memory, pml4, frame, page.vaddr, rights, VmAttributes::DEFAULT)?;
+        }
+
+        // Stack, with the page below it left unmapped as a guard.
+        let stack_pages = component.stack_size.div_ceil(elf::PAGE);
+        for i in 1..=stack_pages {
+            let frame = memory.object(ObjectType::X86_4K, 0)?;
+            vspace::map_frame(memory, pml4, frame, start::STACK_TOP - i * elf::PAGE, CapRights::read_write(), VmAttributes::DEFAULT)?;
+        }
+
+        let ipc_buffer = memory.object(ObjectType::X86_4K, 0)?;
+        vspace::map_frame(memory, pml4, ipc_buffer, start::IPC_BUFFER_VADDR, CapRights::read_write(), VmAttributes::DEFAULT)?;
+
+        let start_page = memory.object(ObjectType::X86_4K, 0)?;
+        let flags = if self.debug_kernel { start::START_FLAG_DEBUG_KERNEL } else { 0 };
+        // The fault endpoint goes in the CNode's last slot (see below).
+        let fault_slot = (1u64 << component.cnode_size_bits) - 1;
+        let info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
+        self.scratch.fill(start_page, |bytes| {
+            // SAFETY: StartInfo is plain old data smaller than a page.
+            let raw = unsafe {
+                core::slice::from_raw_parts(&info as *const StartInfo as *const u8, core::mem::size_of::<StartInfo>())
+            };
+            bytes[..raw.len()].copy_from_slice(raw);
+        })?;
+        vspace::map_frame(memory, pml4, start_page, start::START_INFO_VADDR, CapRights::read_only(), VmAttributes::DEFAULT)?;
+
+        // Dataports: the loader keeps one copy of each frame capability per
+        // mapping (x86 seL4 maps a capability once), with the end's rights.
+        let mut copy_slot = instance.shared_copies.start;
+        for mapping in &component.mappings {
+            let Loaded::Frames(frames) = &self.objects[mapping.object.0 as usize] else {
+                return Err(LoadError(format!("mapping of a non-frame object #{}", mapping.object.0)));
+            };
+            let rights = match mapping.access {
+                Access::ReadOnly => CapRights::read_only(),
+                Access::ReadWrite => CapRights::read_write(),
+            };
+            let attrs = if mapping.cached { VmAttributes::DEFAULT } else { VmAttributes::CacheDisabled };
+            for (i, frame) in frames.iter().enumerate() {
+                if copy_slot >= instance.shared_copies.end {
+                    return Err(LoadError("more dataport pages than reserved".into()));
+                }
+                invoke(
+                    "CNode_Copy (dataport frame)",
+                    sel4::cnode_copy(sel4::CAP_INIT_THREAD_CNODE, copy_slot, 64, sel4::CAP_INIT_THREAD_CNODE, *frame, 64, rights),
+                )?;
+                vspace::map_frame(memory, pml4, copy_slot, mapping.vaddr + i as u64 * elf::PAGE, rights, attrs)?;
+                copy_slot += 1;
+            }
+        }
+
+        // The CSpace: exactly the spec's capabilities, plus the fault
+        // endpoint in the last slot, badged with the instance's number.
+        for cap in &component.caps {
+            if cap.slot == 0 || cap.slot >= fault_slot {
+                return Err(LoadError(format!("capability slot {} outside 1..{}", cap.slot, fault_slot)));
+            }
+            // seL4 5.0 has no separate grant-reply right: a Call sets up the
+            // reply capability only if the caller's endpoint capability can
+            // grant, so grant-reply is given as grant.
+            let rights = CapRights::new(cap.rights.grant || cap.rights.grant_reply, cap.rights.read, cap.rights.write);
+            let result = match &self.objects[cap.object.0 as usize] {
+                &Loaded::Endpoint(src) | &Loaded::Notification(src) => sel4::cnode_mint(
+                    cnode, cap.slot, cnode_bits as u8, sel4::CAP_INIT_THREAD_CNODE, src, 64, rights,
+                    CapData::badge(cap.badge).into_word(),
+                ),
+                // Already restricted to their range/IRQ: copy as they are
+                // (minting an I/O port capability would change its range).
+                &Loaded::IrqHandler(src) | &Loaded::IoPorts(src) => {
+                    sel4::cnode_copy(cnode, cap.slot, cnode_bits as u8, sel4::CAP_INIT_THREAD_CNODE, src, 64, CapRights::all())
+                }
+                Loaded::Frames(_) => return Err(LoadError(format!("slot {}: frames are mapped, not granted", cap.slot))),
+            };
+            invoke("CNode_Mint (component capability)", result)?;
+        }
+        invoke(
+            "CNode_Mint (fault endpoint)",
+            sel4::cnode_mint(
+                cnode, fault_slot, cnode_bits as u8, sel4::CAP_INIT_THREAD_CNODE, self.fault_endpoint, 64,
+                CapRights::new(true, false, true), CapData::badge(instance.index as Word + 1).into_word(),
+            ),
+        )?;
+
+        let tcb = memory.object(ObjectType::Tcb, 0)?;
+        invoke(
+            "TCB_Configure",
+            sel4::tcb_configure(
+                tcb,
+                fault_slot,
+                sel4::PrioProps::new(component.max_priority, component.priority),
+                cnode,
+                // The guard makes the CNode resolve a whole 64-bit CPtr, so a
+                // slot number is its own CPtr in the component.
+                CapData::guard(0, 64 - cnode_bits).into_word(),
+                pml4,
+                0,
+                start::IPC_BUFFER_VADDR,
+                ipc_buffer,
+            ),
+        )?;
+        #[cfg(feature = "debug")]
+        sel4::debug_name_thread(tcb, &component.name);
+        let mut regs = sel4::UserContext::default();
+        regs.rip = image.entry;
+        regs.rsp = start::STACK_TOP;
+        regs.rdi = start::START_INFO_VADDR;
+        invoke("TCB_WriteRegisters", sel4::tcb_write_registers(tcb, true, 0, sel4::UserContext::WORDS, &regs))?;
+        instance.tcb = Some(tcb);
+        Ok(())
+    }
+
+    /// Destroys everything `instance` was built from; global objects stay.
+    fn destroy(&mut self, instance: &mut Instance) -> Result<(), LoadError> {
+        if let Some(tcb) = instance.tcb.take() {
+            // Stop it first, so it cannot run between the steps below.
+            let _ = sel4::tcb_suspend(tcb);
+        }
+        for slot in instance.shared_copies.clone() {
+            // Deleting the copy unmaps it; empty slots are fine.
+            invoke("CNode_Delete (dataport frame)", sel4::cnode_delete(sel4::CAP_INIT_THREAD_CNODE, slot, 64))?;
+        }
+        invoke("CNode_Revoke (private untyped)", instance.memory.reset())
+    }
+}
+
+fn placeholder() -> Instance {
+    Instance {
+        index: usize::MAX,
+        name: String::new(),
+        restartable: false,
+        restarts: 0,
+        tcb: None,
+        memory: ComponentMemory::new(0, 0..0),
+        shared_copies: 0..0,
+    }
+}
+
+fn dataport_pages(component: &Component) -> u64 {
+    component
+        .interfaces
+        .iter()
+        .filter_map(|i| match i.binding {
+            system_spec::Binding::Dataport { size, .. } => Some(size.div_ceil(elf::PAGE)),
+            _ => None,
+        })
+        .sum()
+}
+
+/// Makes one global object of the spec.
+fn make_object(
+    global: &mut ObjectAllocator<'_>,
+    devices: &mut device::DeviceMemory<'_>,
+    made: &[Loaded],
+    kind: &ObjectKind,
+) -> Result<Loaded, LoadError> {
+    Ok(match kind {
+        ObjectKind::Endpoint => Loaded::Endpoint(global.object(ObjectType::Endpoint, 0)?),
+        ObjectKind::Notification => Loaded::Notification(global.object(ObjectType::Notification, 0)?),
+        ObjectKind::Frames { size } => {
+            let frames = (0..size.div_ceil(elf::PAGE))
+                .map(|_| global.object(ObjectType::X86_4K, 0))
+                .collect::<Result<Vec<_>, _>>()?;
+            Loaded::Frames(frames)
+        }
+        ObjectKind::DeviceFrames { paddr, size } => Loaded::Frames(devices.frames(global, *paddr, *size)?),
+        ObjectKind::IoApicIrq(irq) => {
+            let Some(Loaded::Notification(notification)) = made.get(irq.notification.0 as usize) else {
+                return Err(LoadError(format!("IRQ notification #{} is not a notification made before it", irq.notification.0)));
+            };
+            let handler = global.slot()?;
+            invoke(
+                "IRQControl_GetIOAPIC",
+                sel4::irq_control_get_ioapic(
+                    sel4::CAP_IRQ_CONTROL,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    handler,
+                    64,
+                    irq.ioapic as Word,
+                    irq.pin as Word,
+                    irq.level_triggered as Word,
+                    irq.active_low as Word,
+                    irq.vector as Word,
+                ),
+            )?;
+            invoke("IRQHandler_SetNotification", sel4::irq_handler_set_notification(handler, *notification))?;
+            Loaded::IrqHandler(handler)
+        }
+        ObjectKind::IoPorts { first, last } => {
+            let slot = global.slot()?;
+            invoke(
+                "CNode_Mint (I/O ports)",
+                sel4::cnode_mint(
+                    sel4::CAP_INIT_THREAD_CNODE, slot, 64, sel4::CAP_INIT_THREAD_CNODE, sel4::CAP_IO_PORT, 64,
+                    CapRights::all(), CapData::io_port_range(*first, *last).into_word(),
+                ),
+            )?;
+            Loaded::IoPorts(slot)
+        }
+    })
+}

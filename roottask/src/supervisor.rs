@@ -1,0 +1,77 @@
+//! The supervisor: the root task after loading, waiting on the fault
+//! endpoint every component's faults go to.
+//!
+//! It reports each fault with the component's name, the fault type, the
+//! address and the instruction pointer, then restarts the component if the
+//! assembly marks it `restartable` (a clean re-creation from the spec), or
+//! stops it for good. Other components are not affected either way.
+
+use crate::loader::System;
+use component_runtime::start::SUPERVISOR_EXIT_LABEL;
+use component_runtime::{error, log};
+use sel4::Fault;
+
+/// Serves faults forever.
+pub fn run(system: &mut System) -> ! {
+    component_runtime::set_component_name("supervisor");
+    loop {
+        let (info, badge, mrs) = sel4::recv(system.fault_endpoint);
+        let Some(position) = system.instances.iter().position(|i| i.index as u64 + 1 == badge) else {
+            error!("message with unknown badge {badge:#x} on the fault endpoint (label {})", info.label());
+            continue;
+        };
+        let name = system.instances[position].name.clone();
+        if info.label() == SUPERVISOR_EXIT_LABEL {
+            match system.stop(position) {
+                Ok(()) => log!("component {name} exited (status {})", mrs[0]),
+                Err(e) => error!("could not stop component {name} after its exit: {e}"),
+            }
+            continue;
+        }
+        let fault = Fault::from_received(info, &mrs);
+        log!("FAULT in component {name}: {}", describe(&fault));
+        if system.instances[position].restartable {
+            match system.restart(position) {
+                Ok(()) => log!("restarted component {name} (restart {})", system.instances[position].restarts),
+                Err(e) => error!("could not restart component {name}: {e}"),
+            }
+        } else {
+            match system.stop(position) {
+                Ok(()) => log!("component {name} stopped (not restartable)"),
+                Err(e) => error!("could not stop component {name}: {e}"),
+            }
+        }
+    }
+}
+
+/// One line: the fault type, the address and the instruction pointer.
+fn describe(fault: &Fault) -> alloc::string::String {
+    use alloc::format;
+    match *fault {
+        Fault::VmFault { ip, addr, instruction_fault, fsr } => format!(
+            "vm fault ({} {}) at address {addr:#x}, ip {ip:#x}",
+            if instruction_fault { "instruction fetch" } else if fsr & 2 != 0 { "write" } else { "read" },
+            if fsr & 1 != 0 { "denied by page rights" } else { "of an unmapped page" },
+        ),
+        Fault::CapFault { ip, addr, in_recv_phase, .. } => format!(
+            "capability fault (slot {addr:#x} in {} phase), ip {ip:#x}",
+            if in_recv_phase { "receive" } else { "send" }
+        ),
+        Fault::UnknownSyscall { ip, syscall, .. } => format!("unknown syscall {:#x}, ip {ip:#x}", syscall as i64),
+        Fault::UserException { ip, number, code, .. } => {
+            format!("user exception {} (vector {number}, code {code:#x}), ip {ip:#x}", exception_name(number))
+        }
+        Fault::Unknown { label } => format!("unknown fault label {label}"),
+    }
+}
+
+fn exception_name(vector: u64) -> &'static str {
+    match vector {
+        0 => "divide error",
+        3 => "breakpoint",
+        6 => "invalid opcode (panic or abort)",
+        13 => "general protection",
+        14 => "page fault",
+        _ => "cpu exception",
+    }
+}
