@@ -1,7 +1,7 @@
 //! Copy modes: the zero-copy design and two honest conventional baselines.
 //!
-//! One build option selects the mode for the whole system (cargo features
-//! `copy-flash` / `copy-posix`; neither = `iolite`). Channels apply it at
+//! One build option selects the mode for the whole system (CMake's
+//! `COPY_MODE`, reaching this crate as `IOLITE_COPY_MODE`, see build.rs). Channels apply it at
 //! the receiving end: when the mode says a [`Boundary`] copies, the receiver
 //! copies the aggregate into a private buffer of its own pool (counted in
 //! [`Stats::bytes_copied`](crate::Stats::bytes_copied)) and releases the
@@ -49,13 +49,10 @@ impl CopyMode {
     }
 }
 
-#[cfg(all(feature = "copy-flash", feature = "copy-posix"))]
-compile_error!("features `copy-flash` and `copy-posix` are mutually exclusive");
-
-/// The copy mode selected at build time.
-pub const BUILD_COPY_MODE: CopyMode = if cfg!(feature = "copy-posix") {
+/// The copy mode selected at build time (IOLITE_COPY_MODE).
+pub const BUILD_COPY_MODE: CopyMode = if cfg!(iolite_copy_mode = "posix") {
     CopyMode::Posix
-} else if cfg!(feature = "copy-flash") {
+} else if cfg!(iolite_copy_mode = "flash") {
     CopyMode::Flash
 } else {
     CopyMode::IoLite
