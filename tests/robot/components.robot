@@ -46,6 +46,9 @@ Restartable Component Comes Back Clean
 Other Components Keep Running After The Fault
     Wait For Serial Line    ^\\[hello_client\\] round 3: rpc OK
     Wait For Serial Line    ^\\[hello_client\\] client done
+
+Component Exits Cleanly Through The Supervisor
+    Wait For Serial Line    ^\\[supervisor\\] component hello_client exited \\(status 0\\)
     Serial Should Stay Quiet About Faults    2s
     System Should Be Running
 

@@ -5,7 +5,7 @@
 //! 2. For rounds 1..=3: fills the shared 8 KiB dataport with that round's
 //!    pattern (see `pattern.rs`), emits `Ready` to hello_reader, makes one
 //!    more RPC, and yields so the reader gets the CPU.
-//! 3. Logs `client done` and parks.
+//! 3. Logs `client done` and exits (the supervisor frees it).
 #![no_std]
 #![no_main]
 
@@ -67,7 +67,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         }
     }
     log!("client done");
-    park()
+    component_runtime::exit(0)
 }
 
 /// A short string with multi-byte UTF-8 (its byte count is not its
@@ -120,16 +120,3 @@ fn check_rpc() -> Result<(), &'static str> {
     Ok(())
 }
 
-/// Ends the client without a fault, as well as it can today.
-///
-/// A component has no capability it could block on for good: its endpoint
-/// cap may only send (`recv` on it is a cap fault), its notification cap may
-/// only signal, and it holds no TCB cap to suspend itself; `abort()` would
-/// be reported as a fault. So it yields forever. That costs CPU (and, at
-/// priority 254, starves lower-priority threads such as hello_server, which
-/// nobody needs any more) until the runtime offers a proper exit.
-fn park() -> ! {
-    loop {
-        sel4::yield_now();
-    }
-}

@@ -72,13 +72,12 @@ pub fn exit(status: u64) -> ! {
 /// invalid-opcode exception is delivered to the thread's fault endpoint (or,
 /// for the root task, reported by a debug kernel).
 pub fn abort() -> ! {
-    loop {
-        // SAFETY: ud2 only raises #UD; nothing is touched.
-        #[cfg(target_os = "none")]
-        unsafe {
-            core::arch::asm!("ud2", options(nomem, nostack, noreturn));
-        }
-        #[cfg(not(target_os = "none"))]
-        std::process::abort();
+    // SAFETY: ud2 only raises #UD; nothing is touched. The supervisor never
+    // resumes a thread after a fault, so this does not return.
+    #[cfg(target_os = "none")]
+    unsafe {
+        core::arch::asm!("ud2", options(nomem, nostack, noreturn));
     }
+    #[cfg(not(target_os = "none"))]
+    std::process::abort();
 }
