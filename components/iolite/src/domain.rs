@@ -92,6 +92,17 @@ pub struct Stats {
     pub releases_received: u64,
 }
 
+/// Hold counts of one buffer in one domain ([`Domain::holds`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Holds {
+    /// Slices of live aggregates in this domain, plus one per live writer.
+    pub local: u32,
+    /// Holds granted to peers and not returned yet (all peers).
+    pub lent: u32,
+    /// Holds received from peers and still kept (all peers).
+    pub received: u32,
+}
+
 /// Occupancy of one pool.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolStats {
@@ -780,6 +791,17 @@ impl Domain {
         self.peer_settled(p)
     }
 
+    /// Hold counts of the buffer whose head page is `buf` in `pool`, as this
+    /// domain sees them. A cache uses it to ask whether anything besides its
+    /// own aggregates references a buffer: the file cache evicts entries that
+    /// nobody else references first (paper §2.7).
+    pub fn holds(&self, pool: PoolId, buf: u32) -> Result<Holds> {
+        self.with_pool(pool, |e, _| {
+            let m = e.meta.get(buf as usize).filter(|_| buf < e.layout.pages).ok_or(Error::BadBuffer)?;
+            Ok(Holds { local: m.local, lent: m.lent_total(), received: m.recv_total() })
+        })?
+    }
+
     /// The current generation and sealed length published for a buffer of
     /// any known pool (0 generation = no live buffer). Readers can use it to
     /// re-validate a slice (e.g. before retransmitting from it).
@@ -1148,6 +1170,23 @@ mod tests {
         drop(d.alloc(1, 1).unwrap());
         drop((a, b));
         assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn holds_accessor_reports_local_and_lent() {
+        let (fs, http, _tcp) = system();
+        let a = make(&fs, FS_POOL, b"cached");
+        let buf = a.descs()[0].buf;
+        assert_eq!(fs.holds(FS_POOL, buf).unwrap(), Holds { local: 1, lent: 0, received: 0 });
+        let d = fs.lend(a.duplicate().unwrap(), FS_HTTP, 0, 0).unwrap();
+        assert_eq!(fs.holds(FS_POOL, buf).unwrap(), Holds { local: 1, lent: 1, received: 0 });
+        let h = http.accept(&d, HTTP_FS).unwrap();
+        assert_eq!(http.holds(FS_POOL, buf).unwrap(), Holds { local: 1, lent: 0, received: 1 });
+        drop(h);
+        assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 1);
+        assert_eq!(fs.holds(FS_POOL, buf).unwrap(), Holds { local: 1, lent: 0, received: 0 });
+        assert_eq!(fs.holds(FS_POOL, 1 << 20).unwrap_err(), Error::BadBuffer);
+        assert_eq!(fs.holds(99, 0).unwrap_err(), Error::UnknownPool);
     }
 
     #[test]

@@ -63,7 +63,7 @@ pub mod ring;
 pub use aggregate::Aggregate;
 pub use channel::{channel_bytes, init_channel, ChannelRx, ChannelTx, Notify, NoNotify, Received};
 pub use desc::{AggDesc, PoolId, RelDesc, SliceDesc, FLAG_EOF, FLAG_RECLAIM};
-pub use domain::{BufMut, Domain, PeerId, PeerState, PoolStats, Stats};
+pub use domain::{BufMut, Domain, Holds, PeerId, PeerState, PoolStats, Stats};
 pub use mode::{Boundary, CopyMode, BUILD_COPY_MODE};
 pub use pool::{BufMeta, PoolLayout, Trust, PAGE_SIZE};
 pub use region::{RoRegion, RwRegion};
