@@ -1,0 +1,302 @@
+//! The IO-Lite file cache (paper §2.5, §2.7).
+//!
+//! A map from ⟨file, offset⟩ (the length is the entry's) to an
+//! [`Aggregate`] of IO-Lite buffers in the cache's pool. There is no static
+//! storage: entries are buffers allocated on a miss and returned to the pool
+//! when the last reference goes away. Readers get *duplicates* of an entry's
+//! aggregate (references, no copy), so a reader's aggregate is a snapshot:
+//! replacing or evicting the entry later never changes the bytes a reader
+//! holds, because buffers are immutable and live while anyone holds them.
+//!
+//! **Replacement (§2.7, exactly):** entries are ordered first by whether
+//! anything other than the cache references their buffers, then by time of
+//! last access (reads and replacements; a logical clock, so tests are
+//! deterministic). The victim is the least recently used unreferenced entry,
+//! else the least recently used referenced one. "Referenced" is read from
+//! the IO-Lite [`Domain`]'s hold counts ([`Domain::holds`]): a buffer is
+//! referenced outside the cache if this domain has more local holds on it
+//! than the cache's own entries account for (a reader in this component
+//! still has an aggregate), or if any hold is lent to a peer (HTTP, TCP...
+//! still has it, until it returns the hold over the release ring).
+//!
+//! **Budget:** the cache tries to hold at most `budget_bytes` of pool pages.
+//! Before an entry is added, entries are evicted by the policy until it
+//! fits. An evicted entry that is still referenced leaves the cache but its
+//! pages stay allocated until the readers let go (the budget limits what the
+//! cache holds, as in the paper; the pool size limits memory). If the pool
+//! itself is exhausted, further entries are evicted and the allocation
+//! retried; only when nothing is left to evict is the read
+//! [`FsError::NoMemory`]. A chunk larger than the whole budget is read and
+//! returned without being cached.
+
+use alloc::collections::BTreeMap;
+
+use iolite::{Aggregate, Domain, Error as IolError, PoolId, PAGE_SIZE};
+
+use crate::error::{FsError, Result};
+
+/// Key of a cache entry: the file (inode number) and the byte offset of the
+/// entry's first byte.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct Key {
+    /// File id (inode number).
+    pub file: u32,
+    /// Offset in the file.
+    pub offset: u64,
+}
+
+/// Cache counters (the list plus what the policy test needs).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct CacheStats {
+    /// Lookups that found the entry.
+    pub hits: u64,
+    /// Lookups that had to read the disk.
+    pub misses: u64,
+    /// Entries evicted (for any reason other than replacement).
+    pub evictions: u64,
+    /// Of those, entries that were still referenced outside the cache (the
+    /// policy only picks one when no unreferenced entry exists).
+    pub evictions_referenced: u64,
+    /// Payload bytes currently in cache entries.
+    pub bytes_cached: u64,
+    /// Pool bytes (whole pages) currently held by cache entries; this is
+    /// what the budget limits.
+    pub pages_bytes: u64,
+    /// Number of entries.
+    pub entries: u64,
+    /// Bytes copied out of the cache (POSIX-mode reads and `read_into`).
+    pub copied_bytes: u64,
+    /// Reads served without caching because one chunk exceeds the budget.
+    pub uncached: u64,
+}
+
+struct Entry<'d> {
+    agg: Aggregate<'d>,
+    last: u64,
+    page_bytes: usize,
+}
+
+/// The file cache. See the module docs.
+pub struct FileCache<'d> {
+    d: &'d Domain,
+    pool: PoolId,
+    budget: usize,
+    entries: BTreeMap<Key, Entry<'d>>,
+    /// Last-access tick → key: the LRU order.
+    lru: BTreeMap<u64, Key>,
+    /// Slices the cache's entries hold per ⟨pool, buffer⟩, to tell the
+    /// cache's own holds from everyone else's.
+    own: BTreeMap<(PoolId, u32), u32>,
+    tick: u64,
+    stats: CacheStats,
+}
+
+impl<'d> FileCache<'d> {
+    /// A cache allocating from `pool` (owned by `d`) and trying to hold at
+    /// most `budget_bytes` of pool pages.
+    pub fn new(d: &'d Domain, pool: PoolId, budget_bytes: usize) -> Self {
+        Self {
+            d,
+            pool,
+            budget: budget_bytes,
+            entries: BTreeMap::new(),
+            lru: BTreeMap::new(),
+            own: BTreeMap::new(),
+            tick: 0,
+            stats: CacheStats::default(),
+        }
+    }
+
+    /// The domain whose buffers the cache holds.
+    pub fn domain(&self) -> &'d Domain {
+        self.d
+    }
+
+    /// The pool entries are allocated from.
+    pub fn pool(&self) -> PoolId {
+        self.pool
+    }
+
+    /// Changes the memory budget; entries are evicted at the next insertion.
+    pub fn set_budget(&mut self, budget_bytes: usize) {
+        self.budget = budget_bytes;
+    }
+
+    /// Counters.
+    pub fn stats(&self) -> CacheStats {
+        CacheStats { entries: self.entries.len() as u64, ..self.stats }
+    }
+
+    /// Adds `n` to the copied-bytes counter (a read that copied out).
+    pub(crate) fn count_copy(&mut self, n: usize) {
+        self.stats.copied_bytes += n as u64;
+    }
+
+    fn touch(&mut self, key: Key) {
+        self.tick += 1;
+        if let Some(e) = self.entries.get_mut(&key) {
+            self.lru.remove(&e.last);
+            e.last = self.tick;
+            self.lru.insert(self.tick, key);
+        }
+    }
+
+    /// A reference to the entry at `key` (a duplicate of its aggregate), if
+    /// cached; counts a hit and makes it the most recently used.
+    pub fn get(&mut self, key: Key) -> Option<Aggregate<'d>> {
+        let dup = self.entries.get(&key)?.agg.duplicate().ok()?;
+        self.stats.hits += 1;
+        self.touch(key);
+        Some(dup)
+    }
+
+    /// Whether anything besides the cache references the entry's buffers.
+    fn referenced(&self, e: &Entry<'d>) -> bool {
+        e.agg.descs().iter().any(|s| {
+            let own = self.own.get(&(s.pool, s.buf)).copied().unwrap_or(0);
+            match self.d.holds(s.pool, s.buf) {
+                Ok(h) => h.local > own || h.lent > 0,
+                Err(_) => true, // cannot tell: be conservative
+            }
+        })
+    }
+
+    /// Whether the entry at `key` is referenced outside the cache.
+    pub fn is_referenced(&self, key: Key) -> Option<bool> {
+        self.entries.get(&key).map(|e| self.referenced(e))
+    }
+
+    /// The entry the policy would evict next, without evicting it.
+    pub fn victim(&self) -> Option<Key> {
+        // The LRU order, oldest first: the first unreferenced entry wins,
+        // else the oldest entry overall.
+        let mut oldest = None;
+        for key in self.lru.values() {
+            oldest = oldest.or(Some(*key));
+            if let Some(e) = self.entries.get(key) {
+                if !self.referenced(e) {
+                    return Some(*key);
+                }
+            }
+        }
+        oldest
+    }
+
+    /// Evicts one entry by the policy; false if the cache is empty.
+    pub fn evict_one(&mut self) -> bool {
+        let Some(key) = self.victim() else { return false };
+        let referenced = self.entries.get(&key).is_some_and(|e| self.referenced(e));
+        self.remove(key);
+        self.stats.evictions += 1;
+        if referenced {
+            self.stats.evictions_referenced += 1;
+        }
+        true
+    }
+
+    fn remove(&mut self, key: Key) -> Option<Aggregate<'d>> {
+        let e = self.entries.remove(&key)?;
+        self.lru.remove(&e.last);
+        for s in e.agg.descs() {
+            if let Some(n) = self.own.get_mut(&(s.pool, s.buf)) {
+                *n -= 1;
+                if *n == 0 {
+                    self.own.remove(&(s.pool, s.buf));
+                }
+            }
+        }
+        self.stats.bytes_cached -= e.agg.len() as u64;
+        self.stats.pages_bytes -= e.page_bytes as u64;
+        Some(e.agg)
+    }
+
+    /// Drops every entry of `file` (e.g. the file changed); readers keep
+    /// their snapshots.
+    pub fn invalidate(&mut self, file: u32) {
+        let keys: alloc::vec::Vec<Key> = self.entries.range(Key { file, offset: 0 }..).take_while(|(k, _)| k.file == file).map(|(k, _)| *k).collect();
+        for k in keys {
+            self.remove(k);
+        }
+    }
+
+    /// Evicts by the policy until `need` more bytes fit the budget. False if
+    /// they cannot fit even in an empty cache.
+    fn make_room(&mut self, need: usize) -> bool {
+        if need > self.budget {
+            return false;
+        }
+        while self.stats.pages_bytes as usize + need > self.budget {
+            if !self.evict_one() {
+                break;
+            }
+        }
+        true
+    }
+
+    /// Inserts (or replaces) the entry at `key` with `agg`, which may hold
+    /// buffers of any pool, e.g. the ones a writer supplied (`IOL_write`,
+    /// §2.5: the replaced buffers leave the cache but live on while
+    /// referenced, so earlier readers keep their snapshot). Evicts by the
+    /// policy to respect the budget. Returns a reference to the new entry.
+    pub fn insert(&mut self, key: Key, agg: Aggregate<'d>) -> Result<Aggregate<'d>> {
+        let page_bytes = agg.descs().iter().map(|s| (s.len as usize).div_ceil(PAGE_SIZE) * PAGE_SIZE).sum();
+        self.remove(key);
+        if !self.make_room(page_bytes) {
+            self.stats.uncached += 1;
+            return Ok(agg);
+        }
+        self.insert_sized(key, agg, page_bytes)
+    }
+
+    /// Inserts an entry that fits the budget (room already made).
+    fn insert_sized(&mut self, key: Key, agg: Aggregate<'d>, page_bytes: usize) -> Result<Aggregate<'d>> {
+        self.remove(key);
+        let dup = agg.duplicate().map_err(FsError::Iolite)?;
+        for s in agg.descs() {
+            *self.own.entry((s.pool, s.buf)).or_insert(0) += 1;
+        }
+        self.stats.bytes_cached += agg.len() as u64;
+        self.stats.pages_bytes += page_bytes as u64;
+        self.tick += 1;
+        self.lru.insert(self.tick, key);
+        self.entries.insert(key, Entry { agg, last: self.tick, page_bytes });
+        Ok(dup)
+    }
+
+    /// The entry at `key`, reading it on a miss: allocates a buffer of
+    /// `alloc_len` bytes (≥ `len`) in the cache's pool, lets `fill` write it
+    /// in place (from the disk, by DMA on target), seals `len` bytes and
+    /// inserts them. Pool exhaustion evicts by the policy and retries.
+    pub fn get_or_fill(
+        &mut self,
+        key: Key,
+        len: usize,
+        alloc_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<Aggregate<'d>> {
+        if let Some(a) = self.get(key) {
+            return Ok(a);
+        }
+        self.stats.misses += 1;
+        let need = alloc_len.div_ceil(PAGE_SIZE) * PAGE_SIZE;
+        let cacheable = self.make_room(need);
+        let mut buf = loop {
+            match self.d.alloc(self.pool, alloc_len) {
+                Ok(b) => break b,
+                Err(IolError::PoolExhausted) => {
+                    if !self.evict_one() {
+                        return Err(FsError::NoMemory);
+                    }
+                }
+                Err(e) => return Err(FsError::Iolite(e)),
+            }
+        };
+        fill(&mut buf.writable()[..alloc_len])?;
+        let agg = buf.seal(len).map_err(|(e, _)| FsError::Iolite(e))?;
+        if !cacheable {
+            self.stats.uncached += 1;
+            return Ok(agg);
+        }
+        self.insert_sized(key, agg, need)
+    }
+}
