@@ -300,3 +300,193 @@ impl<'d> FileCache<'d> {
         self.insert_sized(key, agg, need)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::testutil::{domain, map_pool, own_pool, Rng};
+    use iolite::PeerId;
+    use std::vec::Vec;
+
+    const POOL: PoolId = 1;
+
+    fn key(file: u32) -> Key {
+        Key { file, offset: 0 }
+    }
+
+    /// A one-page entry for `file` filled with `file as u8`.
+    fn load<'d>(c: &mut FileCache<'d>, file: u32) -> Aggregate<'d> {
+        c.get_or_fill(key(file), PAGE_SIZE, PAGE_SIZE, |dst| {
+            dst.fill(file as u8);
+            Ok(())
+        })
+        .unwrap()
+    }
+
+    fn keys(c: &FileCache<'_>) -> Vec<u32> {
+        c.entries.keys().map(|k| k.file).collect()
+    }
+
+    #[test]
+    fn eviction_order_is_unreferenced_lru_then_referenced_lru() {
+        let d = domain();
+        own_pool(d, POOL, 32);
+        let mut c = FileCache::new(d, POOL, 3 * PAGE_SIZE);
+        drop(load(&mut c, 1)); // t1
+        drop(load(&mut c, 2)); // t2
+        drop(load(&mut c, 3)); // t3
+        let r2 = c.get(key(2)).unwrap(); // 2 referenced, order 1 3 2
+        drop(c.get(key(1)).unwrap()); // order 3 2 1
+        assert_eq!(c.is_referenced(key(2)), Some(true));
+        assert_eq!(c.is_referenced(key(3)), Some(false));
+        assert_eq!(c.victim(), Some(key(3)), "LRU among unreferenced");
+        drop(load(&mut c, 4)); // evicts 3; order 2 1 4
+        assert_eq!(keys(&c), [1, 2, 4]);
+        assert_eq!(c.victim(), Some(key(1)), "2 is older but referenced");
+        let r4 = load(&mut c, 5); // evicts 1; order 2 4 5; r4 refers to 5
+        assert_eq!(keys(&c), [2, 4, 5]);
+        let r4b = c.get(key(4)).unwrap(); // order 2 5 4
+        // Everything referenced now: the LRU referenced entry goes.
+        assert_eq!(c.victim(), Some(key(2)));
+        drop(load(&mut c, 6));
+        assert_eq!(keys(&c), [4, 5, 6]);
+        let s = c.stats();
+        assert_eq!((s.evictions, s.evictions_referenced), (3, 1));
+        assert_eq!((s.hits, s.misses), (3, 6));
+        // The evicted entry's reader still has its bytes (snapshot).
+        assert!(r2.slices().next().unwrap().iter().all(|&b| b == 2));
+        drop((r2, r4, r4b));
+        assert_eq!(s.pages_bytes, 3 * PAGE_SIZE as u64);
+        assert_eq!(d.pool_stats(POOL).unwrap().buffers_in_use, 3, "evicted buffers went back to the pool");
+    }
+
+    #[test]
+    fn a_hold_lent_to_a_peer_counts_as_referenced() {
+        let d = domain();
+        let r = own_pool(d, POOL, 16);
+        let http = domain();
+        map_pool(http, POOL, r);
+        let mut c = FileCache::new(d, POOL, 2 * PAGE_SIZE);
+        let a = load(&mut c, 1);
+        drop(load(&mut c, 2));
+        // fs lends file 1 to http (peer 0 in both) and keeps no local copy.
+        let desc = d.lend(a, PeerId(0), 0, 0).unwrap();
+        assert_eq!(c.is_referenced(key(1)), Some(true));
+        assert_eq!(c.victim(), Some(key(2)));
+        // http drops it and returns the hold: unreferenced again.
+        let h = http.accept(&desc, PeerId(0)).unwrap();
+        drop(h);
+        http.drain_returns(PeerId(0), |rel| d.apply_release(&rel, PeerId(0)).is_ok()).unwrap();
+        assert_eq!(c.is_referenced(key(1)), Some(false));
+        assert_eq!(c.victim(), Some(key(1)));
+    }
+
+    #[test]
+    fn pool_exhaustion_evicts_then_reports_no_memory() {
+        let d = domain();
+        own_pool(d, POOL, 4);
+        let mut c = FileCache::new(d, POOL, usize::MAX);
+        for f in 1..=4 {
+            drop(load(&mut c, f));
+        }
+        drop(load(&mut c, 5)); // pool full: the LRU (1) is evicted to make room
+        assert_eq!(keys(&c), [2, 3, 4, 5]);
+        let held: Vec<_> = (2..=5).map(|f| c.get(key(f)).unwrap()).collect();
+        // Everything referenced: evicting frees no page, so the read fails
+        // cleanly and the readers' data is intact.
+        let e = c.get_or_fill(key(9), PAGE_SIZE, PAGE_SIZE, |_| Ok(())).unwrap_err();
+        assert_eq!(e, FsError::NoMemory);
+        assert_eq!(c.stats().entries, 0);
+        for (f, a) in (2..=5).zip(&held) {
+            assert!(a.slices().next().unwrap().iter().all(|&b| b == f as u8));
+        }
+        drop(held);
+        drop(load(&mut c, 9));
+        assert_eq!(d.pool_stats(POOL).unwrap().buffers_in_use, 1);
+    }
+
+    #[test]
+    fn chunk_over_budget_is_served_uncached() {
+        let d = domain();
+        own_pool(d, POOL, 8);
+        let mut c = FileCache::new(d, POOL, PAGE_SIZE);
+        let a = c
+            .get_or_fill(key(1), 2 * PAGE_SIZE, 2 * PAGE_SIZE, |dst| {
+                dst.fill(7);
+                Ok(())
+            })
+            .unwrap();
+        assert_eq!(a.len(), 2 * PAGE_SIZE);
+        assert_eq!((c.stats().entries, c.stats().uncached), (0, 1));
+        drop(a);
+        assert_eq!(d.pool_stats(POOL).unwrap().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn replacing_an_entry_keeps_readers_snapshot() {
+        let d = domain();
+        own_pool(d, POOL, 8);
+        let mut c = FileCache::new(d, POOL, 8 * PAGE_SIZE);
+        let old = load(&mut c, 1);
+        // IOL_write: the writer's buffers replace the entry (§2.5).
+        let new = d.alloc_copy(POOL, b"new contents").unwrap();
+        drop(c.insert(key(1), new).unwrap());
+        assert!(old.slices().next().unwrap().iter().all(|&b| b == 1), "snapshot unchanged");
+        let now = c.get(key(1)).unwrap();
+        assert!(now.eq_bytes(b"new contents"));
+        assert_eq!(c.stats().bytes_cached, 12);
+        drop((old, now));
+        c.invalidate(1);
+        assert_eq!(c.stats().entries, 0);
+        assert_eq!(c.stats().bytes_cached, 0);
+        assert_eq!(d.pool_stats(POOL).unwrap().buffers_in_use, 0);
+    }
+
+    /// Random operations against a plain model of the policy: the victim is
+    /// always what the paper's rule picks.
+    #[test]
+    fn victim_matches_a_model_of_the_policy() {
+        let d = domain();
+        own_pool(d, POOL, 64);
+        let mut c = FileCache::new(d, POOL, 6 * PAGE_SIZE);
+        let mut rng = Rng(77);
+        // Model: file -> last access time; readers held per file.
+        let mut last: std::collections::BTreeMap<u32, u64> = Default::default();
+        let mut readers: Vec<(u32, Aggregate<'_>)> = Vec::new();
+        let mut now = 0u64;
+        for _ in 0..2000 {
+            let f = 1 + rng.below(10) as u32;
+            match rng.below(4) {
+                0 | 1 => {
+                    // Expected victim before a miss that must evict.
+                    if !last.contains_key(&f) && last.len() == 6 {
+                        // A reader refers to the entry only if it holds the
+                        // entry's current buffer (not one evicted earlier).
+                        let current = |g: &u32| c.entries[&key(*g)].agg.descs()[0];
+                        let referenced = |g: &u32| {
+                            readers.iter().any(|(h, a)| h == g && (a.descs()[0].buf, a.descs()[0].gen) == (current(g).buf, current(g).gen))
+                        };
+                        let by_age = |set: Vec<u32>| set.into_iter().min_by_key(|g| last[g]);
+                        let free: Vec<u32> = last.keys().copied().filter(|g| !referenced(g)).collect();
+                        let want = by_age(free).or_else(|| by_age(last.keys().copied().collect())).unwrap();
+                        assert_eq!(c.victim(), Some(key(want)));
+                        last.remove(&want);
+                    }
+                    let a = load(&mut c, f);
+                    now += 1;
+                    last.insert(f, now);
+                    if rng.below(3) == 0 {
+                        readers.push((f, a));
+                    }
+                }
+                2 if !readers.is_empty() => {
+                    let i = rng.below(readers.len() as u64) as usize;
+                    readers.swap_remove(i);
+                }
+                _ => {}
+            }
+            let cached: Vec<u32> = keys(&c);
+            assert_eq!(cached, last.keys().copied().collect::<Vec<_>>());
+        }
+    }
+}

@@ -440,3 +440,46 @@ fn fuzzed_superblock_and_metadata_never_panic() {
     // Most flips land in fields a reader ignores; enough must not.
     assert!(errors > 20, "the fuzzing hit something ({errors} errors)");
 }
+
+#[test]
+fn copy_modes_and_counters() {
+    use iolite::CopyMode;
+    let t = TempDir::new("modes");
+    let site = t.0.join("site");
+    let want = Rng(5).bytes(40_000);
+    write(&site, "page.html", &want);
+    let img = mkfs(&site, 4096, 4096);
+    for mode in [CopyMode::IoLite, CopyMode::Flash, CopyMode::Posix] {
+        let d = domain();
+        own_pool(d, POOL, 64);
+        own_pool(d, PRIVATE, 64);
+        let mut cfg = Config::with_budget(1 << 20);
+        cfg.mode = mode;
+        cfg.private_pool = Some(PRIVATE);
+        let mut fs = Fs::mount(img.as_slice(), d, POOL, cfg).unwrap();
+        let f = fs.open(b"/page.html").unwrap();
+        let a = fs.read(&f, 0, 1 << 20).unwrap();
+        assert_eq!(bytes(&a), want, "{mode:?}");
+        let s = fs.stats();
+        assert_eq!((s.cache.hits, s.cache.misses, s.cache.entries), (0, 3, 3), "16 KiB chunks");
+        assert_eq!(s.cache.bytes_cached, 40_000);
+        assert_eq!(s.disk.data_bytes, 40_960, "whole blocks, read once");
+        let first = Key { file: f.stat().ino, offset: 0 };
+        if mode == CopyMode::Posix {
+            assert!(a.descs().iter().all(|s| s.pool == PRIVATE), "a private copy");
+            assert_eq!(s.cache.copied_bytes, 40_000);
+            assert_eq!(fs.cache().is_referenced(first), Some(false), "the reader holds no cache buffer");
+        } else {
+            assert!(a.descs().iter().all(|s| s.pool == POOL), "the cache's own buffers");
+            assert_eq!(s.cache.copied_bytes, 0);
+            assert_eq!(d.stats().bytes_copied, 0);
+            assert_eq!(fs.cache().is_referenced(first), Some(true));
+        }
+        drop(a);
+        let b = fs.read(&f, 100, 20_000).unwrap();
+        assert_eq!(bytes(&b), want[100..20_100]);
+        let s2 = fs.stats();
+        assert_eq!((s2.cache.hits, s2.cache.misses), (2, 3));
+        assert_eq!(s2.disk.data_bytes, s.disk.data_bytes, "hits read no disk");
+    }
+}
