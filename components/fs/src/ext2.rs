@@ -499,7 +499,9 @@ impl<D: BlockDevice> Ext2<D> {
             return Err(FsError::NotADirectory);
         }
         let bs = self.g.block_size;
-        if !dir.size.is_multiple_of(bs) {
+        // Whole blocks, and no more blocks than the filesystem has: a
+        // corrupt size cannot make a scan longer than the image.
+        if !dir.size.is_multiple_of(bs) || dir.size / bs > self.g.blocks_count {
             return Err(Corruption::BadDirectory.into());
         }
         let filetype = self.g.filetype;
