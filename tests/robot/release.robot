@@ -7,7 +7,7 @@ Test Tags           release
 Test Teardown       Stop System And Attach Log If Failed
 
 *** Variables ***
-${RELEASE_BUILD_DIR}        build/release
+${RELEASE_BUILD_DIR}        build/variants/release
 
 *** Test Cases ***
 Release Image Passes The Root Task Self-Test

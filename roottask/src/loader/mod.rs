@@ -29,6 +29,10 @@ use system_spec::{Access, Component, ObjectKind, SystemSpec};
 const IMAGE_LOW: u64 = 0x1000;
 const IMAGE_HIGH: u64 = system_spec::DATAPORT_BASE;
 
+/// The badge an interrupt's notification carries: what the consumer's
+/// `wait()`/`poll()` return when the interrupt has fired.
+const IRQ_BADGE: Word = 1;
+
 /// A global object, as made for the spec.
 enum Loaded {
     Endpoint(CPtr),
@@ -390,7 +394,19 @@ fn make_object(
                     irq.vector as Word,
                 ),
             )?;
-            invoke("IRQHandler_SetNotification", sel4::irq_handler_set_notification(handler, *notification))?;
+            // The kernel signals the notification with the badge of the
+            // capability bound here. An unbadged one would deliver badge 0,
+            // which a consumer's seL4_Poll cannot tell from "nothing
+            // arrived" (and seL4_Wait returns 0): bind a copy badged 1.
+            let badged = global.slot()?;
+            invoke(
+                "CNode_Mint (IRQ notification, badge 1)",
+                sel4::cnode_mint(
+                    sel4::CAP_INIT_THREAD_CNODE, badged, 64, sel4::CAP_INIT_THREAD_CNODE, *notification, 64,
+                    CapRights::new(false, false, true), CapData::badge(IRQ_BADGE).into_word(),
+                ),
+            )?;
+            invoke("IRQHandler_SetNotification", sel4::irq_handler_set_notification(handler, badged))?;
             Loaded::IrqHandler(handler)
         }
         ObjectKind::IoPorts { first, last } => {

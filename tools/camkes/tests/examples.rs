@@ -134,7 +134,7 @@ fn iolite_system_compiles() {
         _ => None,
     });
     let irq = irq.unwrap();
-    assert_eq!((irq.ioapic, irq.pin, irq.level_triggered, irq.active_low, irq.vector), (0, 11, true, true, 11));
+    assert_eq!((irq.ioapic, irq.pin, irq.level_triggered, irq.active_low, irq.vector), (0, 11, true, false, 11));
     assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::IoPorts { first: 0xcf8, last: 0xcff }));
     assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::IoPorts { first: 0x3f8, last: 0x3ff }));
     assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::DeviceFrames { paddr: 0xfebc0000, size: 0x20000 }));
