@@ -1,0 +1,269 @@
+//! smoltcp's `Device` over a [`NicPort`]: where frames become aggregates.
+//!
+//! Transmit, zero-copy (iolite mode): smoltcp writes a frame into a scratch
+//! buffer; for a segment of a zero-copy socket it writes the headers only
+//! (the patched `TcpRepr::emit` skips the payload). The device layer parses
+//! the headers, finds the connection by its 4-tuple and the payload's stream
+//! offset by `seq - send_seq_base`, and builds the frame as an aggregate:
+//! the headers copied into a small object of the stack's pool (header bytes
+//! only), then the payload range of the connection's send queue, by
+//! reference. Retransmissions map to the same stream range, hence to the same
+//! slices. It then completes the TCP checksum: in software from the
+//! pseudo-header, the header and the per-slice cached sums
+//! ([`ChecksumCache`]), or by asking the NIC ([`TxOffload`]).
+//!
+//! Transmit, copy modes (flash/posix): smoltcp copies the payload from its
+//! socket ring straight into a frame buffer of the stack's pool (the
+//! driver's TX buffer), as a conventional stack does; counted.
+
+use alloc::vec::Vec;
+use iolite::{Aggregate, Domain, PoolId, MAX_SLICES};
+use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium};
+use smoltcp::time::Instant;
+
+use crate::csum::{self, ChecksumCache, Sum};
+use crate::frame::{parse_tcp, NicPort, TcpFrame, TxFrame, TxOffload, PROTO_TCP};
+use crate::stack::Conn;
+use crate::{NetStats, TxChecksum};
+
+/// Everything the device layer touches during one `Interface::poll`.
+pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
+    pub d: &'d Domain,
+    pub port: &'a mut P,
+    pub pool: PoolId,
+    pub zero_copy: bool,
+    pub checksum: TxChecksum,
+    pub mtu: usize,
+    pub conns: &'a mut [Conn<'d>],
+    pub cache: &'a mut ChecksumCache,
+    pub stats: &'a mut NetStats,
+    pub scratch: &'a mut Vec<u8>,
+}
+
+/// A received frame.
+pub(crate) struct Rx<'d> {
+    agg: Aggregate<'d>,
+}
+
+/// Permission to transmit one frame.
+pub(crate) struct Tx<'b, 'a, 'd, P: NicPort<'d>> {
+    dev: &'b mut Dev<'a, 'd, P>,
+}
+
+impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
+    type RxToken<'b>
+        = Rx<'d>
+    where
+        Self: 'b;
+    type TxToken<'b>
+        = Tx<'b, 'a, 'd, P>
+    where
+        Self: 'b;
+
+    fn receive(&mut self, _t: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
+        let agg = self.port.receive()?;
+        self.stats.rx_frames += 1;
+        Some((Rx { agg }, Tx { dev: self }))
+    }
+
+    fn transmit(&mut self, _t: Instant) -> Option<Self::TxToken<'_>> {
+        if self.port.can_transmit() {
+            Some(Tx { dev: self })
+        } else {
+            None
+        }
+    }
+
+    fn capabilities(&self) -> DeviceCapabilities {
+        let mut c = DeviceCapabilities::default();
+        c.medium = Medium::Ethernet;
+        c.max_transmission_unit = self.mtu;
+        let mut cs = ChecksumCapabilities::default();
+        // smoltcp verifies received TCP checksums but computes none on
+        // transmit: the device layer does (cache or NIC offload).
+        cs.tcp = Checksum::Rx;
+        c.checksum = cs;
+        c
+    }
+}
+
+impl phy::RxToken for Rx<'_> {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        match self.agg.contiguous() {
+            Some(bytes) => f(bytes),
+            None => {
+                // A driver hands over one slice per frame; anything else is
+                // flattened (a counted copy).
+                let mut v = alloc::vec![0u8; self.agg.len()];
+                self.agg.read_at(0, &mut v);
+                f(&v)
+            }
+        }
+    }
+}
+
+impl<'d, P: NicPort<'d>> phy::TxToken for Tx<'_, '_, 'd, P> {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        if self.dev.zero_copy {
+            self.dev.emit_zero_copy(len, f)
+        } else {
+            self.dev.emit_copy(len, f)
+        }
+    }
+}
+
+/// Writes the TCP checksum field (or prepares it for offload) of a frame
+/// whose headers are `frame[..payload_off]`; `payload` is its payload sum.
+fn finish_tcp_checksum(frame: &mut [u8], t: &TcpFrame, mode: TxChecksum, payload: impl FnOnce() -> Sum) -> TxOffload {
+    let tcp_len = (t.payload_off - t.tcp_off + t.payload_len) as u16;
+    let pseudo = csum::pseudo_header_v4(t.src, t.dst, PROTO_TCP, tcp_len);
+    let field = t.tcp_off + 16;
+    match mode {
+        TxChecksum::Offload => {
+            frame[field..field + 2].copy_from_slice(&pseudo.0.to_be_bytes());
+            TxOffload::TcpChecksum { start: t.tcp_off as u16, offset: field as u16 }
+        }
+        TxChecksum::Software | TxChecksum::Cached => {
+            frame[field..field + 2].copy_from_slice(&[0, 0]);
+            let hdr = csum::sum(&frame[t.tcp_off..t.payload_off]);
+            // The payload starts at an even position (headers are 4-byte multiples).
+            let s = pseudo.plus(hdr).plus(payload());
+            frame[field..field + 2].copy_from_slice(&s.checksum().to_be_bytes());
+            TxOffload::None
+        }
+    }
+}
+
+impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
+    fn scratch(&mut self, len: usize) -> &mut [u8] {
+        if self.scratch.len() < len {
+            self.scratch.resize(len, 0);
+        }
+        &mut self.scratch[..len]
+    }
+
+    fn send(&mut self, frame: TxFrame<'d>) {
+        match self.port.transmit(frame) {
+            Ok(()) => self.stats.tx_frames += 1,
+            Err(_dropped) => self.stats.tx_dropped += 1,
+        }
+    }
+
+    /// Finds the zero-copy payload of segment `t`: the matching range of its
+    /// connection's send queue, by reference.
+    fn zero_copy_payload(&mut self, t: &TcpFrame) -> Option<Aggregate<'d>> {
+        if t.payload_len == 0 {
+            return None;
+        }
+        let c = self
+            .conns
+            .iter_mut()
+            .find(|c| c.zero_copy && c.tuple == Some((t.src, t.sport, t.dst, t.dport)))?;
+        let rel = t.seq.wrapping_sub(c.seq_base) as usize;
+        if rel.checked_add(t.payload_len)? > c.queue.len() {
+            return None;
+        }
+        let agg = match c.queue.range(rel, t.payload_len) {
+            // One descriptor is the header's.
+            Ok(a) if a.slice_count() < MAX_SLICES => a,
+            _ => {
+                self.stats.tx_zero_copy_fallbacks += 1;
+                return None;
+            }
+        };
+        let start = c.front + rel as u64;
+        let end = start + t.payload_len as u64;
+        if start < c.sent_hi {
+            self.stats.tx_retransmitted += c.sent_hi.min(end) - start;
+        }
+        c.sent_hi = c.sent_hi.max(end);
+        Some(agg)
+    }
+
+    fn emit_zero_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F) -> R {
+        let r = f(self.scratch(len));
+        let tcp = parse_tcp(&self.scratch[..len], len);
+        let payload = tcp.and_then(|t| self.zero_copy_payload(&t));
+        let mut offload = TxOffload::None;
+        let hdr_len = match (&tcp, &payload) {
+            (Some(t), Some(_)) => t.payload_off,
+            _ => len,
+        };
+        if let Some(t) = &tcp {
+            let (mode, d) = (self.checksum, self.d);
+            let cache = &mut *self.cache;
+            let frame = &mut self.scratch[..len];
+            offload = match &payload {
+                Some(p) => finish_tcp_checksum(frame, t, mode, || match mode {
+                    TxChecksum::Cached => cache.aggregate_sum(p, d),
+                    _ => p.slices().fold((Sum(0), 0usize), |(s, pos), b| (s.plus(csum::sum(b).at(pos)), pos + b.len())).0,
+                }),
+                None => {
+                    let body_sum = csum::sum(&frame[t.payload_off..t.payload_off + t.payload_len]);
+                    // Payload smoltcp wrote itself (e.g. a keep-alive octet)
+                    // is copied into the frame buffer below: count it.
+                    self.stats.tx_payload_copied_frame += t.payload_len as u64;
+                    d.count_copy(t.payload_len);
+                    finish_tcp_checksum(frame, t, mode, || body_sum)
+                }
+            };
+        }
+        let hdr = &self.scratch[..hdr_len];
+        let head = match self.d.pack(self.pool, hdr_len, |b| b.copy_from_slice(hdr)) {
+            Ok(a) => a,
+            Err(_) => {
+                self.stats.tx_dropped += 1;
+                return r;
+            }
+        };
+        let agg = match payload {
+            Some(p) => {
+                self.stats.tx_payload_by_ref += p.len() as u64;
+                match head.concat(p) {
+                    Ok(a) => a,
+                    Err(_) => {
+                        self.stats.tx_dropped += 1;
+                        return r;
+                    }
+                }
+            }
+            None => head,
+        };
+        self.send(TxFrame { agg, offload });
+        r
+    }
+
+    fn emit_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F) -> R {
+        let mut f = Some(f);
+        let mut out = None;
+        let mut offload = TxOffload::None;
+        let (mode, d) = (self.checksum, self.d);
+        let mut copied = 0usize;
+        let packed = d.pack(self.pool, len, |buf| {
+            if let Some(f) = f.take() {
+                out = Some(f(buf));
+                if let Some(t) = parse_tcp(buf, len) {
+                    // smoltcp copied the payload from its socket ring into
+                    // this frame buffer.
+                    copied = t.payload_len;
+                    let body = csum::sum(&buf[t.payload_off..t.payload_off + t.payload_len]);
+                    offload = finish_tcp_checksum(buf, &t, mode, || body);
+                }
+            }
+        });
+        if let Some(f) = f.take() {
+            // The pool is exhausted: let smoltcp write somewhere, drop it.
+            out = Some(f(self.scratch(len)));
+        }
+        d.count_copy(copied);
+        self.stats.tx_payload_copied_frame += copied as u64;
+        match packed {
+            Ok(agg) => self.send(TxFrame { agg, offload }),
+            Err(_) => self.stats.tx_dropped += 1,
+        }
+        match out {
+            Some(r) => r,
+            None => unreachable!("f is called on one of the two paths"),
+        }
+    }
+}

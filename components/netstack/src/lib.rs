@@ -1,0 +1,169 @@
+//! `netstack`: TCP/IPv4 for Iolite OS, on smoltcp 0.14.0 (pinned, with one
+//! small patch for zero-copy transmit), over IO-Lite aggregates.
+//!
+//! * [`NetStack`]: the stack (IPv4, ARP, ICMP echo, TCP; static address or
+//!   DHCP), with a socket-like API: listen/accept/connect, send an
+//!   aggregate, receive aggregates, close.
+//! * Zero-copy send (iolite mode): sent aggregates stay in the sender's
+//!   buffers, referenced until acknowledged; frames are built from the same
+//!   references, retransmissions too ([`device`](crate::device) docs).
+//! * [`csum::ChecksumCache`]: per-slice TCP checksum cache keyed by
+//!   ⟨pool, buffer, generation, block⟩ (IO-Lite §2.9), or NIC offload.
+//! * Copy modes (flash/posix): payload copied into smoltcp's send ring and
+//!   into the frame buffer, as a conventional stack does; counted.
+//! * [`api`]: the client interface (messages over IO-Lite channels) and its
+//!   state machine.
+//! * [`frame`]: the frame model between the stack and the NIC driver.
+//!
+//! See README.md for the design and the measurements.
+#![no_std]
+#![deny(missing_docs)]
+// Aggregates are handed back on failure, like iolite's own API.
+#![allow(clippy::result_large_err, clippy::large_enum_variant)]
+
+extern crate alloc;
+#[cfg(test)]
+extern crate std;
+
+pub mod api;
+pub mod csum;
+mod device;
+pub mod frame;
+mod stack;
+#[cfg(test)]
+mod tests;
+
+pub use frame::{NicPort, TxFrame, TxOffload};
+pub use stack::{NetStack, Recv, TcpState};
+
+use iolite::{CopyMode, PoolId};
+
+/// A connection id (never 0; not reused while the stack runs for a long
+/// time: 2^32 connections).
+pub type ConnId = u32;
+
+/// How the TCP checksum of transmitted segments is computed (smoltcp's
+/// `ChecksumCapabilities` has TCP transmit checksums off in every case).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TxChecksum {
+    /// In software, with the per-slice checksum cache (IOL-42).
+    Cached,
+    /// In software, summing every payload byte of every frame.
+    Software,
+    /// By the NIC (e1000 TCP checksum offload through a context descriptor).
+    Offload,
+}
+
+/// Stack configuration. [`Config::new`] gives the defaults.
+#[derive(Debug, Clone)]
+pub struct Config {
+    /// MAC address of the interface.
+    pub mac: [u8; 6],
+    /// Static address and prefix length (default 10.0.2.15/24), unless `dhcp`.
+    pub address: ([u8; 4], u8),
+    /// Default gateway (default 10.0.2.2), unless `dhcp`.
+    pub gateway: Option<[u8; 4]>,
+    /// Get the address and gateway by DHCP instead.
+    pub dhcp: bool,
+    /// Largest frame including the Ethernet header (default 1514).
+    pub mtu: usize,
+    /// Copy discipline (default: the build's, `iolite::BUILD_COPY_MODE`).
+    pub copy_mode: CopyMode,
+    /// TCP transmit checksum (default [`TxChecksum::Cached`]).
+    pub checksum: TxChecksum,
+    /// The stack's own pool (owned by its domain): frame headers, frames in
+    /// copy modes, received data.
+    pub pool: PoolId,
+    /// Per-connection send window: bytes queued and not yet acknowledged.
+    pub send_window: usize,
+    /// Per-connection receive window (smoltcp's receive ring).
+    pub recv_window: usize,
+    /// Seed of smoltcp's random numbers (initial sequence numbers, ports).
+    pub random_seed: u64,
+    /// Checksum cache entries.
+    pub csum_cache_entries: usize,
+    /// Checksum cache block size, as a power of two.
+    pub csum_block_shift: u32,
+    /// Nagle's algorithm (default off: servers send whole responses).
+    pub nagle: bool,
+}
+
+impl Config {
+    /// The defaults: 10.0.2.15/24 via 10.0.2.2 (QEMU user networking),
+    /// 1514-byte frames, build copy mode, cached checksums, 256 KiB send and
+    /// 64 KiB receive windows, a 16384-entry cache of 256-byte blocks (4 MiB
+    /// of contents).
+    pub fn new(mac: [u8; 6], pool: PoolId) -> Self {
+        Self {
+            mac,
+            address: ([10, 0, 2, 15], 24),
+            gateway: Some([10, 0, 2, 2]),
+            dhcp: false,
+            mtu: 1514,
+            copy_mode: iolite::BUILD_COPY_MODE,
+            checksum: TxChecksum::Cached,
+            pool,
+            send_window: 256 * 1024,
+            recv_window: 64 * 1024,
+            random_seed: 0x0101_7e05,
+            csum_cache_entries: 16384,
+            csum_block_shift: 8,
+            nagle: false,
+        }
+    }
+}
+
+/// Errors of the stack's API.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum NetError {
+    /// No such connection or listener.
+    NotFound,
+    /// Not enough send space now (retry after acknowledgements).
+    WouldBlock,
+    /// The connection cannot send (closed, reset, or not yet established).
+    NotConnected,
+    /// The port is already listened on.
+    AddressInUse,
+    /// A bad argument (port 0, backlog out of range...).
+    InvalidArgument,
+    /// An IO-Lite operation failed (e.g. the stack's pool is exhausted).
+    Iolite(iolite::Error),
+}
+
+/// The stack's counters ("zero copy" is measured, not claimed). Every copy
+/// is also added to the domain's `bytes_copied`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct NetStats {
+    /// Frames handed to the NIC.
+    pub tx_frames: u64,
+    /// Frames dropped on transmit (NIC full, pool exhausted).
+    pub tx_dropped: u64,
+    /// Frames received.
+    pub rx_frames: u64,
+    /// TCP payload bytes attached to frames by reference (retransmissions
+    /// included).
+    pub tx_payload_by_ref: u64,
+    /// TCP payload bytes sent again (zero-copy connections).
+    pub tx_retransmitted: u64,
+    /// TCP payload bytes copied into smoltcp's send rings (copy modes).
+    pub tx_payload_copied_socket: u64,
+    /// TCP payload bytes copied into frame buffers (copy modes; in iolite
+    /// mode only payload smoltcp generates itself, such as keep-alives).
+    pub tx_payload_copied_frame: u64,
+    /// Zero-copy segments that needed too many slices for one frame and
+    /// were sent from a copy instead (not expected in practice).
+    pub tx_zero_copy_fallbacks: u64,
+    /// TCP payload bytes delivered to applications.
+    pub rx_payload: u64,
+    /// Received payload bytes copied (frame → smoltcp ring → aggregate: 2×).
+    pub rx_payload_copied: u64,
+    /// DHCP leases obtained.
+    pub dhcp_leases: u64,
+}
+
+impl NetStats {
+    /// Payload bytes copied on the send path.
+    pub fn tx_copied(&self) -> u64 {
+        self.tx_payload_copied_socket + self.tx_payload_copied_frame
+    }
+}

@@ -1,0 +1,530 @@
+//! The stack: a smoltcp interface, its sockets, and the connections'
+//! send queues of IO-Lite references.
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use iolite::{Aggregate, CopyMode, Domain, Error as IolError};
+use smoltcp::iface::{Interface, PollResult, SocketHandle, SocketSet};
+use smoltcp::socket::{dhcpv4, tcp};
+use smoltcp::time::{Duration, Instant};
+use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
+
+use crate::csum::{CacheStats, ChecksumCache};
+use crate::device::Dev;
+use crate::frame::NicPort;
+use crate::{Config, ConnId, NetError, NetStats};
+
+pub use smoltcp::socket::tcp::State as TcpState;
+
+/// The bytes a connection has queued and not yet had acknowledged, as the
+/// sender's aggregates (references, not copies), oldest first.
+pub(crate) struct TxQueue<'d> {
+    aggs: VecDeque<Aggregate<'d>>,
+    len: usize,
+}
+
+impl<'d> TxQueue<'d> {
+    fn new() -> Self {
+        Self { aggs: VecDeque::new(), len: 0 }
+    }
+
+    /// Bytes queued.
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    fn push(&mut self, a: Aggregate<'d>) {
+        self.len += a.len();
+        self.aggs.push_back(a);
+    }
+
+    /// Drops the first `n` bytes (acknowledged), releasing their references.
+    fn trim(&mut self, mut n: usize) {
+        n = n.min(self.len);
+        self.len -= n;
+        while n > 0 {
+            let Some(front) = self.aggs.front_mut() else { break };
+            if front.len() <= n {
+                n -= front.len();
+                self.aggs.pop_front();
+            } else {
+                // Cannot fail: n < len. On failure (never), keep the bytes
+                // (they are only freed later) rather than lose track.
+                if front.advance(n).is_err() {
+                    self.len += n;
+                }
+                n = 0;
+            }
+        }
+    }
+
+    /// A new aggregate referencing bytes `[off, off+len)` of the queue.
+    pub fn range(&self, off: usize, len: usize) -> Result<Aggregate<'d>, IolError> {
+        let mut out: Option<Aggregate<'d>> = None;
+        let (mut pos, end) = (0usize, off + len);
+        for a in &self.aggs {
+            let (a_start, a_end) = (pos, pos + a.len());
+            pos = a_end;
+            if a_end <= off {
+                continue;
+            }
+            if a_start >= end {
+                break;
+            }
+            let from = off.max(a_start) - a_start;
+            let to = end.min(a_end) - a_start;
+            let part = a.range(from, to - from)?;
+            out = Some(match out {
+                None => part,
+                Some(mut o) => {
+                    o.append(part).map_err(|(e, _)| e)?;
+                    o
+                }
+            });
+        }
+        match out {
+            Some(o) if o.len() == len => Ok(o),
+            _ => Err(IolError::InvalidArgument),
+        }
+    }
+}
+
+/// One connection (an accepted or connected TCP socket).
+pub(crate) struct Conn<'d> {
+    pub id: ConnId,
+    pub handle: SocketHandle,
+    /// Zero-copy send (iolite mode): the socket holds lengths, `queue` the data.
+    pub zero_copy: bool,
+    /// (local address, local port, remote address, remote port).
+    pub tuple: Option<([u8; 4], u16, [u8; 4], u16)>,
+    /// Sequence number of `queue`'s first byte, as of the start of the poll.
+    pub seq_base: u32,
+    /// Stream offset of `queue`'s first byte.
+    pub front: u64,
+    /// Highest stream offset transmitted so far (retransmission accounting).
+    pub sent_hi: u64,
+    pub queue: TxQueue<'d>,
+    pub closed_by_user: bool,
+}
+
+/// What [`NetStack::recv`] found.
+#[derive(Debug)]
+pub enum Recv<'d> {
+    /// Received bytes, in a fresh buffer of the stack's pool.
+    Data(Aggregate<'d>),
+    /// Nothing yet.
+    WouldBlock,
+    /// The peer closed its sending half, and everything was received.
+    Eof,
+}
+
+struct Listener {
+    port: u16,
+    backlog: Vec<SocketHandle>,
+}
+
+/// A TCP/IPv4 stack over IO-Lite (see the crate docs).
+pub struct NetStack<'d> {
+    d: &'d Domain,
+    cfg: Config,
+    iface: Interface,
+    sockets: SocketSet<'static>,
+    conns: Vec<Conn<'d>>,
+    listeners: Vec<Listener>,
+    dhcp: Option<SocketHandle>,
+    cache: ChecksumCache,
+    stats: NetStats,
+    scratch: Vec<u8>,
+    next_id: ConnId,
+}
+
+/// A device that has nothing, used only to create the interface.
+struct NoDevice(usize);
+impl smoltcp::phy::Device for NoDevice {
+    type RxToken<'a> = NoToken;
+    type TxToken<'a> = NoToken;
+    fn receive(&mut self, _: Instant) -> Option<(NoToken, NoToken)> {
+        None
+    }
+    fn transmit(&mut self, _: Instant) -> Option<NoToken> {
+        None
+    }
+    fn capabilities(&self) -> smoltcp::phy::DeviceCapabilities {
+        let mut c = smoltcp::phy::DeviceCapabilities::default();
+        c.medium = smoltcp::phy::Medium::Ethernet;
+        c.max_transmission_unit = self.0;
+        c
+    }
+}
+struct NoToken;
+impl smoltcp::phy::RxToken for NoToken {
+    fn consume<R, F: FnOnce(&[u8]) -> R>(self, f: F) -> R {
+        f(&[])
+    }
+}
+impl smoltcp::phy::TxToken for NoToken {
+    fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
+        f(&mut alloc::vec![0; len])
+    }
+}
+
+fn ipv4_of(a: IpAddress) -> Option<[u8; 4]> {
+    #[allow(unreachable_patterns)]
+    match a {
+        IpAddress::Ipv4(v) => Some(v.octets()),
+        _ => None,
+    }
+}
+
+fn tuple_of(s: &tcp::Socket) -> Option<([u8; 4], u16, [u8; 4], u16)> {
+    let (l, r) = (s.local_endpoint()?, s.remote_endpoint()?);
+    Some((ipv4_of(l.addr)?, l.port, ipv4_of(r.addr)?, r.port))
+}
+
+impl<'d> NetStack<'d> {
+    /// A stack on `d` with `cfg`, at time `now_ms`. `cfg.pool` must be a
+    /// pool `d` owns (headers, frames and received data are allocated there).
+    pub fn new(d: &'d Domain, cfg: Config, now_ms: u64) -> Self {
+        let mut ic = smoltcp::iface::Config::new(HardwareAddress::Ethernet(EthernetAddress(cfg.mac)));
+        ic.random_seed = cfg.random_seed;
+        let now = Instant::from_millis(now_ms as i64);
+        let mut iface = Interface::new(ic, &mut NoDevice(cfg.mtu), now);
+        let mut sockets = SocketSet::new(Vec::new());
+        let mut dhcp = None;
+        if cfg.dhcp {
+            dhcp = Some(sockets.add(dhcpv4::Socket::new()));
+        } else {
+            let (a, prefix) = cfg.address;
+            iface.update_ip_addrs(|addrs| {
+                let _ = addrs.push(IpCidr::Ipv4(Ipv4Cidr::new(Ipv4Address::from(a), prefix)));
+            });
+            if let Some(gw) = cfg.gateway {
+                let _ = iface.routes_mut().add_default_ipv4_route(Ipv4Address::from(gw));
+            }
+        }
+        let cache = ChecksumCache::new(cfg.csum_cache_entries, cfg.csum_block_shift);
+        Self {
+            d,
+            cfg,
+            iface,
+            sockets,
+            conns: Vec::new(),
+            listeners: Vec::new(),
+            dhcp,
+            cache,
+            stats: NetStats::default(),
+            scratch: Vec::new(),
+            next_id: 1,
+        }
+    }
+
+    /// The domain the stack's references belong to.
+    pub fn domain(&self) -> &'d Domain {
+        self.d
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.cfg
+    }
+
+    fn zero_copy(&self) -> bool {
+        self.cfg.copy_mode == CopyMode::IoLite
+    }
+
+    fn new_socket(&self) -> tcp::Socket<'static> {
+        let rx = tcp::SocketBuffer::new(alloc::vec![0u8; self.cfg.recv_window]);
+        let mut s = if self.zero_copy() {
+            tcp::Socket::new_zero_copy_tx(rx, self.cfg.send_window)
+        } else {
+            tcp::Socket::new(rx, tcp::SocketBuffer::new(alloc::vec![0u8; self.cfg.send_window]))
+        };
+        s.set_nagle_enabled(self.cfg.nagle);
+        s.set_timeout(Some(Duration::from_secs(60)));
+        s
+    }
+
+    /// The IPv4 address in use (static, or from DHCP), if any.
+    pub fn address(&self) -> Option<[u8; 4]> {
+        self.iface.ipv4_addr().map(|a| a.octets())
+    }
+
+    /// Listens on `port` with `backlog` (1..=64) connections that can be
+    /// established before they are accepted.
+    pub fn listen(&mut self, port: u16, backlog: usize) -> Result<(), NetError> {
+        if port == 0 || !(1..=64).contains(&backlog) {
+            return Err(NetError::InvalidArgument);
+        }
+        if self.listeners.iter().any(|l| l.port == port) {
+            return Err(NetError::AddressInUse);
+        }
+        let mut l = Listener { port, backlog: Vec::new() };
+        for _ in 0..backlog {
+            let mut s = self.new_socket();
+            s.listen(port).map_err(|_| NetError::InvalidArgument)?;
+            l.backlog.push(self.sockets.add(s));
+        }
+        self.listeners.push(l);
+        Ok(())
+    }
+
+    /// Stops listening on `port` (pending, not accepted connections are reset).
+    pub fn unlisten(&mut self, port: u16) -> Result<(), NetError> {
+        let i = self.listeners.iter().position(|l| l.port == port).ok_or(NetError::NotFound)?;
+        for h in self.listeners.swap_remove(i).backlog {
+            self.sockets.get_mut::<tcp::Socket>(h).abort();
+            // The RST goes out on the next poll only if the socket lives;
+            // a removed socket simply stops answering.
+            self.sockets.remove(h);
+        }
+        Ok(())
+    }
+
+    /// Takes one established connection from `port`'s backlog, if any.
+    pub fn accept(&mut self, port: u16) -> Option<ConnId> {
+        let li = self.listeners.iter().position(|l| l.port == port)?;
+        let bi = self.listeners[li].backlog.iter().position(|&h| {
+            let s = self.sockets.get::<tcp::Socket>(h);
+            !matches!(s.state(), TcpState::Listen | TcpState::SynReceived | TcpState::Closed)
+        })?;
+        let handle = self.listeners[li].backlog.swap_remove(bi);
+        let mut s = self.new_socket();
+        if s.listen(port).is_ok() {
+            let h = self.sockets.add(s);
+            self.listeners[li].backlog.push(h);
+        }
+        Some(self.add_conn(handle))
+    }
+
+    fn add_conn(&mut self, handle: SocketHandle) -> ConnId {
+        let id = self.next_id;
+        self.next_id = self.next_id.wrapping_add(1).max(1);
+        let s = self.sockets.get::<tcp::Socket>(handle);
+        self.conns.push(Conn {
+            id,
+            handle,
+            zero_copy: self.zero_copy(),
+            tuple: tuple_of(s),
+            seq_base: s.send_seq_base().0 as u32,
+            front: 0,
+            sent_hi: 0,
+            queue: TxQueue::new(),
+            closed_by_user: false,
+        });
+        id
+    }
+
+    /// Opens a connection to `remote` (address, port) from `local_port`.
+    pub fn connect(&mut self, remote: ([u8; 4], u16), local_port: u16) -> Result<ConnId, NetError> {
+        let mut s = self.new_socket();
+        let ep = IpEndpoint::new(IpAddress::Ipv4(Ipv4Address::from(remote.0)), remote.1);
+        s.connect(self.iface.context(), ep, local_port).map_err(|_| NetError::InvalidArgument)?;
+        let h = self.sockets.add(s);
+        Ok(self.add_conn(h))
+    }
+
+    fn conn(&self, id: ConnId) -> Result<usize, NetError> {
+        self.conns.iter().position(|c| c.id == id).ok_or(NetError::NotFound)
+    }
+
+    /// The TCP state of a connection.
+    pub fn state(&self, id: ConnId) -> Result<TcpState, NetError> {
+        let c = &self.conns[self.conn(id)?];
+        Ok(self.sockets.get::<tcp::Socket>(c.handle).state())
+    }
+
+    /// Bytes that [`NetStack::send`] can take on `id` now.
+    pub fn send_space(&self, id: ConnId) -> Result<usize, NetError> {
+        let c = &self.conns[self.conn(id)?];
+        let s = self.sockets.get::<tcp::Socket>(c.handle);
+        Ok(s.send_capacity() - s.send_queue())
+    }
+
+    /// Bytes queued on `id` and not yet acknowledged.
+    pub fn send_queued(&self, id: ConnId) -> Result<usize, NetError> {
+        let c = &self.conns[self.conn(id)?];
+        Ok(self.sockets.get::<tcp::Socket>(c.handle).send_queue())
+    }
+
+    /// Sends an aggregate on `id`, all or nothing. In iolite mode the stack
+    /// keeps the aggregate's references until the bytes are acknowledged (no
+    /// byte is copied); in flash/posix mode it copies the bytes into the
+    /// socket's send ring (counted) and releases the aggregate at once. The
+    /// aggregate is handed back on failure (`WouldBlock`: not enough space).
+    pub fn send(&mut self, id: ConnId, agg: Aggregate<'d>) -> Result<(), (NetError, Aggregate<'d>)> {
+        let i = match self.conn(id) {
+            Ok(i) => i,
+            Err(e) => return Err((e, agg)),
+        };
+        let c = &mut self.conns[i];
+        let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
+        if c.closed_by_user || !s.may_send() {
+            return Err((NetError::NotConnected, agg));
+        }
+        let n = agg.len();
+        if n == 0 {
+            return Ok(());
+        }
+        if s.send_capacity() - s.send_queue() < n {
+            return Err((NetError::WouldBlock, agg));
+        }
+        if c.zero_copy {
+            match s.send_virtual(n) {
+                Ok(k) if k == n => {}
+                _ => return Err((NetError::NotConnected, agg)),
+            }
+            c.queue.push(agg);
+        } else {
+            for bytes in agg.slices() {
+                let k = s.send_slice(bytes).unwrap_or(0);
+                self.d.count_copy(k);
+                self.stats.tx_payload_copied_socket += k as u64;
+            }
+        }
+        Ok(())
+    }
+
+    /// Receives up to `max` bytes from `id` as an aggregate (a fresh buffer
+    /// of the stack's pool). smoltcp copied them from the frame into its
+    /// receive ring, and they are copied once more into the buffer; both
+    /// copies are counted.
+    pub fn recv(&mut self, id: ConnId, max: usize) -> Result<Recv<'d>, NetError> {
+        let i = self.conn(id)?;
+        let s = self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle);
+        let n = s.recv_queue().min(max);
+        if n == 0 {
+            return Ok(if s.may_recv() || s.state() == TcpState::SynSent || s.state() == TcpState::SynReceived {
+                Recv::WouldBlock
+            } else {
+                Recv::Eof
+            });
+        }
+        let mut b = self.d.alloc(self.cfg.pool, n).map_err(NetError::Iolite)?;
+        let got = s.recv_slice(&mut b.writable()[..n]).unwrap_or(0);
+        self.d.count_copy(2 * got);
+        self.stats.rx_payload_copied += 2 * got as u64;
+        self.stats.rx_payload += got as u64;
+        b.seal(got).map(Recv::Data).map_err(|(e, _)| NetError::Iolite(e))
+    }
+
+    /// Closes the sending half of `id` (FIN after the queued data). The
+    /// connection's resources go once the socket has fully closed.
+    pub fn close(&mut self, id: ConnId) -> Result<(), NetError> {
+        let i = self.conn(id)?;
+        self.conns[i].closed_by_user = true;
+        self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle).close();
+        Ok(())
+    }
+
+    /// Resets `id` and forgets it at once (queued data is released).
+    pub fn abort(&mut self, id: ConnId) -> Result<(), NetError> {
+        let i = self.conn(id)?;
+        self.conns[i].closed_by_user = true;
+        self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle).abort();
+        Ok(())
+    }
+
+    /// Whether connection `id` still exists.
+    pub fn exists(&self, id: ConnId) -> bool {
+        self.conn(id).is_ok()
+    }
+
+    /// Runs the stack: receives and transmits frames through `port`, runs
+    /// timers, then releases acknowledged references and finished
+    /// connections. Returns whether any socket changed state.
+    pub fn poll<P: NicPort<'d>>(&mut self, now_ms: u64, port: &mut P) -> bool {
+        let now = Instant::from_millis(now_ms as i64);
+        for c in self.conns.iter_mut() {
+            let s = self.sockets.get::<tcp::Socket>(c.handle);
+            c.seq_base = s.send_seq_base().0 as u32;
+            if c.tuple.is_none() {
+                c.tuple = tuple_of(s);
+            }
+        }
+        let mut dev = Dev {
+            d: self.d,
+            port,
+            pool: self.cfg.pool,
+            zero_copy: self.cfg.copy_mode == CopyMode::IoLite,
+            checksum: self.cfg.checksum,
+            mtu: self.cfg.mtu,
+            conns: &mut self.conns,
+            cache: &mut self.cache,
+            stats: &mut self.stats,
+            scratch: &mut self.scratch,
+        };
+        let changed = self.iface.poll(now, &mut dev, &mut self.sockets) != PollResult::None;
+        self.after_poll();
+        changed
+    }
+
+    fn after_poll(&mut self) {
+        // Release what was acknowledged.
+        for c in self.conns.iter_mut() {
+            let s = self.sockets.get::<tcp::Socket>(c.handle);
+            if c.zero_copy {
+                let acked = c.queue.len().saturating_sub(s.send_queue());
+                c.queue.trim(acked);
+                c.front += acked as u64;
+            }
+        }
+        // Forget connections the user closed once their socket is closed.
+        let sockets = &mut self.sockets;
+        self.conns.retain(|c| {
+            let done = c.closed_by_user && sockets.get::<tcp::Socket>(c.handle).state() == TcpState::Closed;
+            if done {
+                sockets.remove(c.handle);
+            }
+            !done
+        });
+        // DHCP.
+        if let Some(h) = self.dhcp {
+            match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
+                Some(dhcpv4::Event::Configured(c)) => {
+                    let addr = c.address;
+                    let router = c.router;
+                    self.iface.update_ip_addrs(|a| {
+                        a.clear();
+                        let _ = a.push(IpCidr::Ipv4(addr));
+                    });
+                    match router {
+                        Some(r) => {
+                            let _ = self.iface.routes_mut().add_default_ipv4_route(r);
+                        }
+                        None => {
+                            self.iface.routes_mut().remove_default_ipv4_route();
+                        }
+                    }
+                    self.stats.dhcp_leases += 1;
+                }
+                Some(dhcpv4::Event::Deconfigured) => {
+                    self.iface.update_ip_addrs(|a| a.clear());
+                    self.iface.routes_mut().remove_default_ipv4_route();
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Milliseconds until the stack wants [`NetStack::poll`] again (`None`:
+    /// only when a frame arrives or the application acts).
+    pub fn poll_delay(&mut self, now_ms: u64) -> Option<u64> {
+        self.iface.poll_delay(Instant::from_millis(now_ms as i64), &self.sockets).map(|d| d.total_millis())
+    }
+
+    /// The stack's counters.
+    pub fn stats(&self) -> NetStats {
+        self.stats
+    }
+
+    /// The checksum cache's counters.
+    pub fn checksum_cache_stats(&self) -> CacheStats {
+        self.cache.stats()
+    }
+
+    /// References the stack holds for unacknowledged data: (connections,
+    /// queued bytes).
+    pub fn held_send_bytes(&self) -> usize {
+        self.conns.iter().map(|c| c.queue.len()).sum()
+    }
+}

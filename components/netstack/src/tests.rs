@@ -1,0 +1,557 @@
+//! Host tests of the whole stack: two `NetStack`s back to back over an
+//! in-memory wire that implements the frame model (headers + payload
+//! slices). The wire reads each frame's slices from the pools, as a NIC's
+//! DMA would, optionally drops frames, emulates the e1000 checksum offload,
+//! and checks every TCP checksum independently.
+
+use alloc::collections::VecDeque;
+use alloc::rc::Rc;
+use alloc::vec::Vec;
+use core::cell::RefCell;
+use std::boxed::Box;
+
+use iolite::{Aggregate, BufMeta, CopyMode, Domain, PoolId, PoolLayout, RwRegion, Trust};
+
+use crate::csum;
+use crate::frame::{parse_tcp, NicPort, TxFrame, TxOffload, ETH_HDR};
+use crate::{Config, ConnId, NetError, NetStack, Recv, TcpState, TxChecksum};
+
+pub(crate) const NET: PoolId = 1;
+pub(crate) const RX: PoolId = 2;
+pub(crate) const APP: PoolId = 3;
+
+fn region(pages: u32) -> RwRegion {
+    let len = PoolLayout { pages }.region_bytes();
+    let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
+    // SAFETY: non-zero size; leaked for the rest of the test process.
+    let p = unsafe { std::alloc::alloc_zeroed(layout) };
+    assert!(!p.is_null());
+    // SAFETY: freshly allocated, used only through the region.
+    unsafe { RwRegion::from_raw_parts(p, len).unwrap() }
+}
+
+/// A domain owning the stack's pool, a "driver RX" pool and an application
+/// (file cache) pool, leaked so it lives for the test.
+pub(crate) fn domain(app_pages: u32, app_trust: Trust) -> &'static Domain {
+    let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    for (id, pages, trust) in [(NET, 512, Trust::Trusted), (RX, 2048, Trust::Trusted), (APP, app_pages, app_trust)] {
+        let meta: &'static mut [BufMeta] = Box::leak(alloc::vec![BufMeta::EMPTY; pages as usize].into_boxed_slice());
+        d.add_owned_pool(id, region(pages), meta, trust).unwrap();
+    }
+    d
+}
+
+/// An aggregate of `data` in pool `APP` (filled in place: "read from disk").
+pub(crate) fn make<'d>(d: &'d Domain, data: &[u8]) -> Aggregate<'d> {
+    let mut b = d.alloc(APP, data.len()).unwrap();
+    b.writable()[..data.len()].copy_from_slice(data);
+    b.seal(data.len()).map_err(|(e, _)| e).unwrap()
+}
+
+pub(crate) fn pattern(n: usize, seed: u32) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(2654435761) | 1;
+    (0..n)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x as u8
+        })
+        .collect()
+}
+
+type Cable = Rc<RefCell<VecDeque<Vec<u8>>>>;
+
+/// One end of the wire: the NIC of one stack.
+pub(crate) struct Port {
+    d: &'static Domain,
+    pub inbox: Cable,
+    pub outbox: Cable,
+    drop_permille: u32,
+    rng: u32,
+    pub dropped: u64,
+    pub bad_checksums: u64,
+    pub sent: Vec<Vec<u8>>,
+    pub capture: bool,
+    pub max_slices: usize,
+}
+
+impl Port {
+    pub fn pair(da: &'static Domain, db: &'static Domain, drop_permille: u32) -> (Port, Port) {
+        let (ab, ba): (Cable, Cable) = (Default::default(), Default::default());
+        let mk = |d, inbox: &Cable, outbox: &Cable, seed| Port {
+            d,
+            inbox: inbox.clone(),
+            outbox: outbox.clone(),
+            drop_permille,
+            rng: seed,
+            dropped: 0,
+            bad_checksums: 0,
+            sent: Vec::new(),
+            capture: false,
+            max_slices: 0,
+        };
+        (mk(da, &ba, &ab, 7), mk(db, &ab, &ba, 11))
+    }
+
+    fn rand(&mut self) -> u32 {
+        self.rng ^= self.rng << 13;
+        self.rng ^= self.rng >> 17;
+        self.rng ^= self.rng << 5;
+        self.rng
+    }
+}
+
+impl NicPort<'static> for Port {
+    fn can_transmit(&self) -> bool {
+        self.outbox.borrow().len() < 256
+    }
+
+    fn transmit(&mut self, frame: TxFrame<'static>) -> Result<(), TxFrame<'static>> {
+        // "DMA": gather the slices (not a CPU copy of the stack's).
+        let mut bytes = Vec::with_capacity(frame.agg.len());
+        for s in frame.agg.slices() {
+            bytes.extend_from_slice(s);
+        }
+        self.max_slices = self.max_slices.max(frame.agg.slice_count());
+        if let TxOffload::TcpChecksum { start, offset } = frame.offload {
+            let (start, offset) = (start as usize, offset as usize);
+            let s = csum::sum(&bytes[start..]);
+            bytes[offset..offset + 2].copy_from_slice(&s.checksum().to_be_bytes());
+        }
+        if let Some(t) = parse_tcp(&bytes, bytes.len()) {
+            let tcp_len = (bytes.len() - t.tcp_off) as u16;
+            let s = csum::pseudo_header_v4(t.src, t.dst, 6, tcp_len).plus(csum::sum(&bytes[t.tcp_off..]));
+            if s.0 != 0xffff {
+                self.bad_checksums += 1;
+            }
+        }
+        drop(frame); // TX complete: the holds go back
+        if self.drop_permille > 0 && self.rand() % 1000 < self.drop_permille {
+            self.dropped += 1;
+            return Ok(());
+        }
+        if self.capture {
+            self.sent.push(bytes.clone());
+        }
+        self.outbox.borrow_mut().push_back(bytes);
+        Ok(())
+    }
+
+    fn receive(&mut self) -> Option<Aggregate<'static>> {
+        let bytes = self.inbox.borrow_mut().pop_front()?;
+        if bytes.is_empty() {
+            return Some(Aggregate::new(self.d));
+        }
+        // "DMA" into a buffer of the driver's RX pool.
+        let mut b = self.d.alloc(RX, bytes.len()).ok()?;
+        b.writable()[..bytes.len()].copy_from_slice(&bytes);
+        b.seal(bytes.len()).ok()
+    }
+}
+
+pub(crate) fn cfg(mac_last: u8, ip_last: u8, mode: CopyMode, checksum: TxChecksum) -> Config {
+    let mut c = Config::new([2, 0, 0, 0, 0, mac_last], NET);
+    c.address = ([10, 0, 2, ip_last], 24);
+    c.copy_mode = mode;
+    c.checksum = checksum;
+    c.random_seed = mac_last as u64 * 7919;
+    c
+}
+
+/// Two stacks on a wire: A = 10.0.2.15 (client), B = 10.0.2.16 (server, port 80).
+pub(crate) struct Net {
+    pub da: &'static Domain,
+    pub a: NetStack<'static>,
+    pub b: NetStack<'static>,
+    pub pa: Port,
+    pub pb: Port,
+    pub now: u64,
+}
+
+impl Net {
+    pub fn new(mode_a: CopyMode, checksum: TxChecksum, drop_permille: u32) -> Net {
+        let (da, db) = (domain(1024, Trust::Trusted), domain(1024, Trust::Trusted));
+        let a = NetStack::new(da, cfg(1, 15, mode_a, checksum), 0);
+        let b = NetStack::new(db, cfg(2, 16, CopyMode::IoLite, TxChecksum::Cached), 0);
+        let (pa, pb) = Port::pair(da, db, drop_permille);
+        Net { da, a, b, pa, pb, now: 0 }
+    }
+
+    /// Polls both stacks; when the wire is idle, jumps to the next timer.
+    pub fn step(&mut self) {
+        self.a.poll(self.now, &mut self.pa);
+        self.b.poll(self.now, &mut self.pb);
+        let idle = self.pa.inbox.borrow().is_empty() && self.pb.inbox.borrow().is_empty();
+        let next = if idle {
+            let da = self.a.poll_delay(self.now).unwrap_or(1000);
+            let db = self.b.poll_delay(self.now).unwrap_or(1000);
+            da.min(db).clamp(1, 1000)
+        } else {
+            1
+        };
+        self.now += next;
+    }
+
+    /// Connects A to B:80; returns (A's id, B's id).
+    pub fn connect(&mut self) -> (ConnId, ConnId) {
+        let _ = self.b.listen(80, 4);
+        let ca = self.a.connect(([10, 0, 2, 16], 80), 49152).unwrap();
+        for _ in 0..10_000 {
+            self.step();
+            if let Some(cb) = self.b.accept(80) {
+                while self.a.state(ca).unwrap() != TcpState::Established {
+                    self.step();
+                }
+                return (ca, cb);
+            }
+        }
+        panic!("no connection");
+    }
+
+    /// Sends `aggs` from A and receives at B until B has `total` bytes.
+    pub fn transfer(&mut self, ca: ConnId, cb: ConnId, mut aggs: VecDeque<Aggregate<'static>>, total: usize) -> Vec<u8> {
+        let mut got = Vec::with_capacity(total);
+        let mut guard = 0u64;
+        while got.len() < total {
+            while let Some(a) = aggs.pop_front() {
+                match self.a.send(ca, a) {
+                    Ok(()) => {}
+                    Err((NetError::WouldBlock, a)) => {
+                        aggs.push_front(a);
+                        break;
+                    }
+                    Err((e, _)) => panic!("send: {e:?}"),
+                }
+            }
+            self.step();
+            while let Ok(Recv::Data(d)) = self.b.recv(cb, usize::MAX) {
+                for s in d.slices() {
+                    got.extend_from_slice(s);
+                }
+            }
+            guard += 1;
+            assert!(guard < 2_000_000, "transfer stalled at {} of {total}", got.len());
+        }
+        got
+    }
+
+    /// Runs until A has nothing unacknowledged.
+    pub fn drain(&mut self, ca: ConnId) {
+        for _ in 0..100_000 {
+            if self.a.send_queued(ca).unwrap_or(0) == 0 {
+                self.step();
+                return;
+            }
+            self.step();
+        }
+        panic!("never acknowledged");
+    }
+}
+
+/// 1 MiB in 16 aggregates of 64 KiB, each of two slices (odd split), so
+/// segments cross slice and aggregate boundaries at odd offsets.
+fn mib_aggs(d: &'static Domain, data: &[u8]) -> VecDeque<Aggregate<'static>> {
+    let mut q = VecDeque::new();
+    for chunk in data.chunks(64 * 1024) {
+        let cut = 1001.min(chunk.len());
+        let mut a = make(d, &chunk[..cut]);
+        a.append(make(d, &chunk[cut..])).unwrap();
+        q.push_back(a);
+    }
+    q
+}
+
+fn zero_copy_transfer(checksum: TxChecksum, drop_permille: u32) {
+    let mut n = Net::new(CopyMode::IoLite, checksum, drop_permille);
+    let (ca, cb) = n.connect();
+    let data = pattern(1 << 20, 42);
+    let aggs = mib_aggs(n.da, &data);
+    let got = n.transfer(ca, cb, aggs, data.len());
+    assert!(got == data, "byte-exact");
+    n.drain(ca);
+    let s = n.a.stats();
+    assert_eq!(s.tx_copied(), 0, "{s:?}");
+    assert_eq!(n.da.stats().bytes_copied, 0, "the sender copied nothing");
+    assert_eq!(n.pa.bad_checksums + n.pb.bad_checksums, 0);
+    assert!(s.tx_payload_by_ref >= data.len() as u64);
+    assert_eq!(s.tx_payload_by_ref - s.tx_retransmitted, data.len() as u64, "{s:?}");
+    assert!(n.pa.max_slices > 2, "frames carry payload slices");
+    // Every acknowledged slice went back to the pool.
+    assert_eq!(n.a.held_send_bytes(), 0);
+    assert_eq!(n.da.pool_stats(APP).unwrap().buffers_in_use, 0);
+    if drop_permille > 0 {
+        assert!(n.pa.dropped > 0 && s.tx_retransmitted > 0, "drops happened and were repaired: {s:?}");
+        std::println!(
+            "drops {}: A dropped {} B dropped {} frames, retransmitted {} bytes by reference",
+            drop_permille, n.pa.dropped, n.pb.dropped, s.tx_retransmitted
+        );
+    }
+    let _ = n.a.close(ca);
+    let _ = n.b.close(cb);
+    for _ in 0..2000 {
+        n.step();
+    }
+}
+
+#[test]
+fn mib_transfer_is_byte_exact_with_zero_copies() {
+    zero_copy_transfer(TxChecksum::Cached, 0);
+}
+
+#[test]
+fn mib_transfer_with_drops_retransmits_from_the_same_slices() {
+    zero_copy_transfer(TxChecksum::Cached, 30);
+}
+
+#[test]
+fn mib_transfer_with_plain_software_checksums() {
+    zero_copy_transfer(TxChecksum::Software, 0);
+}
+
+#[test]
+fn mib_transfer_with_nic_checksum_offload() {
+    zero_copy_transfer(TxChecksum::Offload, 10);
+}
+
+fn copy_mode_transfer(mode: CopyMode) {
+    let mut n = Net::new(mode, TxChecksum::Cached, 0);
+    let (ca, cb) = n.connect();
+    let data = pattern(256 * 1024, 9);
+    let aggs = mib_aggs(n.da, &data);
+    let got = n.transfer(ca, cb, aggs, data.len());
+    assert!(got == data);
+    n.drain(ca);
+    let s = n.a.stats();
+    assert_eq!(s.tx_payload_copied_socket, data.len() as u64, "{s:?}");
+    assert_eq!(s.tx_payload_copied_frame, data.len() as u64, "{s:?}");
+    assert_eq!(n.da.stats().bytes_copied, 2 * data.len() as u64);
+    assert_eq!(s.tx_payload_by_ref, 0);
+    assert_eq!(n.pa.bad_checksums, 0);
+    // The application's buffers were released at once (copied).
+    assert_eq!(n.da.pool_stats(APP).unwrap().buffers_in_use, 0);
+}
+
+#[test]
+fn flash_mode_copies_into_socket_and_frames() {
+    copy_mode_transfer(CopyMode::Flash);
+}
+
+#[test]
+fn posix_mode_copies_into_socket_and_frames() {
+    copy_mode_transfer(CopyMode::Posix);
+}
+
+#[test]
+fn checksum_cache_hits_when_the_same_aggregate_is_sent_twice() {
+    let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+    let (ca, cb) = n.connect();
+    // A 100 000-byte "file", sent twice; the second copy starts at a
+    // stream offset that is no multiple of the MSS, so segments are cut at
+    // other places.
+    let data = pattern(100_000, 5);
+    let file = make(n.da, &data);
+    let first = n.transfer(ca, cb, VecDeque::from([file.duplicate().unwrap()]), data.len());
+    let s1 = n.a.checksum_cache_stats();
+    let second = n.transfer(ca, cb, VecDeque::from([file]), data.len());
+    let s2 = n.a.checksum_cache_stats();
+    assert!(first == data && second == data);
+    let (hits, misses) = (s2.hits - s1.hits, s2.misses - s1.misses);
+    let rate = hits * 100 / (hits + misses);
+    let bytes_rate = (s2.bytes_cached - s1.bytes_cached) * 100 / data.len() as u64;
+    std::println!(
+        "checksum cache, second send: {hits} hits, {misses} misses ({rate}% of lookups), {bytes_rate}% of payload bytes not summed again; overall {}%",
+        s2.hit_rate_percent()
+    );
+    assert!(rate >= 50, "hit rate {rate}%");
+    // Misses left: blocks that straddled a segment boundary the first time.
+    assert_eq!(n.pa.bad_checksums, 0);
+}
+
+#[test]
+fn untrusted_pools_are_never_cached() {
+    let (da, db) = (domain(256, Trust::Untrusted), domain(64, Trust::Trusted));
+    let mut a = NetStack::new(da, cfg(1, 15, CopyMode::IoLite, TxChecksum::Cached), 0);
+    let b = NetStack::new(db, cfg(2, 16, CopyMode::IoLite, TxChecksum::Cached), 0);
+    let (pa, pb) = Port::pair(da, db, 0);
+    let mut n = Net { da, a: NetStack::new(da, cfg(3, 15, CopyMode::IoLite, TxChecksum::Cached), 0), b, pa, pb, now: 0 };
+    core::mem::swap(&mut n.a, &mut a);
+    let (ca, cb) = n.connect();
+    let data = pattern(50_000, 1);
+    let file = make(da, &data);
+    n.transfer(ca, cb, VecDeque::from([file.duplicate().unwrap()]), data.len());
+    n.transfer(ca, cb, VecDeque::from([file]), data.len());
+    let s = n.a.checksum_cache_stats();
+    assert_eq!(s.hits + s.misses, 0);
+    assert!(s.bytes_summed >= 100_000);
+}
+
+/// A frame B accepts: an IPv4/TCP segment from A to B:80 (for mutation).
+fn captured_segment(n: &mut Net) -> Vec<u8> {
+    n.pa.capture = true;
+    let (ca, _cb) = n.connect();
+    n.a.send(ca, make(n.da, b"hello, world")).unwrap();
+    n.step();
+    n.pa.capture = false;
+    n.pa.sent.iter().rev().find(|f| parse_tcp(f, f.len()).is_some_and(|t| t.payload_len > 0)).unwrap().clone()
+}
+
+#[test]
+fn malformed_frames_do_not_panic_and_the_stack_keeps_working() {
+    let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+    let seg = captured_segment(&mut n);
+    let mut bad: Vec<Vec<u8>> = Vec::new();
+    for cut in 0..seg.len() {
+        bad.push(seg[..cut].to_vec()); // truncated
+    }
+    for i in ETH_HDR..seg.len() {
+        let mut f = seg.clone();
+        f[i] ^= 0x5a; // bad checksums, lengths, flags, options...
+        bad.push(f);
+    }
+    for len in [0u16, 1, 19, 20, 39, 41, 0xffff] {
+        let mut f = seg.clone();
+        f[16..18].copy_from_slice(&len.to_be_bytes()); // IPv4 total length
+        bad.push(f);
+    }
+    for off in [0u8, 1, 4, 15] {
+        let mut f = seg.clone();
+        f[46] = off << 4; // TCP data offset
+        bad.push(f);
+    }
+    let mut x = 99u32;
+    for _ in 0..3000 {
+        let len = (x % 1600) as usize;
+        let mut f: Vec<u8> = pattern(len, x);
+        if len > 14 && x.is_multiple_of(3) {
+            f[..14].copy_from_slice(&seg[..14]); // plausible Ethernet header
+            if len > 24 {
+                f[14] = 0x45;
+                f[23] = if x.is_multiple_of(2) { 6 } else { 1 };
+            }
+        }
+        bad.push(f);
+        x = x.wrapping_mul(1103515245).wrapping_add(12345);
+    }
+    bad.push(Vec::new());
+    let count = bad.len();
+    for f in bad {
+        n.pb.inbox.borrow_mut().push_back(f);
+        n.b.poll(n.now, &mut n.pb);
+        n.now += 1;
+    }
+    assert!(n.b.stats().rx_frames >= count as u64);
+    // Still works: a fresh connection transfers data.
+    n.pa.inbox.borrow_mut().clear();
+    let ca = n.a.connect(([10, 0, 2, 16], 80), 50000).unwrap();
+    let mut cb = None;
+    for _ in 0..10_000 {
+        n.step();
+        if let Some(c) = n.b.accept(80) {
+            if n.a.state(ca) == Ok(TcpState::Established) {
+                cb = Some(c);
+                break;
+            }
+            cb = Some(c);
+        }
+        if cb.is_some() && n.a.state(ca) == Ok(TcpState::Established) {
+            break;
+        }
+    }
+    let cb = cb.expect("accepted");
+    let data = pattern(10_000, 3);
+    let got = n.transfer(ca, cb, VecDeque::from([make(n.da, &data)]), data.len());
+    assert!(got == data);
+}
+
+#[test]
+fn answers_icmp_echo() {
+    let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+    let seg = captured_segment(&mut n); // B now knows A's MAC
+    let mut f = seg[..34].to_vec();
+    f[16..18].copy_from_slice(&(20u16 + 8 + 4).to_be_bytes());
+    f[23] = 1; // ICMP
+    f[24..26].copy_from_slice(&[0, 0]);
+    let ip = csum::sum(&f[14..34]).checksum();
+    f[24..26].copy_from_slice(&ip.to_be_bytes());
+    let mut icmp = alloc::vec![8u8, 0, 0, 0, 0x12, 0x34, 0, 1, b'p', b'i', b'n', b'g'];
+    let c = csum::sum(&icmp).checksum();
+    icmp[2..4].copy_from_slice(&c.to_be_bytes());
+    f.extend_from_slice(&icmp);
+    n.pb.capture = true;
+    n.pb.inbox.borrow_mut().push_back(f);
+    n.b.poll(n.now, &mut n.pb);
+    let reply = n.pb.sent.iter().find(|r| r.len() >= 42 && r[23] == 1 && r[34] == 0).expect("echo reply");
+    assert_eq!(&reply[38..42], &[0x12, 0x34, 0, 1]);
+    assert_eq!(&reply[42..], b"ping");
+}
+
+#[test]
+fn dhcp_sends_a_discover() {
+    let d = domain(16, Trust::Trusted);
+    let mut c = cfg(9, 99, CopyMode::IoLite, TxChecksum::Cached);
+    c.dhcp = true;
+    let mut s = NetStack::new(d, c, 0);
+    let (mut p, _other) = Port::pair(d, d, 0);
+    p.capture = true;
+    s.poll(0, &mut p);
+    s.poll(100, &mut p);
+    assert!(s.address().is_none());
+    let discover = p.sent.iter().find(|f| f.len() > 42 && f[23] == 17 && f[36..38] == [0, 67]);
+    assert!(discover.is_some(), "a DHCP request to port 67 went out");
+}
+
+#[test]
+fn static_defaults_and_errors() {
+    let d = domain(16, Trust::Trusted);
+    let mut s = NetStack::new(d, Config::new([2, 0, 0, 0, 0, 1], NET), 0);
+    assert_eq!(s.address(), Some([10, 0, 2, 15]));
+    assert_eq!(s.listen(0, 1), Err(NetError::InvalidArgument));
+    assert_eq!(s.listen(80, 0), Err(NetError::InvalidArgument));
+    s.listen(80, 2).unwrap();
+    assert_eq!(s.listen(80, 2), Err(NetError::AddressInUse));
+    assert_eq!(s.accept(80), None);
+    assert_eq!(s.accept(81), None);
+    assert!(matches!(s.send(77, Aggregate::new(d)), Err((NetError::NotFound, _))));
+    assert_eq!(s.close(77), Err(NetError::NotFound));
+    s.unlisten(80).unwrap();
+    assert_eq!(s.unlisten(80), Err(NetError::NotFound));
+}
+
+#[test]
+fn closing_releases_everything_and_the_peer_sees_eof() {
+    let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+    let (ca, cb) = n.connect();
+    let data = pattern(300_000, 8);
+    // Send, then close at once: the FIN follows the data.
+    n.a.send(ca, make(n.da, &data[..200_000])).unwrap();
+    n.a.send(ca, make(n.da, &data[200_000..])).unwrap_err(); // beyond the 256 KiB window
+    n.a.close(ca).unwrap();
+    assert!(matches!(n.a.send(ca, make(n.da, b"x")), Err((NetError::NotConnected, _))));
+    let mut got = Vec::new();
+    let mut eof = false;
+    for _ in 0..100_000 {
+        n.step();
+        match n.b.recv(cb, usize::MAX).unwrap() {
+            Recv::Data(d) => d.slices().for_each(|s| got.extend_from_slice(s)),
+            Recv::Eof => {
+                eof = true;
+                break;
+            }
+            Recv::WouldBlock => {}
+        }
+    }
+    assert!(eof && got == data[..200_000]);
+    n.b.close(cb).unwrap();
+    for _ in 0..200 {
+        n.step();
+    }
+    // A's connection goes after TIME-WAIT; its references went with the ACKs.
+    assert_eq!(n.a.held_send_bytes(), 0);
+    assert_eq!(n.da.pool_stats(APP).unwrap().buffers_in_use, 0);
+    n.now += 60_000;
+    for _ in 0..50 {
+        n.step();
+    }
+    assert!(!n.a.exists(ca) && !n.b.exists(cb));
+}
