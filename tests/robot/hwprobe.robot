@@ -32,7 +32,7 @@ Kernel Refuses Ports Outside The Granted Range
     Wait For Serial Line    ^\\[pci_probe\\] port 0xcfe \\(32-bit, past 0xcff\\) refused: IllegalOperation$
 
 E1000 Registers Through The Uncached MMIO Mapping
-    Wait For Serial Line    ^\\[pci_probe\\] pci 00:03\\.0: bar0 matches the assembly \\(0xfebc0000\\)$
+    Wait For Serial Line    ^\\[pci_probe\\] pci 00:03\\.0: bar0 matches the assembly \\(0xfebc0000, from the loader.s start record\\)$
     Wait For Serial Line    ^\\[pci_probe\\] e1000 status 0x[0-9a-f]{8} mac 52:54:00:12:34:56 link up$
 
 IOAPIC Interrupt Is Delivered And Acknowledged Three Times

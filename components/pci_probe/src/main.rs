@@ -39,12 +39,6 @@ const E1000: pci::Function = pci::Function {
 const E1000_VENDOR: u16 = 0x8086;
 const E1000_DEVICE: u16 = 0x100e;
 
-/// BAR0 as hwprobe.camkes declares it (`e1000.regs_paddr`). The glue does
-/// not tell a driver the physical address of its MMIO dataport, so this
-/// repeats the assembly; the check in [`check_bar0`] is what catches the two
-/// drifting apart, or firmware assigning something else.
-const E1000_BAR0: u64 = 0xfebc_0000;
-
 /// Interrupt rounds, each with its own cause.
 const IRQ_ROUNDS: [u32; 3] = [e1000::CAUSE_LSC, e1000::CAUSE_RXT0, e1000::CAUSE_TXDW];
 
@@ -54,9 +48,13 @@ const IRQ_ROUNDS: [u32; 3] = [e1000::CAUSE_LSC, e1000::CAUSE_RXT0, e1000::CAUSE_
 /// hanging the probe (a few hundred milliseconds under TCG).
 const MAX_POLLS: u32 = 100_000;
 
-fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     log!("hwprobe started");
-    if let Err(e) = probe() {
+    // The loader's start record says where the MMIO dataport is physically
+    // (hwprobe.camkes's e1000.regs_paddr); check_bar0 compares it with what
+    // the firmware put in BAR0.
+    let mapped_bar0 = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
+    if let Err(e) = probe(mapped_bar0) {
         error!("I/O port access to PCI configuration space failed: {e:?}");
     }
     log!("hwprobe done");
@@ -64,7 +62,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
 }
 
 /// All steps; an `Err` is an I/O port access that should have worked.
-fn probe() -> sel4::Result<()> {
+fn probe(mapped_bar0: u64) -> sel4::Result<()> {
     scan_bus0()?;
     let e1000_found = report_e1000()?;
     check_port_range();
@@ -72,7 +70,7 @@ fn probe() -> sel4::Result<()> {
         log!("no e1000 at {E1000}: boot with --net; skipping MMIO and interrupts");
         return Ok(());
     }
-    if !check_bar0()? {
+    if !check_bar0(mapped_bar0)? {
         log!("skipping MMIO and interrupts: the register mapping is not the e1000's");
         return Ok(());
     }
@@ -159,14 +157,14 @@ fn report_refusal(what: &str, result: sel4::Result<u32>) {
 /// Step 2a: does the mapping the loader made really cover the e1000's
 /// registers? BAR0 must be where the assembly says, as large as the
 /// dataport, and answered (memory decoding on).
-fn check_bar0() -> sel4::Result<bool> {
+fn check_bar0(mapped_bar0: u64) -> sel4::Result<bool> {
     let Some(bar) = pci::memory_bar0(E1000)? else {
         return Ok(false);
     };
-    if bar.base != E1000_BAR0 || bar.size != glue::regs::SIZE as u64 {
+    if bar.base != mapped_bar0 || bar.size != glue::regs::SIZE as u64 {
         error!(
-            "pci {E1000}: bar0 {:#x} size {:#x}, but the assembly maps {E1000_BAR0:#x} size {:#x} \
-             (fix e1000.regs_paddr in hwprobe.camkes and E1000_BAR0)",
+            "pci {E1000}: bar0 {:#x} size {:#x}, but the assembly maps {mapped_bar0:#x} size {:#x} \
+             (fix e1000.regs_paddr in hwprobe.camkes)",
             bar.base,
             bar.size,
             glue::regs::SIZE
@@ -178,7 +176,7 @@ fn check_bar0() -> sel4::Result<bool> {
         log!("pci {E1000}: enabling memory decoding");
         E1000.write(pci::REG_COMMAND, command | pci::COMMAND_MEMORY)?;
     }
-    log!("pci {E1000}: bar0 matches the assembly ({E1000_BAR0:#x})");
+    log!("pci {E1000}: bar0 matches the assembly ({mapped_bar0:#x}, from the loader's start record)");
     Ok(true)
 }
 

@@ -47,6 +47,27 @@ pub struct StartInfo {
     pub name_len: u64,
     /// The instance name from the assembly, UTF-8.
     pub name: [u8; MAX_NAME_LEN],
+    /// How many entries of `dataports` are valid.
+    pub dataport_count: u64,
+    /// Where this component's dataports are, virtually and physically.
+    /// Every dataport is physically contiguous, so a driver can give a
+    /// device any address inside one (DMA) from these records alone.
+    pub dataports: [DataportRecord; MAX_DATAPORTS],
+}
+
+/// Most dataports one component can have (the start page's table size).
+pub const MAX_DATAPORTS: usize = 32;
+
+/// One dataport as mapped in the component.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct DataportRecord {
+    /// Virtual address of its first byte in this component.
+    pub vaddr: u64,
+    /// Physical address of its first byte (RAM, or the device's registers).
+    pub paddr: u64,
+    /// Size in bytes.
+    pub size: u64,
 }
 
 impl StartInfo {
@@ -68,7 +89,34 @@ impl StartInfo {
             supervisor_slot,
             name_len: len as u64,
             name: bytes,
+            dataport_count: 0,
+            dataports: [DataportRecord::default(); MAX_DATAPORTS],
         }
+    }
+
+    /// Adds a dataport record; false if the table is full.
+    pub fn add_dataport(&mut self, record: DataportRecord) -> bool {
+        let n = self.dataport_count as usize;
+        if n >= MAX_DATAPORTS {
+            return false;
+        }
+        self.dataports[n] = record;
+        self.dataport_count += 1;
+        true
+    }
+
+    /// The valid dataport records.
+    pub fn dataports(&self) -> &[DataportRecord] {
+        &self.dataports[..(self.dataport_count as usize).min(MAX_DATAPORTS)]
+    }
+
+    /// The physical address behind `vaddr`, if it lies in a dataport (for
+    /// DMA descriptors).
+    pub fn physical_address(&self, vaddr: u64) -> Option<u64> {
+        self.dataports()
+            .iter()
+            .find(|d| vaddr >= d.vaddr && vaddr - d.vaddr < d.size)
+            .map(|d| d.paddr + (vaddr - d.vaddr))
     }
 
     /// The instance name, or `None` if the record is not valid UTF-8.
@@ -88,6 +136,18 @@ mod tests {
         let long = "é".repeat(40); // 80 bytes
         let info = StartInfo::new(&long, 0, 0, 0, 255);
         assert_eq!(info.name().unwrap().len(), 64);
+    }
+
+    #[test]
+    fn physical_addresses_of_dataports() {
+        let mut info = StartInfo::new("netdrv", 0, 0, 0, 255);
+        assert!(info.add_dataport(DataportRecord { vaddr: 0x1_0000_0000, paddr: 0x200_0000, size: 0x2000 }));
+        assert_eq!(info.physical_address(0x1_0000_1234), Some(0x200_1234));
+        assert_eq!(info.physical_address(0x1_0000_2000), None);
+        for _ in 1..MAX_DATAPORTS {
+            assert!(info.add_dataport(DataportRecord::default()));
+        }
+        assert!(!info.add_dataport(DataportRecord::default()));
     }
 
     #[test]

@@ -226,7 +226,16 @@ impl System {
         let flags = if self.debug_kernel { start::START_FLAG_DEBUG_KERNEL } else { 0 };
         // The fault endpoint goes in the CNode's last slot (see below).
         let fault_slot = (1u64 << component.cnode_size_bits) - 1;
-        let info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
+        let mut info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
+        for mapping in &component.mappings {
+            let Loaded::Frames(frames) = &self.objects[mapping.object.0 as usize] else { continue };
+            let Some(&first) = frames.first() else { continue };
+            let paddr = sel4::x86_page_get_address(first).map_err(|e| LoadError(format!("Page_GetAddress: {e:?}")))?;
+            let record = start::DataportRecord { vaddr: mapping.vaddr, paddr, size: frames.len() as u64 * elf::PAGE };
+            if !info.add_dataport(record) {
+                return Err(LoadError(format!("more than {} dataports", start::MAX_DATAPORTS)));
+            }
+        }
         self.scratch.fill(start_page, |bytes| {
             // SAFETY: StartInfo is plain old data smaller than a page.
             let raw = unsafe {
@@ -369,9 +378,19 @@ fn make_object(
         ObjectKind::Endpoint => Loaded::Endpoint(global.object(ObjectType::Endpoint, 0)?),
         ObjectKind::Notification => Loaded::Notification(global.object(ObjectType::Notification, 0)?),
         ObjectKind::Frames { size } => {
-            let frames = (0..size.div_ceil(elf::PAGE))
-                .map(|_| global.object(ObjectType::X86_4K, 0))
-                .collect::<Result<Vec<_>, _>>()?;
+            // One untyped of the next power of two, retyped page by page
+            // from its start: the dataport is physically contiguous, so a
+            // driver can hand a device any address inside it (DMA).
+            let pages = size.div_ceil(elf::PAGE);
+            let bits = (pages * elf::PAGE).next_power_of_two().trailing_zeros() as Word;
+            let untyped = global.object(ObjectType::Untyped, bits)?;
+            let mut frames = Vec::with_capacity(pages as usize);
+            for _ in 0..pages {
+                let frame = global.slot()?;
+                sel4::untyped_retype(untyped, ObjectType::X86_4K, 0, sel4::CAP_INIT_THREAD_CNODE, 0, 0, frame, 1)
+                    .map_err(|e| LoadError(format!("dataport frame: {e:?}")))?;
+                frames.push(frame);
+            }
             Loaded::Frames(frames)
         }
         ObjectKind::DeviceFrames { paddr, size } => Loaded::Frames(devices.frames(global, *paddr, *size)?),
