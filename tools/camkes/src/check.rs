@@ -125,6 +125,11 @@ pub struct ComponentType {
     pub access: Vec<Access>,
     /// Whether any instance of the type exists.
     pub instantiated: bool,
+    /// Per attribute declaration (same order as `decl.attributes`): the
+    /// value every instance has (its setting, else the default), `None` if
+    /// no instance gives one. Instances of a type share one ELF and glue,
+    /// so they must agree.
+    pub attribute_values: Vec<Option<Value>>,
 }
 
 impl ComponentType {
@@ -194,6 +199,8 @@ pub struct InstanceConfig {
     pub irq: HashMap<usize, IrqConfig>,
     /// I/O port ranges by (hardware) interface index.
     pub ports: HashMap<usize, (u16, u16)>,
+    /// Values of the component's declared attributes, by name.
+    pub attributes: HashMap<String, Value>,
 }
 
 /// A component instance.
@@ -451,6 +458,7 @@ impl Checker {
             connectors: vec![None; n],
             access: vec![Access::ReadWrite; n],
             instantiated: false,
+            attribute_values: Vec::new(),
         });
         Ok(())
     }
@@ -662,7 +670,9 @@ impl Checker {
         let target = s.target.text.as_str();
         let label = format!("'{target}.{attr}'");
         if let Some(decl) = component.decl.attributes.iter().find(|a| a.name.text == attr) {
-            return type_check(decl, &s.value, &label);
+            type_check(decl, &s.value, &label)?;
+            self.system.instances[instance].config.attributes.insert(attr.to_string(), s.value.clone());
+            return Ok(());
         }
         let hardware = component.is_hardware();
         let interface_with_suffix = |suffix: &str| -> Option<usize> {
@@ -976,6 +986,43 @@ impl Checker {
         for ((ci, i), (_, connector, access)) in first_seen {
             self.system.components[ci].connectors[i] = connector;
             self.system.components[ci].access[i] = access;
+        }
+        self.resolve_attribute_values()
+    }
+
+    /// Fills `ComponentType::attribute_values`: each instance's setting or
+    /// the declaration's default; instances of one type must agree.
+    fn resolve_attribute_values(&mut self) -> Result<()> {
+        for ci in 0..self.system.components.len() {
+            let decls = self.system.components[ci].decl.attributes.clone();
+            let mut values: Vec<Option<(Value, usize)>> = vec![None; decls.len()];
+            for (index, instance) in self.system.instances.iter().enumerate() {
+                if instance.component != ci {
+                    continue;
+                }
+                for (d, decl) in decls.iter().enumerate() {
+                    let Some(value) = instance.config.attributes.get(&decl.name.text).or(decl.default.as_ref()) else {
+                        continue;
+                    };
+                    match &values[d] {
+                        None => values[d] = Some((value.clone(), index)),
+                        Some((first, other)) if first.kind != value.kind => {
+                            return err(
+                                &value.pos,
+                                format!(
+                                    "instances '{}' and '{}' of component '{}' give attribute '{}' different values (instances of a type share one ELF)",
+                                    self.system.instances[*other].name.text,
+                                    instance.name.text,
+                                    self.system.components[ci].decl.name.text,
+                                    decl.name.text
+                                ),
+                            );
+                        }
+                        Some(_) => {}
+                    }
+                }
+            }
+            self.system.components[ci].attribute_values = values.into_iter().map(|v| v.map(|(value, _)| value)).collect();
         }
         Ok(())
     }

@@ -316,6 +316,7 @@ pub mod glue {{
         control = component.decl.control.is_some(),
     );
     out.push_str(&RUNTIME.replace("__MAX_STRING_BYTES__", &MAX_STRING_BYTES.to_string()));
+    attributes(&mut out, component);
     for (i, decl) in component.decl.interfaces.iter().enumerate() {
         let module = ident(&decl.name.text);
         let maybe = if decl.maybe { "maybe " } else { "" };
@@ -400,6 +401,44 @@ pub mod glue {{
     }
     out.push_str("}\n");
     out
+}
+
+/// `attribute T name = v;` and `instance.name = v;` become constants in
+/// `glue::attributes`, named in upper case: integers as `i64` (`u64` for
+/// unsigned types), strings as `&str`, arrays as slices. Attributes no
+/// instance gives a value are left out.
+fn attributes(out: &mut String, component: &ComponentType) {
+    let _ = writeln!(out, "\n    /// The component's attributes, as the assembly sets them.\n    pub mod attributes {{");
+    for (decl, value) in component.decl.attributes.iter().zip(&component.attribute_values) {
+        let Some(value) = value else { continue };
+        let unsigned = matches!(decl.ty.text.as_str(), "uint64_t" | "unsigned int" | "unsigned");
+        let scalar = match decl.ty.text.as_str() {
+            "string" => "&str",
+            _ if unsigned => "u64",
+            _ => "i64",
+        };
+        let literal = |v: &crate::ast::Value| match &v.kind {
+            crate::ast::ValueKind::Str(text) => format!("{text:?}"),
+            crate::ast::ValueKind::Int(n) => format!("{n}"),
+            _ => "0".to_string(),
+        };
+        let (ty, text) = match &value.kind {
+            crate::ast::ValueKind::List(items) => (
+                format!("&[{scalar}]"),
+                format!("&[{}]", items.iter().map(literal).collect::<Vec<_>>().join(", ")),
+            ),
+            _ => (scalar.to_string(), literal(value)),
+        };
+        let _ = writeln!(
+            out,
+            "        /// `attribute {} {}{};`\n        pub const {}: {ty} = {text};",
+            decl.ty.text,
+            decl.name.text,
+            if decl.array { "[]" } else { "" },
+            decl.name.text.to_uppercase()
+        );
+    }
+    let _ = writeln!(out, "    }}");
 }
 
 fn io_port_user(out: &mut String) {

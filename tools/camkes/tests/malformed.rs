@@ -620,6 +620,16 @@ assembly { composition {
         message: r#"'out string' parameters are not supported by the Rust glue"#,
         at: "2:29",
     },
+    Case {
+        name: "instances of one type disagree on an attribute",
+        source: r#"import <std_connector.camkes>;
+component A { control; attribute int pool_id = 1; }
+assembly { composition { component A a; component A b; }
+  configuration { a.pool_id = 2; b.pool_id = 3; } }"#,
+        extra: &[],
+        message: r#"instances 'a' and 'b' of component 'A' give attribute 'pool_id' different values"#,
+        at: "4:46",
+    },
 ];
 
 fn run(case: &Case) -> Result<(), String> {
@@ -653,4 +663,22 @@ fn malformed_inputs_give_the_expected_error_and_position() {
 #[test]
 fn there_are_enough_cases() {
     assert!(CASES.len() >= 25, "only {} malformed cases", CASES.len());
+}
+
+#[test]
+fn attributes_become_glue_constants() {
+    let mut files = MemoryFiles::default();
+    files.add(
+        "sys/main.camkes",
+        r#"import <std_connector.camkes>;
+component A { control; attribute int pool_id = 1; attribute string site = "www"; attribute uint64_t sizes[]; attribute int unset; }
+assembly { composition { component A a; component A b; }
+  configuration { a.pool_id = 7; b.pool_id = 7; a.sizes = [4096, 65536]; } }"#,
+    );
+    let output = camkes::compile(Path::new("sys/main.camkes"), &[], &files).expect("compiles");
+    let (_, glue) = output.glue.iter().find(|(name, _)| name == "a.rs").expect("glue for A");
+    assert!(glue.contains("pub const POOL_ID: i64 = 7;"), "{glue}");
+    assert!(glue.contains("pub const SITE: &str = \"www\";"), "{glue}");
+    assert!(glue.contains("pub const SIZES: &[u64] = &[4096, 65536];"), "{glue}");
+    assert!(!glue.contains("UNSET"), "an attribute without a value has no constant");
 }

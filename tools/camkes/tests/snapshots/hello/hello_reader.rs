@@ -178,6 +178,10 @@ pub mod glue {
         }
     }
 
+    /// The component's attributes, as the assembly sets them.
+    pub mod attributes {
+    }
+
     /// `consumes Ready ready;`, connected by seL4Notification.
     pub mod ready {
         use super::rt;

@@ -178,6 +178,10 @@ pub mod glue {
         }
     }
 
+    /// The component's attributes, as the assembly sets them.
+    pub mod attributes {
+    }
+
     /// `provides CgiProgram cgi;`, connected by seL4RPCCall.
     pub mod cgi {
         use super::rt;

@@ -178,6 +178,10 @@ pub mod glue {
         }
     }
 
+    /// The component's attributes, as the assembly sets them.
+    pub mod attributes {
+    }
+
     /// `provides FileSystem fs;`, connected by seL4RPCCall.
     pub mod fs {
         use super::rt;

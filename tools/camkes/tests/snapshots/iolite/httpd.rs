@@ -178,6 +178,10 @@ pub mod glue {
         }
     }
 
+    /// The component's attributes, as the assembly sets them.
+    pub mod attributes {
+    }
+
     /// `uses Sockets sockets;`, connected by seL4RPCCall.
     pub mod sockets {
         use super::rt;

@@ -178,6 +178,10 @@ pub mod glue {
         }
     }
 
+    /// The component's attributes, as the assembly sets them.
+    pub mod attributes {
+    }
+
     /// `dataport Buf(131072) regs;`, connected by seL4HardwareMMIO.
     pub mod regs {
         use super::rt;
