@@ -89,6 +89,19 @@ pub struct FileCache<'d> {
     own: BTreeMap<(PoolId, u32), u32>,
     tick: u64,
     stats: CacheStats,
+    /// Evictions not yet taken by [`FileCache::take_evictions`], when the
+    /// log is on (the fs component prints them for the policy test).
+    evict_log: Option<alloc::vec::Vec<Eviction>>,
+}
+
+/// One eviction, as the log records it ([`FileCache::set_eviction_log`]).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Eviction {
+    /// The entry that left the cache.
+    pub key: Key,
+    /// Whether something besides the cache still referenced it (the policy
+    /// picks such an entry only when no unreferenced entry is left).
+    pub referenced: bool,
 }
 
 impl<'d> FileCache<'d> {
@@ -104,6 +117,7 @@ impl<'d> FileCache<'d> {
             own: BTreeMap::new(),
             tick: 0,
             stats: CacheStats::default(),
+            evict_log: None,
         }
     }
 
@@ -120,6 +134,32 @@ impl<'d> FileCache<'d> {
     /// Changes the memory budget; entries are evicted at the next insertion.
     pub fn set_budget(&mut self, budget_bytes: usize) {
         self.budget = budget_bytes;
+    }
+
+    /// Changes the budget and evicts by the policy at once until the cache
+    /// fits it (`set_budget` alone waits for the next insertion).
+    pub fn shrink_to(&mut self, budget_bytes: usize) {
+        self.budget = budget_bytes;
+        while self.stats.pages_bytes as usize > self.budget {
+            if !self.evict_one() {
+                break;
+            }
+        }
+    }
+
+    /// Turns the eviction log on or off (off by default; turning it off
+    /// drops what was not taken).
+    pub fn set_eviction_log(&mut self, on: bool) {
+        self.evict_log = if on { Some(alloc::vec::Vec::new()) } else { None };
+    }
+
+    /// The evictions since the last call, oldest first (empty when the log
+    /// is off).
+    pub fn take_evictions(&mut self) -> alloc::vec::Vec<Eviction> {
+        match &mut self.evict_log {
+            Some(log) => core::mem::take(log),
+            None => alloc::vec::Vec::new(),
+        }
     }
 
     /// Counters.
@@ -190,6 +230,9 @@ impl<'d> FileCache<'d> {
         self.stats.evictions += 1;
         if referenced {
             self.stats.evictions_referenced += 1;
+        }
+        if let Some(log) = &mut self.evict_log {
+            log.push(Eviction { key, referenced });
         }
         true
     }
@@ -358,6 +401,29 @@ mod tests {
         drop((r2, r4, r4b));
         assert_eq!(s.pages_bytes, 3 * PAGE_SIZE as u64);
         assert_eq!(d.pool_stats(POOL).unwrap().buffers_in_use, 3, "evicted buffers went back to the pool");
+    }
+
+    #[test]
+    fn eviction_log_and_shrink_follow_the_policy() {
+        let d = domain();
+        own_pool(d, POOL, 32);
+        let mut c = FileCache::new(d, POOL, 4 * PAGE_SIZE);
+        assert!(c.take_evictions().is_empty(), "log off by default");
+        c.set_eviction_log(true);
+        for f in 1..=4 {
+            drop(load(&mut c, f));
+        }
+        let held = c.get(key(1)).unwrap(); // 1 referenced; order 2 3 4 1
+        drop(load(&mut c, 5)); // evicts 2
+        c.shrink_to(2 * PAGE_SIZE); // evicts 3, then 4 (1 is referenced)
+        let ev = |file, referenced| Eviction { key: key(file), referenced };
+        assert_eq!(c.take_evictions(), [ev(2, false), ev(3, false), ev(4, false)]);
+        assert!(c.take_evictions().is_empty(), "taken");
+        c.shrink_to(0); // 1 is older than 5 but referenced: 5 first
+        assert_eq!(c.take_evictions(), [ev(5, false), ev(1, true)]);
+        assert_eq!(c.stats().pages_bytes, 0);
+        drop(held);
+        assert_eq!(d.pool_stats(POOL).unwrap().buffers_in_use, 0);
     }
 
     #[test]

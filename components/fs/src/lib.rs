@@ -24,6 +24,8 @@ pub mod device;
 pub mod error;
 pub mod ext2;
 pub mod path;
+pub mod proto;
+pub mod sha256;
 
 #[cfg(test)]
 mod image_tests;
@@ -34,7 +36,7 @@ use alloc::vec::Vec;
 
 use iolite::{Aggregate, Boundary, CopyMode, Domain, PoolId, BUILD_COPY_MODE, MAX_SLICES, PAGE_SIZE};
 
-pub use cache::{CacheStats, FileCache, Key};
+pub use cache::{CacheStats, Eviction, FileCache, Key};
 pub use device::BlockDevice;
 pub use error::{Corruption, FsError, IoError, Result};
 pub use ext2::{
