@@ -1,0 +1,264 @@
+//! The built-in CGI programs, run in the cgi component's protection domain.
+//!
+//! * `/cgi-bin/stats`: the counters of every component, HTML, or JSON with
+//!   `?format=json` (see [`crate::stats`]).
+//! * `/cgi-bin/echo`: the method, the meta-variables and the body. The body
+//!   goes back **by reference**: the reply aggregate is a generated part
+//!   followed by the very slices the request body arrived in.
+//! * `/cgi-bin/page`: a page assembled from static fragments read from the
+//!   file system as aggregates (slices of the file cache, kept in a small
+//!   fragment cache) with generated parts chained in between. Most of its
+//!   bytes are never copied, and the page says how many were referenced,
+//!   generated and copied.
+//!
+//! Any other name answers `Status: 404`.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+use iolite::{Aggregate, Domain, PoolId};
+
+use crate::env::Env;
+use crate::gen::{bytes_escape, generate, html_escape};
+use crate::stats::{write_html, write_json, Component, Counters};
+
+/// Where the page's static fragments come from (on target: the fs
+/// component, read with `read_shared`; in tests: memory).
+pub trait FragmentSource<'d> {
+    /// A value that changes whenever the fragment's contents change (e.g.
+    /// from ⟨ino, generation, mtime, size⟩), or `None` if it does not exist.
+    fn version(&mut self, path: &str) -> Option<u64>;
+    /// The whole fragment as an aggregate, by reference.
+    fn read(&mut self, path: &str) -> Option<Aggregate<'d>>;
+}
+
+/// The fragments `/cgi-bin/page` is made of, in order; generated parts go
+/// between them.
+pub const FRAGMENTS: [&str; 3] = ["/fragments/top.html", "/fragments/middle.html", "/fragments/bottom.html"];
+
+/// Counters of the programs (exported as the `cgi` component).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct ProgramStats {
+    /// Requests run.
+    pub requests: u64,
+    /// Requests per program.
+    pub stats_requests: u64,
+    /// `/cgi-bin/echo` runs.
+    pub echo_requests: u64,
+    /// `/cgi-bin/page` runs.
+    pub page_requests: u64,
+    /// Unknown programs (404).
+    pub not_found: u64,
+    /// Bytes written by the programs (headers and generated text).
+    pub generated_bytes: u64,
+    /// Bytes passed on by reference (fragments, echoed bodies).
+    pub referenced_bytes: u64,
+    /// Fragment cache hits and misses.
+    pub fragment_hits: u64,
+    /// Fragment cache misses (first use or changed).
+    pub fragment_misses: u64,
+    /// Runs that failed (no memory, missing fragment).
+    pub failures: u64,
+}
+
+/// Why a program could not produce output (the cgi component then replies
+/// with a fault, and httpd answers 502).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProgramError {
+    /// An IO-Lite operation failed (pool exhausted, too many slices).
+    Iolite(iolite::Error),
+    /// A fragment of `/cgi-bin/page` is missing.
+    MissingFragment,
+}
+
+impl From<iolite::Error> for ProgramError {
+    fn from(e: iolite::Error) -> Self {
+        ProgramError::Iolite(e)
+    }
+}
+
+struct Cached<'d> {
+    path: &'static str,
+    version: u64,
+    agg: Aggregate<'d>,
+}
+
+/// The program runner of the cgi component.
+pub struct Programs<'d, F> {
+    d: &'d Domain,
+    pool: PoolId,
+    frags: F,
+    cache: Vec<Cached<'d>>,
+    stats: ProgramStats,
+}
+
+/// The value of `key` in a query string (`a=1&format=json`), undecoded.
+pub fn query_param<'q>(query: &'q str, key: &str) -> Option<&'q str> {
+    query.split('&').find_map(|kv| {
+        let (k, v) = kv.split_once('=').unwrap_or((kv, ""));
+        (k == key).then_some(v)
+    })
+}
+
+impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
+    /// A runner generating into `pool` (owned by the cgi's domain `d`).
+    pub fn new(d: &'d Domain, pool: PoolId, frags: F) -> Self {
+        Self { d, pool, frags, cache: Vec::new(), stats: ProgramStats::default() }
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> ProgramStats {
+        self.stats
+    }
+
+    /// The fragment source.
+    pub fn fragments_mut(&mut self) -> &mut F {
+        &mut self.frags
+    }
+
+    /// The cgi component's counters, for `/cgi-bin/stats`.
+    pub fn component(&self) -> Component {
+        let s = self.stats;
+        Component::new("cgi")
+            .with("requests", s.requests)
+            .with("generated_bytes", s.generated_bytes)
+            .with("referenced_bytes", s.referenced_bytes)
+            .with("fragment_hits", s.fragment_hits)
+            .with("fragment_misses", s.fragment_misses)
+            .with("failures", s.failures)
+            .with_iolite(&self.d.stats())
+    }
+
+    /// Drops the cached fragments (e.g. on `FLAG_RECLAIM`).
+    pub fn drop_cache(&mut self) {
+        self.cache.clear();
+    }
+
+    /// Runs the program named by `SCRIPT_NAME` and returns its output (CGI
+    /// header, empty line, body).
+    pub fn run(&mut self, env: &Env, body: Option<Aggregate<'d>>, counters: &Counters) -> Result<Aggregate<'d>, ProgramError> {
+        self.stats.requests += 1;
+        let r = match env.get_str("SCRIPT_NAME").unwrap_or("") {
+            "/cgi-bin/stats" => self.run_stats(env, counters),
+            "/cgi-bin/echo" => self.run_echo(env, body),
+            "/cgi-bin/page" => self.run_page(env, counters),
+            _ => {
+                self.stats.not_found += 1;
+                self.gen(|w| {
+                    w.write_str("Status: 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nno such program\n")
+                })
+            }
+        };
+        if r.is_err() {
+            self.stats.failures += 1;
+        }
+        r
+    }
+
+    fn gen(&mut self, f: impl Fn(&mut dyn Write) -> core::fmt::Result) -> Result<Aggregate<'d>, ProgramError> {
+        let a = generate(self.d, self.pool, f)?;
+        self.stats.generated_bytes += a.len() as u64;
+        Ok(a)
+    }
+
+    fn run_stats(&mut self, env: &Env, counters: &Counters) -> Result<Aggregate<'d>, ProgramError> {
+        self.stats.stats_requests += 1;
+        let mut all = counters.clone();
+        all.push(self.component());
+        let json = query_param(env.get_str("QUERY_STRING").unwrap_or(""), "format") == Some("json");
+        self.gen(|w| {
+            if json {
+                w.write_str("Content-Type: application/json\r\nCache-Control: no-store\r\n\r\n")?;
+                write_json(w, &all)
+            } else {
+                w.write_str("Content-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n\r\n")?;
+                write_html(w, &all)
+            }
+        })
+    }
+
+    fn run_echo(&mut self, env: &Env, body: Option<Aggregate<'d>>) -> Result<Aggregate<'d>, ProgramError> {
+        self.stats.echo_requests += 1;
+        let blen = body.as_ref().map_or(0, |b| b.len());
+        let mut out = self.gen(|w| {
+            w.write_str("Content-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\n\r\n")?;
+            w.write_str("method: ")?;
+            bytes_escape(w, env.get("REQUEST_METHOD").unwrap_or(b""))?;
+            w.write_str("\n\nmeta-variables:\n")?;
+            for (n, v) in env.iter() {
+                write!(w, "{n}=")?;
+                bytes_escape(w, v)?;
+                w.write_char('\n')?;
+            }
+            write!(w, "\nbody: {blen} bytes (passed back by reference)\n")
+        })?;
+        if let Some(b) = body {
+            self.stats.referenced_bytes += b.len() as u64;
+            if let Err((_, b)) = out.append(b) {
+                // More slices than an aggregate holds: one counted copy.
+                let flat = b.copy_to_pool(self.pool)?;
+                out.append(flat).map_err(|(e, _)| e)?;
+            }
+        }
+        Ok(out)
+    }
+
+    fn fragment(&mut self, path: &'static str) -> Result<Aggregate<'d>, ProgramError> {
+        let v = self.frags.version(path).ok_or(ProgramError::MissingFragment)?;
+        if let Some(c) = self.cache.iter().find(|c| c.path == path && c.version == v) {
+            self.stats.fragment_hits += 1;
+            return Ok(c.agg.duplicate()?);
+        }
+        self.stats.fragment_misses += 1;
+        self.cache.retain(|c| c.path != path);
+        let agg = self.frags.read(path).ok_or(ProgramError::MissingFragment)?;
+        self.cache.push(Cached { path, version: v, agg: agg.duplicate()? });
+        Ok(agg)
+    }
+
+    fn run_page(&mut self, env: &Env, counters: &Counters) -> Result<Aggregate<'d>, ProgramError> {
+        self.stats.page_requests += 1;
+        let copied_before = self.d.stats().bytes_copied;
+        let mut frags = Vec::with_capacity(FRAGMENTS.len());
+        for p in FRAGMENTS {
+            frags.push(self.fragment(p)?);
+        }
+        let referenced: usize = frags.iter().map(|f| f.len()).sum();
+        let n = self.stats.page_requests;
+        let remote = String::from(env.get_str("REMOTE_ADDR").unwrap_or("?"));
+        let head = self.gen(|w| w.write_str("Content-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n\r\n"))?;
+        let up = counters.uptime_ms;
+        let part1 = self.gen(|w| {
+            write!(w, "<p class=\"meta\">Assembled for <code>")?;
+            html_escape(w, &remote)?;
+            writeln!(
+                w,
+                "</code> at uptime {}.{:03} s; this is request {n} of this page.</p>",
+                up / 1000,
+                up % 1000
+            )
+        })?;
+        let generated_so_far = head.len() + part1.len();
+        let by_ref = counters.total("bytes_by_ref_sent");
+        let copied = counters.total("bytes_copied");
+        let copied_now = self.d.stats().bytes_copied - copied_before;
+        let part2 = self.gen(|w| {
+            write!(
+                w,
+                "<table class=\"accounting\"><tr><th>bytes of this page from {} cached fragments, by reference</th><td>{referenced}</td></tr>\n\
+                 <tr><th>bytes generated before this table (CGI header and the line above)</th><td>{generated_so_far}</td></tr>\n\
+                 <tr><th>bytes copied to build it</th><td>{copied_now}</td></tr>\n\
+                 <tr><th>system-wide: payload bytes passed by reference / copied</th><td>{by_ref} / {copied}</td></tr></table>\n",
+                FRAGMENTS.len()
+            )
+        })?;
+        self.stats.referenced_bytes += referenced as u64;
+        let mut it = frags.into_iter();
+        let mut out = head;
+        for part in [it.next(), Some(part1), it.next(), Some(part2), it.next()].into_iter().flatten() {
+            out.append(part).map_err(|(e, _)| e)?;
+        }
+        Ok(out)
+    }
+}

@@ -1,0 +1,181 @@
+//! `/cgi-bin/stats`: the live counters of every component, as JSON or HTML.
+//!
+//! JSON schema (`/cgi-bin/stats?format=json`, `application/json`):
+//!
+//! ```text
+//! {
+//!   "schema": 1,
+//!   "uptime_ms": <u64>,
+//!   "<component>": { "<counter>": <u64>, ... },    one object per component
+//!   ...
+//! }
+//! ```
+//!
+//! Component and counter names are `[a-z0-9_]+`. Every counter is a
+//! non-negative integer that only grows, except the gauges whose names end
+//! in `_active`, `_in_use` or `_cached`. Counters every component that uses
+//! IO-Lite reports (from [`iolite::Stats`], see [`Component::with_iolite`]):
+//! `bytes_copied`, `bytes_by_ref_sent`, `bytes_by_ref_received`,
+//! `buffers_in_use`, `pages_in_use`, `high_water_pages`, `alloc_failures`.
+//! Component-specific ones are listed in `components/cgi/README.md`.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::fmt::{self, Write};
+
+use crate::gen::html_escape;
+
+/// The counters of one component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    /// Component name, `[a-z0-9_]+` (e.g. `httpd`, `netstack`, `fs`, `cgi`).
+    pub name: String,
+    /// `(counter name, value)`, in display order.
+    pub counters: Vec<(String, u64)>,
+}
+
+fn clean(s: &str) -> String {
+    s.chars()
+        .map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' })
+        .collect()
+}
+
+impl Component {
+    /// A component without counters. The name is forced into `[a-z0-9_]`.
+    pub fn new(name: &str) -> Self {
+        Self { name: clean(name), counters: Vec::new() }
+    }
+
+    /// Adds (or replaces) a counter.
+    pub fn set(&mut self, key: &str, value: u64) -> &mut Self {
+        let key = clean(key);
+        if let Some(c) = self.counters.iter_mut().find(|(k, _)| *k == key) {
+            c.1 = value;
+        } else {
+            self.counters.push((key, value));
+        }
+        self
+    }
+
+    /// Builder form of [`Component::set`].
+    pub fn with(mut self, key: &str, value: u64) -> Self {
+        self.set(key, value);
+        self
+    }
+
+    /// Adds the IO-Lite counters every component has.
+    pub fn with_iolite(self, s: &iolite::Stats) -> Self {
+        self.with("bytes_copied", s.bytes_copied)
+            .with("bytes_by_ref_sent", s.bytes_by_ref_sent)
+            .with("bytes_by_ref_received", s.bytes_by_ref_received)
+            .with("buffers_in_use", s.buffers_in_use)
+            .with("pages_in_use", s.pages_in_use)
+            .with("high_water_pages", s.high_water_pages)
+            .with("alloc_failures", s.alloc_failures)
+    }
+
+    /// A counter's value.
+    pub fn get(&self, key: &str) -> Option<u64> {
+        self.counters.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
+
+/// Everything `/cgi-bin/stats` shows: collected by the CGI component from
+/// the others (on target: over their counter RPCs) and passed in.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Counters {
+    /// Milliseconds since boot.
+    pub uptime_ms: u64,
+    /// One entry per component, in display order.
+    pub components: Vec<Component>,
+}
+
+impl Counters {
+    /// Adds a component (a component with the same name is replaced).
+    pub fn push(&mut self, c: Component) {
+        if let Some(old) = self.components.iter_mut().find(|o| o.name == c.name) {
+            *old = c;
+        } else {
+            self.components.push(c);
+        }
+    }
+
+    /// A component by name.
+    pub fn component(&self, name: &str) -> Option<&Component> {
+        self.components.iter().find(|c| c.name == name)
+    }
+
+    /// Sum of one counter over all components (e.g. `bytes_copied`).
+    pub fn total(&self, key: &str) -> u64 {
+        self.components.iter().filter_map(|c| c.get(key)).sum()
+    }
+}
+
+/// Writes the JSON document (schema above).
+pub fn write_json(w: &mut dyn Write, c: &Counters) -> fmt::Result {
+    write!(w, "{{\"schema\":1,\"uptime_ms\":{}", c.uptime_ms)?;
+    for comp in &c.components {
+        if comp.name == "schema" || comp.name == "uptime_ms" {
+            continue;
+        }
+        write!(w, ",\"{}\":{{", comp.name)?;
+        for (i, (k, v)) in comp.counters.iter().enumerate() {
+            if i > 0 {
+                w.write_char(',')?;
+            }
+            write!(w, "\"{k}\":{v}")?;
+        }
+        w.write_char('}')?;
+    }
+    w.write_str("}\n")
+}
+
+/// The JSON document as a string.
+pub fn to_json(c: &Counters) -> String {
+    let mut s = String::new();
+    let _ = write_json(&mut s, c);
+    s
+}
+
+/// Writes the HTML page: one table per component, and the totals of
+/// copied and by-reference bytes at the top. Links the site's stylesheet.
+pub fn write_html(w: &mut dyn Write, c: &Counters) -> fmt::Result {
+    w.write_str(
+        "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
+         <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
+         <title>Iolite OS: counters</title><link rel=\"stylesheet\" href=\"/style.css\"></head>\n\
+         <body><header><a class=\"home\" href=\"/\">Iolite OS</a> \
+         <nav><a href=\"/live.html\">live chart</a> <a href=\"/cgi-bin/stats?format=json\">JSON</a></nav></header>\n<main>\n\
+         <h1>Counters</h1>\n",
+    )?;
+    let secs = c.uptime_ms / 1000;
+    write!(
+        w,
+        "<p class=\"lead\">Up {}h {:02}m {:02}s. Payload bytes passed by reference: <strong>{}</strong>; \
+         copied: <strong>{}</strong>.</p>\n<div class=\"cards\">\n",
+        secs / 3600,
+        secs / 60 % 60,
+        secs % 60,
+        c.total("bytes_by_ref_sent"),
+        c.total("bytes_copied")
+    )?;
+    for comp in &c.components {
+        w.write_str("<section class=\"card\"><h2>")?;
+        html_escape(w, &comp.name)?;
+        w.write_str("</h2><table>\n")?;
+        for (k, v) in &comp.counters {
+            w.write_str("<tr><th>")?;
+            html_escape(w, k)?;
+            writeln!(w, "</th><td>{v}</td></tr>")?;
+        }
+        w.write_str("</table></section>\n")?;
+    }
+    w.write_str("</div>\n</main></body></html>\n")
+}
+
+/// The HTML page as a string.
+pub fn to_html(c: &Counters) -> String {
+    let mut s = String::new();
+    let _ = write_html(&mut s, c);
+    s
+}
