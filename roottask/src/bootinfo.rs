@@ -22,6 +22,9 @@ pub fn report(bootinfo: &sel4::BootInfo) {
         ram_bytes >> 20,
         device_regions
     );
+    // x86: the kernel's TSC calibration (archInfo), so that cycle counts
+    // (benchmarks) can be turned into seconds.
+    log!("boot info: TSC frequency {} MHz", bootinfo.arch_info());
     log!(
         "boot info: empty slots {:#x}..{:#x}, node {} of {}",
         bootinfo.empty.start,
