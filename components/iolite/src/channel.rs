@@ -164,11 +164,21 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
     /// Applies every release the receiver returned. Bad releases are counted
     /// in [`Stats::bad_releases`](crate::Stats::bad_releases) and skipped.
     /// Returns the number of release messages consumed.
+    ///
+    /// If the release ring was full, the receiver may still hold releases it
+    /// could not queue and be waiting for data: it is signalled, so it
+    /// flushes them. Otherwise a sender waiting for pool space and a
+    /// receiver waiting for data would wait for each other forever.
     pub fn poll_releases(&mut self) -> Result<usize> {
+        let was_full = self.rel.len()? >= self.rel.capacity();
         let mut n = 0;
         while let Some(r) = self.rel.pop()? {
             let _ = self.d.apply_release(&r, self.peer);
             n += 1;
+        }
+        if was_full && n > 0 {
+            self.notifications += 1;
+            self.notify.notify();
         }
         Ok(n)
     }
@@ -550,6 +560,34 @@ mod tests {
         }
         assert_eq!(rounds, 5);
         assert_eq!(rx.flush_releases().unwrap(), 0);
+    }
+
+    #[test]
+    fn draining_a_full_release_ring_wakes_the_receiver() {
+        // The receiver could queue only one of its releases; if the sender
+        // drained the ring silently, a receiver waiting for data would never
+        // flush the rest while the sender waits for pool space.
+        let (fs, http) = domains();
+        let signals = Cell::new(0);
+        let notify = || signals.set(signals.get() + 1);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 1), (8, 1), notify, CopyMode::IoLite, Boundary::Pipe);
+        for i in 0..3u8 {
+            tx.send(make(&fs, FS_POOL, &[i]), 0, 0).unwrap();
+        }
+        drop((0..3).map(|_| rx.recv().unwrap().unwrap()).collect::<Vec<_>>());
+        assert_eq!(rx.flush_releases().unwrap(), 1, "the ring holds one release");
+        let before = signals.get();
+        assert_eq!(tx.poll_releases().unwrap(), 1);
+        assert_eq!(signals.get(), before + 1, "the sender signals the receiver after draining a full ring");
+        assert_eq!(rx.flush_releases().unwrap(), 1);
+        tx.poll_releases().unwrap();
+        assert_eq!(rx.flush_releases().unwrap(), 1);
+        let before = signals.get();
+        tx.poll_releases().unwrap();
+        assert_eq!(fs.stats().buffers_in_use, 0);
+        assert_eq!(signals.get(), before + 1);
+        assert_eq!(tx.poll_releases().unwrap(), 0);
+        assert_eq!(signals.get(), before + 1, "no signal when nothing was drained");
     }
 
     #[test]
