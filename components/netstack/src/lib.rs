@@ -29,6 +29,7 @@ pub mod api;
 pub mod csum;
 mod device;
 pub mod frame;
+pub mod link;
 mod stack;
 #[cfg(test)]
 mod tests;
@@ -71,9 +72,13 @@ pub struct Config {
     pub copy_mode: CopyMode,
     /// TCP transmit checksum (default [`TxChecksum::Cached`]).
     pub checksum: TxChecksum,
-    /// The stack's own pool (owned by its domain): frame headers, frames in
-    /// copy modes, received data.
+    /// The stack's own pool (owned by its domain): frame headers and frames
+    /// in copy modes (and received data, unless `rx_pool` says otherwise).
     pub pool: PoolId,
+    /// Where received data is copied for the application (owned by the
+    /// stack's domain; default: `pool`). A separate pool keeps received data
+    /// that applications hold on to from starving frame headers.
+    pub rx_pool: PoolId,
     /// Per-connection send window: bytes queued and not yet acknowledged.
     pub send_window: usize,
     /// Per-connection receive window (smoltcp's receive ring).
@@ -103,6 +108,7 @@ impl Config {
             copy_mode: iolite::BUILD_COPY_MODE,
             checksum: TxChecksum::Cached,
             pool,
+            rx_pool: pool,
             send_window: 256 * 1024,
             recv_window: 64 * 1024,
             random_seed: 0x0101_7e05,

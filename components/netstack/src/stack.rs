@@ -399,7 +399,7 @@ impl<'d> NetStack<'d> {
                 Recv::Eof
             });
         }
-        let mut b = self.d.alloc(self.cfg.pool, n).map_err(NetError::Iolite)?;
+        let mut b = self.d.alloc(self.cfg.rx_pool, n).map_err(NetError::Iolite)?;
         let got = s.recv_slice(&mut b.writable()[..n]).unwrap_or(0);
         self.d.count_copy(2 * got);
         self.stats.rx_payload_copied += 2 * got as u64;

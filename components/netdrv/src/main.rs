@@ -1,0 +1,595 @@
+//! netdrv: the e1000 (82540EM) driver of the network path
+//! (camkes/examples/netecho.camkes).
+//!
+//! * **Discovery:** PCI configuration space through the granted ports
+//!   0xCF8..0xCFF; the e1000 must be at 00:03.0 with BAR0 where the assembly
+//!   maps it. Memory decoding and bus mastering (DMA) are switched on.
+//! * **Receive:** 128 RX descriptors, each pointing at a one-page buffer of
+//!   the driver's IO-Lite pool (`rx_pool`, read-only for netstack). A
+//!   completed buffer is sealed at the frame's length and goes up to netstack
+//!   as a one-slice aggregate, by reference. When netstack returns it, the
+//!   page goes back to the pool and a fresh buffer refills the descriptor.
+//! * **Transmit:** netstack's frames are aggregates (a header slice and
+//!   payload slices in any mapped pool). Every slice gets its own data
+//!   descriptor at the slice's physical address (every dataport is physically
+//!   contiguous; the loader's start record gives the address), so payload is
+//!   never copied. The frame's holds are kept until the NIC reports the
+//!   descriptor done, then returned. A TCP checksum offload request becomes
+//!   a context descriptor (TUCSS/TUCSO), written only when it changes.
+//! * **Batching:** per wake-up, every completed RX descriptor is drained and
+//!   netstack is signalled once; netstack (higher priority) runs to
+//!   completion at once, then its frames are posted and TDT is written once,
+//!   and RDT once after refilling. Interrupt throttling (ITR, attribute
+//!   `itr`) bounds the interrupt rate.
+//! * **Counters:** the `drv_stats` page (`netstack::link::DRV_NAMES`).
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use component_runtime::{error, log};
+use core::sync::atomic::{fence, Ordering};
+use iolite::{Aggregate, Boundary, BufMeta, BufMut, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust};
+use netstack::link::{self, CounterPage, PairControl};
+use netstack::TxOffload;
+
+mod pci;
+mod regs;
+
+use regs::*;
+
+component_runtime::component_entry!(main);
+component_runtime::global_heap!(2 << 20);
+include!(concat!(env!("IOLITE_GLUE_DIR"), "/netdrv.rs"));
+
+const E1000: pci::Function = pci::Function { bus: 0, device: 3, function: 0 };
+const E1000_IDS: (u16, u16) = (0x8086, 0x100e);
+
+/// Descriptors per ring (16 bytes each; each ring has a page of its own).
+const RING: usize = 128;
+/// RX buffer size (RCTL.BSIZE = 2048).
+const RX_BUF: usize = 2048;
+/// Largest frame we transmit (no jumbo frames, CRC added by the NIC).
+const MAX_FRAME: usize = 1514;
+/// netstack's peer slot here (one channel each way).
+const NETSTACK: PeerId = PeerId(0);
+
+const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
+const HDR_POOL: PoolId = glue::attributes::HDR_POOL_ID as PoolId;
+const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
+const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
+const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
+
+/// Counter indices (order of `link::DRV_NAMES`).
+/// (`TxCopied` stays 0: the driver never copies a frame.)
+#[derive(Clone, Copy)]
+#[repr(usize)]
+#[allow(dead_code)]
+enum C {
+    RxFrames,
+    RxBytes,
+    RxDropped,
+    TxFrames,
+    TxBytes,
+    TxDescriptors,
+    TxOffloaded,
+    TxCopied,
+    TxRejected,
+    Irqs,
+    Wakeups,
+    ArpRx,
+    ArpTx,
+    LinkUp,
+    RxRingEmpty,
+    BytesCopied,
+}
+const NCOUNTERS: usize = 16;
+const _: () = assert!(link::DRV_NAMES.len() == NCOUNTERS);
+
+fn meta(pages: u32) -> &'static mut [BufMeta] {
+    Box::leak(alloc::vec![BufMeta::EMPTY; pages as usize].into_boxed_slice())
+}
+
+fn pages_of(size: usize) -> u32 {
+    PoolLayout::fitting(size).pages
+}
+
+/// A transmitted frame waiting for its last descriptor to be done.
+struct InFlight {
+    last: usize,
+    descs: usize,
+    _frame: Aggregate<'static>,
+}
+
+struct Driver {
+    start: &'static component_runtime::start::StartInfo,
+    regs: Registers,
+    d: &'static Domain,
+    tx_ring: *mut [u64; 2],
+    rx_ring: *mut [u64; 2],
+    rx_bufs: Vec<Option<BufMut<'static>>>,
+    /// Next RX descriptor to look at.
+    rx_next: usize,
+    /// The RDT value: descriptors [rx_next, rx_tail) belong to the NIC.
+    rx_tail: usize,
+    /// Next free TX descriptor (the TDT value once written).
+    tx_tail: usize,
+    tx_used: usize,
+    tx_inflight: VecDeque<InFlight>,
+    /// A frame that did not fit the ring yet.
+    tx_pending: Option<(Aggregate<'static>, TxOffload)>,
+    /// The checksum context last given to the NIC (start, offset).
+    tx_context: Option<(u16, u16)>,
+    to_stack: ChannelTx<'static, NoNotify>,
+    from_stack: ChannelRx<'static, NoNotify>,
+    control: &'static PairControl,
+    stats: &'static CounterPage,
+    c: [u64; NCOUNTERS],
+}
+
+fn main(start: &'static component_runtime::start::StartInfo) -> ! {
+    init_heap();
+    let regs = match probe(start) {
+        Ok(Some(r)) => r,
+        Ok(None) => component_runtime::exit(1),
+        Err(e) => {
+            error!("PCI configuration space access failed: {e:?}");
+            component_runtime::exit(1)
+        }
+    };
+    let mut drv = Driver::new(start, regs);
+    drv.run()
+}
+
+/// Finds the e1000, checks BAR0 against the assembly and enables memory
+/// decoding and bus mastering.
+fn probe(start: &component_runtime::start::StartInfo) -> sel4::Result<Option<Registers>> {
+    match E1000.ids()? {
+        Some(ids) if ids == E1000_IDS => {}
+        other => {
+            error!("no e1000 at {E1000} (found {other:x?}): boot with --net or --port");
+            return Ok(None);
+        }
+    }
+    let mapped = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
+    match pci::memory_bar0(E1000)? {
+        Some(bar) if bar.base == mapped && bar.size == glue::regs::SIZE as u64 => {}
+        Some(bar) => {
+            error!("pci {E1000}: bar0 {:#x} size {:#x}, but the assembly maps {mapped:#x} (fix e1000.regs_paddr)", bar.base, bar.size);
+            return Ok(None);
+        }
+        None => {
+            error!("pci {E1000}: BAR0 is an I/O BAR");
+            return Ok(None);
+        }
+    }
+    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
+    E1000.write(pci::REG_COMMAND, (command | pci::COMMAND_MEMORY | pci::COMMAND_BUS_MASTER) & !pci::COMMAND_INTX_DISABLE)?;
+    Ok(Some(Registers::new()))
+}
+
+/// # Safety
+/// `vaddr..vaddr+size` must be a dataport mapped read-write for the
+/// program's lifetime, used only through the returned region.
+unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
+    // SAFETY: per the contract.
+    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size) }.expect("dataport region")
+}
+
+/// # Safety
+/// As for [`rw`], read-only.
+unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
+    // SAFETY: per the contract.
+    unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
+}
+
+impl Driver {
+    fn new(start: &'static component_runtime::start::StartInfo, mut regs: Registers) -> Driver {
+        // --- the device, quiet and reset ---
+        regs.write(IMC, !0);
+        regs.write(CTRL, regs.read(CTRL) | CTRL_RST);
+        for _ in 0..100_000 {
+            if regs.read(CTRL) & CTRL_RST == 0 {
+                break;
+            }
+            sel4::yield_now();
+        }
+        regs.write(IMC, !0);
+        let _ = regs.read(ICR);
+        regs.write(CTRL, (regs.read(CTRL) | CTRL_SLU | CTRL_ASDE) & !CTRL_RST);
+        for i in 0..128 {
+            regs.write(MTA + 4 * i, 0);
+        }
+        let mac = regs.mac().unwrap_or_else(|| {
+            error!("e1000: receive address 0 not valid");
+            component_runtime::exit(1)
+        });
+
+        // --- IO-Lite: our RX pool, the pools frames may point into ---
+        let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+        // SAFETY (all four): the dataports are mapped as declared for as
+        // long as we run, and used only through the IO-Lite domain.
+        unsafe {
+            d.add_owned_pool(RX_POOL, rw(glue::rx_pool::VADDR, glue::rx_pool::SIZE), meta(pages_of(glue::rx_pool::SIZE)), Trust::Trusted)
+                .expect("rx pool");
+            d.add_foreign_pool(HDR_POOL, ro(glue::hdr_pool::VADDR, glue::hdr_pool::SIZE), meta(pages_of(glue::hdr_pool::SIZE)), Trust::Trusted)
+                .expect("hdr pool");
+            d.add_foreign_pool(SOCK_POOL, ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE), meta(pages_of(glue::sock_pool::SIZE)), Trust::Trusted)
+                .expect("sock pool");
+            d.add_foreign_pool(APP_POOL, ro(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(pages_of(glue::app_pool::SIZE)), Trust::Trusted)
+                .expect("app pool");
+        }
+
+        // --- the link with netstack (netstack, above us, set it up) ---
+        let link_base = glue::link::VADDR as *mut u8;
+        // SAFETY: the link dataport is mapped read-write, shared only with
+        // netstack, which uses the same layout.
+        let control = unsafe { PairControl::at(link_base) };
+        if PairControl::get(&control.magic) != link::PAIR_MAGIC {
+            error!("the link with netstack is not initialised (netstack must run above netdrv)");
+            component_runtime::exit(1)
+        }
+        // SAFETY: channel A (ours to send) and B (ours to receive) of the
+        // initialised pair; we are their only sender and receiver here.
+        let (to_stack, from_stack) = unsafe {
+            (
+                ChannelTx::attach(d, NETSTACK, rw(glue::link::VADDR, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
+                    .expect("link A"),
+                ChannelRx::attach(
+                    d,
+                    NETSTACK,
+                    rw(glue::link::VADDR + link::PAIR_B_OFF, link::CHANNEL_BYTES),
+                    link::FWD_CAP,
+                    link::REL_CAP,
+                    NoNotify,
+                    // The driver never copies: frames are DMA'd from where they are.
+                    CopyMode::IoLite,
+                    Boundary::Pipe,
+                    None,
+                )
+                .expect("link B"),
+            )
+        };
+        // SAFETY: our counter page, mapped read-write.
+        let stats = unsafe { CounterPage::at(glue::drv_stats::VADDR as *const u8) };
+
+        // --- descriptor rings: two pages of our pool, kept for good ---
+        let ring_page = || {
+            let mut b = d.alloc(RX_POOL, 4096).expect("ring page");
+            let p = b.writable().as_mut_ptr();
+            // SAFETY: the page is ours (an unsealed buffer nobody else can
+            // name); zero it before the NIC sees it.
+            unsafe { core::ptr::write_bytes(p, 0, 4096) };
+            core::mem::forget(b);
+            p
+        };
+        let tx_ring = ring_page() as *mut [u64; 2];
+        let rx_ring = ring_page() as *mut [u64; 2];
+        let phys = |p: *const u8| start.physical_address(p as u64).expect("ring in a dataport");
+        let (tx_pa, rx_pa) = (phys(tx_ring as *const u8), phys(rx_ring as *const u8));
+
+        let mut drv = Driver {
+            start,
+            regs,
+            d,
+            tx_ring,
+            rx_ring,
+            rx_bufs: (0..RING).map(|_| None).collect(),
+            rx_next: 0,
+            rx_tail: 0,
+            tx_tail: 0,
+            tx_used: 0,
+            tx_inflight: VecDeque::new(),
+            tx_pending: None,
+            tx_context: None,
+            to_stack,
+            from_stack,
+            control,
+            stats,
+            c: [0; NCOUNTERS],
+        };
+        let r = &mut drv.regs;
+        r.write(RDBAL, rx_pa as u32);
+        r.write(RDBAH, (rx_pa >> 32) as u32);
+        r.write(RDLEN, (RING * 16) as u32);
+        r.write(RDH, 0);
+        r.write(RDT, 0);
+        r.write(RDTR, 0);
+        r.write(RADV, 0);
+        r.write(TDBAL, tx_pa as u32);
+        r.write(TDBAH, (tx_pa >> 32) as u32);
+        r.write(TDLEN, (RING * 16) as u32);
+        r.write(TDH, 0);
+        r.write(TDT, 0);
+        r.write(TIDV, 0);
+        r.write(TADV, 0);
+        r.write(TIPG, TIPG_DEFAULT);
+        r.write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD);
+        r.write(ITR, glue::attributes::ITR as u32);
+        drv.rx_refill();
+        drv.regs.write(RCTL, RCTL_EN | RCTL_BAM | RCTL_SECRC);
+        drv.regs.write(IMS, INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC | INT_TXDW);
+
+        let up = drv.regs.read(STATUS) & STATUS_LU != 0;
+        drv.c[C::LinkUp as usize] = up as u64;
+        let m = mac;
+        PairControl::set(&control.mac, 1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]));
+        PairControl::set(&control.link_up, up as u64);
+        log!(
+            "e1000 at {E1000} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5],
+            if up { "up" } else { "down" }
+        );
+        drv
+    }
+
+    fn run(&mut self) -> ! {
+        // The kernel masks a level-triggered line until acknowledged; an
+        // earlier incarnation may have left it masked.
+        let _ = glue::irq::acknowledge();
+        let mut wake_stack = true; // netstack waits for the MAC address
+        loop {
+            let reaped = self.tx_reap();
+            let received = self.rx_drain();
+            if received > 0 || (reaped > 0 && PairControl::get(&self.control.tx_waiting) != 0) {
+                wake_stack = true;
+            }
+            if wake_stack {
+                wake_stack = false;
+                self.to_stack.flush();
+                self.c[C::Wakeups as usize] += 1;
+                // netstack runs above us: it handles everything now and
+                // returns here when it blocks, its frames queued on the link.
+                glue::wake::emit();
+            }
+            let _ = self.to_stack.poll_releases();
+            self.tx_post();
+            let _ = self.from_stack.flush_releases();
+            self.rx_refill();
+            self.publish();
+            if self.rx_ready() {
+                continue;
+            }
+            glue::irq::wait();
+            // Reading ICR clears the causes and so deasserts the level line
+            // before the kernel unmasks it.
+            let icr = self.regs.read(ICR);
+            let _ = glue::irq::acknowledge();
+            self.c[C::Irqs as usize] += 1;
+            if icr & INT_LSC != 0 {
+                let up = self.regs.read(STATUS) & STATUS_LU != 0;
+                self.c[C::LinkUp as usize] = up as u64;
+                PairControl::set(&self.control.link_up, up as u64);
+                log!("link {}", if up { "up" } else { "down" });
+            }
+        }
+    }
+
+    fn publish(&mut self) {
+        self.c[C::BytesCopied as usize] = self.d.stats().bytes_copied;
+        self.stats.publish(&self.c);
+    }
+
+    fn desc(ring: *mut [u64; 2], i: usize) -> *mut [u64; 2] {
+        // SAFETY: i < RING, the ring page holds RING descriptors.
+        unsafe { ring.add(i % RING) }
+    }
+
+    fn rx_status(&self, i: usize) -> (u8, u8, u16) {
+        // SAFETY: a descriptor of our ring page; the NIC writes it back.
+        let w1 = unsafe { core::ptr::read_volatile(&(*Self::desc(self.rx_ring, i))[1]) };
+        ((w1 >> 32) as u8, (w1 >> 40) as u8, w1 as u16)
+    }
+
+    fn rx_ready(&self) -> bool {
+        self.rx_status(self.rx_next).0 & DD != 0
+    }
+
+    /// Hands every completed RX buffer to netstack; returns how many.
+    fn rx_drain(&mut self) -> usize {
+        let mut n = 0;
+        loop {
+            let i = self.rx_next;
+            if i == self.rx_tail {
+                break;
+            }
+            let (status, errors, len) = self.rx_status(i);
+            if status & DD == 0 {
+                break;
+            }
+            fence(Ordering::Acquire);
+            self.rx_next = (i + 1) % RING;
+            let Some(mut buf) = self.rx_bufs[i].take() else { continue };
+            let len = len as usize;
+            if status & RXD_EOP == 0 || errors != 0 || len < 14 || len > RX_BUF {
+                self.c[C::RxDropped as usize] += 1;
+                self.rx_bufs[i] = Some(buf); // reuse as is
+                continue;
+            }
+            let w = buf.writable();
+            if w[12] == 0x08 && w[13] == 0x06 {
+                self.c[C::ArpRx as usize] += 1;
+            }
+            match buf.seal(len) {
+                Ok(agg) => match self.to_stack.send(agg, 0, 0) {
+                    Ok(()) => {
+                        n += 1;
+                        self.c[C::RxFrames as usize] += 1;
+                        self.c[C::RxBytes as usize] += len as u64;
+                    }
+                    Err(_) => self.c[C::RxDropped as usize] += 1,
+                },
+                Err((_, b)) => {
+                    self.c[C::RxDropped as usize] += 1;
+                    self.rx_bufs[i] = Some(b);
+                }
+            }
+        }
+        n
+    }
+
+    /// Gives the NIC every free RX descriptor we have a buffer for, then
+    /// writes RDT once.
+    fn rx_refill(&mut self) {
+        let old = self.rx_tail;
+        while (self.rx_tail + 1) % RING != self.rx_next {
+            let i = self.rx_tail;
+            if self.rx_bufs[i].is_none() {
+                match self.d.alloc(RX_POOL, RX_BUF) {
+                    Ok(b) => self.rx_bufs[i] = Some(b),
+                    Err(_) => {
+                        self.c[C::RxRingEmpty as usize] += 1;
+                        break;
+                    }
+                }
+            }
+            let b = self.rx_bufs[i].as_mut().expect("filled above");
+            let va = b.writable().as_mut_ptr() as u64;
+            let pa = self.start.physical_address(va).expect("rx pool is a dataport");
+            let desc = Self::desc(self.rx_ring, i);
+            // SAFETY: our descriptor, not owned by the NIC (outside [head, tail)).
+            unsafe {
+                core::ptr::write_volatile(&mut (*desc)[0], pa);
+                core::ptr::write_volatile(&mut (*desc)[1], 0);
+            }
+            self.rx_tail = (i + 1) % RING;
+        }
+        if self.rx_tail != old {
+            fence(Ordering::Release);
+            self.regs.write(RDT, self.rx_tail as u32);
+        }
+    }
+
+    /// Returns the frames whose descriptors the NIC has finished.
+    fn tx_reap(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(f) = self.tx_inflight.front() {
+            let desc = Self::desc(self.tx_ring, f.last);
+            // SAFETY: our ring; the NIC writes the status back.
+            let w1 = unsafe { core::ptr::read_volatile(&(*desc)[1]) };
+            if (w1 >> 32) as u8 & DD == 0 {
+                break;
+            }
+            self.tx_used -= f.descs;
+            self.tx_inflight.pop_front();
+            n += 1;
+        }
+        n
+    }
+
+    /// Posts netstack's queued frames; writes TDT once.
+    fn tx_post(&mut self) {
+        let start_tail = self.tx_tail;
+        loop {
+            let (agg, offload) = match self.tx_pending.take() {
+                Some(f) => f,
+                None => match self.from_stack.recv() {
+                    Ok(Some(r)) => (r.agg, link::decode_offload(r.tag)),
+                    Ok(None) => break,
+                    // Returns of a rejected descriptor wait for ring space.
+                    Err(iolite::Error::Full) => break,
+                    Err(_) => {
+                        self.c[C::TxRejected as usize] += 1;
+                        continue;
+                    }
+                },
+            };
+            let len = agg.len();
+            let offload = match offload {
+                TxOffload::TcpChecksum { start, offset }
+                    if start < 256 && offset < 256 && (offset as usize + 2) <= len && start < offset =>
+                {
+                    Some((start, offset))
+                }
+                TxOffload::TcpChecksum { .. } => {
+                    self.c[C::TxRejected as usize] += 1;
+                    continue;
+                }
+                TxOffload::None => None,
+            };
+            if !(14..=MAX_FRAME).contains(&len) {
+                self.c[C::TxRejected as usize] += 1;
+                continue;
+            }
+            let ctx = offload.is_some() && self.tx_context != offload;
+            let need = agg.slice_count() + ctx as usize;
+            if RING - 1 - self.tx_used < need {
+                self.tx_pending = Some((agg, offload.map_or(TxOffload::None, |(start, offset)| TxOffload::TcpChecksum { start, offset })));
+                break;
+            }
+            // Physical addresses first: a slice outside our dataports
+            // (impossible after validation, but checked) rejects the frame
+            // before any descriptor is written.
+            let mut pas = [(0u64, 0usize); iolite::MAX_SLICES];
+            let mut ok = true;
+            for (k, s) in agg.slices().enumerate() {
+                match self.start.physical_address(s.as_ptr() as u64) {
+                    Some(pa) => pas[k] = (pa, s.len()),
+                    None => ok = false,
+                }
+            }
+            if !ok {
+                self.c[C::TxRejected as usize] += 1;
+                continue;
+            }
+            if let Some(first) = agg.slices().next() {
+                if first.len() >= 14 && first[12] == 0x08 && first[13] == 0x06 {
+                    self.c[C::ArpTx as usize] += 1;
+                }
+            }
+            let first_idx = self.tx_tail;
+            if let (true, Some((start, offset))) = (ctx, offload) {
+                // Context descriptor: TUCSS, TUCSO, TUCSE = 0 (to the end).
+                let upper = start as u64 | (offset as u64) << 8;
+                let lower = upper << 32; // IP fields unused (IPv4 header checksum is done)
+                let cmd = (TXD_CMD_DEXT << 24 | TXD_DTYP_C) as u64;
+                self.put_tx([lower & 0xffff_ffff_0000_0000, cmd]);
+                self.tx_context = offload;
+            }
+            let n = agg.slice_count();
+            for (k, &(pa, l)) in pas[..n].iter().enumerate() {
+                let last = k + 1 == n;
+                let w1 = if offload.is_some() {
+                    let cmd = TXD_CMD_DEXT | TXD_CMD_IFCS | if last { TXD_CMD_EOP | TXD_CMD_RS } else { 0 };
+                    (l as u64) | TXD_DTYP_D as u64 | (cmd as u64) << 24 | (TXD_POPTS_TXSM as u64) << 40
+                } else {
+                    let cmd = TXD_CMD_IFCS | if last { TXD_CMD_EOP | TXD_CMD_RS } else { 0 };
+                    (l as u64) | (cmd as u64) << 24
+                };
+                self.put_tx([pa, w1]);
+            }
+            let last = (self.tx_tail + RING - 1) % RING;
+            let descs = (self.tx_tail + RING - first_idx) % RING;
+            self.tx_used += descs;
+            self.c[C::TxFrames as usize] += 1;
+            self.c[C::TxBytes as usize] += len as u64;
+            self.c[C::TxDescriptors as usize] += descs as u64;
+            if offload.is_some() {
+                self.c[C::TxOffloaded as usize] += 1;
+            }
+            self.tx_inflight.push_back(InFlight { last, descs, _frame: agg });
+        }
+        if self.tx_tail != start_tail {
+            fence(Ordering::Release);
+            self.regs.write(TDT, self.tx_tail as u32);
+        }
+    }
+
+    fn put_tx(&mut self, words: [u64; 2]) {
+        let desc = Self::desc(self.tx_ring, self.tx_tail);
+        // SAFETY: a free descriptor of our ring (tx_used < RING - 1).
+        unsafe {
+            core::ptr::write_volatile(&mut (*desc)[0], words[0]);
+            core::ptr::write_volatile(&mut (*desc)[1], words[1]);
+        }
+        self.tx_tail = (self.tx_tail + 1) % RING;
+    }
+}

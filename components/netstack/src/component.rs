@@ -1,0 +1,411 @@
+//! The netstack component: wiring and event loop.
+//!
+//! * **Below:** the `link` pair with netdrv. Channel A brings received
+//!   frames (aggregates of netdrv's `rx_pool`), channel B takes frames to
+//!   transmit (headers in our `hdr_pool`, payload by reference) with the
+//!   checksum offload request in the tag. We run above netdrv, so we set the
+//!   pair up at start.
+//! * **Above:** the `client` pair with the socket client (tcp_echo, later
+//!   httpd): channel A carries [`Event`]s to it, channel B its requests
+//!   ([`netstack::api`]). The client runs above us and set that pair up.
+//! * **Wake-ups:** we block only on netdrv's `wake`. When we signal the
+//!   client (`event`), it runs to completion before we continue, so its
+//!   requests are already in the ring when `emit` returns; we loop until a
+//!   round produces nothing for the client. Frames go to netdrv without a
+//!   signal: netdrv runs below us and posts them when we block.
+//! * **Time:** the TSC (`tsc_mhz` attribute). TCP timers advance whenever
+//!   we run; there is no timer interrupt in this assembly yet, so a timer
+//!   that expires while the network is idle fires on the next frame.
+//! * **Counters:** the `stack_stats` page (`netstack::link::STACK_NAMES`).
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::collections::VecDeque;
+use component_runtime::{error, log};
+use iolite::{Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust};
+use netstack::api::{Event, Session};
+use netstack::link::{self, CounterPage, PairControl};
+use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
+
+component_runtime::component_entry!(main);
+component_runtime::global_heap!(12 << 20);
+include!(concat!(env!("IOLITE_GLUE_DIR"), "/netstack.rs"));
+
+const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
+const HDR_POOL: PoolId = glue::attributes::HDR_POOL_ID as PoolId;
+const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
+const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
+const NETDRV: PeerId = PeerId(0);
+const CLIENT: PeerId = PeerId(1);
+const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES && glue::client::SIZE >= link::PAIR_BYTES);
+
+/// Frames queued for netdrv beyond the ring (smoltcp stops emitting when
+/// this is full; they go out as the ring drains).
+const TX_QUEUE: usize = 512;
+/// Aggregates a client may have waiting per connection for TCP's send
+/// window before a send is refused (the pools bound memory first).
+const MAX_PENDING: usize = 1024;
+/// TSC ticks per millisecond (approximate; only TCP timers use it).
+const TSC_PER_MS: u64 = 2_600_000;
+
+fn now_ms() -> u64 {
+    let lo: u32;
+    let hi: u32;
+    // SAFETY: rdtsc only writes eax/edx; user-mode rdtsc is allowed.
+    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem, preserves_flags)) };
+    ((hi as u64) << 32 | lo as u64) / TSC_PER_MS
+}
+
+fn meta(size: usize) -> &'static mut [BufMeta] {
+    let pages = PoolLayout::fitting(size).pages as usize;
+    Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
+}
+
+/// # Safety
+/// `vaddr..vaddr+size` must be a dataport mapped read-write for the
+/// program's lifetime, used only through the returned region.
+unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
+    // SAFETY: per the contract.
+    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size) }.expect("dataport region")
+}
+
+/// # Safety
+/// As for [`rw`], read-only.
+unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
+    // SAFETY: per the contract.
+    unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
+}
+
+/// The stack's NIC: netdrv through the link pair.
+struct Port {
+    rx: ChannelRx<'static, NoNotify>,
+    queue: VecDeque<TxFrame<'static>>,
+    rx_errors: u64,
+    held_back: u64,
+}
+
+impl NicPort<'static> for Port {
+    fn can_transmit(&self) -> bool {
+        self.queue.len() < TX_QUEUE
+    }
+
+    fn transmit(&mut self, frame: TxFrame<'static>) -> Result<(), TxFrame<'static>> {
+        if self.queue.len() >= TX_QUEUE {
+            return Err(frame);
+        }
+        self.queue.push_back(frame);
+        Ok(())
+    }
+
+    fn receive(&mut self) -> Option<Aggregate<'static>> {
+        loop {
+            match self.rx.recv() {
+                Ok(Some(r)) => return Some(r.agg),
+                Ok(None) | Err(iolite::Error::Full) => return None,
+                Err(_) => self.rx_errors += 1,
+            }
+        }
+    }
+}
+
+impl Port {
+    /// Moves queued frames into netdrv's ring, as many as fit.
+    fn flush(&mut self, tx: &mut ChannelTx<'static, NoNotify>, control: &PairControl) {
+        while let Some(f) = self.queue.pop_front() {
+            let tag = link::encode_offload(f.offload);
+            if let Err((_, agg)) = tx.send(f.agg, tag, 0) {
+                self.queue.push_front(TxFrame { agg, offload: f.offload });
+                break;
+            }
+        }
+        let waiting = !self.queue.is_empty();
+        if waiting {
+            self.held_back += 1;
+        }
+        PairControl::set(&control.tx_waiting, waiting as u64);
+        tx.flush();
+    }
+}
+
+struct Node {
+    d: &'static Domain,
+    stack: NetStack<'static>,
+    port: Port,
+    link_tx: ChannelTx<'static, NoNotify>,
+    link_control: &'static PairControl,
+    session: Session<'static>,
+    events: ChannelTx<'static, NoNotify>,
+    requests: ChannelRx<'static, NoNotify>,
+    client_control: &'static PairControl,
+    undelivered: VecDeque<(u64, Option<Aggregate<'static>>)>,
+    stats: &'static CounterPage,
+    accepted: u64,
+    polls: u64,
+    wakeups: u64,
+    client_requests: u64,
+    client_events: u64,
+}
+
+fn parse_ipv4(s: &str) -> Option<[u8; 4]> {
+    let mut out = [0u8; 4];
+    let mut parts = s.split('.');
+    for o in out.iter_mut() {
+        *o = parts.next()?.parse().ok()?;
+    }
+    parts.next().is_none().then_some(out)
+}
+
+fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+    init_heap();
+    let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    // SAFETY (all pools): the dataports are mapped as the assembly declares
+    // for as long as we run, and used only through this domain.
+    unsafe {
+        d.add_owned_pool(HDR_POOL, rw(glue::hdr_pool::VADDR, glue::hdr_pool::SIZE), meta(glue::hdr_pool::SIZE), Trust::Trusted)
+            .expect("hdr pool");
+        d.add_owned_pool(SOCK_POOL, rw(glue::sock_pool::VADDR, glue::sock_pool::SIZE), meta(glue::sock_pool::SIZE), Trust::Trusted)
+            .expect("sock pool");
+        d.add_foreign_pool(RX_POOL, ro(glue::rx_pool::VADDR, glue::rx_pool::SIZE), meta(glue::rx_pool::SIZE), Trust::Trusted)
+            .expect("rx pool");
+        d.add_foreign_pool(APP_POOL, ro(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(glue::app_pool::SIZE), Trust::Trusted)
+            .expect("app pool");
+    }
+    // A client may hold this many of our buffers (received data) at once.
+    let _ = d.set_quota(CLIENT, glue::attributes::CLIENT_QUOTA as u32);
+
+    // --- the link with netdrv: we run first, so we set it up ---
+    let link_base = glue::link::VADDR;
+    // SAFETY: the link dataport, mapped read-write, shared only with netdrv,
+    // which attaches only after we set the magic (it runs below us).
+    let link_control = unsafe {
+        iolite::init_channel(rw(link_base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("link A");
+        iolite::init_channel(rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP)
+            .expect("link B");
+        let c = PairControl::at(link_base as *mut u8);
+        PairControl::set(&c.tx_waiting, 0);
+        PairControl::set(&c.mac, 0);
+        PairControl::set(&c.magic, link::PAIR_MAGIC);
+        c
+    };
+    // SAFETY: the initialised pair; we are the only receiver of A and the
+    // only sender of B.
+    let (link_rx, link_tx) = unsafe {
+        (
+            ChannelRx::attach(
+                d,
+                NETDRV,
+                rw(link_base, link::CHANNEL_BYTES),
+                link::FWD_CAP,
+                link::REL_CAP,
+                NoNotify,
+                // Frames are not application data: never copied here (smoltcp
+                // copies the payload it keeps, counted by the stack).
+                CopyMode::IoLite,
+                Boundary::Pipe,
+                None,
+            )
+            .expect("link A"),
+            ChannelTx::attach(d, NETDRV, rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
+                .expect("link B"),
+        )
+    };
+
+    // --- the client pair: the client runs above us and set it up ---
+    let client_base = glue::client::VADDR;
+    // SAFETY: the client dataport, mapped read-write, shared with the client.
+    let client_control = unsafe { PairControl::at(client_base as *mut u8) };
+    if PairControl::get(&client_control.magic) != link::PAIR_MAGIC {
+        error!("the client pair is not initialised (the client must run above netstack)");
+        component_runtime::exit(1)
+    }
+    // SAFETY: the initialised pair; we send on A and receive on B only.
+    let (events, requests) = unsafe {
+        (
+            ChannelTx::attach(d, CLIENT, rw(client_base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
+                .expect("client A"),
+            ChannelRx::attach(
+                d,
+                CLIENT,
+                rw(client_base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
+                link::FWD_CAP,
+                link::REL_CAP,
+                NoNotify,
+                // The copy modes' send copy is the stack's own (into the
+                // socket's send ring, counted there), as write(2) copies once.
+                CopyMode::IoLite,
+                Boundary::AppToNet,
+                None,
+            )
+            .expect("client B"),
+        )
+    };
+    // SAFETY: our counter page, mapped read-write.
+    let stats = unsafe { CounterPage::at(glue::stack_stats::VADDR as *const u8) };
+
+    // --- netdrv tells us the MAC address with its first wake-up ---
+    let mac = loop {
+        let m = PairControl::get(&link_control.mac);
+        if m >> 63 == 1 {
+            let b = m.to_le_bytes();
+            break [b[0], b[1], b[2], b[3], b[4], b[5]];
+        }
+        glue::wake::wait();
+    };
+    let mut cfg = Config::new(mac, HDR_POOL);
+    cfg.rx_pool = SOCK_POOL;
+    let (addr, prefix) = glue::attributes::ADDRESS.split_once('/').unwrap_or((glue::attributes::ADDRESS, "24"));
+    cfg.address = (parse_ipv4(addr).expect("address attribute"), prefix.parse().expect("prefix"));
+    cfg.gateway = parse_ipv4(glue::attributes::GATEWAY);
+    cfg.dhcp = glue::attributes::DHCP != 0;
+    cfg.checksum = match glue::attributes::CHECKSUM {
+        "offload" => TxChecksum::Offload,
+        "software" => TxChecksum::Software,
+        _ => TxChecksum::Cached,
+    };
+    cfg.send_window = 128 * 1024;
+    let stack = NetStack::new(d, cfg.clone(), now_ms());
+    if cfg.dhcp {
+        log!("ip via dhcp");
+    } else {
+        let (a, p) = cfg.address;
+        match cfg.gateway {
+            Some(g) => log!("ip {}.{}.{}.{}/{} gw {}.{}.{}.{}", a[0], a[1], a[2], a[3], p, g[0], g[1], g[2], g[3]),
+            None => log!("ip {}.{}.{}.{}/{}", a[0], a[1], a[2], a[3], p),
+        }
+    }
+
+    let mut node = Node {
+        d,
+        stack,
+        port: Port { rx: link_rx, queue: VecDeque::new(), rx_errors: 0, held_back: 0 },
+        link_tx,
+        link_control,
+        session: Session::new(MAX_PENDING),
+        events,
+        requests,
+        client_control,
+        undelivered: VecDeque::new(),
+        stats,
+        accepted: 0,
+        polls: 0,
+        wakeups: 0,
+        client_requests: 0,
+        client_events: 0,
+    };
+    loop {
+        node.round();
+        node.publish();
+        glue::wake::wait();
+        node.wakeups += 1;
+    }
+}
+
+impl Node {
+    /// Handles everything there is: frames, client requests, releases;
+    /// signals the client once per round that produced something for it.
+    fn round(&mut self) {
+        loop {
+            let _ = self.link_tx.poll_releases();
+            let _ = self.events.poll_releases();
+            let mut consumed = 0;
+            loop {
+                match self.requests.recv() {
+                    Ok(Some(r)) => {
+                        consumed += 1;
+                        self.client_requests += 1;
+                        self.session.handle(&mut self.stack, r.tag, r.agg);
+                    }
+                    Ok(None) | Err(iolite::Error::Full) => break,
+                    Err(_) => {}
+                }
+            }
+            self.stack.poll(now_ms(), &mut self.port);
+            self.polls += 1;
+            self.session.poll(&mut self.stack);
+            let mut delivered = 0;
+            loop {
+                let (tag, agg) = match self.undelivered.pop_front() {
+                    Some(x) => x,
+                    None => match self.session.next_event() {
+                        Some((ev, tag, agg)) => {
+                            if let Event::Accepted { .. } = ev {
+                                self.accepted += 1;
+                            }
+                            (tag, agg)
+                        }
+                        None => break,
+                    },
+                };
+                let agg = agg.unwrap_or_else(|| Aggregate::new(self.d));
+                match self.events.send(agg, tag, 0) {
+                    Ok(()) => delivered += 1,
+                    Err((_, agg)) => {
+                        // Ring full or the client's quota: keep it, in order.
+                        self.undelivered.push_front((tag, Some(agg)));
+                        break;
+                    }
+                }
+            }
+            self.client_events += delivered;
+            self.port.flush(&mut self.link_tx, self.link_control);
+            let _ = self.port.rx.flush_releases();
+            let released = self.requests.flush_releases().unwrap_or(0);
+            let client_waits = PairControl::get(&self.client_control.tx_waiting) != 0;
+            if delivered > 0 || ((released > 0 || consumed > 0) && client_waits) {
+                self.events.flush();
+                // The client runs above us: it handles the events now and
+                // its requests are queued when this returns.
+                glue::event::emit();
+                continue;
+            }
+            break;
+        }
+    }
+
+    fn publish(&mut self) {
+        let s = self.stack.stats();
+        let c = self.stack.checksum_cache_stats();
+        let ds = self.d.stats();
+        let mode = match self.stack.config().copy_mode {
+            CopyMode::IoLite => 0,
+            CopyMode::Flash => 1,
+            CopyMode::Posix => 2,
+        };
+        let csum = match self.stack.config().checksum {
+            TxChecksum::Cached => 0,
+            TxChecksum::Software => 1,
+            TxChecksum::Offload => 2,
+        };
+        let v = [
+            mode,
+            csum,
+            s.tx_frames,
+            s.tx_dropped,
+            s.rx_frames,
+            s.tx_payload_by_ref,
+            s.tx_retransmitted,
+            s.tx_payload_copied_socket,
+            s.tx_payload_copied_frame,
+            s.tx_copied(),
+            s.tx_zero_copy_fallbacks,
+            s.rx_payload,
+            s.rx_payload_copied,
+            c.hits,
+            c.misses,
+            c.bytes_cached,
+            c.bytes_summed,
+            c.hit_rate_percent(),
+            ds.bytes_copied,
+            ds.bytes_by_ref_sent,
+            self.accepted,
+            self.polls,
+            self.wakeups,
+            self.client_requests,
+            self.client_events,
+            self.port.held_back,
+        ];
+        debug_assert_eq!(v.len(), link::STACK_NAMES.len());
+        self.stats.publish(&v);
+    }
+}
