@@ -1,1 +1,123 @@
-#![no_std]
+//! The Iolite OS web server, as a host-testable library (Pai, Druschel,
+//! Zwaenepoel, OSDI '99, §2.10 and §4: Flash-Lite).
+//!
+//! A response is a header aggregate plus the file's aggregate from the
+//! unified file cache, sent **by reference**: no byte of a file is copied
+//! on its way from the cache to the network. The fixed part of each file's
+//! response header is precomputed once into an IO-Lite buffer and reused
+//! while the file is unchanged (Cheetah, "header precompute"). CGI output
+//! comes back from the cgi component as an aggregate and goes out by
+//! reference too.
+//!
+//! * [`Server`]: the transport-independent state machine: [`Server::accept`],
+//!   [`Server::receive`] (aggregates, any split, pipelined),
+//!   [`Server::next`] (→ [`Action`]: send / CGI / close),
+//!   [`Server::cgi_reply`], [`Server::tick`] (timeouts), [`Server::closed`].
+//! * [`FileSource`] (open/read by reference; typed errors → 404/403/503/500)
+//!   and [`Clock`]: implemented by the fs client and the timer on target,
+//!   by memory and a fake clock in tests.
+//! * [`request`], [`path`], [`range`], [`date`], [`mime`]: parsing.
+//!
+//! See `README.md` for the decisions (parser, dates, ranges,
+//! Transfer-Encoding, limits and their statuses).
+
+#![cfg_attr(not(test), no_std)]
+#![warn(missing_docs)]
+#![allow(clippy::result_large_err)]
+
+extern crate alloc;
+
+pub mod date;
+pub mod hcache;
+pub mod mime;
+pub mod path;
+pub mod range;
+pub mod request;
+pub mod server;
+pub mod source;
+
+#[cfg(test)]
+mod tests;
+
+use alloc::string::String;
+
+pub use server::{Action, CgiCall, ConnId, HttpStats, Remote, Server};
+pub use source::{Clock, FileSource, FileStat, Kind, SourceError};
+
+/// `Server` header and `SERVER_SOFTWARE`.
+pub const SERVER: &str = "Iolite-httpd/0.1";
+
+/// Request size limits (see [`request`] for the statuses).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Limits {
+    /// Longest request line (414 beyond).
+    pub max_request_line: usize,
+    /// Most bytes of header fields after the request line (431 beyond).
+    pub max_header_bytes: usize,
+    /// Most header fields (431 beyond).
+    pub max_headers: usize,
+    /// Largest request body (413 beyond).
+    pub max_body: usize,
+}
+
+impl Default for Limits {
+    fn default() -> Self {
+        Self { max_request_line: 8 * 1024, max_header_bytes: 8 * 1024, max_headers: 64, max_body: 64 * 1024 }
+    }
+}
+
+/// Server configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Config {
+    /// Request size limits.
+    pub limits: Limits,
+    /// Most open connections; more get 503 at accept.
+    pub max_connections: usize,
+    /// A keep-alive connection with nothing to do is closed after this.
+    pub idle_timeout_ms: u64,
+    /// A request (head and body) must arrive within this, else 408.
+    pub request_timeout_ms: u64,
+    /// A CGI must answer within this, else 504.
+    pub cgi_timeout_ms: u64,
+    /// Most queued responses per connection before pipelined input waits.
+    pub max_pipeline: usize,
+    /// Most unparsed input bytes per connection; more closes it.
+    pub max_buffered: usize,
+    /// Largest file read per [`FileSource::read`] call.
+    pub read_chunk: usize,
+    /// Cached response headers (0 disables the cache).
+    pub header_cache_entries: usize,
+    /// Most CGI local redirects per request (then 502).
+    pub max_cgi_redirects: u8,
+    /// `SERVER_NAME` when the request has no Host.
+    pub server_name: String,
+    /// `SERVER_PORT`.
+    pub server_port: u16,
+}
+
+impl Default for Config {
+    fn default() -> Self {
+        Self {
+            limits: Limits::default(),
+            max_connections: 64,
+            idle_timeout_ms: 15_000,
+            request_timeout_ms: 10_000,
+            cgi_timeout_ms: 5_000,
+            max_pipeline: 16,
+            max_buffered: 256 * 1024,
+            read_chunk: 256 * 1024,
+            header_cache_entries: 128,
+            max_cgi_redirects: 4,
+            server_name: String::from("iolite"),
+            server_port: 80,
+        }
+    }
+}
+
+impl Config {
+    /// How many input bytes the parser looks at: enough for the largest
+    /// acceptable head plus one byte, so that every limit is detected.
+    pub fn scan_cap(&self) -> usize {
+        self.limits.max_request_line + self.limits.max_header_bytes + 64
+    }
+}

@@ -1,0 +1,246 @@
+//! Request heads: httparse for the syntax, our own checks for the limits
+//! and for everything httparse leaves to the application (framing, Host,
+//! methods, targets).
+//!
+//! Order of checks, and the status each gives (the corpus relies on it):
+//! 1. request line longer than `max_request_line` → 414; more than
+//!    `max_header_bytes` of header fields or more than `max_headers` fields
+//!    → 431 (both also while the head is still incomplete);
+//! 2. syntax (httparse) → 400; a well-formed but unsupported version
+//!    (`HTTP/2.0`, `HTTP/0.9`, `HTTP/1.2`) → 505;
+//! 3. framing: a bad or conflicting Content-Length → 400; Transfer-Encoding
+//!    with Content-Length, or in an HTTP/1.0 request → 400; TE `chunked`
+//!    → 411; any other TE → 501 (see README: request bodies must have a
+//!    Content-Length);
+//! 4. Host: missing or repeated in HTTP/1.1, or malformed → 400;
+//! 5. method other than GET, HEAD, POST → 501 (with `Allow`);
+//! 6. target (see [`crate::path`]) → 400;
+//! 7. Content-Length over `max_body` → 413;
+//! 8. `Expect` other than `100-continue` → 417.
+
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use crate::path::{parse_target, Target};
+use crate::Limits;
+
+/// Request methods the server implements.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Method {
+    /// GET.
+    Get,
+    /// HEAD.
+    Head,
+    /// POST (CGI only).
+    Post,
+}
+
+impl Method {
+    /// The method's name.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Method::Get => "GET",
+            Method::Head => "HEAD",
+            Method::Post => "POST",
+        }
+    }
+}
+
+/// A parsed, validated request head.
+#[derive(Debug, Clone)]
+pub struct Request {
+    /// The method.
+    pub method: Method,
+    /// The target taken apart.
+    pub target: Target,
+    /// Minor version: 0 (HTTP/1.0) or 1 (HTTP/1.1).
+    pub minor: u8,
+    /// Every header field, in order (names as received, values raw).
+    pub headers: Vec<(String, Vec<u8>)>,
+    /// Host (from an absolute-form target, else the Host field), if any.
+    pub host: Option<String>,
+    /// Whether the connection stays open after this request.
+    pub keep_alive: bool,
+    /// Body length (0 without Content-Length).
+    pub content_length: u64,
+    /// `Expect: 100-continue` was sent.
+    pub expect_continue: bool,
+}
+
+impl Request {
+    /// The first value of a header field (case-insensitive name).
+    pub fn header(&self, name: &str) -> Option<&[u8]> {
+        self.headers.iter().find(|(n, _)| n.eq_ignore_ascii_case(name)).map(|(_, v)| v.as_slice())
+    }
+
+    /// `HTTP/1.0` or `HTTP/1.1`.
+    pub fn protocol(&self) -> &'static str {
+        if self.minor == 0 {
+            "HTTP/1.0"
+        } else {
+            "HTTP/1.1"
+        }
+    }
+}
+
+/// A request that cannot be served: the status, and whether to add
+/// `Allow`. The connection is closed after such a response.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Reject {
+    /// HTTP status.
+    pub status: u16,
+}
+
+/// Result of looking at the buffered start of a connection's input.
+#[derive(Debug)]
+pub enum Head {
+    /// Not complete yet (and no limit exceeded so far).
+    Partial,
+    /// Refused.
+    Reject(Reject),
+    /// A complete head of `len` bytes.
+    Done(Request, usize),
+}
+
+/// Most empty lines accepted before a request line (RFC 9112 §2.2 asks to
+/// ignore "at least one").
+const MAX_LEADING_EMPTY: usize = 8;
+
+fn reject(status: u16) -> Head {
+    Head::Reject(Reject { status })
+}
+
+fn version_status(line: &[u8]) -> u16 {
+    let line = line.strip_suffix(b"\r").unwrap_or(line);
+    let parts: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
+    match parts.as_slice() {
+        [_, _, v] if v.len() == 8 && v.starts_with(b"HTTP/") && v[5].is_ascii_digit() && v[6] == b'.' && v[7].is_ascii_digit() => 505,
+        _ => 400,
+    }
+}
+
+fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
+    v.split(|&b| b == b',').map(|t| t.trim_ascii()).filter(|t| !t.is_empty())
+}
+
+fn valid_host(h: &[u8]) -> bool {
+    h.len() <= 255
+        && h.iter().all(|&b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b))
+        && h.first() != Some(&b':')
+}
+
+/// Looks at `buf` (the start of the connection's unparsed input).
+pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
+    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    if lead > 2 * MAX_LEADING_EMPTY {
+        return reject(400);
+    }
+    let rest = &buf[lead..];
+    let line_end = rest.iter().position(|&b| b == b'\n');
+    let line_len = line_end.unwrap_or(rest.len());
+    if line_len > lim.max_request_line {
+        return reject(414);
+    }
+    let mut hdrs = alloc::vec![httparse::EMPTY_HEADER; lim.max_headers];
+    let mut req = httparse::Request::new(&mut hdrs);
+    let n = match req.parse(buf) {
+        Err(httparse::Error::TooManyHeaders) => return reject(431),
+        Err(httparse::Error::Version) => return reject(version_status(&rest[..line_len])),
+        Err(_) => return reject(400),
+        Ok(httparse::Status::Partial) => {
+            if line_end.is_some() && rest.len() - line_len - 1 > lim.max_header_bytes {
+                return reject(431);
+            }
+            return Head::Partial;
+        }
+        Ok(httparse::Status::Complete(n)) => n,
+    };
+    if n - lead - line_len - 1 > lim.max_header_bytes + 2 {
+        return reject(431);
+    }
+    let minor = req.version.unwrap_or(1);
+    let raw_method = req.method.unwrap_or("");
+    let raw_target = req.path.unwrap_or("").as_bytes();
+
+    // 3. Framing.
+    let mut content_length: Option<u64> = None;
+    let mut te = false;
+    let mut te_chunked_last = false;
+    let mut hosts = 0;
+    let mut host_value: &[u8] = b"";
+    let mut close = false;
+    let mut keep = false;
+    let mut expect: Option<&[u8]> = None;
+    for h in req.headers.iter() {
+        let name = h.name;
+        let v = h.value.trim_ascii();
+        if name.eq_ignore_ascii_case("content-length") {
+            if v.is_empty() || v.len() > 18 || !v.iter().all(|b| b.is_ascii_digit()) {
+                return reject(400);
+            }
+            let len = v.iter().fold(0u64, |a, b| a * 10 + u64::from(b - b'0'));
+            if content_length.is_some_and(|c| c != len) {
+                return reject(400);
+            }
+            content_length = Some(len);
+        } else if name.eq_ignore_ascii_case("transfer-encoding") {
+            te = true;
+            if let Some(last) = tokens(v).last() {
+                te_chunked_last = last.eq_ignore_ascii_case(b"chunked");
+            } else {
+                te_chunked_last = false;
+            }
+        } else if name.eq_ignore_ascii_case("host") {
+            hosts += 1;
+            host_value = v;
+        } else if name.eq_ignore_ascii_case("connection") {
+            for t in tokens(v) {
+                close |= t.eq_ignore_ascii_case(b"close");
+                keep |= t.eq_ignore_ascii_case(b"keep-alive");
+            }
+        } else if name.eq_ignore_ascii_case("expect") {
+            expect = Some(v);
+        }
+    }
+    if te {
+        if content_length.is_some() || minor == 0 {
+            return reject(400);
+        }
+        return reject(if te_chunked_last { 411 } else { 501 });
+    }
+    // 4. Host.
+    if (minor == 1 && hosts != 1) || hosts > 1 || (hosts == 1 && !valid_host(host_value)) {
+        return reject(400);
+    }
+    // 5. Method (case-sensitive, RFC 9110 §9.1).
+    let method = match raw_method {
+        "GET" => Method::Get,
+        "HEAD" => Method::Head,
+        "POST" => Method::Post,
+        _ => return reject(501),
+    };
+    // 6. Target.
+    let Ok(target) = parse_target(raw_target) else { return reject(400) };
+    // 7. Body size.
+    let content_length = content_length.unwrap_or(0);
+    if content_length > lim.max_body as u64 {
+        return reject(413);
+    }
+    // 8. Expect.
+    let expect_continue = match expect {
+        None => false,
+        Some(e) if e.eq_ignore_ascii_case(b"100-continue") => true,
+        Some(_) => return reject(417),
+    };
+    let host = target
+        .authority
+        .clone()
+        .or_else(|| (hosts == 1 && !host_value.is_empty()).then(|| String::from_utf8_lossy(host_value).into_owned()));
+    let keep_alive = if minor == 1 { !close } else { keep && !close };
+    let headers = req
+        .headers
+        .iter()
+        .map(|h| (String::from(h.name), h.value.trim_ascii().to_vec()))
+        .collect();
+    Head::Done(Request { method, target, minor, headers, host, keep_alive, content_length, expect_continue }, n)
+}
