@@ -16,7 +16,9 @@
 //!    [`policy`]'s docs).
 //! 5. **Memory for 8 readers of one 1 MiB file** held at once (`memory ...`).
 //! 6. **Throughput**, cold and warm (`bench ...`, in TSC cycles).
-//! 7. `fs_reader done`, and exit.
+//! 7. The disk's bytes split into file data DMAed into the pool and
+//!    metadata through the driver's bounce area (`disk: ...`), the final
+//!    counters, `fs_reader done`, and exit.
 #![no_std]
 #![no_main]
 
@@ -90,6 +92,9 @@ struct Counters {
     disk_bytes: u64,
     copied: u64,
     pool_pages: u64,
+    data_bytes: u64,
+    dma_bytes: u64,
+    bounce_bytes: u64,
 }
 
 fn counters() -> Counters {
@@ -104,6 +109,9 @@ fn counters() -> Counters {
         &mut c.disk_bytes,
         &mut c.copied,
         &mut c.pool_pages,
+        &mut c.data_bytes,
+        &mut c.dma_bytes,
+        &mut c.bounce_bytes,
     );
     assert_eq!(r, 0, "stats");
     c
@@ -283,6 +291,13 @@ fn main(_start: &'static StartInfo) -> ! {
     memory(&mut c);
     throughput(&mut c);
     let end = counters();
+    log!(
+        "disk: {} bytes, file data {} bytes, by DMA into the pool {} bytes, through the bounce area {} bytes",
+        end.disk_bytes,
+        end.data_bytes,
+        end.dma_bytes,
+        end.bounce_bytes
+    );
     log!(
         "counters: hits {} misses {} evictions {} (referenced {}) bytes cached {} disk reads {} disk bytes {} copied {} (reader copied {})",
         end.hits,

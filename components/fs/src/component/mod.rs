@@ -103,7 +103,7 @@ fn bring_up(start: &'static StartInfo) -> Result<VirtioBlk, alloc::string::Strin
             "{BLK}: I/O port {port:#x} refused ({err:?}): BAR0 is {base:#x}, outside the range the assembly grants (virtio_blk.ports_attributes)"
         ),
         virtio_blk::InitError::QueueSize(q) => format!("{BLK}: queue 0 has {q} entries (expected a power of two whose ring fits 64 KiB)"),
-        virtio_blk::InitError::NoPhysical => format!("the dma dataport has no physical address in the start record"),
+        virtio_blk::InitError::NoPhysical => "the dma dataport has no physical address in the start record".into(),
     })?;
     log!(
         "virtio-blk at {BLK}: I/O ports {base:#x}, interrupt line {line} ({}), queue {}, {} sectors",
@@ -325,6 +325,9 @@ impl glue::fs::FsIoLite for Server {
         disk_bytes: &mut u64,
         copied_bytes: &mut u64,
         pool_pages_in_use: &mut u64,
+        data_bytes: &mut u64,
+        dma_bytes: &mut u64,
+        bounce_bytes: &mut u64,
     ) -> i32 {
         self.begin();
         let s = self.fs.stats();
@@ -337,6 +340,9 @@ impl glue::fs::FsIoLite for Server {
         *disk_bytes = s.disk.bytes;
         *copied_bytes = s.cache.copied_bytes + self.d.stats().bytes_copied;
         *pool_pages_in_use = self.d.pool_stats(FS_POOL).map(|p| u64::from(p.pages_in_use)).unwrap_or(0);
+        *data_bytes = s.disk.data_bytes;
+        let drv = self.fs.volume().device().stats();
+        (*dma_bytes, *bounce_bytes) = (drv.dma_bytes, drv.bounce_bytes);
         0
     }
 
