@@ -12,38 +12,98 @@
 //! An aggregate has at most [`MAX_SLICES`] slices; an operation whose result
 //! would need more fails with [`Error::TooManySlices`] and changes nothing
 //! (use [`Aggregate::flatten`] to defragment, paper §2.8 case 3).
+//!
+//! Cost: an aggregate is a fixed array of [`MAX_SLICES`] slices, of which
+//! only the first `slice_count()` are ever written or read (nothing is
+//! zeroed, copied or scanned beyond them), and operations take or drop a
+//! hold only for slices whose count really changes (a split inside a slice
+//! takes one, an append that merges two slices drops one).
+
+use core::mem::MaybeUninit;
 
 use crate::desc::{PoolId, SliceDesc};
 use crate::domain::Domain;
 use crate::{Error, Result, MAX_SLICES};
 
-const SCRATCH: usize = 3 * MAX_SLICES;
-
-/// Ordered list of slices; see the module docs.
-pub struct Aggregate<'d> {
-    d: &'d Domain,
+/// A fixed-capacity list of slices. Only the first `n` entries are
+/// initialised; creating, moving the contents of or clearing one never
+/// touches the rest.
+pub(crate) struct SliceVec<const N: usize> {
     n: usize,
-    s: [SliceDesc; MAX_SLICES],
+    s: [MaybeUninit<SliceDesc>; N],
 }
 
-impl core::fmt::Debug for Aggregate<'_> {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        f.debug_struct("Aggregate").field("len", &self.len()).field("slices", &self.descs()).finish()
+impl<const N: usize> SliceVec<N> {
+    #[inline]
+    pub(crate) const fn new() -> Self {
+        Self { n: 0, s: [const { MaybeUninit::uninit() }; N] }
     }
-}
 
-/// Drops zero-length slices and merges contiguous neighbours.
-fn normalize(input: &[SliceDesc], out: &mut [SliceDesc; SCRATCH]) -> usize {
-    let mut n = 0;
-    for s in input.iter().filter(|s| s.len > 0) {
-        if n > 0 && out[n - 1].is_contiguous_with(s) && out[n - 1].len as u64 + s.len as u64 <= u32::MAX as u64 {
-            out[n - 1].len += s.len;
-        } else {
-            out[n] = *s;
-            n += 1;
+    #[inline]
+    pub(crate) fn len(&self) -> usize {
+        self.n
+    }
+
+    #[inline]
+    pub(crate) fn as_slice(&self) -> &[SliceDesc] {
+        // SAFETY: entries [0, n) are initialised (every writer keeps this).
+        unsafe { core::slice::from_raw_parts(self.s.as_ptr() as *const SliceDesc, self.n) }
+    }
+
+    #[inline]
+    fn as_mut_slice(&mut self) -> &mut [SliceDesc] {
+        // SAFETY: as above.
+        unsafe { core::slice::from_raw_parts_mut(self.s.as_mut_ptr() as *mut SliceDesc, self.n) }
+    }
+
+    /// Appends one slice as is. Panics if full (callers size their lists).
+    #[inline]
+    pub(crate) fn push(&mut self, s: SliceDesc) {
+        self.s[self.n].write(s);
+        self.n += 1;
+    }
+
+    /// Appends one slice keeping the list normalised: a zero-length slice is
+    /// dropped, a slice continuing the last one is merged into it. A full
+    /// list is `TooManySlices` (a normalised list only grows, so the final
+    /// result would not fit either).
+    #[inline]
+    pub(crate) fn push_norm(&mut self, s: &SliceDesc) -> Result<()> {
+        if s.len == 0 {
+            return Ok(());
         }
+        if let Some(last) = self.as_mut_slice().last_mut() {
+            if last.is_contiguous_with(s) && last.len as u64 + s.len as u64 <= u32::MAX as u64 {
+                last.len += s.len;
+                return Ok(());
+            }
+        }
+        if self.n == N {
+            return Err(Error::TooManySlices);
+        }
+        self.push(*s);
+        Ok(())
     }
-    n
+
+    /// Copies `list` in as is (it must fit).
+    #[inline]
+    fn set(&mut self, list: &[SliceDesc]) {
+        let n = list.len();
+        assert!(n <= N);
+        // SAFETY: n ≤ N entries, `list` cannot overlap our own storage
+        // while we hold `&mut self`.
+        unsafe { core::ptr::copy_nonoverlapping(list.as_ptr(), self.s.as_mut_ptr() as *mut SliceDesc, n) };
+        self.n = n;
+    }
+}
+
+/// True if `list` is normalised (no empty slice, no mergeable neighbours).
+#[inline]
+fn is_normal(list: &[SliceDesc]) -> bool {
+    list.iter().all(|s| s.len > 0)
+        && list
+            .windows(2)
+            .all(|w| !(w[0].is_contiguous_with(&w[1]) && w[0].len as u64 + w[1].len as u64 <= u32::MAX as u64))
 }
 
 /// Replaces the holds of `old` by holds for each of `new` (taken first, so
@@ -64,58 +124,79 @@ fn reshuffle(d: &Domain, new: &[&[SliceDesc]], old: &[&[SliceDesc]]) -> Result<(
     Ok(())
 }
 
-/// Cuts `list` at byte `at`: pieces before and after (a slice containing
-/// `at` is split in two).
-fn cut(list: &[SliceDesc], at: u64, head: &mut [SliceDesc; SCRATCH], hn: &mut usize, tail: &mut [SliceDesc; SCRATCH], tn: &mut usize) {
+/// Appends to `out` the pieces of `list` that lie in bytes `[from, to)`.
+fn clip<const N: usize>(list: &[SliceDesc], from: u64, to: u64, out: &mut SliceVec<N>) -> Result<()> {
     let mut pos = 0u64;
     for s in list {
         let end = pos + s.len as u64;
-        if end <= at {
-            head[*hn] = *s;
-            *hn += 1;
-        } else if pos >= at {
-            tail[*tn] = *s;
-            *tn += 1;
-        } else {
-            let k = (at - pos) as u32;
-            head[*hn] = SliceDesc { len: k, ..*s };
-            *hn += 1;
-            tail[*tn] = SliceDesc { off: s.off + k, len: s.len - k, ..*s };
-            *tn += 1;
+        if end > from && pos < to {
+            let a = from.saturating_sub(pos) as u32;
+            let b = (to.min(end) - pos) as u32;
+            out.push_norm(&SliceDesc { off: s.off + a, len: b - a, ..*s })?;
+        }
+        if end >= to {
+            break;
         }
         pos = end;
+    }
+    Ok(())
+}
+
+/// Where byte `at` falls: `(k, inner)`, slice `k` starts `inner` bytes
+/// before `at` (`inner == 0`: `at` is a slice boundary, `k` may be `n`).
+fn locate(list: &[SliceDesc], at: u64) -> (usize, u32) {
+    let mut pos = 0u64;
+    for (k, s) in list.iter().enumerate() {
+        let end = pos + s.len as u64;
+        if at < end {
+            return (k, (at - pos) as u32);
+        }
+        pos = end;
+    }
+    (list.len(), 0)
+}
+
+/// Ordered list of slices; see the module docs.
+pub struct Aggregate<'d> {
+    d: &'d Domain,
+    v: SliceVec<MAX_SLICES>,
+}
+
+impl core::fmt::Debug for Aggregate<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        f.debug_struct("Aggregate").field("len", &self.len()).field("slices", &self.descs()).finish()
     }
 }
 
 impl<'d> Aggregate<'d> {
     /// An empty aggregate.
+    #[inline]
     pub fn new(d: &'d Domain) -> Self {
-        Self { d, n: 0, s: [SliceDesc::default(); MAX_SLICES] }
+        Self { d, v: SliceVec::new() }
     }
 
     /// Builds an aggregate from slices that already carry one local hold
     /// each (≤ MAX_SLICES), normalising it.
     pub(crate) fn from_held(d: &'d Domain, held: &[SliceDesc]) -> Self {
         debug_assert!(held.len() <= MAX_SLICES);
-        let mut out = [SliceDesc::default(); SCRATCH];
-        let n = normalize(held, &mut out);
         let mut a = Self::new(d);
-        if n == held.len() && out[..n] == *held {
-            a.s[..n].copy_from_slice(held);
-            a.n = n;
+        if is_normal(held) {
+            a.v.set(held);
             return a;
+        }
+        for s in held {
+            a.v.push_norm(s).expect("normalising never adds slices");
         }
         // Merged or dropped slices: take holds for the result, drop the
         // inputs' (cannot overflow: the result has no more slices per buffer).
-        reshuffle(d, &[&out[..n]], &[held]).expect("normalising never adds holds");
-        a.s[..n].copy_from_slice(&out[..n]);
-        a.n = n;
+        reshuffle(d, &[a.v.as_slice()], &[held]).expect("normalising never adds holds");
         a
     }
 
     /// Forgets the holds (they were moved elsewhere, e.g. lent to a peer).
+    #[inline]
     pub(crate) fn forget_holds(mut self) {
-        self.n = 0;
+        self.v.n = 0;
     }
 
     /// The domain this aggregate's references belong to.
@@ -130,20 +211,21 @@ impl<'d> Aggregate<'d> {
 
     /// True if the aggregate has no bytes.
     pub fn is_empty(&self) -> bool {
-        self.n == 0
+        self.v.n == 0
     }
 
     /// Number of slices.
     pub fn slice_count(&self) -> usize {
-        self.n
+        self.v.n
     }
 
     /// The slices as ⟨pool, buffer, generation, offset, length⟩, in order.
     /// ⟨pool, buffer, generation⟩ names the contents system-wide, so this is
     /// the key for content caches such as per-slice checksums (only for
     /// trusted pools, see [`Domain::pool_trust`]).
+    #[inline]
     pub fn descs(&self) -> &[SliceDesc] {
-        &self.s[..self.n]
+        self.v.as_slice()
     }
 
     /// The slices' bytes, in order, without copying (read-only views of the
@@ -160,7 +242,7 @@ impl<'d> Aggregate<'d> {
 
     /// The bytes as one slice if they are contiguous (at most one slice).
     pub fn contiguous(&self) -> Option<&[u8]> {
-        match self.n {
+        match self.v.n {
             0 => Some(&[]),
             1 => self.slices().next(),
             _ => None,
@@ -209,8 +291,7 @@ impl<'d> Aggregate<'d> {
     pub fn duplicate(&self) -> Result<Aggregate<'d>> {
         reshuffle(self.d, &[self.descs()], &[])?;
         let mut a = Self::new(self.d);
-        a.s = self.s;
-        a.n = self.n;
+        a.v.set(self.descs());
         Ok(a)
     }
 
@@ -220,22 +301,14 @@ impl<'d> Aggregate<'d> {
         if end > self.len() {
             return Err(Error::InvalidArgument);
         }
-        let (mut h, mut hn, mut t, mut tn) = ([SliceDesc::default(); SCRATCH], 0, [SliceDesc::default(); SCRATCH], 0);
-        cut(self.descs(), offset as u64, &mut h, &mut hn, &mut t, &mut tn);
-        let (mut m, mut mn, mut rest, mut rn) = ([SliceDesc::default(); SCRATCH], 0, [SliceDesc::default(); SCRATCH], 0);
-        cut(&t[..tn], len as u64, &mut m, &mut mn, &mut rest, &mut rn);
-        let mut out = [SliceDesc::default(); SCRATCH];
-        let n = normalize(&m[..mn], &mut out);
-        reshuffle(self.d, &[&out[..n]], &[])?;
         let mut a = Self::new(self.d);
-        a.s[..n].copy_from_slice(&out[..n]);
-        a.n = n;
+        // Pieces of a normalised list are normalised and no more numerous.
+        clip(self.descs(), offset as u64, end as u64, &mut a.v)?;
+        if let Err(e) = reshuffle(self.d, &[a.v.as_slice()], &[]) {
+            a.v.n = 0; // no holds were taken
+            return Err(e);
+        }
         Ok(a)
-    }
-
-    fn set(&mut self, list: &[SliceDesc]) {
-        self.s[..list.len()].copy_from_slice(list);
-        self.n = list.len();
     }
 
     /// Appends `other` after this aggregate's bytes. On failure (too many
@@ -254,26 +327,36 @@ impl<'d> Aggregate<'d> {
         if !core::ptr::eq(self.d, other.d) {
             return Err((Error::InvalidArgument, other));
         }
-        let mut all = [SliceDesc::default(); SCRATCH];
         let (a, b) = if front { (other.descs(), self.descs()) } else { (self.descs(), other.descs()) };
-        all[..a.len()].copy_from_slice(a);
-        all[a.len()..a.len() + b.len()].copy_from_slice(b);
-        let mut out = [SliceDesc::default(); SCRATCH];
-        let n = normalize(&all[..a.len() + b.len()], &mut out);
+        // Both lists are normalised: only the two slices at the junction can
+        // merge (their buffer then needs one hold fewer).
+        let merge = match (a.last(), b.first()) {
+            (Some(x), Some(y)) => x.is_contiguous_with(y) && x.len as u64 + y.len as u64 <= u32::MAX as u64,
+            _ => false,
+        };
+        let n = a.len() + b.len() - merge as usize;
         if n > MAX_SLICES {
             return Err((Error::TooManySlices, other));
         }
-        if n == a.len() + b.len() {
-            // No merge: the holds just move over.
-            self.set(&out[..n]);
-            other.forget_holds();
-            return Ok(());
+        // The two slices that merge are of one buffer: drop one hold on it.
+        let released = if merge { Some(b[0]) } else { None };
+        if front {
+            let mut out = SliceVec::<MAX_SLICES>::new();
+            out.set(a);
+            for s in b {
+                out.push_norm(s).expect("counted");
+            }
+            self.v.set(out.as_slice());
+        } else {
+            for s in other.descs() {
+                self.v.push_norm(s).expect("counted");
+            }
         }
-        if let Err(e) = reshuffle(self.d, &[&out[..n]], &[self.descs(), other.descs()]) {
-            return Err((e, other));
-        }
-        self.set(&out[..n]);
+        debug_assert_eq!(self.v.len(), n);
         other.forget_holds();
+        if let Some(s) = released {
+            self.d.release_local(&s);
+        }
         Ok(())
     }
 
@@ -293,13 +376,24 @@ impl<'d> Aggregate<'d> {
         if at > self.len() {
             return Err(Error::InvalidArgument);
         }
-        let (mut h, mut hn, mut t, mut tn) = ([SliceDesc::default(); SCRATCH], 0, [SliceDesc::default(); SCRATCH], 0);
-        cut(self.descs(), at as u64, &mut h, &mut hn, &mut t, &mut tn);
-        reshuffle(self.d, &[&h[..hn], &t[..tn]], &[self.descs()])?;
-        self.set(&h[..hn]);
-        let mut other = Self::new(self.d);
-        other.set(&t[..tn]);
-        Ok(other)
+        let (k, inner) = locate(self.descs(), at as u64);
+        let mut tail = Self::new(self.d);
+        if inner == 0 {
+            // At a slice boundary: the holds move over as they are.
+            tail.v.set(&self.descs()[k..]);
+            self.v.n = k;
+            return Ok(tail);
+        }
+        // Inside slice k: both halves reference its buffer (one more hold).
+        let s = self.descs()[k];
+        self.d.hold_local(&s)?;
+        tail.v.push(SliceDesc { off: s.off + inner, len: s.len - inner, ..s });
+        for t in &self.descs()[k + 1..] {
+            tail.v.push(*t);
+        }
+        self.v.as_mut_slice()[k].len = inner;
+        self.v.n = k + 1;
+        Ok(tail)
     }
 
     /// Keeps only the first `len` bytes (no-op if already shorter).
@@ -307,19 +401,16 @@ impl<'d> Aggregate<'d> {
         if len >= self.len() {
             return;
         }
-        // Dropping a tail never needs more holds than it frees, except when
-        // cutting inside a slice, which keeps the same count.
-        let (mut h, mut hn, mut t, mut tn) = ([SliceDesc::default(); SCRATCH], 0, [SliceDesc::default(); SCRATCH], 0);
-        cut(self.descs(), len as u64, &mut h, &mut hn, &mut t, &mut tn);
-        // A cut inside a slice yields one more piece than there were slices;
-        // that slice's hold stays with the shortened head piece.
-        let cut_inside = hn + tn == self.n + 1;
-        let drop_from = if cut_inside { 1 } else { 0 };
-        for s in &t[drop_from..tn] {
+        let (k, inner) = locate(self.descs(), len as u64);
+        // Slice k keeps `inner` bytes (and its hold) if the cut is inside it.
+        let keep = k + (inner > 0) as usize;
+        for s in &self.descs()[keep..] {
             self.d.release_local(s);
         }
-        let keep = hn;
-        self.set(&h[..keep]);
+        if inner > 0 {
+            self.v.as_mut_slice()[k].len = inner;
+        }
+        self.v.n = keep;
     }
 
     /// Drops the first `n` bytes (e.g. a consumed protocol header).
@@ -327,9 +418,18 @@ impl<'d> Aggregate<'d> {
         if n > self.len() {
             return Err(Error::InvalidArgument);
         }
-        let rest = self.split_off(n)?;
-        let head = core::mem::replace(self, rest);
-        drop(head);
+        let (k, inner) = locate(self.descs(), n as u64);
+        for s in &self.descs()[..k] {
+            self.d.release_local(s);
+        }
+        let len = self.v.n;
+        let list = self.v.as_mut_slice();
+        if k < len {
+            list[k].off += inner;
+            list[k].len -= inner;
+        }
+        list.copy_within(k.., 0);
+        self.v.n = len - k;
         Ok(())
     }
 
@@ -337,33 +437,22 @@ impl<'d> Aggregate<'d> {
     /// (lengths may differ). On failure `self` is unchanged and `new` is
     /// handed back.
     pub fn replace_range(&mut self, offset: usize, len: usize, new: Aggregate<'d>) -> core::result::Result<(), (Error, Aggregate<'d>)> {
+        let total = self.len();
         let end = match offset.checked_add(len) {
-            Some(e) if e <= self.len() && core::ptr::eq(self.d, new.d) => e,
+            Some(e) if e <= total && core::ptr::eq(self.d, new.d) => e,
             _ => return Err((Error::InvalidArgument, new)),
         };
-        let (mut h, mut hn, mut t, mut tn) = ([SliceDesc::default(); SCRATCH], 0, [SliceDesc::default(); SCRATCH], 0);
-        cut(self.descs(), offset as u64, &mut h, &mut hn, &mut t, &mut tn);
-        let (mut _m, mut _mn, mut rest, mut rn) = ([SliceDesc::default(); SCRATCH], 0, [SliceDesc::default(); SCRATCH], 0);
-        cut(&t[..tn], (end - offset) as u64, &mut _m, &mut _mn, &mut rest, &mut rn);
-        let mut all = [SliceDesc::default(); 2 * SCRATCH];
-        let mut k = 0;
-        for s in h[..hn].iter().chain(new.descs()).chain(&rest[..rn]) {
-            all[k] = *s;
-            k += 1;
-        }
-        // Normalise via two passes (the scratch holds at most SCRATCH).
-        if k > SCRATCH {
-            return Err((Error::TooManySlices, new));
-        }
-        let mut out = [SliceDesc::default(); SCRATCH];
-        let n = normalize(&all[..k], &mut out);
-        if n > MAX_SLICES {
-            return Err((Error::TooManySlices, new));
-        }
-        if let Err(e) = reshuffle(self.d, &[&out[..n]], &[self.descs(), new.descs()]) {
+        let mut out = SliceVec::<MAX_SLICES>::new();
+        let built = clip(self.descs(), 0, offset as u64, &mut out)
+            .and_then(|()| new.descs().iter().try_for_each(|s| out.push_norm(s)))
+            .and_then(|()| clip(self.descs(), end as u64, total as u64, &mut out));
+        if let Err(e) = built {
             return Err((e, new));
         }
-        self.set(&out[..n]);
+        if let Err(e) = reshuffle(self.d, &[out.as_slice()], &[self.descs(), new.descs()]) {
+            return Err((e, new));
+        }
+        self.v.set(out.as_slice());
         new.forget_holds();
         Ok(())
     }
@@ -417,7 +506,7 @@ impl<'d> Aggregate<'d> {
     /// Replaces a fragmented aggregate by one contiguous copy (paper §2.8
     /// case 3). No-op for ≤ 1 slice.
     pub fn flatten(&mut self, pool: PoolId) -> Result<()> {
-        if self.n <= 1 {
+        if self.v.n <= 1 {
             return Ok(());
         }
         let c = self.copy_to_pool(pool)?;
@@ -428,7 +517,7 @@ impl<'d> Aggregate<'d> {
 
 impl Drop for Aggregate<'_> {
     fn drop(&mut self) {
-        for s in &self.s[..self.n] {
+        for s in self.v.as_slice() {
             self.d.release_local(s);
         }
     }
@@ -639,6 +728,35 @@ mod tests {
         a.mutate(1, b"q", P).unwrap();
         assert_eq!(a.slice_count(), 3);
         drop(a);
+        assert_eq!(d.stats().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn holds_change_only_where_slices_do() {
+        let d = dom(8);
+        let mut w = d.alloc(P, 8).unwrap();
+        w.writable()[..8].copy_from_slice(b"01234567");
+        let mut a = w.seal(8).unwrap();
+        let buf = a.descs()[0].buf;
+        let local = |d: &Domain| d.holds(P, buf).unwrap().local;
+        assert_eq!(local(&d), 1);
+        // A split inside the slice: both halves hold the buffer.
+        let b = a.split_off(3).unwrap();
+        assert_eq!((a.slice_count(), b.slice_count(), local(&d)), (1, 1, 2));
+        // Appending the halves back merges them: one hold again.
+        a.append(b).unwrap();
+        assert_eq!((a.slice_count(), local(&d)), (1, 1));
+        assert_eq!(bytes(&a), b"01234567");
+        // Prepending a continuation merges too.
+        let mut t = a.split_off(5).unwrap();
+        t.prepend(a).unwrap();
+        assert_eq!((t.slice_count(), local(&d)), (1, 1));
+        // Truncate and advance inside the slice keep its one hold.
+        t.truncate(6);
+        t.advance(2).unwrap();
+        assert_eq!((bytes(&t), local(&d)), (b"2345".to_vec(), 1));
+        t.advance(4).unwrap();
+        assert!(t.is_empty());
         assert_eq!(d.stats().buffers_in_use, 0);
     }
 
