@@ -144,9 +144,10 @@ pub fn write_html(w: &mut dyn Write, c: &Counters) -> fmt::Result {
         "<!DOCTYPE html>\n<html lang=\"en\"><head><meta charset=\"utf-8\">\
          <meta name=\"viewport\" content=\"width=device-width, initial-scale=1\">\
          <title>Iolite OS: counters</title><link rel=\"stylesheet\" href=\"/style.css\"></head>\n\
-         <body><header><a class=\"home\" href=\"/\">Iolite OS</a> \
-         <nav><a href=\"/live.html\">live chart</a> <a href=\"/cgi-bin/stats?format=json\">JSON</a></nav></header>\n<main>\n\
-         <h1>Counters</h1>\n",
+         <body><header><a class=\"home\" href=\"/\">Iolite OS</a>\n<nav><a href=\"/live.html\">Live counters</a> \
+         <a href=\"/cgi-bin/stats\">Stats</a> <a href=\"/cgi-bin/page\">Fragment page</a> <a href=\"/cgi-bin/echo\">Echo</a></nav></header>\n<main>\n\
+         <h1>Counters</h1>\n<p>Also as <a href=\"/cgi-bin/stats?format=json\"><code>JSON</code></a>, and as a \
+         <a href=\"/live.html\">live chart</a>.</p>\n",
     )?;
     let secs = c.uptime_ms / 1000;
     write!(
@@ -156,8 +157,8 @@ pub fn write_html(w: &mut dyn Write, c: &Counters) -> fmt::Result {
         secs / 3600,
         secs / 60 % 60,
         secs % 60,
-        c.total("bytes_by_ref_sent"),
-        c.total("bytes_copied")
+        Grouped(c.total("bytes_by_ref_sent")),
+        Grouped(c.total("bytes_copied"))
     )?;
     for comp in &c.components {
         w.write_str("<section class=\"card\"><h2>")?;
@@ -165,12 +166,44 @@ pub fn write_html(w: &mut dyn Write, c: &Counters) -> fmt::Result {
         w.write_str("</h2><table>\n")?;
         for (k, v) in &comp.counters {
             w.write_str("<tr><th>")?;
-            html_escape(w, k)?;
-            writeln!(w, "</th><td>{v}</td></tr>")?;
+            // Names are [a-z0-9_] (see `clean`): allow line breaks after `_`.
+            for (i, part) in k.split('_').enumerate() {
+                if i > 0 {
+                    w.write_str("_<wbr>")?;
+                }
+                html_escape(w, part)?;
+            }
+            writeln!(w, "</th><td>{}</td></tr>", Grouped(*v))?;
         }
         w.write_str("</table></section>\n")?;
     }
     w.write_str("</div>\n</main></body></html>\n")
+}
+
+/// A number with thousands separators (`1,234,567`), for people.
+struct Grouped(u64);
+
+impl fmt::Display for Grouped {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        let mut digits = [0u8; 20];
+        let mut n = self.0;
+        let mut len = 0;
+        loop {
+            digits[len] = b'0' + (n % 10) as u8;
+            len += 1;
+            n /= 10;
+            if n == 0 {
+                break;
+            }
+        }
+        for i in (0..len).rev() {
+            f.write_char(digits[i] as char)?;
+            if i > 0 && i % 3 == 0 {
+                f.write_char(',')?;
+            }
+        }
+        Ok(())
+    }
 }
 
 /// The HTML page as a string.

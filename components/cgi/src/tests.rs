@@ -237,7 +237,8 @@ fn stats_json_parses_and_has_one_object_per_component() {
     let h = to_html(&c);
     assert!(!h.contains("</x>"));
     let h = to_html(&counters());
-    assert!(h.contains("<h2>netstack</h2>") && h.contains("<th>cache_hits</th><td>7</td>"));
+    assert!(h.contains("<h2>netstack</h2>") && h.contains("<th>cache_<wbr>hits</th><td>7</td>"));
+    assert!(h.contains("<strong>1,000,000</strong>"), "grouped digits");
     assert!(h.contains("Up 0h 01m 01s"));
 }
 
