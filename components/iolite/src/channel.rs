@@ -17,13 +17,13 @@
 //! Back-pressure: a full forward ring, a full release ring, or the peer's
 //! quota make `send` fail with the aggregate handed back; nothing is lost.
 
-use crate::aggregate::Aggregate;
+use crate::aggregate::{Aggregate, SliceVec};
 use crate::desc::{AggDesc, PoolId, RelDesc, FLAG_EOF, FLAG_RECLAIM};
 use crate::domain::{Domain, PeerId};
 use crate::mode::{Boundary, CopyMode};
 use crate::region::RwRegion;
 use crate::ring::{ring_bytes, RingConsumer, RingProducer};
-use crate::{Error, Result};
+use crate::{Error, Result, MAX_SLICES};
 
 /// Wakes the other side of a channel (an seL4 notification on target).
 pub trait Notify {
@@ -126,9 +126,22 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
             Ok(_) => {}
             Err(e) => return Err((e, agg)),
         }
-        let desc = self.d.lend(agg, self.peer, tag, flags)?;
-        // Cannot fail: we checked for room and are the only producer.
-        self.fwd.push(desc).expect("room checked");
+        if let Err(e) = self.d.lend_holds(&agg, self.peer) {
+            return Err((e, agg));
+        }
+        // The descriptor is written straight into the ring slot: header and
+        // the valid slices only. Cannot fail: we checked for room and are
+        // the only producer.
+        let slices = agg.descs();
+        self.fwd
+            .push_with(|slot| {
+                slot.set_header(slices.len() as u32, flags, tag);
+                for (k, s) in slices.iter().enumerate() {
+                    slot.set_slice(k, s);
+                }
+            })
+            .expect("room checked");
+        agg.forget_holds();
         self.unsignalled += 1;
         Ok(())
     }
@@ -286,31 +299,32 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
     /// consumes nothing.
     pub fn recv(&mut self) -> Result<Option<Received<'d>>> {
         if let Some(st) = self.stalled.take() {
-            return match self.copy_in(st) {
-                Ok(r) => Ok(Some(r)),
-                Err((e, st)) => {
-                    self.stalled = Some(st);
-                    Err(e)
-                }
-            };
+            let Received { agg, tag, flags } = st;
+            return self.deliver(agg, tag, flags).map(Some);
         }
         self.push_reject()?;
         if self.reject.is_some() {
             return Err(Error::Full);
         }
-        let Some(desc) = self.fwd.pop()? else { return Ok(None) };
-        match self.d.accept(&desc, self.peer) {
-            Ok(agg) => {
-                let r = Received { agg, tag: desc.tag, flags: desc.flags };
-                match self.copy_in(r) {
-                    Ok(r) => Ok(Some(r)),
-                    Err((e, r)) => {
-                        self.stalled = Some(r);
-                        Err(e)
-                    }
-                }
+        // Copy out of the shared slot exactly what we use, each field once:
+        // the header and the slices it claims (at most MAX_SLICES). The
+        // sender may rewrite the slot meanwhile; only these copies count.
+        let mut got = SliceVec::<MAX_SLICES>::new();
+        let Some((nslices, flags, tag)) = self.fwd.pop_with(|e| {
+            let n = e.nslices();
+            for k in 0..(n as usize).min(MAX_SLICES) {
+                got.push(e.slice(k));
             }
+            (n, e.flags(), e.tag())
+        })?
+        else {
+            return Ok(None);
+        };
+        match self.d.accept_slices(nslices, got.as_slice(), self.peer) {
+            Ok(agg) => self.deliver(agg, tag, flags).map(Some),
             Err(e) => {
+                let mut desc = AggDesc { nslices, flags, tag, ..AggDesc::default() };
+                desc.slices[..got.len()].copy_from_slice(got.as_slice());
                 self.reject = Some((desc, 0));
                 let _ = self.push_reject();
                 Err(e)
@@ -318,16 +332,24 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
         }
     }
 
-    fn copy_in(&mut self, r: Received<'d>) -> core::result::Result<Received<'d>, (Error, Received<'d>)> {
-        if !self.copy || r.agg.is_empty() {
-            return Ok(r);
+    /// Hands a received aggregate to the caller: by reference, or as a
+    /// private copy if this end copies. Counted as received by reference
+    /// or as copied, never both. If the copy pool is exhausted the message
+    /// is kept for the next `recv`.
+    fn deliver(&mut self, agg: Aggregate<'d>, tag: u64, flags: u32) -> Result<Received<'d>> {
+        if self.copy && !agg.is_empty() {
+            let pool = self.copy_pool.expect("checked at attach");
+            return match agg.copy_to_pool(pool) {
+                // The sender's buffers are released at once (as after write(2)).
+                Ok(private) => Ok(Received { agg: private, tag, flags }),
+                Err(e) => {
+                    self.stalled = Some(Received { agg, tag, flags });
+                    Err(e)
+                }
+            };
         }
-        let pool = self.copy_pool.expect("checked at attach");
-        match r.agg.copy_to_pool(pool) {
-            // The sender's buffers are released at once (as after write(2)).
-            Ok(private) => Ok(Received { agg: private, tag: r.tag, flags: r.flags }),
-            Err(e) => Err((e, r)),
-        }
+        self.d.count_by_ref_received(agg.len());
+        Ok(Received { agg, tag, flags })
     }
 
     fn push_reject(&mut self) -> Result<()> {
@@ -609,6 +631,9 @@ mod tests {
             rx.flush_releases().unwrap();
             tx.poll_releases().unwrap();
             let copied = http.stats().bytes_copied;
+            let by_ref = http.stats().bytes_by_ref_received;
+            // Each received byte counts once: by reference or copied.
+            assert_eq!(copied + by_ref, data.len() as u64, "{mode:?} {boundary:?}");
             if copies {
                 assert_eq!(copied, data.len() as u64, "{mode:?} {boundary:?}");
                 assert_eq!(r.agg.descs()[0].pool, HTTP_POOL, "a private copy");
@@ -650,6 +675,8 @@ mod tests {
         drop(first);
         let second = rx.recv().unwrap().unwrap();
         assert_eq!((second.tag, bytes(&second.agg)), (2, b"second".to_vec()));
+        assert_eq!(http.stats().bytes_copied, 11, "the stalled message is copied once");
+        assert_eq!(http.stats().bytes_by_ref_received, 0, "nothing was delivered by reference");
     }
 
     #[test]

@@ -70,7 +70,9 @@ pub struct Stats {
     pub bytes_copied: u64,
     /// Payload bytes sent to peers by reference (sum of aggregate lengths).
     pub bytes_by_ref_sent: u64,
-    /// Payload bytes received from peers by reference.
+    /// Payload bytes received from peers and delivered by reference. A
+    /// channel end that copies (copy mode) counts what it receives in
+    /// `bytes_copied` instead, so each byte counts once.
     pub bytes_by_ref_received: u64,
     /// Buffers currently allocated from this domain's own pools.
     pub buffers_in_use: u64,
@@ -453,30 +455,37 @@ impl Domain {
         tag: u64,
         flags: u32,
     ) -> core::result::Result<AggDesc, (Error, Aggregate<'d>)> {
-        let i = match p.idx() {
-            Ok(i) => i,
-            Err(e) => return Err((e, agg)),
-        };
+        if let Err(e) = self.lend_holds(&agg, p) {
+            return Err((e, agg));
+        }
+        let slices = agg.descs();
+        let mut d = AggDesc { nslices: slices.len() as u32, flags, tag, ..AggDesc::default() };
+        d.slices[..slices.len()].copy_from_slice(slices);
+        agg.forget_holds();
+        Ok(d)
+    }
+
+    /// The bookkeeping half of [`Domain::lend`]: checks that `agg` may be
+    /// granted to `p` and moves its holds from `local` to `lent[p]`. On
+    /// success the caller must put the slices on the wire and forget the
+    /// aggregate's holds ([`Aggregate::forget_holds`]); on error nothing
+    /// changed.
+    pub(crate) fn lend_holds(&self, agg: &Aggregate<'_>, p: PeerId) -> Result<()> {
+        let i = p.idx()?;
         let mut peers = self.peers.borrow_mut();
         let peer = &mut peers[i];
         if peer.state != PeerState::Active {
-            return Err((Error::PeerDown, agg));
+            return Err(Error::PeerDown);
         }
-        let mut copy = [SliceDesc::default(); MAX_SLICES];
-        let n = agg.descs().len();
-        copy[..n].copy_from_slice(agg.descs());
-        let slices = &copy[..n];
+        let slices = agg.descs();
         // Check everything first, so that failure changes nothing.
         let mut new_bufs = 0u32;
         {
             let pools = self.pools.borrow();
             for (k, s) in slices.iter().enumerate() {
-                let e = match pools.iter().flatten().find(|e| e.id == s.pool) {
-                    Some(e) => e,
-                    None => return Err((Error::UnknownPool, agg)),
-                };
+                let e = pools.iter().flatten().find(|e| e.id == s.pool).ok_or(Error::UnknownPool)?;
                 if e.acl & (1 << i) == 0 {
-                    return Err((Error::NotInAcl, agg));
+                    return Err(Error::NotInAcl);
                 }
                 let m = &e.meta[s.buf as usize];
                 let dup_before = slices[..k].iter().filter(|o| o.pool == s.pool && o.buf == s.buf).count();
@@ -484,16 +493,17 @@ impl Domain {
                     new_bufs += 1;
                 }
                 if m.lent[i] as usize + dup_before + 1 > u16::MAX as usize {
-                    return Err((Error::RefOverflow, agg));
+                    return Err(Error::RefOverflow);
                 }
             }
         }
         if peer.held_bufs.saturating_add(new_bufs) > peer.quota {
             peer.refusals += 1;
             bump(&self.c.quota_refusals, 1);
-            return Err((Error::QuotaExceeded, agg));
+            return Err(Error::QuotaExceeded);
         }
         let mut pools = self.pools.borrow_mut();
+        let mut total = 0u64;
         for s in slices {
             let e = pools.iter_mut().flatten().find(|e| e.id == s.pool).expect("checked");
             let m = &mut e.meta[s.buf as usize];
@@ -502,16 +512,15 @@ impl Domain {
             }
             m.lent[i] += 1;
             m.local -= 1;
+            total += s.len as u64;
         }
-        let mut d = AggDesc { nslices: slices.len() as u32, flags, tag, ..AggDesc::default() };
-        d.slices[..slices.len()].copy_from_slice(slices);
-        bump(&self.c.by_ref_sent, agg.len() as u64);
-        agg.forget_holds();
-        Ok(d)
+        bump(&self.c.by_ref_sent, total);
+        Ok(())
     }
 
     /// Validates a descriptor received from peer `p` and turns it into an
-    /// aggregate holding the granted references.
+    /// aggregate holding the granted references (its bytes count as
+    /// received by reference).
     ///
     /// Every slice is checked: pool known here, buffer index in range and the
     /// head of a live buffer, generation current, offset+length inside the
@@ -519,22 +528,35 @@ impl Domain {
     /// taken and the error is returned; the caller must return the holds to
     /// the sender (channels do this; [`Domain::rejected_releases`]).
     pub fn accept(&self, desc: &AggDesc, p: PeerId) -> Result<Aggregate<'_>> {
-        let r = self.accept_inner(desc, p);
+        let a = self.accept_slices(desc.nslices, desc.slices(), p)?;
+        self.count_by_ref_received(a.len());
+        Ok(a)
+    }
+
+    /// [`Domain::accept`] of a descriptor given as its `nslices` field (as
+    /// sent, unvalidated) and the slices read (at most [`MAX_SLICES`]), which
+    /// the caller copied out of shared memory. The bytes are not counted as
+    /// received by reference (a copying receiver counts them as copied).
+    pub(crate) fn accept_slices(&self, nslices: u32, slices: &[SliceDesc], p: PeerId) -> Result<Aggregate<'_>> {
+        let r = self.accept_inner(nslices, slices, p);
         if r.is_err() {
             bump(&self.c.rejected, 1);
         }
         r
     }
 
-    fn accept_inner(&self, desc: &AggDesc, p: PeerId) -> Result<Aggregate<'_>> {
+    pub(crate) fn count_by_ref_received(&self, n: usize) {
+        bump(&self.c.by_ref_recv, n as u64);
+    }
+
+    fn accept_inner(&self, nslices: u32, slices: &[SliceDesc], p: PeerId) -> Result<Aggregate<'_>> {
         let i = p.idx()?;
         if self.peers.borrow()[i].state != PeerState::Active {
             return Err(Error::PeerDown);
         }
-        if desc.nslices as usize > MAX_SLICES {
+        if nslices as usize > MAX_SLICES || slices.len() != nslices as usize {
             return Err(Error::TooManySlices);
         }
-        let slices = desc.slices();
         {
             let pools = self.pools.borrow();
             for (k, s) in slices.iter().enumerate() {
@@ -556,7 +578,6 @@ impl Domain {
                 }
             }
         }
-        let total: u64 = desc.total_len();
         {
             let mut pools = self.pools.borrow_mut();
             let mut dirty = self.dirty.borrow_mut();
@@ -577,7 +598,6 @@ impl Domain {
                 settle(e, &mut dirty, s.buf);
             }
         }
-        bump(&self.c.by_ref_recv, total);
         // Normalising drops zero-length slices and merges contiguous ones;
         // the holds this frees are queued for return to `p` at once.
         Ok(Aggregate::from_held(self, slices))

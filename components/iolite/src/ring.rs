@@ -24,9 +24,9 @@ use core::marker::PhantomData;
 use core::mem::{align_of, size_of};
 use core::sync::atomic::{AtomicU32, Ordering};
 
-use crate::desc::Pod;
+use crate::desc::{AggDesc, Pod, SliceDesc};
 use crate::region::RwRegion;
-use crate::Error;
+use crate::{Error, MAX_SLICES};
 
 /// Magic number written by [`RingProducer::init`].
 pub const RING_MAGIC: u32 = 0x494f_4c52; // "IOLR"
@@ -154,14 +154,113 @@ impl<T: Pod> RingProducer<T> {
     /// Enqueues `v`. A full ring is back-pressure: `Err(Error::Full)` and the
     /// caller still owns its value.
     pub fn push(&mut self, v: T) -> Result<(), Error> {
+        self.push_with(|slot| slot.write(v))
+    }
+
+    /// Enqueues an entry that `fill` writes in place, field by field, into
+    /// the free slot (no temporary copy of the whole entry). What `fill`
+    /// leaves unwritten keeps whatever the slot held before (an earlier
+    /// entry of this ring), so the entry's format must say which fields
+    /// count (e.g. [`AggDesc::nslices`]). The entry is published when `fill`
+    /// returns; a full ring is `Err(Error::Full)` and `fill` is not called.
+    pub fn push_with(&mut self, fill: impl FnOnce(&mut SlotWriter<'_, T>)) -> Result<(), Error> {
         if self.used()? == self.sh.cap {
             return Err(Error::Full);
         }
-        // SAFETY: the slot is not visible to the consumer until head moves.
-        unsafe { core::ptr::write_volatile(self.sh.slot(self.head), v) };
+        // The slot is not visible to the consumer until head moves.
+        fill(&mut SlotWriter { p: self.sh.slot(self.head), _l: PhantomData });
         self.head = self.head.wrapping_add(1);
         self.sh.head().store(self.head, Ordering::Release);
         Ok(())
+    }
+}
+
+/// Write access to one ring slot in shared memory, for
+/// [`RingProducer::push_with`]. Every write is a volatile store (the
+/// consumer may read the slot at any time).
+pub struct SlotWriter<'a, T: Pod> {
+    p: *mut T,
+    _l: PhantomData<&'a mut T>,
+}
+
+impl<T: Pod> SlotWriter<'_, T> {
+    /// Writes the whole entry.
+    #[inline]
+    pub fn write(&mut self, v: T) {
+        // SAFETY: `p` is an in-bounds, aligned slot of the ring, reserved
+        // for the producer until it publishes it.
+        unsafe { core::ptr::write_volatile(self.p, v) }
+    }
+}
+
+impl SlotWriter<'_, AggDesc> {
+    /// Writes the header fields of the descriptor.
+    #[inline]
+    pub fn set_header(&mut self, nslices: u32, flags: u32, tag: u64) {
+        // SAFETY: as in `write`; field projections stay inside the slot.
+        unsafe {
+            core::ptr::addr_of_mut!((*self.p).nslices).write_volatile(nslices);
+            core::ptr::addr_of_mut!((*self.p).flags).write_volatile(flags);
+            core::ptr::addr_of_mut!((*self.p).tag).write_volatile(tag);
+        }
+    }
+
+    /// Writes slice `k` (`k < MAX_SLICES`, else panics).
+    #[inline]
+    pub fn set_slice(&mut self, k: usize, s: &SliceDesc) {
+        assert!(k < MAX_SLICES);
+        // SAFETY: as in `write`; k is in bounds of the slices array.
+        unsafe { (core::ptr::addr_of_mut!((*self.p).slices) as *mut SliceDesc).add(k).write_volatile(*s) }
+    }
+}
+
+/// Read access to one published ring slot in shared memory, for
+/// [`RingConsumer::pop_with`]. Every read is a volatile load of the current
+/// contents: a misbehaving producer may change the slot between two reads,
+/// so read each field once and validate the value read, not the slot.
+pub struct SlotReader<'a, T: Pod> {
+    p: *const T,
+    _l: PhantomData<&'a T>,
+}
+
+impl<T: Pod> SlotReader<'_, T> {
+    /// Reads the whole entry.
+    #[inline]
+    pub fn read(&self) -> T {
+        // SAFETY: `p` is an in-bounds, aligned slot published to us; T is
+        // valid for any bits.
+        unsafe { core::ptr::read_volatile(self.p) }
+    }
+}
+
+impl SlotReader<'_, AggDesc> {
+    /// The `nslices` field as written (unvalidated).
+    #[inline]
+    pub fn nslices(&self) -> u32 {
+        // SAFETY: as in `read`; field projections stay inside the slot.
+        unsafe { core::ptr::addr_of!((*self.p).nslices).read_volatile() }
+    }
+
+    /// The `flags` field.
+    #[inline]
+    pub fn flags(&self) -> u32 {
+        // SAFETY: as above.
+        unsafe { core::ptr::addr_of!((*self.p).flags).read_volatile() }
+    }
+
+    /// The `tag` field.
+    #[inline]
+    pub fn tag(&self) -> u64 {
+        // SAFETY: as above.
+        unsafe { core::ptr::addr_of!((*self.p).tag).read_volatile() }
+    }
+
+    /// Slice `k` (`k < MAX_SLICES`, else panics).
+    #[inline]
+    pub fn slice(&self, k: usize) -> SliceDesc {
+        assert!(k < MAX_SLICES);
+        // SAFETY: as above; k is in bounds of the slices array.
+        unsafe { (core::ptr::addr_of!((*self.p).slices) as *const SliceDesc).add(k).read_volatile() }
     }
 }
 
@@ -212,20 +311,30 @@ impl<T: Pod> RingConsumer<T> {
         if self.avail()? == 0 {
             return Ok(None);
         }
-        // SAFETY: the entry was published by the release store of head,
-        // which we acquired in avail(). The copy is taken by value, so later
-        // writes by a misbehaving producer cannot change what we validate.
-        Ok(Some(unsafe { core::ptr::read_volatile(self.sh.slot(self.tail)) }))
+        // The entry was published by the release store of head, which we
+        // acquired in avail(). The copy is taken by value, so later writes by
+        // a misbehaving producer cannot change what we validate.
+        Ok(Some(SlotReader { p: self.sh.slot(self.tail), _l: PhantomData }.read()))
     }
 
     /// Dequeues the next entry, if any.
     pub fn pop(&mut self) -> Result<Option<T>, Error> {
-        let v = self.peek()?;
-        if v.is_some() {
-            self.tail = self.tail.wrapping_add(1);
-            self.sh.tail().store(self.tail, Ordering::Release);
+        self.pop_with(|slot| slot.read())
+    }
+
+    /// Dequeues the next entry, if any, letting `take` read what it needs
+    /// of it in place (e.g. only the valid slices of an [`AggDesc`]) instead
+    /// of copying the whole entry out. The slot is freed when `take`
+    /// returns. `take` must copy out every value it uses, reading each
+    /// field once (see [`SlotReader`]).
+    pub fn pop_with<R>(&mut self, take: impl FnOnce(&SlotReader<'_, T>) -> R) -> Result<Option<R>, Error> {
+        if self.avail()? == 0 {
+            return Ok(None);
         }
-        Ok(v)
+        let r = take(&SlotReader { p: self.sh.slot(self.tail), _l: PhantomData });
+        self.tail = self.tail.wrapping_add(1);
+        self.sh.tail().store(self.tail, Ordering::Release);
+        Ok(Some(r))
     }
 }
 
@@ -308,6 +417,45 @@ mod tests {
             tail.store(12345, Ordering::Relaxed); // consumer lies
             assert_eq!(p.push(1), Err(Error::CorruptRing));
         }
+    }
+
+    #[test]
+    fn descriptors_in_place() {
+        let r = host::region(ring_bytes::<AggDesc>(2));
+        // SAFETY: fresh region, one producer and one consumer.
+        let (mut p, mut c) =
+            unsafe { (RingProducer::<AggDesc>::init(r, 2).unwrap(), RingConsumer::<AggDesc>::attach(r, 2).unwrap()) };
+        let s = |i: u32| SliceDesc { pool: 1, buf: i, gen: 2 * i + 1, off: 3 * i, len: 4 * i + 1 };
+        let mut full = AggDesc { nslices: 3, flags: 1, tag: 7, ..AggDesc::default() };
+        for k in 0..MAX_SLICES {
+            full.slices[k] = s(k as u32 + 100);
+        }
+        p.push(full).unwrap();
+        p.push_with(|w| {
+            w.set_header(2, 2, u64::MAX);
+            w.set_slice(0, &s(1));
+            w.set_slice(1, &s(2));
+        })
+        .unwrap();
+        assert_eq!(p.push_with(|_| unreachable!("full ring: not called")), Err(Error::Full));
+        assert_eq!(c.pop().unwrap(), Some(full));
+        c.pop_with(|_| ()).unwrap(); // nothing read, the slot is freed anyway
+        // Slot 0 again: header and two slices new, the rest left over.
+        p.push_with(|w| {
+            w.set_header(2, 2, u64::MAX);
+            w.set_slice(0, &s(1));
+            w.set_slice(1, &s(2));
+        })
+        .unwrap();
+        let got = c
+            .pop_with(|e| {
+                let v: Vec<_> = (0..e.nslices() as usize).map(|k| e.slice(k)).collect();
+                (e.flags(), e.tag(), v, e.slice(2))
+            })
+            .unwrap()
+            .unwrap();
+        assert_eq!(got, (2, u64::MAX, vec![s(1), s(2)], s(102)));
+        assert_eq!(c.pop_with(|_| ()).unwrap(), None);
     }
 
     #[test]
