@@ -18,6 +18,10 @@
 //!   `dup+drop` for that part).
 //!
 //! Each figure is the best of several runs, in nanoseconds per iteration.
+//! An argument runs only the cases whose name contains it (for profiling).
+//! `MSGBENCH_RUNS=r MSGBENCH_DIV=k` make `r` runs of 1/k of the iterations
+//! (e.g. 1 and 100 under `valgrind --tool=cachegrind`, which counts
+//! instructions exactly where the timings are noisy).
 
 use std::alloc::{alloc_zeroed, Layout};
 use std::hint::black_box;
@@ -49,8 +53,13 @@ fn meta(pages: u32) -> &'static mut [BufMeta] {
 
 /// Best-of-`runs` nanoseconds per iteration of `f` (`iters` per run).
 fn measure(name: &str, iters: u64, mut f: impl FnMut()) -> f64 {
+    if !selected(name) {
+        return 1.0;
+    }
+    let env = |k: &str, d: u64| std::env::var(k).ok().and_then(|v| v.parse().ok()).unwrap_or(d);
+    let iters = (iters / env("MSGBENCH_DIV", 1)).max(1);
     let mut best = f64::MAX;
-    for _ in 0..7 {
+    for _ in 0..env("MSGBENCH_RUNS", 7) {
         let t = Instant::now();
         for _ in 0..iters {
             f();
@@ -59,6 +68,10 @@ fn measure(name: &str, iters: u64, mut f: impl FnMut()) -> f64 {
     }
     println!("{name:<28} {best:8.1} ns");
     best
+}
+
+fn selected(name: &str) -> bool {
+    std::env::args().nth(1).is_none_or(|f| name.contains(&f))
 }
 
 fn make<'d>(d: &'d Domain, len: usize, fill: u8) -> Aggregate<'d> {
@@ -77,6 +90,9 @@ fn cached<'d>(d: &'d Domain, n: usize, len: usize) -> Aggregate<'d> {
 }
 
 fn channel_case(name: &str, slices: usize, batch: usize, mode: CopyMode, len: usize) {
+    if !selected(name) {
+        return;
+    }
     let (tx_d, rx_d) = (Domain::new(), Domain::new());
     let pages = 64;
     let pool = region(PoolLayout { pages }.region_bytes());

@@ -177,25 +177,40 @@ impl<'d> Aggregate<'d> {
 
     /// Builds an aggregate from slices that already carry one local hold
     /// each (≤ MAX_SLICES), normalising it.
+    #[inline]
     pub(crate) fn from_held(d: &'d Domain, held: &[SliceDesc]) -> Self {
-        debug_assert!(held.len() <= MAX_SLICES);
         let mut a = Self::new(d);
-        if is_normal(held) {
-            a.v.set(held);
-            return a;
-        }
-        for s in held {
-            a.v.push_norm(s).expect("normalising never adds slices");
-        }
-        // Merged or dropped slices: take holds for the result, drop the
-        // inputs' (cannot overflow: the result has no more slices per buffer).
-        reshuffle(d, &[a.v.as_slice()], &[held]).expect("normalising never adds holds");
+        a.set_held(held);
         a
     }
 
-    /// Forgets the holds (they were moved elsewhere, e.g. lent to a peer).
+    /// [`Aggregate::from_held`] into this (empty) aggregate, in place.
     #[inline]
-    pub(crate) fn forget_holds(mut self) {
+    pub(crate) fn set_held(&mut self, held: &[SliceDesc]) {
+        debug_assert!(held.len() <= MAX_SLICES && self.v.n == 0);
+        if is_normal(held) {
+            self.v.set(held);
+        } else {
+            self.set_held_normalising(held);
+        }
+    }
+
+    #[cold]
+    fn set_held_normalising(&mut self, held: &[SliceDesc]) {
+        for s in held {
+            self.v.push_norm(s).expect("normalising never adds slices");
+        }
+        // Merged or dropped slices: take holds for the result, drop the
+        // inputs' (cannot overflow: the result has no more slices per buffer).
+        reshuffle(self.d, &[self.v.as_slice()], &[held]).expect("normalising never adds holds");
+    }
+
+    /// Forgets the holds (they were moved elsewhere, e.g. lent to a peer):
+    /// the aggregate is left empty and its drop releases nothing. By
+    /// reference, so the aggregate is not moved (copied) just to be
+    /// forgotten.
+    #[inline]
+    pub(crate) fn forget_holds(&mut self) {
         self.v.n = 0;
     }
 
@@ -288,6 +303,7 @@ impl<'d> Aggregate<'d> {
 
     /// Another aggregate with the same slices (references are added, no
     /// bytes are copied).
+    #[inline]
     pub fn duplicate(&self) -> Result<Aggregate<'d>> {
         reshuffle(self.d, &[self.descs()], &[])?;
         let mut a = Self::new(self.d);
@@ -323,7 +339,7 @@ impl<'d> Aggregate<'d> {
         self.join(other, true)
     }
 
-    fn join(&mut self, other: Aggregate<'d>, front: bool) -> core::result::Result<(), (Error, Aggregate<'d>)> {
+    fn join(&mut self, mut other: Aggregate<'d>, front: bool) -> core::result::Result<(), (Error, Aggregate<'d>)> {
         if !core::ptr::eq(self.d, other.d) {
             return Err((Error::InvalidArgument, other));
         }
@@ -436,7 +452,7 @@ impl<'d> Aggregate<'d> {
     /// Replaces bytes `[offset, offset+len)` by the contents of `new`
     /// (lengths may differ). On failure `self` is unchanged and `new` is
     /// handed back.
-    pub fn replace_range(&mut self, offset: usize, len: usize, new: Aggregate<'d>) -> core::result::Result<(), (Error, Aggregate<'d>)> {
+    pub fn replace_range(&mut self, offset: usize, len: usize, mut new: Aggregate<'d>) -> core::result::Result<(), (Error, Aggregate<'d>)> {
         let total = self.len();
         let end = match offset.checked_add(len) {
             Some(e) if e <= total && core::ptr::eq(self.d, new.d) => e,

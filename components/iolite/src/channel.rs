@@ -118,7 +118,7 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
     /// bytes are copied). Does not signal; call [`ChannelTx::flush`] after a
     /// batch. On back-pressure (`Full`, `QuotaExceeded`) or a dead peer the
     /// aggregate is handed back unchanged.
-    pub fn send(&mut self, agg: Aggregate<'d>, tag: u64, flags: u32) -> core::result::Result<(), (Error, Aggregate<'d>)> {
+    pub fn send(&mut self, mut agg: Aggregate<'d>, tag: u64, flags: u32) -> core::result::Result<(), (Error, Aggregate<'d>)> {
         // Returned releases may make room under the quota.
         let _ = self.poll_releases();
         match self.fwd.free() {
@@ -320,22 +320,31 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
         else {
             return Ok(None);
         };
-        match self.d.accept_slices(nslices, got.as_slice(), self.peer) {
-            Ok(agg) => self.deliver(agg, tag, flags).map(Some),
-            Err(e) => {
-                let mut desc = AggDesc { nslices, flags, tag, ..AggDesc::default() };
-                desc.slices[..got.len()].copy_from_slice(got.as_slice());
-                self.reject = Some((desc, 0));
-                let _ = self.push_reject();
-                Err(e)
-            }
+        if let Err(e) = self.d.accept_holds(nslices, got.as_slice(), self.peer) {
+            let mut desc = AggDesc { nslices, flags, tag, ..AggDesc::default() };
+            desc.slices[..got.len()].copy_from_slice(got.as_slice());
+            self.reject = Some((desc, 0));
+            let _ = self.push_reject();
+            return Err(e);
         }
+        // Normalising drops zero-length slices and merges contiguous ones;
+        // the holds this frees are queued for return to the sender at once.
+        if self.copy {
+            let agg = Aggregate::from_held(self.d, got.as_slice());
+            return self.deliver(agg, tag, flags).map(Some);
+        }
+        // By reference: built in place (no intermediate moves).
+        let mut r = Received { agg: Aggregate::new(self.d), tag, flags };
+        r.agg.set_held(got.as_slice());
+        self.d.count_by_ref_received(r.agg.len());
+        Ok(Some(r))
     }
 
     /// Hands a received aggregate to the caller: by reference, or as a
     /// private copy if this end copies. Counted as received by reference
     /// or as copied, never both. If the copy pool is exhausted the message
     /// is kept for the next `recv`.
+    #[cold]
     fn deliver(&mut self, agg: Aggregate<'d>, tag: u64, flags: u32) -> Result<Received<'d>> {
         if self.copy && !agg.is_empty() {
             let pool = self.copy_pool.expect("checked at attach");
@@ -352,7 +361,16 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
         Ok(Received { agg, tag, flags })
     }
 
+    #[inline]
     fn push_reject(&mut self) -> Result<()> {
+        if self.reject.is_none() {
+            return Ok(());
+        }
+        self.push_reject_slow()
+    }
+
+    #[cold]
+    fn push_reject_slow(&mut self) -> Result<()> {
         if let Some((desc, mut done)) = self.reject.take() {
             let mut pushed = false;
             for rel in Domain::rejected_releases(&desc).skip(done) {

@@ -450,7 +450,7 @@ impl Domain {
     /// unchanged.
     pub fn lend<'d>(
         &'d self,
-        agg: Aggregate<'d>,
+        mut agg: Aggregate<'d>,
         p: PeerId,
         tag: u64,
         flags: u32,
@@ -528,16 +528,22 @@ impl Domain {
     /// taken and the error is returned; the caller must return the holds to
     /// the sender (channels do this; [`Domain::rejected_releases`]).
     pub fn accept(&self, desc: &AggDesc, p: PeerId) -> Result<Aggregate<'_>> {
-        let a = self.accept_slices(desc.nslices, desc.slices(), p)?;
+        self.accept_holds(desc.nslices, desc.slices(), p)?;
+        // Normalising drops zero-length slices and merges contiguous ones;
+        // the holds this frees are queued for return to `p` at once.
+        let a = Aggregate::from_held(self, desc.slices());
         self.count_by_ref_received(a.len());
         Ok(a)
     }
 
-    /// [`Domain::accept`] of a descriptor given as its `nslices` field (as
-    /// sent, unvalidated) and the slices read (at most [`MAX_SLICES`]), which
-    /// the caller copied out of shared memory. The bytes are not counted as
-    /// received by reference (a copying receiver counts them as copied).
-    pub(crate) fn accept_slices(&self, nslices: u32, slices: &[SliceDesc], p: PeerId) -> Result<Aggregate<'_>> {
+    /// The bookkeeping half of [`Domain::accept`], for a descriptor given as
+    /// its `nslices` field (as sent, unvalidated) and the slices read (at
+    /// most [`MAX_SLICES`]), which the caller copied out of shared memory:
+    /// validates them and takes the granted holds. On success the caller
+    /// must wrap exactly these slices in an aggregate
+    /// ([`Aggregate::from_held`]). The bytes are not counted as received by
+    /// reference (a copying receiver counts them as copied).
+    pub(crate) fn accept_holds(&self, nslices: u32, slices: &[SliceDesc], p: PeerId) -> Result<()> {
         let r = self.accept_inner(nslices, slices, p);
         if r.is_err() {
             bump(&self.c.rejected, 1);
@@ -549,7 +555,7 @@ impl Domain {
         bump(&self.c.by_ref_recv, n as u64);
     }
 
-    fn accept_inner(&self, nslices: u32, slices: &[SliceDesc], p: PeerId) -> Result<Aggregate<'_>> {
+    fn accept_inner(&self, nslices: u32, slices: &[SliceDesc], p: PeerId) -> Result<()> {
         let i = p.idx()?;
         if self.peers.borrow()[i].state != PeerState::Active {
             return Err(Error::PeerDown);
@@ -598,9 +604,7 @@ impl Domain {
                 settle(e, &mut dirty, s.buf);
             }
         }
-        // Normalising drops zero-length slices and merges contiguous ones;
-        // the holds this frees are queued for return to `p` at once.
-        Ok(Aggregate::from_held(self, slices))
+        Ok(())
     }
 
     /// The releases that give back every hold of a descriptor this domain
@@ -661,35 +665,31 @@ impl Domain {
         let mut dirty = self.dirty.borrow_mut();
         let mut sent = 0usize;
         let mut blocked = false;
-        for k in 0..dirty.len {
-            let (slot, buf) = dirty.list[k];
-            let Some(e) = pools[slot as usize].as_mut() else { continue };
-            let m = &mut e.meta[buf as usize];
-            if m.ret[i] > 0 {
-                let rel = RelDesc { pool: e.id, buf, gen: m.gen, count: m.ret[i] };
-                if !emit(rel) {
-                    blocked = true;
-                    break;
-                }
-                m.ret[i] = 0;
-                sent += 1;
-            }
-        }
-        // Drop finished entries from the dirty list.
+        // One pass: emit what is owed to `p`, and drop entries with nothing
+        // owed to anyone any more (the last entry moves into their place).
         let mut k = 0;
         while k < dirty.len {
             let (slot, buf) = dirty.list[k];
-            let done = match pools[slot as usize].as_mut() {
-                Some(e) => e.meta[buf as usize].ret_total() == 0,
-                None => true,
-            };
-            if done {
+            let Some(e) = pools[slot as usize].as_mut() else {
                 dirty.len -= 1;
                 dirty.list[k] = dirty.list[dirty.len];
-                if let Some(e) = pools[slot as usize].as_mut() {
-                    e.meta[buf as usize].dirty = false;
-                    settle(e, &mut dirty, buf);
+                continue;
+            };
+            let m = &mut e.meta[buf as usize];
+            if m.ret[i] > 0 && !blocked {
+                let rel = RelDesc { pool: e.id, buf, gen: m.gen, count: m.ret[i] };
+                if emit(rel) {
+                    m.ret[i] = 0;
+                    sent += 1;
+                } else {
+                    blocked = true;
                 }
+            }
+            if m.ret == [0; MAX_PEERS] {
+                m.dirty = false;
+                dirty.len -= 1;
+                dirty.list[k] = dirty.list[dirty.len];
+                settle(e, &mut dirty, buf);
             } else {
                 k += 1;
             }
@@ -847,7 +847,18 @@ fn close_pack(e: &mut PoolEntry, d: &mut Dirty) {
 
 /// Recomputes what a buffer's counts imply: queue returns of excess received
 /// holds, free an owned buffer nobody holds, forget a foreign one.
+#[inline]
 fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
+    // Fast path (most calls): the buffer is still used here and keeps no
+    // received hold beyond its uses, so there is nothing to return or free.
+    let m = &e.meta[buf as usize];
+    if m.local > 0 && m.recv_total() <= if e.owned { 0 } else { m.local } {
+        return;
+    }
+    settle_slow(e, d, buf)
+}
+
+fn settle_slow(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
     let slot = e.slot;
     let m = &mut e.meta[buf as usize];
     let total = m.local + m.lent_total();
@@ -864,14 +875,23 @@ fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
         // Non-primary grantors first, the primary grantor last: primary
         // edges point to holders that were live earlier, so they never form
         // a cycle and every cycle of grants unwinds (see README §3).
-        let order = (0..MAX_PEERS).filter(|&p| p != m.primary as usize).chain(
-            (m.primary != NO_PEER).then_some(m.primary as usize),
-        );
-        for p in order {
-            let take = (m.recv[p] as u32).min(excess);
+        let primary = m.primary as usize; // NO_PEER: out of range, skipped
+        let mut give_back = |p: usize, excess: &mut u32| {
+            let take = (m.recv[p] as u32).min(*excess);
             m.recv[p] -= take as u16;
             m.ret[p] += take; // ≤ Σ holds ever received: no overflow in practice
-            excess -= take;
+            *excess -= take;
+        };
+        for p in 0..MAX_PEERS {
+            if excess == 0 {
+                break;
+            }
+            if p != primary {
+                give_back(p, &mut excess);
+            }
+        }
+        if excess > 0 && primary < MAX_PEERS {
+            give_back(primary, &mut excess);
         }
         if m.primary != NO_PEER && m.recv[m.primary as usize] == 0 {
             m.primary = NO_PEER;
@@ -886,7 +906,7 @@ fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
             }
         }
     }
-    if total == 0 && m.recv_total() == 0 && m.ret_total() == 0 {
+    if total == 0 && m.recv == [0; MAX_PEERS] && m.ret == [0; MAX_PEERS] {
         match (e.owned, m.state) {
             (true, BufState::Sealed) => e.free(buf),
             (false, BufState::Held) => {
