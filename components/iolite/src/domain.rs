@@ -105,15 +105,25 @@ pub struct Holds {
     pub received: u32,
 }
 
-/// Occupancy of one pool.
+/// Occupancy of one pool ([`Domain::pool_stats`]).
+///
+/// For an owned pool every figure is exact. A reader of a foreign pool sees
+/// only the buffers it holds: `pages_in_use` counts their pages (from
+/// their published sealed lengths) and `free_pages` is what the rest of the
+/// pool would be, an upper bound of the owner's free pages.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct PoolStats {
     /// Total data pages.
     pub pages: u32,
     /// Live buffers (owned pools) or buffers we hold references to (foreign).
     pub buffers_in_use: u32,
-    /// Pages in live buffers (owned pools only).
+    /// Pages in live buffers (owned), or pages of the buffers we hold
+    /// (foreign).
     pub pages_in_use: u32,
+    /// `pages - pages_in_use`: the pool's free pages (owned; what a
+    /// component prints as "pool free pages"), or the pages not held by us
+    /// (foreign).
+    pub free_pages: u32,
     /// Highest `pages_in_use` seen (owned pools only).
     pub high_water_pages: u32,
 }
@@ -234,18 +244,28 @@ impl Domain {
     /// Occupancy of a pool.
     pub fn pool_stats(&self, pool: PoolId) -> Result<PoolStats> {
         self.with_pool(pool, |e, _| {
-            let held = if e.owned {
-                e.in_use
+            let pages = e.layout.pages;
+            let (held, in_use) = if e.owned {
+                (e.in_use, e.pages_in_use)
             } else {
-                e.meta[..e.layout.pages as usize]
-                    .iter()
-                    .filter(|m| m.state == BufState::Held)
-                    .count() as u32
+                let (mut bufs, mut held_pages) = (0u32, 0u32);
+                for (buf, m) in e.meta[..pages as usize].iter().enumerate() {
+                    if m.state == BufState::Held {
+                        // At least one page; as many as the sealed bytes
+                        // span, and never past the pool's end.
+                        let sealed = e.published(buf as u32).1 as usize;
+                        let span = sealed.div_ceil(PAGE_SIZE).clamp(1, (pages as usize) - buf);
+                        bufs += 1;
+                        held_pages += span as u32;
+                    }
+                }
+                (bufs, held_pages.min(pages))
             };
             PoolStats {
-                pages: e.layout.pages,
+                pages,
                 buffers_in_use: held,
-                pages_in_use: e.pages_in_use,
+                pages_in_use: in_use,
+                free_pages: pages - in_use,
                 high_water_pages: e.high_water,
             }
         })
@@ -1644,6 +1664,29 @@ mod tests {
                 }
             }
         }
+    }
+
+    #[test]
+    fn pool_stats_free_pages_owned_and_foreign() {
+        let (fs, http) = (Domain::new(), Domain::new());
+        map(&http, FS_POOL, own(&fs, FS_POOL, 10));
+        let st = |d: &Domain| {
+            let s = d.pool_stats(FS_POOL).unwrap();
+            assert_eq!(s.free_pages, s.pages - s.pages_in_use);
+            (s.buffers_in_use, s.pages_in_use, s.free_pages)
+        };
+        assert_eq!(st(&fs), (0, 0, 10));
+        let big = make(&fs, FS_POOL, &vec![7u8; 2 * PAGE_SIZE + 1]); // 3 pages
+        let small = make(&fs, FS_POOL, b"x");
+        assert_eq!(st(&fs), (2, 4, 6));
+        assert_eq!(st(&http), (0, 0, 10), "the reader holds nothing yet");
+        let got = http.accept(&fs.lend(big, FS_HTTP, 0, 0).unwrap(), HTTP_FS).unwrap();
+        assert_eq!(st(&http), (1, 3, 7), "the reader counts the pages it holds");
+        drop((got, small));
+        pump(&http, HTTP_FS, &fs, FS_HTTP);
+        assert_eq!(st(&http), (0, 0, 10));
+        assert_eq!(st(&fs), (0, 0, 10));
+        assert_eq!(fs.pool_stats(FS_POOL).unwrap().high_water_pages, 4);
     }
 
     #[test]

@@ -17,6 +17,8 @@
 //! * [`ChannelTx`]/[`ChannelRx`]: an IO-Lite pipe; aggregates go one way,
 //!   releases come back.
 //! * [`iol`]: `iol_read`/`iol_write` and the copying compatibility path.
+//! * [`StaticMeta`], [`StaticRegion`], [`static_meta!`], [`static_pool!`]:
+//!   bookkeeping tables and private pools as plain statics (no `static mut`).
 //!
 //! Immutability is in the types. A sealed writer is gone:
 //!
@@ -59,6 +61,7 @@ pub mod mode;
 pub mod pool;
 pub mod region;
 pub mod ring;
+pub mod statics;
 
 pub use aggregate::Aggregate;
 pub use channel::{channel_bytes, init_channel, ChannelRx, ChannelTx, Notify, NoNotify, Received};
@@ -67,6 +70,7 @@ pub use domain::{BufMut, Domain, Holds, PeerId, PeerState, PoolStats, Stats};
 pub use mode::{Boundary, CopyMode, BUILD_COPY_MODE};
 pub use pool::{BufMeta, PoolLayout, Trust, PAGE_SIZE};
 pub use region::{RoRegion, RwRegion};
+pub use statics::{StaticMeta, StaticRegion};
 
 /// Maximum number of slices in one aggregate (inline, fixed capacity).
 pub const MAX_SLICES: usize = 16;

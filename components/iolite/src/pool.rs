@@ -80,7 +80,7 @@ impl PoolLayout {
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum BufState {
-    Free,
+    Free = 0,
     /// Page belongs to the buffer that starts at an earlier page.
     Tail,
     /// Head of a buffer whose producer may still append (a `BufMut` or the
@@ -125,6 +125,21 @@ impl BufMeta {
         state: BufState::Free,
         dirty: false,
         primary: NO_PEER,
+        local: 0,
+        lent: [0; MAX_PEERS],
+        recv: [0; MAX_PEERS],
+        ret: [0; MAX_PEERS],
+    };
+
+    /// All zero bits (so a static table of them lives in `.bss`); not a
+    /// valid unused entry (`primary` must be `NO_PEER`): tables are filled
+    /// with [`BufMeta::EMPTY`] before use.
+    pub(crate) const ZERO: BufMeta = BufMeta {
+        gen: 0,
+        npages: 0,
+        state: BufState::Free,
+        dirty: false,
+        primary: 0,
         local: 0,
         lent: [0; MAX_PEERS],
         recv: [0; MAX_PEERS],

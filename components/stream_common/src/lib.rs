@@ -269,44 +269,10 @@ pub fn rdtsc() -> u64 {
     (u64::from(high) << 32) | u64::from(low)
 }
 
-/// Defines, once, a private pool of `$pages` data pages in the component's
-/// own memory (.bss, zeroed by the loader) and its bookkeeping table, and
-/// evaluates to `(RwRegion, &'static mut [BufMeta])`.
-///
-/// Each expansion has its own statics: expand it once per pool and
-/// evaluate that expansion only once (it hands out a `&'static mut`).
-#[macro_export]
-macro_rules! static_pool {
-    ($pages:expr) => {{
-        const PAGES: u32 = $pages;
-        const BYTES: usize = $crate::iolite::PoolLayout { pages: PAGES }.region_bytes();
-        #[repr(C, align(4096))]
-        struct Region([u8; BYTES]);
-        static mut REGION: Region = Region([0; BYTES]);
-        let meta = $crate::static_meta!(PAGES);
-        // SAFETY: REGION is used by nothing but this pool, for the rest of
-        // the program (the caller evaluates this expansion once).
-        let region = unsafe {
-            $crate::iolite::RwRegion::from_raw_parts(core::ptr::addr_of_mut!(REGION) as *mut u8, BYTES)
-        }
-        .expect("static region");
-        (region, meta)
-    }};
-}
-
-/// Defines, once, a `BufMeta` table of `$pages` entries and evaluates to
-/// `&'static mut [BufMeta]` (for a pool whose region is a dataport). Same
-/// rule as [`static_pool!`]: evaluate each expansion once.
-#[macro_export]
-macro_rules! static_meta {
-    ($pages:expr) => {{
-        const META_PAGES: usize = ($pages) as usize;
-        static mut META: [$crate::iolite::BufMeta; META_PAGES] = [$crate::iolite::BufMeta::EMPTY; META_PAGES];
-        // SAFETY: evaluated once (see the macro's docs): the only reference.
-        let meta: &'static mut [$crate::iolite::BufMeta] = unsafe { &mut *core::ptr::addr_of_mut!(META) };
-        meta
-    }};
-}
+/// Private pools and bookkeeping tables as statics: the library's
+/// [`iolite::static_pool!`] and [`iolite::static_meta!`], re-exported so the
+/// component crates can keep writing `stream_common::static_pool!(PAGES)`.
+pub use iolite::{static_meta, static_pool};
 
 #[cfg(test)]
 pub(crate) mod host {

@@ -349,7 +349,7 @@ fn block<N: iolite::Notify>(tx: &mut ChannelTx<'_, N>, wait_space: &impl Fn()) {
 
 fn free_pages(d: &Domain) -> u32 {
     let s = d.pool_stats(PRODUCER_POOL).expect("pool");
-    s.pages - s.pages_in_use
+    s.free_pages
 }
 
 /// Allocates and fills one group; on `PoolExhausted` nothing was written
@@ -438,7 +438,7 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     }
     .expect("attach");
     let private_stats = d.pool_stats(PRIVATE_POOL).expect("private pool");
-    let private_free_before = private_stats.pages - private_stats.pages_in_use;
+    let private_free_before = private_stats.free_pages;
     log!(
         "consumer attached: mode {}, {} (private pool {} pages)",
         mode_name(BUILD_COPY_MODE),
@@ -487,7 +487,7 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     log!(
         "private pool free pages before: {}, after: {}",
         private_free_before,
-        private_stats.pages - private_stats.pages_in_use
+        private_stats.free_pages
     );
     Control::set(&control.bytes, bytes);
     Control::set(&control.aggregates, aggregates);
