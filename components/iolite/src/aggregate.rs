@@ -106,18 +106,24 @@ fn is_normal(list: &[SliceDesc]) -> bool {
             .all(|w| !(w[0].is_contiguous_with(&w[1]) && w[0].len as u64 + w[1].len as u64 <= u32::MAX as u64))
 }
 
-/// Replaces the holds of `old` by holds for each of `new` (taken first, so
-/// nothing is freed in between). On failure nothing changes.
-fn reshuffle(d: &Domain, new: &[&[SliceDesc]], old: &[&[SliceDesc]]) -> Result<()> {
-    let all = new.iter().flat_map(|l| l.iter());
-    for (taken, s) in all.clone().enumerate() {
+/// Takes one more local hold for each slice of `list`. On failure nothing
+/// changes.
+fn hold_all(d: &Domain, list: &[SliceDesc]) -> Result<()> {
+    for (k, s) in list.iter().enumerate() {
         if let Err(e) = d.hold_local(s) {
-            for t in all.clone().take(taken) {
+            for t in &list[..k] {
                 d.release_local(t);
             }
             return Err(e);
         }
     }
+    Ok(())
+}
+
+/// Replaces the holds of `old` by holds for each of `new` (taken first, so
+/// nothing is freed in between). On failure nothing changes.
+fn reshuffle(d: &Domain, new: &[SliceDesc], old: &[&[SliceDesc]]) -> Result<()> {
+    hold_all(d, new)?;
     for s in old.iter().flat_map(|l| l.iter()) {
         d.release_local(s);
     }
@@ -202,7 +208,7 @@ impl<'d> Aggregate<'d> {
         }
         // Merged or dropped slices: take holds for the result, drop the
         // inputs' (cannot overflow: the result has no more slices per buffer).
-        reshuffle(self.d, &[self.v.as_slice()], &[held]).expect("normalising never adds holds");
+        reshuffle(self.d, self.v.as_slice(), &[held]).expect("normalising never adds holds");
     }
 
     /// Forgets the holds (they were moved elsewhere, e.g. lent to a peer):
@@ -305,7 +311,7 @@ impl<'d> Aggregate<'d> {
     /// bytes are copied).
     #[inline]
     pub fn duplicate(&self) -> Result<Aggregate<'d>> {
-        reshuffle(self.d, &[self.descs()], &[])?;
+        hold_all(self.d, self.descs())?;
         let mut a = Self::new(self.d);
         a.v.set(self.descs());
         Ok(a)
@@ -320,7 +326,7 @@ impl<'d> Aggregate<'d> {
         let mut a = Self::new(self.d);
         // Pieces of a normalised list are normalised and no more numerous.
         clip(self.descs(), offset as u64, end as u64, &mut a.v)?;
-        if let Err(e) = reshuffle(self.d, &[a.v.as_slice()], &[]) {
+        if let Err(e) = hold_all(self.d, a.v.as_slice()) {
             a.v.n = 0; // no holds were taken
             return Err(e);
         }
@@ -465,7 +471,7 @@ impl<'d> Aggregate<'d> {
         if let Err(e) = built {
             return Err((e, new));
         }
-        if let Err(e) = reshuffle(self.d, &[out.as_slice()], &[self.descs(), new.descs()]) {
+        if let Err(e) = reshuffle(self.d, out.as_slice(), &[self.descs(), new.descs()]) {
             return Err((e, new));
         }
         self.v.set(out.as_slice());

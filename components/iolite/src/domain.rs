@@ -319,21 +319,23 @@ impl Domain {
 
     /// Takes one more local hold on a slice's buffer (duplicate, split).
     pub(crate) fn hold_local(&self, s: &SliceDesc) -> Result<()> {
-        self.with_pool(s.pool, |e, _| {
-            let m = &mut e.meta[s.buf as usize];
-            m.local = m.local.checked_add(1).ok_or(Error::RefOverflow)?;
-            Ok(())
-        })?
+        let mut pools = self.pools.borrow_mut();
+        let e = pools.iter_mut().flatten().find(|e| e.id == s.pool).ok_or(Error::UnknownPool)?;
+        let m = &mut e.meta[s.buf as usize];
+        m.local = m.local.checked_add(1).ok_or(Error::RefOverflow)?;
+        Ok(())
     }
 
     /// Drops one local hold (an aggregate's slice went away).
     pub(crate) fn release_local(&self, s: &SliceDesc) {
-        let _ = self.with_pool(s.pool, |e, d| {
-            let m = &mut e.meta[s.buf as usize];
-            debug_assert!(m.local > 0);
-            m.local = m.local.saturating_sub(1);
-            settle(e, d, s.buf);
-        });
+        let mut pools = self.pools.borrow_mut();
+        let Some(e) = pools.iter_mut().flatten().find(|e| e.id == s.pool) else { return };
+        let m = &mut e.meta[s.buf as usize];
+        debug_assert!(m.local > 0);
+        m.local = m.local.saturating_sub(1);
+        if !settled(e, s.buf) {
+            settle_slow(e, &mut self.dirty.borrow_mut(), s.buf);
+        }
     }
 
     // ----------------------------------------------------------------
@@ -869,13 +871,18 @@ fn close_pack(e: &mut PoolEntry, d: &mut Dirty) {
 /// holds, free an owned buffer nobody holds, forget a foreign one.
 #[inline]
 fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
-    // Fast path (most calls): the buffer is still used here and keeps no
-    // received hold beyond its uses, so there is nothing to return or free.
-    let m = &e.meta[buf as usize];
-    if m.local > 0 && m.recv_total() <= if e.owned { 0 } else { m.local } {
-        return;
+    if !settled(e, buf) {
+        settle_slow(e, d, buf)
     }
-    settle_slow(e, d, buf)
+}
+
+/// The fast path of [`settle`] (most calls): the buffer is still used here
+/// and keeps no received hold beyond its uses, so there is nothing to
+/// return or free.
+#[inline]
+fn settled(e: &PoolEntry, buf: u32) -> bool {
+    let m = &e.meta[buf as usize];
+    m.local > 0 && m.recv_total() <= if e.owned { 0 } else { m.local }
 }
 
 fn settle_slow(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
