@@ -25,7 +25,6 @@ pub mod error;
 pub mod ext2;
 pub mod path;
 pub mod proto;
-pub mod sha256;
 
 #[cfg(test)]
 mod image_tests;

@@ -30,7 +30,7 @@ use alloc::vec::Vec;
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
 use fs::proto::{self, ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
-use fs::sha256::{self, Sha256};
+use sha2::{Digest, Sha256};
 use iolite::{Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RoRegion, RwRegion, Trust, BUILD_COPY_MODE};
 
 component_runtime::component_entry!(main);
@@ -206,7 +206,7 @@ impl Client {
         if got != size {
             error!("{path}: read {got} of {size} bytes");
         }
-        Ok(Read { size: got, digest: hash.finish(), held })
+        Ok(Read { size: got, digest: hash.finalize().into(), held })
     }
 
     /// The entries of a directory: (name, inode, kind code).
@@ -323,7 +323,7 @@ fn every_file(c: &mut Client) {
     for p in &paths {
         match c.read_file(p, false) {
             Ok(r) => {
-                log!("file {} {} {}", p, r.size, core::str::from_utf8(&sha256::hex(&r.digest)).unwrap_or("?"));
+                log!("file {} {} {}", p, r.size, Hex(&r.digest));
                 files += 1;
                 bytes += r.size;
             }
@@ -548,4 +548,13 @@ fn throughput(c: &mut Client) {
     let t1 = rdtsc();
     let d = counters();
     log!("bench warm {path}: {total} bytes {} cycles ({WARM_ROUNDS} reads, disk reads {}, mode {})", t1 - t0, d.disk_reads - b.disk_reads, mode_name());
+}
+
+/// Lower-case hexadecimal, as sha256sum prints digests.
+struct Hex<'a>(&'a [u8]);
+
+impl core::fmt::Display for Hex<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        self.0.iter().try_for_each(|b| write!(f, "{b:02x}"))
+    }
 }
