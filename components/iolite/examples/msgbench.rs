@@ -13,12 +13,14 @@
 //!   batch, as an event loop under load does).
 //! * `posix 1-slice 64 B`: the copying receiver (copy mode `posix`) with a
 //!   tiny payload, so the figure is the copy path's overhead.
+//! * `send_ref msg …`: as `msg …`, sending with `ChannelTx::send_ref` (no
+//!   duplicate is made).
 //! * `dup+drop`, `append`, `split_off`, `range`: aggregate operations; the
 //!   append and split figures include the duplicates they start from (see
 //!   `dup+drop` for that part).
 //!
 //! Each figure is the best of several runs, in nanoseconds per iteration.
-//! An argument runs only the cases whose name contains it (for profiling).
+//! An argument runs only the cases whose name starts with it (profiling).
 //! `MSGBENCH_RUNS=r MSGBENCH_DIV=k` make `r` runs of 1/k of the iterations
 //! (e.g. 1 and 100 under `valgrind --tool=cachegrind`, which counts
 //! instructions exactly where the timings are noisy).
@@ -71,7 +73,7 @@ fn measure(name: &str, iters: u64, mut f: impl FnMut()) -> f64 {
 }
 
 fn selected(name: &str) -> bool {
-    std::env::args().nth(1).is_none_or(|f| name.contains(&f))
+    std::env::args().nth(1).is_none_or(|f| name.starts_with(&f))
 }
 
 fn make<'d>(d: &'d Domain, len: usize, fill: u8) -> Aggregate<'d> {
@@ -90,6 +92,10 @@ fn cached<'d>(d: &'d Domain, n: usize, len: usize) -> Aggregate<'d> {
 }
 
 fn channel_case(name: &str, slices: usize, batch: usize, mode: CopyMode, len: usize) {
+    channel_case_with(name, slices, batch, mode, len, false)
+}
+
+fn channel_case_with(name: &str, slices: usize, batch: usize, mode: CopyMode, len: usize, by_ref: bool) {
     if !selected(name) {
         return;
     }
@@ -115,7 +121,11 @@ fn channel_case(name: &str, slices: usize, batch: usize, mode: CopyMode, len: us
     let iters = 200_000 / batch as u64;
     let ns = measure(name, iters, || {
         for i in 0..batch {
-            tx.send(src.duplicate().unwrap(), i as u64, 0).map_err(|(e, _)| e).unwrap();
+            if by_ref {
+                tx.send_ref(&src, i as u64, 0).unwrap();
+            } else {
+                tx.send(src.duplicate().unwrap(), i as u64, 0).map_err(|(e, _)| e).unwrap();
+            }
         }
         tx.flush();
         for _ in 0..batch {
@@ -138,6 +148,8 @@ fn main() {
     channel_case("batch32 1-slice", 1, 32, CopyMode::IoLite, 4096);
     channel_case("batch32 4-slice", 4, 32, CopyMode::IoLite, 4096);
     channel_case("posix 1-slice 64 B", 1, 1, CopyMode::Posix, 64);
+    channel_case_with("send_ref msg 1-slice", 1, 1, CopyMode::IoLite, 4096, true);
+    channel_case_with("send_ref msg 4-slice", 4, 1, CopyMode::IoLite, 4096, true);
 
     let d = Domain::new();
     let pages = 64;

@@ -119,16 +119,38 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
     /// batch. On back-pressure (`Full`, `QuotaExceeded`) or a dead peer the
     /// aggregate is handed back unchanged.
     pub fn send(&mut self, mut agg: Aggregate<'d>, tag: u64, flags: u32) -> core::result::Result<(), (Error, Aggregate<'d>)> {
+        if !core::ptr::eq(agg.domain(), self.d) {
+            return Err((Error::InvalidArgument, agg));
+        }
+        match self.enqueue(&agg, tag, flags, true) {
+            Ok(()) => {
+                agg.forget_holds();
+                Ok(())
+            }
+            Err(e) => Err((e, agg)),
+        }
+    }
+
+    /// Enqueues another reference to `agg`'s slices, which stays with the
+    /// caller: the same as `send(agg.duplicate()?, tag, flags)` without
+    /// creating (and moving) the duplicate. This is how a cache lends the
+    /// buffers it keeps. On back-pressure or a dead peer nothing changed.
+    pub fn send_ref(&mut self, agg: &Aggregate<'d>, tag: u64, flags: u32) -> Result<()> {
+        if !core::ptr::eq(agg.domain(), self.d) {
+            return Err(Error::InvalidArgument);
+        }
+        self.enqueue(agg, tag, flags, false)
+    }
+
+    /// Grants `agg`'s holds (moved from it, or new ones) and writes its
+    /// descriptor into the ring.
+    fn enqueue(&mut self, agg: &Aggregate<'d>, tag: u64, flags: u32, move_local: bool) -> Result<()> {
         // Returned releases may make room under the quota.
         let _ = self.poll_releases();
-        match self.fwd.free() {
-            Ok(0) => return Err((Error::Full, agg)),
-            Ok(_) => {}
-            Err(e) => return Err((e, agg)),
+        if self.fwd.free()? == 0 {
+            return Err(Error::Full);
         }
-        if let Err(e) = self.d.lend_holds(&agg, self.peer) {
-            return Err((e, agg));
-        }
+        self.d.lend_holds(agg, self.peer, move_local)?;
         // The descriptor is written straight into the ring slot: header and
         // the valid slices only. Cannot fail: we checked for room and are
         // the only producer.
@@ -141,7 +163,6 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
                 }
             })
             .expect("room checked");
-        agg.forget_holds();
         self.unsignalled += 1;
         Ok(())
     }
@@ -486,6 +507,35 @@ mod tests {
         assert_eq!(tx.poll_releases().unwrap(), 3);
         assert_eq!(fs.stats().buffers_in_use, 0);
         assert_eq!(fs.stats().releases_received, 3);
+    }
+
+    #[test]
+    fn send_ref_lends_without_giving_up_the_aggregate() {
+        let (fs, http) = domains();
+        fs.set_quota(FS_HTTP, 1).unwrap();
+        let (mut tx, mut rx) = ends(&fs, &http, chan(2, 8), (2, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        let cached = make(&fs, FS_POOL, b"cached");
+        let buf = cached.descs()[0].buf;
+        tx.send_ref(&cached, 1, 0).unwrap();
+        tx.send_ref(&cached, 2, 0).unwrap(); // same buffer: within the quota of 1
+        assert_eq!(tx.send_ref(&cached, 3, 0).unwrap_err(), Error::Full);
+        assert_eq!(fs.holds(FS_POOL, buf).unwrap(), crate::Holds { local: 1, lent: 2, received: 0 });
+        assert_eq!(fs.stats().bytes_by_ref_sent, 12);
+        let other = make(&fs, FS_POOL, b"other");
+        let a = rx.recv().unwrap().unwrap();
+        assert_eq!(tx.send_ref(&other, 4, 0).unwrap_err(), Error::QuotaExceeded);
+        let b = rx.recv().unwrap().unwrap();
+        assert_eq!((a.tag, b.tag), (1, 2));
+        assert!(a.agg.eq_bytes(b"cached") && b.agg.eq_bytes(b"cached"));
+        drop((a, b));
+        rx.flush_releases().unwrap();
+        tx.poll_releases().unwrap();
+        assert_eq!(fs.holds(FS_POOL, buf).unwrap(), crate::Holds { local: 1, lent: 0, received: 0 });
+        assert!(cached.eq_bytes(b"cached"), "the sender still has its aggregate");
+        let foreign = make(&http, HTTP_POOL, b"not fs's");
+        assert_eq!(tx.send_ref(&foreign, 5, 0).unwrap_err(), Error::InvalidArgument);
+        drop(cached);
+        assert_eq!(fs.pool_stats(FS_POOL).unwrap().buffers_in_use, 1, "only `other` is left");
     }
 
     #[test]

@@ -477,7 +477,7 @@ impl Domain {
         tag: u64,
         flags: u32,
     ) -> core::result::Result<AggDesc, (Error, Aggregate<'d>)> {
-        if let Err(e) = self.lend_holds(&agg, p) {
+        if let Err(e) = self.lend_holds(&agg, p, true) {
             return Err((e, agg));
         }
         let slices = agg.descs();
@@ -488,11 +488,13 @@ impl Domain {
     }
 
     /// The bookkeeping half of [`Domain::lend`]: checks that `agg` may be
-    /// granted to `p` and moves its holds from `local` to `lent[p]`. On
-    /// success the caller must put the slices on the wire and forget the
-    /// aggregate's holds ([`Aggregate::forget_holds`]); on error nothing
+    /// granted to `p` and gives `p` one hold per slice. With `move_local`
+    /// the holds move from `local` to `lent[p]`, and on success the caller
+    /// must put the slices on the wire and forget the aggregate's holds
+    /// ([`Aggregate::forget_holds`]). Without, new holds are granted and
+    /// the aggregate keeps its own (a send by reference). On error nothing
     /// changed.
-    pub(crate) fn lend_holds(&self, agg: &Aggregate<'_>, p: PeerId) -> Result<()> {
+    pub(crate) fn lend_holds(&self, agg: &Aggregate<'_>, p: PeerId, move_local: bool) -> Result<()> {
         let i = p.idx()?;
         let mut peers = self.peers.borrow_mut();
         let peer = &mut peers[i];
@@ -533,7 +535,9 @@ impl Domain {
                 peer.held_bufs += 1;
             }
             m.lent[i] += 1;
-            m.local -= 1;
+            if move_local {
+                m.local -= 1;
+            }
             total += s.len as u64;
         }
         bump(&self.c.by_ref_sent, total);
