@@ -4,7 +4,7 @@
 //! * **Discovery:** PCI configuration space through the granted ports
 //!   0xCF8..0xCFF; the e1000 must be at 00:03.0 with BAR0 where the assembly
 //!   maps it. Memory decoding and bus mastering (DMA) are switched on.
-//! * **Receive:** 128 RX descriptors, each pointing at a one-page buffer of
+//! * **Receive:** 512 RX descriptors, each pointing at a one-page buffer of
 //!   the driver's IO-Lite pool (`rx_pool`, read-only for netstack). A
 //!   completed buffer is sealed at the frame's length and goes up to netstack
 //!   as a one-slice aggregate, by reference. When netstack returns it, the
@@ -48,8 +48,10 @@ include!(concat!(env!("IOLITE_GLUE_DIR"), "/netdrv.rs"));
 const E1000: pci::Function = pci::Function { bus: 0, device: 3, function: 0 };
 const E1000_IDS: (u16, u16) = (0x8086, 0x100e);
 
-/// Descriptors per ring (16 bytes each; each ring has a page of its own).
-const RING: usize = 128;
+/// Descriptors per ring (16 bytes each: two pages per ring). QEMU's e1000
+/// drops frames that arrive while the RX ring is full, and slirp dumps whole
+/// windows at once: a deep ring matters more than anything else here.
+const RING: usize = 512;
 /// RX buffer size (RCTL.BSIZE = 2048).
 const RX_BUF: usize = 2048;
 /// Largest frame we transmit (no jumbo frames, CRC added by the NIC).
@@ -256,13 +258,14 @@ impl Driver {
         // SAFETY: our counter page, mapped read-write.
         let stats = unsafe { CounterPage::at(glue::drv_stats::VADDR as *const u8) };
 
-        // --- descriptor rings: two pages of our pool, kept for good ---
+        // --- descriptor rings: pages of our pool, kept for good ---
         let ring_page = || {
-            let mut b = d.alloc(RX_POOL, 4096).expect("ring page");
+            let mut b = d.alloc(RX_POOL, RING * 16).expect("ring pages");
             let p = b.writable().as_mut_ptr();
-            // SAFETY: the page is ours (an unsealed buffer nobody else can
-            // name); zero it before the NIC sees it.
-            unsafe { core::ptr::write_bytes(p, 0, 4096) };
+            // SAFETY: the pages are ours (an unsealed buffer nobody else can
+            // name; physically contiguous, as the whole dataport is); zero
+            // them before the NIC sees them.
+            unsafe { core::ptr::write_bytes(p, 0, RING * 16) };
             core::mem::forget(b);
             p
         };
@@ -396,7 +399,10 @@ impl Driver {
     /// Hands every completed RX buffer to netstack; returns how many.
     fn rx_drain(&mut self) -> usize {
         let mut n = 0;
-        loop {
+        // netstack empties the channel every time it runs, so a batch of at
+        // most FWD_CAP frames always fits; the rest waits in the ring (the
+        // caller loops while descriptors are done).
+        while n < link::FWD_CAP {
             let i = self.rx_next;
             if i == self.rx_tail {
                 break;

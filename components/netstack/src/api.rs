@@ -312,7 +312,29 @@ impl<'d> Session<'d> {
         while let Some(a) = c.pending.pop_front() {
             match stack.send(c.id, a) {
                 Ok(()) => {}
-                Err((NetError::WouldBlock, a)) => {
+                Err((NetError::WouldBlock, mut a)) => {
+                    // Send what fits now: an aggregate larger than the whole
+                    // send window would otherwise never go (references
+                    // only: splitting copies nothing).
+                    let space = stack.send_space(c.id).unwrap_or(0);
+                    if space > 0 && space < a.len() {
+                        if let Ok(tail) = a.split_off(space) {
+                            match stack.send(c.id, a) {
+                                Ok(()) => {}
+                                Err((_, head)) => {
+                                    // Cannot happen (it fits); keep the order.
+                                    let mut whole = head;
+                                    if let Err((_, t)) = whole.append(tail) {
+                                        drop(t);
+                                    }
+                                    c.pending.push_front(whole);
+                                    break;
+                                }
+                            }
+                            c.pending.push_front(tail);
+                            break;
+                        }
+                    }
                     c.pending.push_front(a);
                     break;
                 }

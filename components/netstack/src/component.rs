@@ -29,7 +29,7 @@ use netstack::link::{self, CounterPage, PairControl};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
 
 component_runtime::component_entry!(main);
-component_runtime::global_heap!(12 << 20);
+component_runtime::global_heap!(16 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/netstack.rs"));
 
 const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
@@ -111,7 +111,9 @@ impl NicPort<'static> for Port {
 
 impl Port {
     /// Moves queued frames into netdrv's ring, as many as fit.
-    fn flush(&mut self, tx: &mut ChannelTx<'static, NoNotify>, control: &PairControl) {
+    /// `starving`: our pools run low, so netdrv should wake us when it
+    /// returns buffers (it holds frames' buffers until they are sent).
+    fn flush(&mut self, tx: &mut ChannelTx<'static, NoNotify>, control: &PairControl, starving: bool) {
         while let Some(f) = self.queue.pop_front() {
             let tag = link::encode_offload(f.offload);
             if let Err((_, agg)) = tx.send(f.agg, tag, 0) {
@@ -123,7 +125,7 @@ impl Port {
         if waiting {
             self.held_back += 1;
         }
-        PairControl::set(&control.tx_waiting, waiting as u64);
+        PairControl::set(&control.tx_waiting, (waiting || starving) as u64);
         tx.flush();
     }
 }
@@ -264,6 +266,9 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         _ => TxChecksum::Cached,
     };
     cfg.send_window = 128 * 1024;
+    // Smaller than the library's default: slirp sends a whole window at
+    // once, and the RX ring must absorb the windows of every connection.
+    cfg.recv_window = 32 * 1024;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     if cfg.dhcp {
         log!("ip via dhcp");
@@ -348,7 +353,8 @@ impl Node {
                 }
             }
             self.client_events += delivered;
-            self.port.flush(&mut self.link_tx, self.link_control);
+            let starving = self.starving();
+            self.port.flush(&mut self.link_tx, self.link_control, starving);
             let _ = self.port.rx.flush_releases();
             let released = self.requests.flush_releases().unwrap_or(0);
             let client_waits = PairControl::get(&self.client_control.tx_waiting) != 0;
@@ -361,6 +367,15 @@ impl Node {
             }
             break;
         }
+    }
+
+    /// Whether a pool we allocate from is more than 3/4 used: then received
+    /// data may be waiting in smoltcp for room, and every returned buffer
+    /// matters.
+    fn starving(&self) -> bool {
+        [HDR_POOL, SOCK_POOL].iter().any(|&p| {
+            self.d.pool_stats(p).map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * 3).unwrap_or(false)
+        })
     }
 
     fn publish(&mut self) {

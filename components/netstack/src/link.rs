@@ -48,8 +48,12 @@ pub const PAIR_MAGIC: u64 = u64::from_le_bytes(*b"IOLNETPR");
 pub struct PairControl {
     /// Initialiser: [`PAIR_MAGIC`] once both channels are set up.
     pub magic: AtomicU64,
-    /// netstack → netdrv: frames were held back for lack of ring space;
-    /// netdrv wakes netstack when it has reaped transmitted frames.
+    /// Lower → upper side: set when the upper side should be woken as soon
+    /// as buffers come back (netstack: frames held back for lack of ring
+    /// space, or its pools run low; netdrv wakes it when it has reaped
+    /// transmitted frames. A client: requests held back, or a sender waiting
+    /// for its buffers; netstack wakes it after consuming requests or
+    /// returning buffers).
     pub tx_waiting: AtomicU64,
     /// netdrv → netstack: the MAC address (low 48 bits), bit 63 = valid.
     pub mac: AtomicU64,

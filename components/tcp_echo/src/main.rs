@@ -49,6 +49,13 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// Bytes a source keeps in flight (sent, not yet returned by netstack).
 const SOURCE_WINDOW: usize = 512 * 1024;
 
+fn msg_slot(conns: &mut BTreeMap<ConnId, Conn>, conn: ConnId) -> &mut Option<Aggregate<'static>> {
+    match conns.get_mut(&conn) {
+        Some(Conn { kind: Kind::Source { msg, .. }, .. }) => msg,
+        _ => unreachable!("a source connection"),
+    }
+}
+
 fn meta(size: usize) -> &'static mut [BufMeta] {
     let pages = PoolLayout::fitting(size).pages as usize;
     Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
@@ -133,8 +140,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         drv,
         stk,
     };
-    e.request(Request::Listen { port: ECHO_PORT, backlog: 32 }.encode(), Aggregate::new(d));
-    e.request(Request::Listen { port: SOURCE_PORT, backlog: 4 }.encode(), Aggregate::new(d));
+    e.request(Request::Listen { port: ECHO_PORT, backlog: 48 }.encode(), Aggregate::new(d));
+    e.request(Request::Listen { port: SOURCE_PORT, backlog: 2 }.encode(), Aggregate::new(d));
     loop {
         e.flush();
         glue::event::wait();
@@ -201,7 +208,7 @@ impl Echo {
                 Some(Event::Data { conn }) => self.data(conn, r.agg),
                 Some(Event::Eof { conn }) => {
                     if let Some(c) = self.conns.get_mut(&conn) {
-                        let idle_source = matches!(&c.kind, Kind::Source { msg: None, .. });
+                        let idle_source = matches!(&c.kind, Kind::Source { msg: None, left: 0, .. });
                         if matches!(c.kind, Kind::Echo { .. }) || idle_source {
                             self.close(conn);
                         }
@@ -304,10 +311,11 @@ impl Echo {
         let Some(Conn { kind: Kind::Source { msg: Some(msg), left, size, .. }, close_sent }) = self.conns.get_mut(&conn) else {
             return false;
         };
+        let size = *size;
         if *close_sent {
             return false;
         }
-        let window = (SOURCE_WINDOW / *size).max(2) as u32;
+        let window = (SOURCE_WINDOW / size).max(2) as u32;
         let id = msg.descs()[0];
         let mut sends = alloc::vec::Vec::new();
         while *left > 0 {
@@ -322,7 +330,12 @@ impl Echo {
             *left -= 1;
         }
         let done = *left == 0;
-        let size = *size as u64;
+        if done {
+            // The holds lent to netstack keep the buffer alive until it
+            // is sent; our own reference can go now.
+            *msg_slot(&mut self.conns, conn) = None;
+        }
+        let size = size as u64;
         let waiting = !done;
         for m in sends {
             self.bytes_sourced += size;
