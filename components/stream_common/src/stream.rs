@@ -22,7 +22,11 @@
 //! [stream_consumer] received N bytes in M aggregates, checksum 0x...
 //! [stream_consumer] copied bytes: C (mode <mode>), by reference: R
 //! [stream_consumer] private pool free pages before: X, after: X
+//! [stream_consumer] keeping K aggregates (S slices) of the stream unreleased   (image, by reference)
 //! [stream_producer] stream done: N bytes, checksum 0x...
+//! [stream_producer] consumer still holds H pages of the stream                 (image)
+//!   ... the consumer's fault, its restart (supervisor lines) ...
+//! [stream_producer] consumer restarted after its fault (restart 1): death protocol dropped B buffers, ...
 //! [stream_producer] pool free pages after: X of P
 //! [stream_producer] back-pressure: ...
 //! ```
@@ -32,12 +36,18 @@
 //!    lines, sets `magic` and streams. The consumer waits for `magic`
 //!    before attaching and printing anything.
 //! 2. After the last aggregate, the producer sends an end-of-stream marker
-//!    and waits until every page of its pool is free again (all releases
-//!    came back) **and** the consumer has set `consumer_done`.
-//! 3. The consumer, at the marker, drops everything, flushes its releases,
-//!    prints its lines, sets `consumer_done` and signals.
-//! 4. The producer prints its final lines and sets `producer_reported`.
-//!    Only then may the consumer do anything that can fault.
+//!    and waits until the consumer has set `consumer_done`.
+//! 3. The consumer, at the marker, releases everything except the last
+//!    `hold_at_end` aggregates, flushes its releases, prints its lines,
+//!    sets `consumer_done` and signals.
+//! 4. The producer prints `stream done` and what the consumer still holds,
+//!    sets `producer_reported`; only then may the consumer fault (it does,
+//!    holding those buffers). On the host (no fault) the producer instead
+//!    waits for every page to come back.
+//! 5. The supervisor restarts the consumer, which sets `consumer_restarted`;
+//!    the producer runs the death protocol (`Domain::peer_died`): the
+//!    dead consumer's holds are dropped and the pool is whole again, which
+//!    its final lines show.
 
 use crate::{fnv1a64, mode_name, ByteStream, Control, SplitMix, FNV_START, PEER, PRIVATE_POOL, PRODUCER_POOL};
 use crate::{FWD_CAP, REL_CAP};
@@ -296,29 +306,20 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
     tx.flush();
     // The last, partly used header page goes back once its objects are.
     d.flush_pack(PRODUCER_POOL).expect("flush pack");
-    while !(d.pool_stats(PRODUCER_POOL).expect("pool").pages_in_use == 0 && Control::get(&control.consumer_done) == 1) {
+    while Control::get(&control.consumer_done) != 1 {
         block(&mut tx, &wait_space);
     }
-    let free_after = free_pages(&d);
     log!("stream done: {} bytes, checksum {:#018x}", bytes, checksum);
-    log!("pool free pages after: {} of {}", free_after, pages);
-    let s = d.stats();
-    log!(
-        "back-pressure: {} quota refusals, {} ring-full waits, {} pool-empty waits; pool high water {} of {} pages; {} data notifications for {} aggregates; {} releases received",
-        s.quota_refusals,
-        ring_full_waits,
-        pool_waits,
-        s.high_water_pages,
-        pages,
-        tx.notifications(),
-        aggregates,
-        s.releases_received,
-    );
-    Control::set(&control.producer_reported, 1);
-    signal_data();
-
     if await_restart {
+        // The consumer may keep part of the stream and fault holding it:
+        // those buffers come back only through the death protocol.
+        tx.poll_releases().expect("release ring");
+        let held = d.pool_stats(PRODUCER_POOL).expect("pool").pages_in_use;
+        log!("consumer still holds {} pages of the stream", held);
+        Control::set(&control.producer_reported, 1);
+        signal_data();
         loop {
+            tx.poll_releases().expect("release ring");
             let restarts = Control::get(&control.consumer_restarted);
             if restarts > 0 {
                 let dropped = d.peer_died(PEER).expect("peer");
@@ -333,7 +334,27 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
             }
             wait_space();
         }
+    } else {
+        while d.pool_stats(PRODUCER_POOL).expect("pool").pages_in_use != 0 {
+            block(&mut tx, &wait_space);
+        }
+        Control::set(&control.producer_reported, 1);
+        signal_data();
     }
+    let free_after = free_pages(&d);
+    log!("pool free pages after: {} of {}", free_after, pages);
+    let s = d.stats();
+    log!(
+        "back-pressure: {} quota refusals, {} ring-full waits, {} pool-empty waits; pool high water {} of {} pages; {} data notifications for {} aggregates; {} releases received",
+        s.quota_refusals,
+        ring_full_waits,
+        pool_waits,
+        s.high_water_pages,
+        pages,
+        tx.notifications(),
+        aggregates,
+        s.releases_received,
+    );
     ProducerReport { bytes, aggregates, checksum, free_before, free_after }
 }
 
@@ -398,7 +419,15 @@ pub struct ConsumerPorts<S: Fn(), W: Fn()> {
     pub signal_space: S,
     /// Waits for `data` from the producer.
     pub wait_data: W,
+    /// How many of the last aggregates received by reference the consumer
+    /// keeps (never releases) when the stream ends: on the image it then
+    /// faults holding them, so the producer gets them back only through
+    /// the death protocol. 0 releases everything (host test).
+    pub hold_at_end: usize,
 }
+
+/// Most aggregates the consumer can keep at the end of the stream.
+pub const MAX_HELD: usize = 4;
 
 /// The consumer's results.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -423,7 +452,7 @@ pub struct ConsumerReport {
 /// hold, prints the consumer's lines, and waits until the producer has
 /// printed its final report.
 pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
-    let ConsumerPorts { pool, pool_meta, private, private_meta, channel, signal_space, wait_data } = ports;
+    let ConsumerPorts { pool, pool_meta, private, private_meta, channel, signal_space, wait_data, hold_at_end } = ports;
     // SAFETY: the channel dataport; the block is only read until `magic`.
     let control = unsafe { Control::at(channel) };
     while Control::get(&control.magic) != crate::CONTROL_MAGIC {
@@ -450,6 +479,9 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     let (mut bytes, mut aggregates) = (0u64, 0u64);
     let mut probe = 0usize;
     let mut eof = false;
+    // The last aggregates received by reference, kept (see `hold_at_end`).
+    let hold = if rx.copies() { 0 } else { hold_at_end.min(MAX_HELD) };
+    let mut kept: [Option<iolite::Aggregate<'_>>; MAX_HELD] = [None, None, None, None];
     while !eof {
         loop {
             let r = match rx.recv() {
@@ -470,6 +502,11 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
             }
             bytes += r.agg.len() as u64;
             aggregates += 1;
+            if hold > 0 {
+                // Replacing the oldest kept aggregate releases it.
+                kept[aggregates as usize % hold] = Some(r.agg);
+                continue;
+            }
             // Dropping `r` queues the releases of its holds.
         }
         // One release batch (and one notification) per wake-up.
@@ -498,6 +535,15 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     while Control::get(&control.producer_reported) != 1 {
         wait_data();
     }
+    let held_buffers: usize = kept.iter().flatten().map(|a| a.descs().len()).sum();
+    if let Some(first) = kept.iter().flatten().next() {
+        // Aim the fault at a buffer still held: a received buffer.
+        probe = first.slices().next().map_or(probe, |s| s.as_ptr() as usize);
+        log!("keeping {} aggregates ({} slices) of the stream unreleased", kept.iter().flatten().count(), held_buffers);
+    }
+    // Never released: the component faults next, holding them, and the
+    // producer gets them back through the death protocol.
+    core::mem::forget(kept);
     let probe_received = probe != 0;
     if !probe_received {
         // The copies are private (writable); aim at the producer's pool the
@@ -549,6 +595,7 @@ mod tests {
         let (d2, s2) = (data.clone(), space.clone());
         let consumer = std::thread::spawn(move || {
             consume(ConsumerPorts {
+                hold_at_end: 0,
                 pool: pool.read_only(),
                 pool_meta: meta(pages),
                 private,

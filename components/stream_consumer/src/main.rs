@@ -46,6 +46,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         wait_data: || {
             glue::data::wait();
         },
+        // Fault holding part of the stream: the producer must get it back
+        // through the death protocol (tests/robot/iolite.robot).
+        hold_at_end: stream::MAX_HELD,
     });
     if report.probe_received {
         log!("writing to a received buffer (expect a fault) at {:#x}", report.probe);
