@@ -11,6 +11,8 @@
 //! * [`stats`]: `/cgi-bin/stats` as JSON (schema documented there) and HTML.
 //! * [`programs`]: the built-in programs (stats, echo, the fragment page).
 //! * [`wire`]: the request/reply messages on the channels.
+//! * [`chan`]: the httpd ↔ cgi dataport (channels, restart generation) and
+//!   the counter text pages.
 //! * [`Failure`]: what httpd answers when a CGI faults or is late.
 //!
 //! `no_std` + `alloc`; host-tested. See `README.md`.
@@ -21,6 +23,7 @@
 
 extern crate alloc;
 
+pub mod chan;
 pub mod env;
 pub mod gen;
 pub mod output;

@@ -405,3 +405,32 @@ fn failures_map_to_gateway_statuses() {
     assert_eq!(Failure::BadOutput(OutputError::NoHeaderEnd).status(), 502);
     assert_eq!(Failure::Unavailable.status(), 503);
 }
+
+#[test]
+fn counter_pages_and_the_restart_generation() {
+    use crate::chan;
+    let layout = Layout::from_size_align(chan::REGION_BYTES, 4096).unwrap();
+    // SAFETY: non-zero size, never freed, used only through chan.
+    let base = unsafe { alloc_zeroed(layout) };
+    let mut out = Vec::new();
+    // SAFETY: a zeroed page-aligned region, read and written only here.
+    unsafe {
+        assert!(!chan::read(base, &mut out), "never published");
+        chan::publish(base, b"requests=3\nbytes_copied=0\nbad line\nx=y\n");
+        assert!(chan::read(base, &mut out));
+    }
+    let c = chan::parse_counters("httpd", &out);
+    assert_eq!(c.get("requests"), Some(3));
+    assert_eq!(c.get("bytes_copied"), Some(0));
+    assert_eq!(c.counters.len(), 2);
+    let mut text = String::new();
+    chan::format_counters(&c, &mut text);
+    assert_eq!(text, "requests=3\nbytes_copied=0\n");
+    // SAFETY: as above; the control block is inside the region.
+    let ctl = unsafe { chan::Control::at(base) };
+    assert_eq!(ctl.generation(), 0);
+    assert_eq!(ctl.start_generation(), 1);
+    assert_eq!(ctl.start_generation(), 2);
+    assert_eq!(ctl.generation(), 2);
+    assert!(chan::REGION_BYTES <= 0x20000);
+}

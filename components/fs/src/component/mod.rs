@@ -1,6 +1,13 @@
 //! The fs component: brings up the disk, mounts the site, and serves
 //! `FsIoLite` (see camkes/interfaces/FsIoLite.idl4 and README.md).
 //!
+//! Clients: the RPC badge `b` (1, 2, … in the order of the connection's
+//! `from` ends) names client `b`, whose channel is the dataport `channel`
+//! (client 1) or `channel2` (client 2; the attribute `clients` says how many
+//! there are, 1 or 2). Handles are per client. A client that (re)starts calls
+//! `reset` first: fs then forgets what it had lent to the old incarnation and
+//! sets its channel up afresh (a restartable client, e.g. the cgi).
+//!
 //! Lines it prints (stable; tests/robot/filesystem.robot waits for some):
 //!
 //! ```text
@@ -20,9 +27,9 @@ use alloc::vec::Vec;
 
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
-use fs::proto::{self, ErrorCode, FS_POOL, PEER};
+use fs::proto::{self, ErrorCode, FS_POOL};
 use fs::{Config, File, Fs};
-use iolite::{BufMeta, ChannelTx, Domain, NoNotify, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
+use iolite::{BufMeta, ChannelTx, Domain, NoNotify, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
 
 use virtio_blk::VirtioBlk;
 
@@ -45,6 +52,9 @@ const POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
 const _: () = assert!(PoolLayout { pages: POOL_PAGES }.region_bytes() <= glue::pool::SIZE);
 const _: () = assert!(POOL_PAGES as usize <= proto::REL_CAP, "release ring smaller than the pool");
 const _: () = assert!(glue::channel::SIZE >= proto::CHANNEL_BYTES, "channel dataport too small");
+const _: () = assert!(glue::channel2::SIZE >= proto::CHANNEL_BYTES, "channel2 dataport too small");
+/// How many clients (channels) the assembly connects.
+const CLIENTS: usize = if glue::attributes::CLIENTS >= 2 { 2 } else { 1 };
 
 /// Open files at once.
 const MAX_OPEN: usize = 64;
@@ -129,24 +139,18 @@ fn serve(mut dev: VirtioBlk) -> ! {
 
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
     let pool = glue::pool::get();
-    let channel = glue::channel::get();
-    // SAFETY: both dataports are mapped read-write for as long as we run and
-    // are used only through the IO-Lite library from here on.
-    let (pool, channel) = unsafe {
-        (
-            RwRegion::from_raw_parts(pool.as_mut_ptr(), pool.len()).expect("pool dataport"),
-            RwRegion::from_raw_parts(channel.as_mut_ptr(), channel.len()).expect("channel dataport"),
-        )
-    };
+    // SAFETY: the pool dataport is mapped read-write for as long as we run
+    // and is used only through the IO-Lite library from here on.
+    let pool = unsafe { RwRegion::from_raw_parts(pool.as_mut_ptr(), pool.len()).expect("pool dataport") };
     let meta: &'static mut [BufMeta] = Box::leak(alloc::vec![BufMeta::EMPTY; POOL_PAGES as usize].into_boxed_slice());
     d.add_owned_pool(FS_POOL, pool, meta, Trust::Trusted).expect("pool");
-    d.set_pool_acl(FS_POOL, &[PEER]).expect("acl");
-    d.set_quota(PEER, POOL_PAGES).expect("quota");
-    // SAFETY: the channel dataport; the client attaches only after its
-    // first call, which we answer after this.
-    unsafe { iolite::init_channel(channel, proto::FWD_CAP, proto::REL_CAP) }.expect("channel");
-    // SAFETY: initialised above; the only sender.
-    let tx = unsafe { ChannelTx::attach(d, PEER, channel, proto::FWD_CAP, proto::REL_CAP, NoNotify) }.expect("channel");
+    let peers: Vec<PeerId> = (0..CLIENTS).map(|i| PeerId(i as u8)).collect();
+    d.set_pool_acl(FS_POOL, &peers).expect("acl");
+    let mut clients = Vec::new();
+    for i in 0..CLIENTS {
+        d.set_quota(peers[i], POOL_PAGES).expect("quota");
+        clients.push(open_channel(d, i));
+    }
 
     let budget = glue::attributes::CACHE_BUDGET.max(0) as usize;
     let mut cfg = Config::with_budget(budget);
@@ -170,26 +174,56 @@ fn serve(mut dev: VirtioBlk) -> ! {
         POOL_PAGES,
         mode_name()
     );
-    let mut server = Server { fs, tx, d, files: Vec::new(), admin: glue::attributes::ADMIN != 0 };
+    let mut server = Server { fs, clients, d, files: Vec::new(), admin: glue::attributes::ADMIN != 0, resets: 0 };
     server.files.resize_with(MAX_OPEN, || None);
     log!("ready");
     glue::fs::run(&mut server)
 }
 
+/// Client `i`'s channel dataport (0: `channel`, 1: `channel2`).
+fn channel_region(i: usize) -> RwRegion {
+    let (vaddr, size) = match i {
+        0 => (glue::channel::VADDR, glue::channel::SIZE),
+        _ => (glue::channel2::VADDR, glue::channel2::SIZE),
+    };
+    // SAFETY: a channel dataport the assembly maps read-write (CLIENTS says
+    // which exist), used only through the IO-Lite library.
+    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size).expect("channel dataport") }
+}
+
+/// (Re)initialises client `i`'s channel and attaches as its only sender.
+/// The client attaches only after a call we answer after this.
+fn open_channel(d: &'static Domain, i: usize) -> ChannelTx<'static, NoNotify> {
+    // SAFETY: per channel_region; nobody uses the rings until we answer.
+    unsafe { iolite::init_channel(channel_region(i), proto::FWD_CAP, proto::REL_CAP) }.expect("channel");
+    // SAFETY: initialised above; the only sender.
+    unsafe { ChannelTx::attach(d, PeerId(i as u8), channel_region(i), proto::FWD_CAP, proto::REL_CAP, NoNotify) }.expect("channel")
+}
+
+/// The calling client's index (from the RPC badge; unknown badges are
+/// treated as client 1, which they cannot be: the assembly makes them).
+fn caller() -> usize {
+    (glue::fs::sender_badge() as usize).clamp(1, CLIENTS) - 1
+}
+
 struct Server {
     fs: Fs<'static, VirtioBlk>,
-    tx: ChannelTx<'static, NoNotify>,
+    clients: Vec<ChannelTx<'static, NoNotify>>,
     d: &'static Domain,
-    files: Vec<Option<File>>,
+    /// Open files and the client that opened each.
+    files: Vec<Option<(usize, File)>>,
     admin: bool,
+    resets: u64,
 }
 
 impl Server {
-    /// Before a request: take back what the client released, so that the
-    /// cache's "referenced" test sees the client's current holds.
+    /// Before a request: take back what the clients released, so that the
+    /// cache's "referenced" test sees the clients' current holds.
     fn begin(&mut self) {
-        if let Err(e) = self.tx.poll_releases() {
-            error!("release ring: {e:?}");
+        for tx in &mut self.clients {
+            if let Err(e) = tx.poll_releases() {
+                error!("release ring: {e:?}");
+            }
         }
     }
 
@@ -201,7 +235,11 @@ impl Server {
     }
 
     fn read_file(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<i64, ErrorCode> {
-        let file = self.files.get(handle as usize).and_then(|f| f.clone()).ok_or(ErrorCode::BadHandle)?;
+        let client = caller();
+        let file = match self.files.get(handle as usize) {
+            Some(Some((owner, f))) if *owner == client => f.clone(),
+            _ => return Err(ErrorCode::BadHandle),
+        };
         let size = file.stat().size;
         let end = size.min(offset.saturating_add(length));
         let mut pos = offset;
@@ -212,7 +250,7 @@ impl Server {
             }
             let n = agg.len() as u64;
             let flags = if pos + n >= size { FLAG_EOF } else { 0 };
-            match self.tx.send(agg, tag, flags) {
+            match self.clients[client].send(agg, tag, flags) {
                 Ok(()) => pos += n,
                 Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _)) => break,
                 Err((e, _)) => {
@@ -243,7 +281,7 @@ impl Server {
             buf.writable()[..bytes.len()].copy_from_slice(&bytes);
             buf.seal(bytes.len()).map_err(|_| ErrorCode::NoMemory)?
         };
-        match self.tx.send(agg, tag, FLAG_EOF) {
+        match self.clients[caller()].send(agg, tag, FLAG_EOF) {
             Ok(()) => Ok(entries.len() as i64),
             Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _)) => Err(ErrorCode::ChannelBusy),
             Err((e, _)) => {
@@ -269,7 +307,7 @@ impl glue::fs::FsIoLite for Server {
             let slot = self.files.iter().position(Option::is_none).ok_or(ErrorCode::TooManyOpen)?;
             let st = file.stat();
             (*size, *ino) = (st.size, st.ino);
-            self.files[slot] = Some(file);
+            self.files[slot] = Some((caller(), file));
             Ok(slot as i64)
         })();
         self.end();
@@ -278,7 +316,7 @@ impl glue::fs::FsIoLite for Server {
 
     fn close(&mut self, handle: u32) -> i32 {
         match self.files.get_mut(handle as usize) {
-            Some(f @ Some(_)) => {
+            Some(f @ Some(_)) if f.as_ref().is_some_and(|(owner, _)| *owner == caller()) => {
                 *f = None;
                 0
             }
@@ -343,6 +381,23 @@ impl glue::fs::FsIoLite for Server {
         *data_bytes = s.disk.data_bytes;
         let drv = self.fs.volume().device().stats();
         (*dma_bytes, *bounce_bytes) = (drv.dma_bytes, drv.bounce_bytes);
+        0
+    }
+
+    fn reset(&mut self) -> i32 {
+        let client = caller();
+        // The old incarnation is gone: what we lent it comes back now (it
+        // forwarded fragments at most, which the cache still holds), its
+        // files close, and its channel starts empty.
+        let dropped = self.d.peer_died(PeerId(client as u8)).unwrap_or(0);
+        for f in self.files.iter_mut() {
+            if f.as_ref().is_some_and(|(owner, _)| *owner == client) {
+                *f = None;
+            }
+        }
+        self.clients[client] = open_channel(self.d, client);
+        self.resets += 1;
+        log!("client {} reset ({} buffers released)", client + 1, dropped);
         0
     }
 

@@ -1,11 +1,14 @@
-//! PCI configuration mechanism #1 through the `pci_config` I/O port
-//! capability (0xCF8..0xCFF): just what the driver needs to find and
-//! enable its device.
+//! PCI configuration space through the pci_config component
+//! (camkes/interfaces/PciConfig.idl4): it alone holds ports 0xCF8..0xCFF
+//! (an address/data pair that components cannot share safely) and lets us
+//! touch only the functions the assembly grants fs (the disk). Just what the
+//! driver needs to find and enable its device.
 
-use super::glue::pci_config as ports;
+use super::glue::pci_config as pci;
 
-const CONFIG_ADDRESS: u16 = 0xCF8;
-const CONFIG_DATA: u16 = 0xCFC;
+/// The server refused the access (a function the assembly does not grant us).
+#[derive(Debug, Clone, Copy)]
+pub struct Refused;
 
 /// Vendor ID (low 16 bits), device ID (high 16 bits).
 pub const REG_ID: u8 = 0x00;
@@ -37,19 +40,21 @@ impl core::fmt::Display for Function {
 }
 
 impl Function {
-    fn address(&self, register: u8) -> u32 {
-        (1 << 31) | u32::from(self.device & 0x1f) << 11 | u32::from(self.function & 7) << 8 | u32::from(register & 0xfc)
+    fn bdf(&self) -> u32 {
+        u32::from(self.device & 0x1f) << 3 | u32::from(self.function & 7)
     }
 
-    /// Reads the dword at `register`.
-    pub fn read(&self, register: u8) -> sel4::Result<u32> {
-        ports::out32(CONFIG_ADDRESS, self.address(register))?;
-        ports::in32(CONFIG_DATA)
+    /// Reads the dword at `register` (all ones if nothing answers or the
+    /// function is not ours).
+    pub fn read(&self, register: u8) -> Result<u32, Refused> {
+        Ok(pci::read32(self.bdf(), u32::from(register & 0xfc)))
     }
 
     /// Writes the dword at `register`.
-    pub fn write(&self, register: u8, value: u32) -> sel4::Result<()> {
-        ports::out32(CONFIG_ADDRESS, self.address(register))?;
-        ports::out32(CONFIG_DATA, value)
+    pub fn write(&self, register: u8, value: u32) -> Result<(), Refused> {
+        match pci::write32(self.bdf(), u32::from(register & 0xfc), value) {
+            0 => Ok(()),
+            _ => Err(Refused),
+        }
     }
 }

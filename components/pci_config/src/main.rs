@@ -1,0 +1,154 @@
+//! pci_config: the PCI configuration space server (camkes/interfaces/PciConfig.idl4).
+//!
+//! Configuration mechanism #1 is an address/data port pair (0xCF8, 0xCFC):
+//! two components using it at once can interleave an address write and a
+//! data access and touch the wrong device. So one component owns the I/O
+//! port capability `0xcf8:0xcff` and serves `read32`/`write32` by RPC, one
+//! request at a time.
+//!
+//! **Access control.** Each client's calls arrive with its connection badge
+//! (1, 2, … in the order of the `from` ends of the RPC connection). The
+//! attribute `allow` lists `"BADGE=BB:DD.F"` strings: the functions each
+//! badge may read and write. Anything else reads as `0xffffffff` (what an
+//! empty slot reads) and writes are refused (`-1`); the first few denials
+//! are logged by name. A client therefore can neither reconfigure another
+//! component's device (BARs, bus mastering) nor probe the bus.
+//!
+//! Lines it prints: `[pci_config] ready: N grants (BADGE=BB:DD.F ...)`,
+//! `[pci_config] denied: client BADGE read|write BB:DD.F offset 0xOFF`.
+#![no_std]
+#![no_main]
+
+use component_runtime::{error, log, warn};
+
+component_runtime::component_entry!(main);
+include!(concat!(env!("IOLITE_GLUE_DIR"), "/pci_config.rs"));
+
+const CONFIG_ADDRESS: u16 = 0xCF8;
+const CONFIG_DATA: u16 = 0xCFC;
+const MAX_GRANTS: usize = 16;
+/// Denials logged before going quiet (a misbehaving client must not flood).
+const LOGGED_DENIALS: u32 = 8;
+
+/// A grant: the client with this badge may use function `bdf`.
+#[derive(Clone, Copy)]
+struct Grant {
+    badge: u64,
+    bdf: u32,
+}
+
+/// Parses `"BADGE=BB:DD.F"` (hex bus/device, function digit).
+fn parse_grant(s: &str) -> Option<Grant> {
+    let (badge, f) = s.split_once('=')?;
+    let badge: u64 = badge.trim().parse().ok()?;
+    let (bus, rest) = f.trim().split_once(':')?;
+    let (dev, func) = rest.split_once('.')?;
+    let bus = u32::from_str_radix(bus, 16).ok().filter(|b| *b < 256)?;
+    let dev = u32::from_str_radix(dev, 16).ok().filter(|d| *d < 32)?;
+    let func = func.parse::<u32>().ok().filter(|f| *f < 8)?;
+    (badge > 0).then_some(Grant { badge, bdf: bus << 8 | dev << 3 | func })
+}
+
+struct Bdf(u32);
+
+impl core::fmt::Display for Bdf {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        write!(f, "{:02x}:{:02x}.{:x}", self.0 >> 8 & 0xff, self.0 >> 3 & 0x1f, self.0 & 7)
+    }
+}
+
+struct Server {
+    grants: [Option<Grant>; MAX_GRANTS],
+    denials: u32,
+}
+
+impl Server {
+    fn allowed(&mut self, op: &str, bdf: u32, offset: u32) -> bool {
+        let badge = glue::pci::sender_badge();
+        let ok = offset < 256
+            && offset % 4 == 0
+            && bdf < 1 << 16
+            && self.grants.iter().flatten().any(|g| g.badge == badge && g.bdf == bdf);
+        if !ok {
+            self.denials += 1;
+            if self.denials <= LOGGED_DENIALS {
+                warn!("denied: client {badge} {op} {} offset {offset:#x}", Bdf(bdf & 0xffff));
+            }
+        }
+        ok
+    }
+
+    fn select(bdf: u32, offset: u32) -> bool {
+        glue::ports::out32(CONFIG_ADDRESS, 1 << 31 | bdf << 8 | (offset & 0xfc)).is_ok()
+    }
+}
+
+impl glue::pci::PciConfigSpace for Server {
+    fn read32(&mut self, bdf: u32, offset: u32) -> u32 {
+        if !self.allowed("read", bdf, offset) || !Self::select(bdf, offset) {
+            return u32::MAX;
+        }
+        glue::ports::in32(CONFIG_DATA).unwrap_or(u32::MAX)
+    }
+
+    fn write32(&mut self, bdf: u32, offset: u32, value: u32) -> i32 {
+        if !self.allowed("write", bdf, offset) || !Self::select(bdf, offset) {
+            return -1;
+        }
+        match glue::ports::out32(CONFIG_DATA, value) {
+            Ok(()) => 0,
+            Err(_) => -1,
+        }
+    }
+}
+
+fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+    let mut server = Server { grants: [None; MAX_GRANTS], denials: 0 };
+    let mut n = 0;
+    for s in glue::attributes::ALLOW {
+        match parse_grant(s) {
+            Some(g) if n < MAX_GRANTS => {
+                server.grants[n] = Some(g);
+                n += 1;
+            }
+            Some(_) => error!("more than {MAX_GRANTS} grants; ignoring {s:?}"),
+            None => error!("bad grant {s:?} (want \"BADGE=BB:DD.F\")"),
+        }
+    }
+    let mut list = heapless_list::List::new();
+    for g in server.grants.iter().flatten() {
+        list.push(g.badge, g.bdf);
+    }
+    log!("ready: {n} grants ({})", list);
+    glue::pci::run(&mut server)
+}
+
+/// A fixed-size formatter for the grant list (no heap in this component).
+mod heapless_list {
+    pub struct List {
+        items: [(u64, u32); super::MAX_GRANTS],
+        n: usize,
+    }
+    impl List {
+        pub fn new() -> Self {
+            Self { items: [(0, 0); super::MAX_GRANTS], n: 0 }
+        }
+        pub fn push(&mut self, badge: u64, bdf: u32) {
+            if self.n < self.items.len() {
+                self.items[self.n] = (badge, bdf);
+                self.n += 1;
+            }
+        }
+    }
+    impl core::fmt::Display for List {
+        fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+            for (i, (b, bdf)) in self.items[..self.n].iter().enumerate() {
+                if i > 0 {
+                    f.write_str(" ")?;
+                }
+                write!(f, "{b}={}", super::Bdf(*bdf))?;
+            }
+            Ok(())
+        }
+    }
+}
