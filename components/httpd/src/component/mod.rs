@@ -1,0 +1,695 @@
+//! The httpd component: `httpd::Server` on seL4 (camkes/iolite.camkes).
+//!
+//! * **netstack** (`client` pair, as tcp_echo): we listen on `port` and
+//!   turn socket events into `Server` calls; every `Action::Send` is a
+//!   `Send` request carrying the aggregate **by reference** (the header from
+//!   our pool, the body slices of fs's file cache). We run above netstack:
+//!   when it signals us it waits until we are done, and finds our requests
+//!   in the ring. When something else woke us (a CGI reply, the ticker) and
+//!   we queued requests, we `kick` netstack's wake-up.
+//! * **fs** (`FsIoLite` RPC + the `fs_channel`): [`FsSource`] implements
+//!   `FileSource`: `stat` + `open` by path, `read` = an RPC that queues the
+//!   range on the channel as aggregates of the cache's buffers, which we
+//!   receive at once (fs has answered by then).
+//! * **cgi** (`cgi_chan`: requests A, replies B, control block; see
+//!   `cgi::chan`): the cgi runs below us (a CGI that spins harms nobody
+//!   above it). Requests go on A and we signal `cgi_go`; it answers on B and
+//!   signals our `wake`. When the cgi restarts (a fault, restarted by the
+//!   supervisor) it bumps the generation in the control block and wakes us:
+//!   every request the dead incarnation had not answered gets 502, we forget
+//!   its holds and attach to the fresh channels. No answer within
+//!   `cgi_timeout_ms` is 504 (`Server::tick`).
+//! * **Time**: the ticker's clock page (PIT ticks, boot time from the RTC);
+//!   the ticker wakes us every 100 ms for `Server::tick`.
+//! * **Counters**: `name=value` lines in `httpd_stats` (read by the cgi for
+//!   /cgi-bin/stats), refreshed on every tick and before every CGI request.
+//!
+//! Lines it prints: `[httpd] listening on port 80`, `[httpd] cgi attached
+//! (generation G)`, `[httpd] cgi restarted (generation G): N requests failed
+//! with 502`.
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::string::String;
+use alloc::vec::Vec;
+use core::sync::atomic::{AtomicU64, Ordering};
+
+use component_runtime::{error, log, warn};
+use fs::proto::{self, ErrorCode as FsErr};
+use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Server, SourceError};
+use iolite::{
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust,
+    BUILD_COPY_MODE, FLAG_EOF,
+};
+use netstack::api::{ErrorCode, Event, Request};
+use netstack::link::{self, PairControl};
+
+component_runtime::component_entry!(main);
+component_runtime::global_heap!(8 << 20);
+include!(concat!(env!("IOLITE_GLUE_DIR"), "/httpd.rs"));
+
+const HTTPD_POOL: PoolId = glue::attributes::HTTPD_POOL_ID as PoolId;
+const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
+const FILE_POOL: PoolId = proto::FS_POOL;
+const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
+const NETSTACK: PeerId = PeerId(0);
+const FS: PeerId = PeerId(1);
+const CGI: PeerId = PeerId(2);
+const PORT: u16 = glue::attributes::PORT as u16;
+const _: () = assert!(glue::client::SIZE >= link::PAIR_BYTES);
+const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
+const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
+
+/// Wake-up badge bits (the order of the `from` ends of `httpd_wake`).
+const WAKE_NETSTACK: u64 = 1;
+/// Most file bytes one `FileSource::read` asks fs for: 15 cache chunks,
+/// so the range touches at most 16 and fits one aggregate (one message).
+const READ_MAX: u64 = 15 * 16 * 1024;
+/// Bytes pulled from the server per round before yielding to netstack.
+const ROUND_BYTES: usize = 2 << 20;
+/// Interval of `Server::tick`.
+const TICK_MS: u64 = 100;
+
+fn meta(size: usize) -> &'static mut [BufMeta] {
+    let pages = PoolLayout::fitting(size).pages as usize;
+    Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
+}
+
+/// # Safety
+/// A dataport mapped read-write for the program's lifetime.
+unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
+    // SAFETY: per the contract.
+    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size) }.expect("dataport region")
+}
+
+/// # Safety
+/// A dataport mapped (read-only is enough) for the program's lifetime.
+unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
+    // SAFETY: per the contract.
+    unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
+}
+
+// ---- time --------------------------------------------------------------
+
+/// The ticker's clock page: ticks (word 0), boot time in Unix seconds
+/// (word 1), nanoseconds per tick (word 2).
+#[derive(Clone, Copy)]
+pub struct TickClock;
+
+fn clock_word(i: usize) -> u64 {
+    // SAFETY: the clock dataport is mapped read-only for our lifetime; its
+    // first words are atomics written by the ticker.
+    unsafe { (*(glue::clock::VADDR as *const AtomicU64).add(i)).load(Ordering::Acquire) }
+}
+
+impl Clock for TickClock {
+    fn now_ms(&self) -> u64 {
+        clock_word(0) * clock_word(2).max(1) / 1_000_000
+    }
+    fn unix_secs(&self) -> u64 {
+        clock_word(1) + self.now_ms() / 1000
+    }
+}
+
+// ---- fs ------------------------------------------------------------------
+
+/// An open file of fs.
+pub struct FsFile {
+    handle: u32,
+}
+
+/// `FileSource` over the fs component.
+pub struct FsSource {
+    d: &'static Domain,
+    rx: ChannelRx<'static, NoNotify>,
+    tag: u64,
+    /// Bytes copied on the channel (posix mode copies at our end).
+    copied: u64,
+}
+
+fn fs_error(e: i64, dir: bool) -> SourceError {
+    let code = proto::ErrorCode::ALL.iter().copied().find(|c| c.ret() == e);
+    match code {
+        Some(FsErr::NotFound | FsErr::NotADirectory | FsErr::NameTooLong) => SourceError::NotFound,
+        Some(FsErr::NotAFile) if dir => SourceError::IsDirectory,
+        Some(FsErr::NotAFile | FsErr::TooManySymlinks | FsErr::Denied) => SourceError::Forbidden,
+        Some(FsErr::NoMemory | FsErr::TooManyOpen | FsErr::ChannelBusy) => SourceError::Busy,
+        _ => SourceError::Failed,
+    }
+}
+
+impl FileSource<'static> for FsSource {
+    type File = FsFile;
+
+    fn open(&mut self, path: &str) -> Result<(FsFile, FileStat), SourceError> {
+        let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);
+        let r = glue::fs::stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation);
+        if r < 0 {
+            return Err(fs_error(r.into(), false));
+        }
+        let kind = match kind {
+            1 => Kind::File,
+            2 => return Err(SourceError::IsDirectory),
+            _ => Kind::Other,
+        };
+        if kind == Kind::Other {
+            return Err(SourceError::Forbidden);
+        }
+        let (mut osize, mut oino) = (0, 0);
+        let h = glue::fs::open(path, &mut osize, &mut oino);
+        if h < 0 {
+            return Err(fs_error(h, false));
+        }
+        Ok((FsFile { handle: h as u32 }, FileStat { ino, generation, mtime, size: osize, kind }))
+    }
+
+    fn read(&mut self, file: &FsFile, offset: u64, max: usize) -> Result<Aggregate<'static>, SourceError> {
+        self.tag += 1;
+        let tag = self.tag;
+        let len = (max as u64).min(READ_MAX);
+        let n = glue::fs::read(file.handle, offset, len, tag);
+        if n < 0 {
+            return Err(fs_error(n, false));
+        }
+        let mut out = Aggregate::new(self.d);
+        if n == 0 {
+            return Ok(out);
+        }
+        // fs queued the range before answering: it is in the ring now.
+        loop {
+            let before = self.d.stats().bytes_copied;
+            let r = self.rx.recv();
+            self.copied += self.d.stats().bytes_copied - before;
+            match r {
+                Ok(Some(m)) if m.tag == tag => {
+                    if let Err((_, rest)) = out.append(m.agg) {
+                        // Cannot happen with READ_MAX; keep what fits.
+                        drop(rest);
+                        break;
+                    }
+                    if out.len() as i64 >= n {
+                        break;
+                    }
+                }
+                Ok(Some(_)) => {} // a stale message of an earlier read
+                Ok(None) => break,
+                Err(e) => {
+                    warn!("fs channel: {e:?}");
+                    if out.is_empty() {
+                        return Err(SourceError::Busy);
+                    }
+                    break;
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    fn close(&mut self, file: FsFile) {
+        glue::fs::close(file.handle);
+    }
+}
+
+// ---- the component -----------------------------------------------------------
+
+struct Cgi {
+    tx: ChannelTx<'static, NoNotify>,
+    rx: ChannelRx<'static, NoNotify>,
+}
+
+struct Httpd {
+    d: &'static Domain,
+    srv: Server<'static, FsSource, TickClock>,
+    events: ChannelRx<'static, NoNotify>,
+    requests: ChannelTx<'static, NoNotify>,
+    control: &'static PairControl,
+    outq: VecDeque<(u64, Aggregate<'static>)>,
+    /// netstack connection → server connection, and back.
+    by_net: BTreeMap<u32, HConn>,
+    by_srv: BTreeMap<u32, u32>,
+    /// Server connections with output to pull.
+    ready: Vec<HConn>,
+    cgi: Option<Cgi>,
+    cgi_gen: u64,
+    cgi_control: &'static cgi::chan::Control,
+    /// CGI request id → server connection.
+    cgi_pending: BTreeMap<u32, HConn>,
+    cgi_signal: bool,
+    sent_to_net: bool,
+    last_tick: u64,
+    // counters of the component (beyond the server's)
+    static_copied: u64,
+    cgi_copied: u64,
+    request_copied: u64,
+    send_errors: u64,
+    cgi_restarts: u64,
+    cgi_unavailable: u64,
+    wakeups: u64,
+}
+
+fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+    init_heap();
+    let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    // SAFETY (all pools): the dataports are mapped as the assembly
+    // declares for as long as we run, used only through this domain.
+    unsafe {
+        d.add_owned_pool(HTTPD_POOL, rw(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(glue::app_pool::SIZE), Trust::Trusted)
+            .expect("httpd pool");
+        d.add_foreign_pool(SOCK_POOL, ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE), meta(glue::sock_pool::SIZE), Trust::Trusted)
+            .expect("sock pool");
+        d.add_foreign_pool(FILE_POOL, ro(glue::file_pool::VADDR, glue::file_pool::SIZE), meta(glue::file_pool::SIZE), Trust::Trusted)
+            .expect("file pool");
+        // CGI output: the cgi can rewrite its buffers, so nothing keys a
+        // cache on them and headers are parsed from a private copy.
+        d.add_foreign_pool(CGI_POOL, ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE), meta(glue::cgi_pool::SIZE), Trust::Untrusted)
+            .expect("cgi pool");
+    }
+
+    // --- the netstack pair: we run above netstack, so we set it up now,
+    // before anything that could block ---
+    let base = glue::client::VADDR;
+    // SAFETY: the client pair dataport, mapped read-write, shared with
+    // netstack only, which attaches after we set the magic.
+    let (events, requests, control) = unsafe {
+        iolite::init_channel(rw(base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("pair A");
+        iolite::init_channel(rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("pair B");
+        let events = ChannelRx::attach(
+            d,
+            NETSTACK,
+            rw(base, link::CHANNEL_BYTES),
+            link::FWD_CAP,
+            link::REL_CAP,
+            NoNotify,
+            BUILD_COPY_MODE,
+            Boundary::NetToApp,
+            Some(HTTPD_POOL),
+        )
+        .expect("events");
+        let requests =
+            ChannelTx::attach(d, NETSTACK, rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
+                .expect("requests");
+        let control = PairControl::at(base as *mut u8);
+        PairControl::set(&control.tx_waiting, 0);
+        PairControl::set(&control.magic, link::PAIR_MAGIC);
+        (events, requests, control)
+    };
+
+    // --- fs: the channel is set up once fs answers a call ---
+    let (mut h, mut s, mut n, mut p, mut q, mut r, mut t, mut u, mut v, mut w, mut x, mut y) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    glue::fs::stats(&mut h, &mut s, &mut n, &mut p, &mut q, &mut r, &mut t, &mut u, &mut v, &mut w, &mut x, &mut y);
+    // SAFETY: fs initialised the channel before answering; we are its only receiver.
+    let fs_rx = unsafe {
+        ChannelRx::attach(
+            d,
+            FS,
+            rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
+            proto::FWD_CAP,
+            proto::REL_CAP,
+            NoNotify,
+            BUILD_COPY_MODE,
+            Boundary::FileCacheToApp,
+            Some(HTTPD_POOL),
+        )
+    }
+    .expect("fs channel");
+    let src = FsSource { d, rx: fs_rx, tag: 0, copied: 0 };
+
+    let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
+    let srv = Server::new(d, HTTPD_POOL, src, TickClock, cfg);
+    // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
+    // its control block is written by the cgi only.
+    let cgi_control = unsafe { cgi::chan::Control::at(glue::cgi_chan::VADDR as *mut u8) };
+    let mut me = Httpd {
+        d,
+        srv,
+        events,
+        requests,
+        control,
+        outq: VecDeque::new(),
+        by_net: BTreeMap::new(),
+        by_srv: BTreeMap::new(),
+        ready: Vec::new(),
+        cgi: None,
+        cgi_gen: 0,
+        cgi_control,
+        cgi_pending: BTreeMap::new(),
+        cgi_signal: false,
+        sent_to_net: false,
+        last_tick: 0,
+        static_copied: 0,
+        cgi_copied: 0,
+        request_copied: 0,
+        send_errors: 0,
+        cgi_restarts: 0,
+        cgi_unavailable: 0,
+        wakeups: 0,
+    };
+    me.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(d));
+    me.publish();
+    loop {
+        me.flush();
+        let bits = glue::wake::wait();
+        me.wakeups += 1;
+        me.round(bits);
+    }
+}
+
+impl Httpd {
+    /// Queues a request for netstack (in order behind earlier ones if the
+    /// ring is full).
+    fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
+        self.sent_to_net = true;
+        if self.outq.is_empty() {
+            match self.requests.send(agg, tag, 0) {
+                Ok(()) => return,
+                Err((_, agg)) => self.outq.push_back((tag, agg)),
+            }
+        } else {
+            self.outq.push_back((tag, agg));
+        }
+    }
+
+    fn round(&mut self, bits: u64) {
+        self.check_cgi();
+        self.handle_events();
+        self.handle_cgi_replies();
+        let now = self.srv.clock().now_ms();
+        if now.saturating_sub(self.last_tick) >= TICK_MS {
+            self.last_tick = now;
+            let ready = self.srv.tick();
+            self.ready.extend(ready);
+            self.publish();
+        }
+        self.pump();
+        if self.sent_to_net && bits & WAKE_NETSTACK == 0 {
+            // netstack is not in a round waiting for us: wake it up.
+            glue::kick::emit();
+        }
+        self.sent_to_net = false;
+    }
+
+    /// Sends what waits, returns releases, signals the cgi, and tells
+    /// netstack whether we wait for it.
+    fn flush(&mut self) {
+        let _ = self.requests.poll_releases();
+        while let Some((tag, agg)) = self.outq.pop_front() {
+            if let Err((_, agg)) = self.requests.send(agg, tag, 0) {
+                self.outq.push_front((tag, agg));
+                break;
+            }
+        }
+        let _ = self.events.flush_releases();
+        let _ = self.srv.source_mut().rx.flush_releases();
+        if let Some(c) = &mut self.cgi {
+            let _ = c.rx.flush_releases();
+            let _ = c.tx.poll_releases();
+            c.tx.flush();
+        }
+        if core::mem::take(&mut self.cgi_signal) {
+            glue::cgi_go::emit();
+        }
+        // Wake us when netstack consumed requests or returned buffers, if
+        // requests wait or a connection has more to send.
+        let waiting = !self.outq.is_empty() || !self.ready.is_empty();
+        PairControl::set(&self.control.tx_waiting, waiting as u64);
+    }
+
+    fn handle_events(&mut self) {
+        loop {
+            let before = self.d.stats().bytes_copied;
+            let r = self.events.recv();
+            self.request_copied += self.d.stats().bytes_copied - before;
+            let r = match r {
+                Ok(Some(r)) => r,
+                Ok(None) | Err(iolite::Error::Full) => break,
+                Err(e) => {
+                    warn!("netstack events: {e:?}");
+                    break;
+                }
+            };
+            match Event::decode(r.tag) {
+                Some(Event::Listening { port }) => log!("listening on port {port}"),
+                Some(Event::Accepted { conn, .. }) => match self.srv.accept(None) {
+                    Ok(id) => {
+                        self.by_net.insert(conn, id);
+                        self.by_srv.insert(id.0, conn);
+                    }
+                    Err(resp) => {
+                        self.request(Request::Send { conn }.encode(), resp);
+                        self.request(Request::Close { conn }.encode(), Aggregate::new(self.d));
+                    }
+                },
+                Some(Event::Data { conn }) => {
+                    if let Some(&id) = self.by_net.get(&conn) {
+                        let before = self.d.stats().bytes_copied;
+                        self.srv.receive(id, r.agg);
+                        self.request_copied += self.d.stats().bytes_copied - before;
+                        self.ready.push(id);
+                    }
+                }
+                Some(Event::Eof { conn }) => {
+                    if let Some(&id) = self.by_net.get(&conn) {
+                        self.srv.receive_eof(id);
+                        self.ready.push(id);
+                    }
+                }
+                Some(Event::SendSpace { conn }) => {
+                    if let Some(&id) = self.by_net.get(&conn) {
+                        self.ready.push(id);
+                    }
+                }
+                Some(Event::Closed { conn }) => {
+                    if let Some(id) = self.by_net.remove(&conn) {
+                        self.by_srv.remove(&id.0);
+                        self.srv.closed(id);
+                    }
+                }
+                Some(Event::Error { op, id, code }) => {
+                    if code == ErrorCode::WouldBlock || code == ErrorCode::NoMemory {
+                        // A send was dropped: the response is broken.
+                        self.send_errors += 1;
+                        if self.by_net.contains_key(&id) {
+                            self.request(Request::Abort { conn: id }.encode(), Aggregate::new(self.d));
+                        }
+                    }
+                    if code != ErrorCode::NotFound && code != ErrorCode::NotConnected {
+                        self.send_errors += 1;
+                        if self.send_errors <= 10 {
+                            warn!("netstack: request {op} on {id} failed: {code:?}");
+                        }
+                    }
+                }
+                None => {}
+            }
+        }
+    }
+
+    /// Pulls output of ready connections and hands it to netstack / the cgi.
+    fn pump(&mut self) {
+        let mut ready = core::mem::take(&mut self.ready);
+        ready.sort_unstable();
+        ready.dedup();
+        let mut budget = ROUND_BYTES;
+        let mut later = Vec::new();
+        let mut cgi_failures = Vec::new();
+        for id in ready {
+            let Some(&conn) = self.by_srv.get(&id.0) else { continue };
+            if budget == 0 || self.pool_low() {
+                later.push(id);
+                continue;
+            }
+            loop {
+                // Static responses are built here (file reads included):
+                // every byte copied meanwhile is charged to them.
+                let copied_before = self.d.stats().bytes_copied;
+                let a = self.srv.next(id);
+                self.static_copied += self.d.stats().bytes_copied - copied_before;
+                match a {
+                    None => break,
+                    Some(Action::Send(agg)) => {
+                        budget = budget.saturating_sub(agg.len());
+                        self.request(Request::Send { conn }.encode(), agg);
+                        if budget == 0 || self.pool_low() {
+                            later.push(id);
+                            break;
+                        }
+                    }
+                    Some(Action::Close) => {
+                        self.request(Request::Close { conn }.encode(), Aggregate::new(self.d));
+                        break;
+                    }
+                    Some(Action::Cgi(call)) => {
+                        if let Err(f) = self.cgi_send(id, call) {
+                            cgi_failures.push((id, f));
+                        }
+                        break;
+                    }
+                }
+            }
+        }
+        for (id, (call_id, f)) in cgi_failures {
+            self.srv.cgi_reply(id, call_id, Err(f));
+            later.push(id);
+        }
+        self.ready = later;
+        if !self.ready.is_empty() && self.outq.is_empty() && !self.pool_low() && budget > 0 {
+            // Only CGI failures were left: pull again at once.
+            self.pump();
+        }
+    }
+
+    /// Whether our pool is more than 3/4 used (copy modes copy into it):
+    /// pull no more until netstack returns buffers.
+    fn pool_low(&self) -> bool {
+        self.d.pool_stats(HTTPD_POOL).map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * 3).unwrap_or(false)
+    }
+
+    fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi::Failure)> {
+        let call_id = call.id;
+        self.check_cgi();
+        self.publish();
+        let Some(c) = &mut self.cgi else {
+            self.cgi_unavailable += 1;
+            return Err((call_id, cgi::Failure::Unavailable));
+        };
+        let body = match call.body {
+            Some(mut b) if b.slice_count() > 8 => {
+                // env + body must fit one aggregate.
+                if b.flatten(HTTPD_POOL).is_err() {
+                    return Err((call_id, cgi::Failure::Unavailable));
+                }
+                Some(b)
+            }
+            b => b,
+        };
+        let (msg, tag) = match cgi::wire::encode_request(self.d, HTTPD_POOL, call_id, &call.env, body) {
+            Ok(m) => m,
+            Err(_) => return Err((call_id, cgi::Failure::Unavailable)),
+        };
+        match c.tx.send(msg, tag, FLAG_EOF) {
+            Ok(()) => {
+                self.cgi_pending.insert(call_id, id);
+                self.cgi_signal = true;
+                Ok(())
+            }
+            Err(_) => {
+                self.cgi_unavailable += 1;
+                Err((call_id, cgi::Failure::Unavailable))
+            }
+        }
+    }
+
+    fn handle_cgi_replies(&mut self) {
+        loop {
+            let Some(c) = &mut self.cgi else { return };
+            let before = self.d.stats().bytes_copied;
+            let r = c.rx.recv();
+            self.cgi_copied += self.d.stats().bytes_copied - before;
+            let r = match r {
+                Ok(Some(r)) => r,
+                Ok(None) | Err(iolite::Error::Full) => return,
+                Err(e) => {
+                    warn!("cgi replies: {e:?}");
+                    return;
+                }
+            };
+            let call_id = r.tag as u32;
+            let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
+            let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi::Failure::Fault) };
+            let before = self.d.stats().bytes_copied;
+            self.srv.cgi_reply(id, call_id, result);
+            self.cgi_copied += self.d.stats().bytes_copied - before;
+            self.ready.push(id);
+        }
+    }
+
+    /// Attaches to the cgi's channels when a (new) incarnation published
+    /// them; fails what the old one left unanswered.
+    fn check_cgi(&mut self) {
+        let g = self.cgi_control.generation();
+        if g == self.cgi_gen {
+            return;
+        }
+        let old = self.cgi.take();
+        let failed = self.cgi_pending.len();
+        if old.is_some() || self.cgi_gen != 0 {
+            drop(old);
+            for (call_id, id) in core::mem::take(&mut self.cgi_pending) {
+                self.srv.cgi_reply(id, call_id, Err(cgi::Failure::Fault));
+                self.ready.push(id);
+            }
+            // The dead incarnation returns nothing: forget what it granted
+            // us, and take back what we lent it.
+            let _ = self.d.peer_died(CGI);
+            self.cgi_restarts += 1;
+            log!("cgi restarted (generation {g}): {failed} requests failed with 502");
+        }
+        self.cgi_gen = g;
+        let base = glue::cgi_chan::VADDR;
+        let (a, b) = (base, base + cgi::chan::B_OFF);
+        let n = cgi::chan::CHANNEL_BYTES;
+        // SAFETY: the cgi initialised both channels before publishing the
+        // generation; we are the only sender of A and receiver of B.
+        let attached = unsafe {
+            ChannelTx::attach(self.d, CGI, rw(a, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP, NoNotify).and_then(|tx| {
+                ChannelRx::attach(
+                    self.d,
+                    CGI,
+                    rw(b, n),
+                    cgi::chan::FWD_CAP,
+                    cgi::chan::REL_CAP,
+                    NoNotify,
+                    BUILD_COPY_MODE,
+                    Boundary::CgiToApp,
+                    Some(HTTPD_POOL),
+                )
+                .map(|rx| Cgi { tx, rx })
+            })
+        };
+        match attached {
+            Ok(c) => {
+                self.cgi = Some(c);
+                if g == 1 {
+                    log!("cgi attached (generation {g})");
+                }
+            }
+            Err(e) => error!("cgi channels: {e:?}"),
+        }
+    }
+
+    /// Our counters, for the cgi (/cgi-bin/stats).
+    fn publish(&mut self) {
+        let mut c = self.srv.component();
+        let st = self.srv.stats();
+        c.set("cgi_header_bytes_copied", st.cgi_header_bytes_copied);
+        c.set("request_bytes_scanned", st.request_bytes_scanned);
+        c.set("bodies_flattened", st.bodies_flattened);
+        c.set("cgi_late_replies", st.cgi_late_replies);
+        c.set("static_bytes_copied", self.static_copied);
+        c.set("cgi_bytes_copied", self.cgi_copied);
+        c.set("request_bytes_copied", self.request_copied);
+        c.set("send_errors", self.send_errors);
+        c.set("cgi_restarts", self.cgi_restarts);
+        c.set("cgi_unavailable", self.cgi_unavailable);
+        c.set("cgi_generation", self.cgi_gen);
+        c.set("wakeups", self.wakeups);
+        if let Ok(p) = self.d.pool_stats(HTTPD_POOL) {
+            c.set("pool_pages", u64::from(p.pages));
+            c.set("pool_pages_in_use", u64::from(p.pages_in_use));
+        }
+        c.set(
+            "copy_mode",
+            match iolite::BUILD_COPY_MODE {
+                CopyMode::IoLite => 0,
+                CopyMode::Flash => 1,
+                CopyMode::Posix => 2,
+            },
+        );
+        let mut text = String::new();
+        cgi::chan::format_counters(&c, &mut text);
+        // SAFETY: our counter page, mapped read-write, written only here.
+        unsafe { cgi::chan::publish(glue::httpd_stats::VADDR as *mut u8, text.as_bytes()) };
+    }
+}

@@ -1,0 +1,124 @@
+//! ticker: time for the components that need it (camkes/iolite.camkes).
+//!
+//! * Programs PIT channel 0 (ports 0x40..0x43) as a rate generator at
+//!   `hz` (default 20 Hz; divisor 1193182 / hz) and counts its interrupts
+//!   (ISA IRQ 0, routed to IOAPIC pin 2 by QEMU's MADT, edge, active high).
+//! * Reads the boot time once from the CMOS RTC (ports 0x70..0x71, UTC).
+//! * Publishes both in the `clock` page, read-only for everyone else:
+//!   word 0 ticks, word 1 boot time (Unix seconds), word 2 nanoseconds per
+//!   tick. `now_ms = ticks * ns_per_tick / 1e6`.
+//! * Wakes httpd every `httpd_every` ticks (request/CGI timeouts) and
+//!   netstack every `net_every` ticks (TCP timers while the network is
+//!   idle), through `to_httpd` and `to_net`.
+//!
+//! Lines it prints: `[ticker] PIT at N Hz (divisor D), boot time T (YYYY-MM-DD hh:mm:ss UTC)`.
+#![no_std]
+#![no_main]
+
+use component_runtime::{error, log};
+use core::sync::atomic::{AtomicU64, Ordering};
+
+component_runtime::component_entry!(main);
+include!(concat!(env!("IOLITE_GLUE_DIR"), "/ticker.rs"));
+
+const PIT_HZ: u64 = 1_193_182;
+
+fn cmos(reg: u8) -> u8 {
+    // Bit 7 of the index keeps NMIs disabled as they are.
+    let _ = glue::rtc::out8(0x70, 0x80 | reg);
+    glue::rtc::in8(0x71).unwrap_or(0)
+}
+
+/// Seconds since the epoch of a UTC date (days from civil, H. Hinnant).
+fn unix(y: i64, m: i64, d: i64, hh: i64, mm: i64, ss: i64) -> i64 {
+    let y = if m <= 2 { y - 1 } else { y };
+    let era = if y >= 0 { y } else { y - 399 } / 400;
+    let yoe = y - era * 400;
+    let mp = (m + 9) % 12;
+    let doy = (153 * mp + 2) / 5 + d - 1;
+    let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy;
+    let days = era * 146_097 + doe - 719_468;
+    days * 86_400 + hh * 3600 + mm * 60 + ss
+}
+
+fn read_rtc() -> (u64, [i64; 6]) {
+    // Wait while an update is in progress, then read twice until stable.
+    let read = || {
+        for _ in 0..100_000 {
+            if cmos(0x0A) & 0x80 == 0 {
+                break;
+            }
+        }
+        [cmos(0x00), cmos(0x02), cmos(0x04), cmos(0x07), cmos(0x08), cmos(0x09), cmos(0x32)]
+    };
+    let mut r = read();
+    for _ in 0..5 {
+        let again = read();
+        if again == r {
+            break;
+        }
+        r = again;
+    }
+    let b = cmos(0x0B);
+    let bcd = |v: u8| if b & 0x04 == 0 { i64::from((v >> 4) * 10 + (v & 0x0f)) } else { i64::from(v) };
+    let pm = b & 0x02 == 0 && r[2] & 0x80 != 0;
+    let mut hour = bcd(r[2] & 0x7f);
+    if b & 0x02 == 0 {
+        hour %= 12;
+        if pm {
+            hour += 12;
+        }
+    }
+    let century = if r[6] != 0 { bcd(r[6]) } else { 20 };
+    let year = century * 100 + bcd(r[5]);
+    let f = [year, bcd(r[4]), bcd(r[3]), hour, bcd(r[1]), bcd(r[0])];
+    let t = unix(f[0], f[1], f[2], f[3], f[4], f[5]);
+    (t.max(0) as u64, f)
+}
+
+fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+    let words = glue::clock::VADDR as *const AtomicU64;
+    // SAFETY: our clock page, mapped read-write; its first words are ours
+    // to write (atomics, read by the others).
+    let word = |i: usize| unsafe { &*words.add(i) };
+    let hz = (glue::attributes::HZ as u64).clamp(19, 1000);
+    let divisor = (PIT_HZ / hz).clamp(1, 65535);
+    let ns_per_tick = divisor * 1_000_000_000 / PIT_HZ;
+    let (boot, f) = read_rtc();
+    word(1).store(boot, Ordering::Relaxed);
+    word(2).store(ns_per_tick, Ordering::Relaxed);
+    word(0).store(0, Ordering::Release);
+    // Channel 0, lobyte/hibyte, mode 2 (rate generator), binary.
+    let program = glue::pit::out8(0x43, 0x34)
+        .and_then(|()| glue::pit::out8(0x40, divisor as u8))
+        .and_then(|()| glue::pit::out8(0x40, (divisor >> 8) as u8));
+    if let Err(e) = program {
+        error!("PIT: {e:?}");
+        component_runtime::exit(1)
+    }
+    log!(
+        "PIT at {} Hz (divisor {divisor}), boot time {boot} ({:04}-{:02}-{:02} {:02}:{:02}:{:02} UTC)",
+        PIT_HZ / divisor,
+        f[0],
+        f[1],
+        f[2],
+        f[3],
+        f[4],
+        f[5]
+    );
+    let httpd_every = (glue::attributes::HTTPD_EVERY as u64).max(1);
+    let net_every = (glue::attributes::NET_EVERY as u64).max(1);
+    let mut ticks = 0u64;
+    loop {
+        glue::irq::wait();
+        let _ = glue::irq::acknowledge();
+        ticks += 1;
+        word(0).store(ticks, Ordering::Release);
+        if ticks % httpd_every == 0 {
+            glue::to_httpd::emit();
+        }
+        if ticks % net_every == 0 {
+            glue::to_net::emit();
+        }
+    }
+}
