@@ -14,8 +14,6 @@ Documentation       The network path on the real image (camkes/examples/netecho.
 ...
 ...                 The guest's counters come from tcp_echo: a connection that sends
 ...                 exactly "STATS\\n" gets one JSON line (NetClient.Stats).
-...                 The image needs 2 GiB of guest RAM (--memory 2048): the loader's
-...                 per-component memory estimate is very generous for large dataports.
 Library             QemuSystem    ${NETWORK_BUILD_DIR}
 Library             NetClient
 Library             Collections
@@ -31,7 +29,7 @@ ${MIB}                      1048576
 
 *** Keywords ***
 Boot Network Image
-    Start System    --memory    2048    --port    ${ECHO}:7
+    Start System    --port    ${ECHO}:7
 
 Counter
     [Arguments]    ${stats}    ${name}

@@ -167,11 +167,13 @@ impl System {
         let image = self.image(component)?;
         let stack_pages = component.stack_size.div_ceil(elf::PAGE);
         let pages = image.pages.len() as u64 + stack_pages + 2;
-        // Paging structures: at most one page table per 2 MiB region used,
-        // one directory per GiB, one PDPT per 512 GiB; counted generously by
-        // assuming every page needs its own (cheap next to a wrong guess).
-        let regions = image.pages.len() as u64 + 4 + dataport_pages(component);
-        let structures = 3 * regions.min(pages + dataport_pages(component)) + 1;
+        // Paging structures: a page table maps 512 pages, so the mapped
+        // pages need at most pages/512 tables if packed, plus, for each
+        // separately placed area (image, stack, IPC buffer, start page,
+        // each dataport), one table, directory and PDPT at its edges.
+        let mapped = pages + dataport_pages(component);
+        let areas = component.interfaces.len() as u64 + 4;
+        let structures = mapped.div_ceil(512) + 3 * areas + 1;
         let bytes: u64 = (pages + structures) * elf::PAGE
             + (1 << ObjectType::Tcb.size_bits(0))
             + (1 << ObjectType::CapTable.size_bits(component.cnode_size_bits as Word));
