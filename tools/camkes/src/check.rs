@@ -21,6 +21,9 @@ pub enum ConnectorKind {
     RpcCallNoType,
     /// `seL4Notification`: emits (1) to consumes (1 here; upstream 1..n).
     Notification,
+    /// `seL4NotificationNative`: emits (1..n) to consumes (1); emitter `i`
+    /// signals badge bit `1 << i`, so the consumer's wait says who signalled.
+    NotificationNative,
     /// `seL4SharedData`: dataports (1..n each side) sharing frames.
     SharedData,
     /// `seL4HardwareMMIO`: driver dataports (1..n) to a hardware dataport.
@@ -49,10 +52,11 @@ struct Rule {
 
 impl ConnectorKind {
     /// All of them, for lookups and messages.
-    pub const ALL: [ConnectorKind; 7] = [
+    pub const ALL: [ConnectorKind; 8] = [
         ConnectorKind::RpcCall,
         ConnectorKind::RpcCallNoType,
         ConnectorKind::Notification,
+        ConnectorKind::NotificationNative,
         ConnectorKind::SharedData,
         ConnectorKind::HardwareMmio,
         ConnectorKind::HardwareInterrupt,
@@ -65,6 +69,7 @@ impl ConnectorKind {
             ConnectorKind::RpcCall => "seL4RPCCall",
             ConnectorKind::RpcCallNoType => "seL4RPCCallNoType",
             ConnectorKind::Notification => "seL4Notification",
+            ConnectorKind::NotificationNative => "seL4NotificationNative",
             ConnectorKind::SharedData => "seL4SharedData",
             ConnectorKind::HardwareMmio => "seL4HardwareMMIO",
             ConnectorKind::HardwareInterrupt => "seL4HardwareInterrupt",
@@ -78,6 +83,7 @@ impl ConnectorKind {
         match self {
             ConnectorKind::RpcCall | ConnectorKind::RpcCallNoType => r(Procedure, true, false, false, false),
             ConnectorKind::Notification => r(Event, false, true, false, false),
+            ConnectorKind::NotificationNative => r(Event, true, false, false, false),
             ConnectorKind::SharedData => r(Dataport, true, true, false, false),
             ConnectorKind::HardwareMmio => r(Dataport, true, false, false, true),
             ConnectorKind::HardwareInterrupt => r(Event, false, false, true, false),
@@ -89,7 +95,7 @@ impl ConnectorKind {
 /// Connectors `std_connector.camkes` declares that this compiler does not
 /// implement: naming one is "not supported", not "unknown".
 const UNSUPPORTED_STD_CONNECTORS: &[&str] = &[
-    "seL4DirectCall", "seL4NotificationNative", "seL4NotificationBind", "seL4NotificationQueue", "seL4RPCEvent",
+    "seL4DirectCall", "seL4NotificationBind", "seL4NotificationQueue", "seL4RPCEvent",
     "seL4DMASharedData", "seL4IOAPICHardwareInterrupt", "seL4DTBHardware", "seL4DTBHW", "seL4InitHardware",
     "seL4GDB", "seL4GDBMem", "seL4RPCDataport", "seL4RPCOverMultiSharedData", "seL4MessageQueue",
     "seL4SharedDataWithCaps",
@@ -618,6 +624,10 @@ impl Checker {
                 return err(&ends[1].pos, format!("{} permits only one '{side}' end", kind.name()));
             }
         }
+        // seL4 5.0 badges have 28 bits: one bit per emitter.
+        if kind == ConnectorKind::NotificationNative && info.from.len() > 28 {
+            return err(&info.from[28].pos, "seL4NotificationNative takes at most 28 emitters (one badge bit each)");
+        }
         if kind == ConnectorKind::Notification && info.to.len() > 1 {
             return err(
                 &info.to[1].pos,
@@ -886,7 +896,10 @@ impl Checker {
                     }
                     port_ranges.push((range, hw.pos.clone(), format!("{}.{iface}", inst.name.text)));
                 }
-                ConnectorKind::RpcCall | ConnectorKind::RpcCallNoType | ConnectorKind::Notification => {}
+                ConnectorKind::RpcCall
+                | ConnectorKind::RpcCallNoType
+                | ConnectorKind::Notification
+                | ConnectorKind::NotificationNative => {}
             }
         }
         Ok(())

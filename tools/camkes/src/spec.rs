@@ -122,13 +122,16 @@ pub fn build(system: &System) -> Result<SystemSpec> {
                     c.interfaces[client.interface].binding = Binding::RpcClient { slot: s };
                 }
             }
-            ConnectorKind::Notification => {
+            ConnectorKind::Notification | ConnectorKind::NotificationNative => {
                 let notification = spec.add_object(name, ObjectKind::Notification);
-                let emitter = &conn.from[0];
-                let c = components[emitter.instance].as_mut().expect("software");
-                let s = slot(emitter.instance, emitter.interface);
-                c.caps.push(Cap { slot: s, object: notification, rights: Rights::WRITE, badge: 1 });
-                c.interfaces[emitter.interface].binding = Binding::EventEmitter { slot: s };
+                // One emitter: badge 1. Several (seL4NotificationNative):
+                // badge bit i for the i-th `from`, so signals are told apart.
+                for (index, emitter) in conn.from.iter().enumerate() {
+                    let c = components[emitter.instance].as_mut().expect("software");
+                    let s = slot(emitter.instance, emitter.interface);
+                    c.caps.push(Cap { slot: s, object: notification, rights: Rights::WRITE, badge: 1 << index });
+                    c.interfaces[emitter.interface].binding = Binding::EventEmitter { slot: s };
+                }
                 for consumer in &conn.to {
                     let c = components[consumer.instance].as_mut().expect("software");
                     let s = slot(consumer.instance, consumer.interface);

@@ -682,3 +682,22 @@ assembly { composition { component A a; component A b; }
     assert!(glue.contains("pub const SIZES: &[u64] = &[4096, 65536];"), "{glue}");
     assert!(!glue.contains("UNSET"), "an attribute without a value has no constant");
 }
+
+#[test]
+fn several_emitters_share_one_notification_with_a_badge_bit_each() {
+    let mut files = MemoryFiles::default();
+    files.add(
+        "sys/main.camkes",
+        r#"import <std_connector.camkes>;
+component E { control; emits Wake w; }
+component C { control; consumes Wake w; }
+assembly { composition {
+    component E a; component E b; component C c;
+    connection seL4NotificationNative wake(from a.w, from b.w, to c.w);
+} }"#,
+    );
+    let output = camkes::compile(Path::new("sys/main.camkes"), &[], &files).expect("compiles");
+    let badges: Vec<u64> = ["a", "b"].iter().map(|n| output.spec.component(n).unwrap().caps[0].badge).collect();
+    assert_eq!(badges, [1, 2]);
+    assert_eq!(output.spec.objects.len(), 1, "one notification object");
+}
