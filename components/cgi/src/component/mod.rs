@@ -87,6 +87,9 @@ struct FsFragments {
 
 impl FragmentSource<'static> for FsFragments {
     fn version(&mut self, path: &str) -> Option<u64> {
+        if path.len() > 768 {
+            return None;
+        }
         let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);
         if glue::fs::stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation) < 0 || kind != 1 {
             return None;

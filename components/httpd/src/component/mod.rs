@@ -31,7 +31,7 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
@@ -69,6 +69,8 @@ const WAKE_NETSTACK: u64 = 1;
 const READ_MAX: u64 = 15 * 16 * 1024;
 /// Bytes pulled from the server per round before yielding to netstack.
 const ROUND_BYTES: usize = 2 << 20;
+/// Longest path we pass to fs (the RPC glue carries at most 800 bytes).
+const MAX_PATH: usize = 768;
 /// Interval of `Server::tick`.
 const TICK_MS: u64 = 100;
 
@@ -144,6 +146,11 @@ impl FileSource<'static> for FsSource {
     type File = FsFile;
 
     fn open(&mut self, path: &str) -> Result<(FsFile, FileStat), SourceError> {
+        if path.len() > MAX_PATH {
+            // Longer than a path argument of the RPC can be (fs would say
+            // NameTooLong for any real file anyway).
+            return Err(SourceError::NotFound);
+        }
         let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);
         let r = glue::fs::stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation);
         if r < 0 {
@@ -229,6 +236,8 @@ struct Httpd {
     /// netstack connection → server connection, and back.
     by_net: BTreeMap<u32, HConn>,
     by_srv: BTreeMap<u32, u32>,
+    /// netstack connections we closed whose Closed event has not come yet.
+    closing: BTreeSet<u32>,
     /// Server connections with output to pull.
     ready: Vec<HConn>,
     cgi: Option<Cgi>,
@@ -330,6 +339,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         outq: VecDeque::new(),
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
+        closing: BTreeSet::new(),
         ready: Vec::new(),
         cgi: None,
         cgi_gen: 0,
@@ -442,7 +452,7 @@ impl Httpd {
                     }
                 },
                 Some(Event::Data { conn }) => {
-                    if let Some(&id) = self.by_net.get(&conn) {
+                    if let Some(&id) = self.by_net.get(&conn).filter(|_| !self.closing.contains(&conn)) {
                         let before = self.d.stats().bytes_copied;
                         self.srv.receive(id, r.agg);
                         self.request_copied += self.d.stats().bytes_copied - before;
@@ -450,7 +460,7 @@ impl Httpd {
                     }
                 }
                 Some(Event::Eof { conn }) => {
-                    if let Some(&id) = self.by_net.get(&conn) {
+                    if let Some(&id) = self.by_net.get(&conn).filter(|_| !self.closing.contains(&conn)) {
                         self.srv.receive_eof(id);
                         self.ready.push(id);
                     }
@@ -461,6 +471,7 @@ impl Httpd {
                     }
                 }
                 Some(Event::Closed { conn }) => {
+                    self.closing.remove(&conn);
                     if let Some(id) = self.by_net.remove(&conn) {
                         self.by_srv.remove(&id.0);
                         self.srv.closed(id);
@@ -518,6 +529,12 @@ impl Httpd {
                     }
                     Some(Action::Close) => {
                         self.request(Request::Close { conn }.encode(), Aggregate::new(self.d));
+                        // Everything is queued at netstack: the server's
+                        // slot is free now, not only after TIME-WAIT (the
+                        // later Closed event finds nothing to close).
+                        self.by_srv.remove(&id.0);
+                        self.srv.closed(id);
+                        self.closing.insert(conn);
                         break;
                     }
                     Some(Action::Cgi(call)) => {

@@ -1,0 +1,355 @@
+"""Robot Framework keywords for the web server (tests/robot/web.robot).
+
+Plain sockets and urllib only (no third-party HTTP client), so that what is
+sent is exactly what the test says: keep-alive and pipelining are written
+by hand, the hostile corpus (tests/http-corpus) goes out byte for byte.
+"""
+
+import concurrent.futures
+import hashlib
+import http.client
+import json
+import os
+import re
+import socket
+import threading
+import time
+
+from robot.api import logger
+from robot.api.deco import keyword, library
+
+HOST = "127.0.0.1"
+
+
+def _recv_until_closed(sock, timeout):
+    """Everything the server sends until it closes (or `timeout` passes)."""
+    sock.settimeout(timeout)
+    data = b""
+    try:
+        while True:
+            chunk = sock.recv(65536)
+            if not chunk:
+                return data, True
+            data += chunk
+    except socket.timeout:
+        return data, False
+    except ConnectionResetError:
+        return data, True
+
+
+class _Responses:
+    """Parses consecutive HTTP/1.x responses from one byte stream."""
+
+    def __init__(self, methods):
+        self.methods = list(methods)
+        self.data = b""
+        self.pos = 0
+        self.done = []  # (status, headers dict, body)
+
+    def feed(self, chunk):
+        self.data += chunk
+        while True:
+            end = self.data.find(b"\r\n\r\n", self.pos)
+            if end < 0:
+                return
+            head = self.data[self.pos:end].decode("latin-1")
+            lines = head.split("\r\n")
+            m = re.match(r"HTTP/1\.[01] (\d{3})", lines[0])
+            if not m:
+                raise AssertionError(f"not a status line: {lines[0]!r}")
+            status = int(m.group(1))
+            headers = {}
+            for line in lines[1:]:
+                k, _, v = line.partition(":")
+                headers[k.strip().lower()] = v.strip()
+            length = int(headers.get("content-length", "0"))
+            index = len([s for s, _, _ in self.done if s >= 200])
+            method = self.methods[index] if index < len(self.methods) else "GET"
+            if status < 200 or status in (204, 304) or method == "HEAD":
+                length = 0
+            if len(self.data) < end + 4 + length:
+                return
+            body = self.data[end + 4:end + 4 + length]
+            self.pos = end + 4 + length
+            self.done.append((status, headers, body))
+
+
+def _methods(request_bytes):
+    return [m.decode() for m in re.findall(rb"(?:^|\n)([A-Z]+) \S+ HTTP/", request_bytes)]
+
+
+@library(scope="SUITE", auto_keywords=False)
+class WebClient:
+    """Talks HTTP to the guest's web server on 127.0.0.1:PORT."""
+
+    def __init__(self, port=8080):
+        self.port = int(port)
+
+    def _connect(self, timeout=20):
+        return socket.create_connection((HOST, self.port), timeout=timeout)
+
+    # ---- single requests ------------------------------------------------
+
+    @keyword
+    def wait_for_web_server(self, timeout=90):
+        """Waits until GET / answers 200."""
+        deadline = time.monotonic() + float(timeout)
+        last = None
+        while time.monotonic() < deadline:
+            try:
+                status, _, _ = self.fetch("/")
+                if status == 200:
+                    return
+                last = status
+            except OSError as e:
+                last = e
+            time.sleep(1)
+        raise AssertionError(f"no 200 from / within {timeout} s (last: {last})")
+
+    @keyword
+    def fetch(self, path, method="GET", body=None, headers=None, timeout=30):
+        """One request on a fresh connection: (status, headers, body)."""
+        conn = http.client.HTTPConnection(HOST, self.port, timeout=float(timeout))
+        try:
+            hdrs = dict(headers or {})
+            conn.request(method, path, body=body.encode() if isinstance(body, str) else body, headers=hdrs)
+            r = conn.getresponse()
+            data = r.read()
+            return r.status, {k.lower(): v for k, v in r.getheaders()}, data
+        finally:
+            conn.close()
+
+    @keyword
+    def status_of_raw_request(self, raw, timeout=10):
+        """Sends `raw` (escapes like \\r\\n are interpreted) on a fresh
+        connection; returns the first status, or 'close' if the server
+        closed without answering."""
+        data = raw.encode("latin-1").decode("unicode_escape").encode("latin-1")
+        with self._connect() as s:
+            s.sendall(data)
+            got, _ = _recv_until_closed(s, float(timeout))
+        m = re.match(rb"HTTP/1\.[01] (\d{3})", got)
+        return int(m.group(1)) if m else "close"
+
+    @keyword
+    def every_file_should_be_byte_exact(self, manifest):
+        """GETs every file of the site manifest ("file /PATH SIZE SHA256")
+        and compares size and SHA-256."""
+        n = 0
+        with open(manifest) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) != 4 or parts[0] != "file":
+                    continue
+                _, path, size, digest = parts
+                status, headers, body = self.fetch(path)
+                if status != 200:
+                    raise AssertionError(f"{path}: status {status}")
+                if len(body) != int(size) or hashlib.sha256(body).hexdigest() != digest:
+                    raise AssertionError(f"{path}: {len(body)} bytes, sha256 {hashlib.sha256(body).hexdigest()}, want {size} {digest}")
+                if headers.get("content-length") != size:
+                    raise AssertionError(f"{path}: Content-Length {headers.get('content-length')}")
+                n += 1
+        logger.info(f"{n} files byte-exact")
+        return n
+
+    @keyword
+    def stats_json(self):
+        """/cgi-bin/stats?format=json, parsed."""
+        status, headers, body = self.fetch("/cgi-bin/stats?format=json")
+        if status != 200:
+            raise AssertionError(f"stats: status {status}")
+        if not headers.get("content-type", "").startswith("application/json"):
+            raise AssertionError(f"stats: Content-Type {headers.get('content-type')}")
+        return json.loads(body)
+
+    # ---- persistent connections -------------------------------------------
+
+    @keyword
+    def keep_alive_requests(self, count, path="/index.html"):
+        """`count` requests one after another on one connection, each
+        answered before the next; returns the number of 200s."""
+        count = int(count)
+        conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+        ok = 0
+        try:
+            for i in range(count):
+                conn.request("GET", path)
+                r = conn.getresponse()
+                r.read()
+                if r.status != 200:
+                    raise AssertionError(f"request {i}: status {r.status}")
+                if r.getheader("Connection", "").lower() == "close":
+                    raise AssertionError(f"request {i}: the server closed the connection")
+                ok += 1
+            sock = conn.sock
+            if sock is None:
+                raise AssertionError("the connection did not stay open")
+        finally:
+            conn.close()
+        return ok
+
+    @keyword
+    def pipelined_requests(self, *paths):
+        """All requests sent at once on one connection (the last with
+        Connection: close); returns the statuses and checks the bodies
+        arrive in order (each body's length matches its Content-Length)."""
+        reqs = []
+        for i, p in enumerate(paths):
+            method, _, path = p.partition(" ") if " " in p else ("GET", "", p)
+            close = "Connection: close\r\n" if i == len(paths) - 1 else ""
+            reqs.append((method, f"{method} {path} HTTP/1.1\r\nHost: t\r\n{close}\r\n".encode()))
+        with self._connect() as s:
+            s.sendall(b"".join(r for _, r in reqs))
+            data, closed = _recv_until_closed(s, 30)
+        parser = _Responses([m for m, _ in reqs])
+        parser.feed(data)
+        statuses = [st for st, _, _ in parser.done]
+        if len(statuses) != len(paths) or not closed:
+            raise AssertionError(f"{len(statuses)} responses of {len(paths)}, closed {closed}: {statuses}")
+        return statuses
+
+    # ---- load ------------------------------------------------------------
+
+    @keyword
+    def concurrent_clients(self, clients, seconds, paths="/index.html /file-16k.bin /style.css /cgi-bin/page"):
+        """`clients` threads, each with its own keep-alive connection,
+        request the paths round-robin for `seconds`; any error or non-200
+        fails. Returns a summary dict."""
+        clients, seconds = int(clients), float(seconds)
+        paths = paths.split()
+        stop = time.monotonic() + seconds
+        errors = []
+        counts = [0] * clients
+        lock = threading.Lock()
+
+        def run(i):
+            conn = None
+            k = i
+            while time.monotonic() < stop:
+                try:
+                    if conn is None:
+                        conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+                    p = paths[k % len(paths)]
+                    k += 1
+                    conn.request("GET", p)
+                    r = conn.getresponse()
+                    body = r.read()
+                    if r.status != 200:
+                        raise AssertionError(f"{p}: status {r.status}")
+                    if r.getheader("Content-Length") and int(r.getheader("Content-Length")) != len(body):
+                        raise AssertionError(f"{p}: short body")
+                    counts[i] += 1
+                    if r.getheader("Connection", "").lower() == "close":
+                        conn.close()
+                        conn = None
+                except Exception as e:  # noqa: BLE001 - every failure counts
+                    with lock:
+                        errors.append(f"client {i}: {e!r}")
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    time.sleep(0.1)
+            if conn is not None:
+                conn.close()
+
+        threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+        t0 = time.monotonic()
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join()
+        elapsed = time.monotonic() - t0
+        total = sum(counts)
+        summary = {"requests": total, "errors": len(errors), "seconds": round(elapsed, 1), "per_second": round(total / elapsed, 1)}
+        logger.info(f"{summary}; first errors: {errors[:5]}")
+        if errors:
+            raise AssertionError(f"{len(errors)} errors in {total} requests: {errors[:5]}")
+        if min(counts) == 0:
+            raise AssertionError(f"a client got no answer: {counts}")
+        return summary
+
+    # ---- the hostile corpus --------------------------------------------------
+
+    def _corpus_case(self, directory, name, want):
+        with open(os.path.join(directory, name), "rb") as f:
+            raw = f.read()
+        items = want.split(",")
+        want_close = items[-1] == "close"
+        statuses = [int(x) for x in items if x.isdigit()]
+        waits = "wait" in items
+        parser = _Responses(_methods(raw) + ["GET"])
+        with self._connect() as s:
+            s.sendall(raw)
+            if waits:
+                before = [int(x) for x in items[: items.index("wait")] if x.isdigit()]
+                s.settimeout(2.5)
+                try:
+                    while len(parser.done) < len(before) or len(before) == 0:
+                        chunk = s.recv(65536)
+                        if not chunk:
+                            return f"{name}: closed before the wait"
+                        parser.feed(chunk)
+                        if len(before) == 0:
+                            return f"{name}: got data before the wait"
+                except socket.timeout:
+                    pass
+            deadline = time.monotonic() + (35 if waits else 10)
+            closed = False
+            s.settimeout(0.5)
+            while time.monotonic() < deadline:
+                try:
+                    chunk = s.recv(65536)
+                except socket.timeout:
+                    if len(parser.done) >= len(statuses) and not want_close:
+                        break
+                    continue
+                except ConnectionResetError:
+                    closed = True
+                    break
+                if not chunk:
+                    closed = True
+                    break
+                parser.feed(chunk)
+            got = [st for st, _, _ in parser.done]
+            if got != statuses:
+                return f"{name}: statuses {got}, want {statuses} ({want})"
+            if closed != want_close:
+                return f"{name}: closed {closed}, want {want_close}"
+            if not closed:
+                # Framing survived: a normal request on the same connection.
+                s.sendall(b"GET /index.html HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n")
+                data, _ = _recv_until_closed(s, 10)
+                follow = _Responses(["GET"])
+                follow.feed(data)
+                if [st for st, _, _ in follow.done] != [200]:
+                    return f"{name}: follow-up request got {data[:60]!r}"
+        return None
+
+    @keyword
+    def run_http_corpus(self, directory, parallel=12):
+        """Sends every case of tests/http-corpus (expected.tsv) on its own
+        connection and checks the outcome grammar (statuses, wait, close;
+        a follow-up GET on connections that stay open). Returns the number
+        of cases."""
+        cases = []
+        with open(os.path.join(directory, "expected.tsv")) as f:
+            for line in f:
+                if not line.strip() or line.startswith("#"):
+                    continue
+                name, want = line.rstrip("\n").split("\t")[:2]
+                cases.append((name, want))
+        failures = []
+        with concurrent.futures.ThreadPoolExecutor(max_workers=int(parallel)) as pool:
+            futures = {pool.submit(self._corpus_case, directory, n, w): n for n, w in cases}
+            for fut in concurrent.futures.as_completed(futures):
+                try:
+                    r = fut.result()
+                except Exception as e:  # noqa: BLE001
+                    r = f"{futures[fut]}: {e!r}"
+                if r:
+                    failures.append(r)
+        logger.info(f"{len(cases)} cases, {len(failures)} failures")
+        if failures:
+            raise AssertionError(f"{len(failures)} of {len(cases)} cases failed:\n" + "\n".join(sorted(failures)))
+        return len(cases)
