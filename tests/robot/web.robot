@@ -1,0 +1,196 @@
+*** Settings ***
+Documentation       The whole system (camkes/iolite.camkes, issue 7) serving the demo site:
+...                 QEMU's e1000 -> netdrv -> netstack -> httpd, files from fs's IO-Lite
+...                 cache by reference, CGI in its own restartable component. Booted with
+...                 `simulate --port 8080:80 --disk images/site.img`, so the site is at
+...                 http://127.0.0.1:8080/ (QEMU forwards it to the guest's port 80).
+...
+...                 Serial lines these tests wait for (stable):
+...                 | [roottask] system started: 7 of 7 components running |
+...                 | [pci_config] ready: 2 grants (1=00:05.0 2=00:03.0) |
+...                 | [ticker] PIT at 20 Hz (divisor 59659), boot time T (...) |
+...                 | [fs] ready |
+...                 | [httpd] listening on port 80 |
+...                 | [cgi] ready (generation G, restart R) |
+...                 | [httpd] cgi attached (generation 1) |
+...                 | [cgi] crash requested (then the panic and the supervisor's FAULT and restart) |
+...                 | [httpd] cgi restarted (generation G): N requests failed with 502 |
+...
+...                 Chromium (Debian's `chromium`) renders the index page headless; the
+...                 screenshot is kept as web-index.png in the output folder. The setup
+...                 installs chromium and wrk with apt when they are missing.
+Library             OperatingSystem
+Library             Process
+Library             Collections
+Library             QemuSystem    ${WEB_BUILD_DIR}
+Library             WebClient    ${PORT}
+Suite Setup         Boot The Web Image
+Suite Teardown      Stop System
+Test Teardown       Attach Serial Log If Test Failed
+Test Tags           web
+
+*** Variables ***
+# The test variant "web" of ./iolite test (iolite.camkes); tests/run-all
+# passes its folder. The build puts the site image and its manifest in images/.
+${WEB_BUILD_DIR}        ${CURDIR}/../../build/variants/web
+${PORT}                 8080
+${CORPUS}               ${CURDIR}/../http-corpus
+${CHROMIUM_FLAGS}       --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking --disable-component-update --disable-sync
+
+*** Keywords ***
+Boot The Web Image
+    Start System    --port    ${PORT}:80    --disk    ${WEB_BUILD_DIR}/images/site.img
+
+Status Should Be
+    [Arguments]    ${path}    ${want}    ${method}=GET    &{headers}
+    ${status}    ${h}    ${body}=    Fetch    ${path}    method=${method}    headers=${headers}
+    Should Be Equal As Integers    ${status}    ${want}    ${method} ${path}
+    RETURN    ${h}    ${body}
+
+Raw Request Should Give
+    [Arguments]    ${raw}    ${want}
+    ${status}=    Status Of Raw Request    ${raw}
+    Should Be Equal As Strings    ${status}    ${want}
+
+Install If Missing
+    [Arguments]    ${command}    ${package}
+    ${rc}=    Run And Return Rc    command -v ${command}
+    IF    ${rc} != 0
+        ${r}=    Run Process    apt-get    install    -y    ${package}    timeout=600s
+        Log    ${r.stdout}
+    END
+
+*** Test Cases ***
+All Components Start And The Site Answers
+    Wait For Serial Line    ^\\[roottask\\] system started: 7 of 7 components running    timeout=90s
+    Wait For Serial Line    ^\\[pci_config\\] ready: 2 grants \\(1=00:05\\.0 2=00:03\\.0\\)$
+    Wait For Serial Line    ^\\[fs\\] ready$    timeout=60s
+    Wait For Serial Line    ^\\[httpd\\] listening on port 80$    timeout=60s
+    Wait For Serial Line    ^\\[httpd\\] cgi attached \\(generation 1\\)$    timeout=60s
+    Wait For Web Server    timeout=90
+
+Every Demo File Is Byte Exact
+    ${n}=    Every File Should Be Byte Exact    ${WEB_BUILD_DIR}/images/site.manifest
+    Should Be True    ${n} >= 10
+
+Index Page Is Served As The Directory Index
+    ${h}    ${body}=    Status Should Be    /    200
+    ${file}=    Get Binary File    ${CURDIR}/../../site/index.html
+    Should Be Equal    ${body}    ${file}
+    Should Start With    ${h}[content-type]    text/html
+
+HEAD, Conditional And Range Requests
+    ${h}    ${body}=    Status Should Be    /file-64k.bin    200    HEAD
+    Should Be Equal As Strings    ${h}[content-length]    65536
+    Length Should Be    ${body}    0
+    ${etag}=    Set Variable    ${h}[etag]
+    Status Should Be    /file-64k.bin    304    If-None-Match=${etag}
+    Status Should Be    /file-64k.bin    304    If-Modified-Since=${h}[last-modified]
+    ${h}    ${body}=    Status Should Be    /file-64k.bin    206    Range=bytes=1000-1999
+    Length Should Be    ${body}    1000
+    Should Be Equal As Strings    ${h}[content-range]    bytes 1000-1999/65536
+    Status Should Be    /file-64k.bin    416    Range=bytes=70000-
+
+Error Statuses
+    Status Should Be    /no/such/file    404
+    Status Should Be    /sub    301
+    Raw Request Should Give    GET /index.html HTTP/1.1\\r\\nHost: t\\r\\nBad Header\\r\\n\\r\\n    400
+    Raw Request Should Give    BREW /index.html HTTP/1.1\\r\\nHost: t\\r\\n\\r\\n    501
+    ${long}=    Evaluate    "/" + "a" * 9000
+    Raw Request Should Give    GET ${long} HTTP/1.1\\r\\nHost: t\\r\\n\\r\\n    414
+    ${big}=    Evaluate    "x" * 9000
+    Raw Request Should Give    GET / HTTP/1.1\\r\\nHost: t\\r\\nX-Big: ${big}\\r\\n\\r\\n    431
+    Raw Request Should Give    GET / HTTP/2.0\\r\\nHost: t\\r\\n\\r\\n    505
+
+100 Requests On One Keep-Alive Connection
+    ${n}=    Keep Alive Requests    100
+    Should Be Equal As Integers    ${n}    100
+
+Pipelined Requests Are Answered In Order
+    ${s}=    Pipelined Requests    /index.html    HEAD /style.css    /cgi-bin/echo    /file-1k.txt    /sub/note.txt
+    Should Be Equal    ${s}    ${{[200, 200, 200, 200, 200]}}
+
+CGI Echo With GET And POST
+    ${h}    ${body}=    Status Should Be    /cgi-bin/echo?x\=1&y\=two    200
+    ${body}=    Evaluate    $body.decode("utf-8", "replace")
+    Should Contain    ${body}    method: GET
+    Should Contain    ${body}    QUERY_STRING=x=1&y=two
+    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo    method=POST    body=hello=iolite&n=42
+    ...    headers=${{{"Content-Type": "application/x-www-form-urlencoded"}}}
+    Should Be Equal As Integers    ${status}    200
+    ${body}=    Evaluate    $body.decode("utf-8", "replace")
+    Should Contain    ${body}    method: POST
+    Should Contain    ${body}    CONTENT_LENGTH=17
+    Should End With    ${body}    hello=iolite&n=42
+    ${h}    ${body}=    Status Should Be    /cgi-bin/page    200
+    Should Contain    ${body}    ${{b"</html>"}}
+
+Stats Parse And Static Content Is Never Copied
+    FOR    ${path}    IN    /index.html    /file-64k.bin    /file-1m.bin    /style.css
+        Status Should Be    ${path}    200
+    END
+    ${j}=    Stats Json
+    Should Be Equal As Integers    ${j}[schema]    1
+    FOR    ${c}    IN    httpd    netstack    netdrv    fs    cgi
+        Dictionary Should Contain Key    ${j}    ${c}
+    END
+    Log    ${j}
+    Should Be Equal As Integers    ${j}[httpd][copy_mode]    0    the image is built in iolite mode
+    Should Be Equal As Integers    ${j}[httpd][static_bytes_copied]    0
+    Should Be Equal As Integers    ${j}[netstack][tcp_tx_copied]    0
+    Should Be Equal As Integers    ${j}[netdrv][drv_tx_copied_bytes]    0
+    Should Be Equal As Integers    ${j}[fs][bytes_copied]    0
+    Should Be True    ${j}[httpd][body_bytes_by_ref] >= 1048576
+    Should Be True    ${j}[httpd][header_cache_hits] >= 1
+    Should Be True    ${j}[netstack][checksum_cache_hits] >= 1
+
+A Slow CGI Gives 504 And httpd Serves On
+    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/slow?ms=7000
+    Should Be Equal As Integers    ${status}    504
+    Status Should Be    /index.html    200
+    # The cgi answers the next request once the slow one finished.
+    Status Should Be    /cgi-bin/echo?after\=slow    200
+
+A CGI Crash Gives 502 And The Next CGI Request Succeeds
+    Expect Fault    ^\\[cgi\\] PANIC
+    Expect Fault    ^\\[supervisor\\] FAULT in component cgi:
+    Status Should Be    /cgi-bin/crash    502
+    Wait For Serial Line    ^\\[supervisor\\] restarted component cgi \\(restart 1\\)$
+    Wait For Serial Line    ^\\[cgi\\] ready \\(generation 2, restart 1\\)$
+    Wait For Serial Line    ^\\[httpd\\] cgi restarted \\(generation 2\\): \\d+ requests failed with 502$
+    ${h}    ${body}=    Status Should Be    /cgi-bin/echo?after\=crash    200
+    ${body}=    Evaluate    $body.decode("utf-8", "replace")
+    Should Contain    ${body}    QUERY_STRING=after=crash
+    Status Should Be    /index.html    200
+    ${j}=    Stats Json
+    Should Be Equal As Integers    ${j}[httpd][cgi_restarts]    1
+
+32 Concurrent Clients For 20 Seconds Without Errors
+    ${r}=    Concurrent Clients    32    20
+    Log    ${r}
+    Should Be Equal As Integers    ${r}[errors]    0
+
+The Index Page Renders In Headless Chromium
+    Install If Missing    chromium    chromium
+    ${profile}=    Set Variable    ${OUTPUT DIR}/chromium-profile
+    Remove Directory    ${profile}    recursive=True
+    ${png}=    Set Variable    ${OUTPUT DIR}/web-index.png
+    ${r}=    Run Process    chromium    @{{"${CHROMIUM_FLAGS}".split()}}    --user-data-dir\=${profile}
+    ...    --window-size\=1280,900    --screenshot\=${png}    http://127.0.0.1:${PORT}/    timeout=120s
+    Log    ${r.stderr}
+    File Should Exist    ${png}
+    ${size}=    Get File Size    ${png}
+    Should Be True    ${size} > 20000    a rendered page, not a blank one (${size} bytes)
+    ${r}=    Run Process    chromium    @{{"${CHROMIUM_FLAGS}".split()}}    --user-data-dir\=${profile}
+    ...    --dump-dom    http://127.0.0.1:${PORT}/    timeout=120s
+    Should Contain    ${r.stdout}    <title>Iolite OS</title>
+    Log    <img src="web-index.png" width="640">    html=True
+
+The Hostile Corpus Gets The Expected Outcomes
+    ${n}=    Run Http Corpus    ${CORPUS}
+    Should Be Equal As Integers    ${n}    147
+    Status Should Be    /index.html    200
+
+No Fault Besides The Provoked One
+    Serial Should Stay Quiet About Faults    2s
+    System Should Be Running
