@@ -14,7 +14,8 @@
 //! * **Programs**: the library's `/cgi-bin/stats`, `/cgi-bin/echo`,
 //!   `/cgi-bin/page`, plus two for tests: `/cgi-bin/crash` (panics: a fault
 //!   the supervisor answers by restarting us) and `/cgi-bin/slow?ms=N`
-//!   (answers after N ms of spinning, for httpd's 504).
+//!   (answers after N ms of spinning, for httpd's 504); and for bench/web
+//!   `/cgi-bin/blob?size=N` (N bytes made once and kept, sent by reference).
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
 //!
@@ -311,6 +312,17 @@ fn run(d: &'static Domain, programs: &mut Programs<'static, FsFragments>, agg: A
             log!("crash requested");
             panic!("/cgi-bin/crash: crashing on purpose");
         }
+        "/cgi-bin/blob" => {
+            // `size` bytes of a pattern (at most 1 MiB): bench/web's CGI
+            // counterpart of the static files. The body is made once per
+            // size and kept (immutable), then sent by reference after a
+            // generated header, as a CGI that serves content it built.
+            let size = cgi::programs::query_param(env.get_str("QUERY_STRING").unwrap_or(""), "size")
+                .and_then(|v| v.parse::<usize>().ok())
+                .unwrap_or(1024)
+                .min(1 << 20);
+            (id, blob(d, size).unwrap_or_else(|| Aggregate::new(d)), true)
+        }
         "/cgi-bin/slow" => {
             let ms = cgi::programs::query_param(env.get_str("QUERY_STRING").unwrap_or(""), "ms").and_then(|v| v.parse().ok()).unwrap_or(1000u64);
             spin_ms(ms.min(60_000));
@@ -332,3 +344,28 @@ fn run(d: &'static Domain, programs: &mut Programs<'static, FsFragments>, agg: A
     }
 }
 
+/// Header + the cached body of `/cgi-bin/blob?size=N`.
+fn blob(d: &'static Domain, size: usize) -> Option<Aggregate<'static>> {
+    static mut BLOBS: Vec<(usize, Aggregate<'static>)> = Vec::new();
+    // SAFETY: the component is single-threaded; only this function touches it.
+    let blobs = unsafe { &mut *core::ptr::addr_of_mut!(BLOBS) };
+    let mut head = cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: application/octet-stream\r\nCache-Control: no-store\r\n\r\n")).ok()?;
+    if size == 0 {
+        return Some(head);
+    }
+    if !blobs.iter().any(|(n, _)| *n == size) {
+        if blobs.len() >= 6 {
+            blobs.remove(0);
+        }
+        let mut b = d.alloc(CGI_POOL, size).ok()?;
+        for (i, x) in b.writable()[..size].iter_mut().enumerate() {
+            *x = (i % 251) as u8;
+        }
+        blobs.push((size, b.seal(size).ok()?));
+    }
+    let body = blobs.iter().find(|(n, _)| *n == size)?.1.duplicate().ok()?;
+    head.append(body).ok()?;
+    Some(head)
+}
+
+use core::fmt::Write;
