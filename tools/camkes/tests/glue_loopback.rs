@@ -1,4 +1,4 @@
-//! Builds the generated hello glue (and netdrv's) against a mock `sel4`
+//! Builds the generated hello glue (and pci_config's) against a mock `sel4`
 //! crate with rustc, runs client against server in one process, and checks
 //! that a read-only dataport cannot be written (a compile error).
 

@@ -12,8 +12,11 @@ mod hello_server {
 mod hello_reader {
     include!("snapshots/hello/hello_reader.rs");
 }
-mod iolite {
-    include!("snapshots/iolite/iolite.rs");
+mod pci_config {
+    include!("snapshots/iolite/pci_config.rs");
+}
+mod ticker {
+    include!("snapshots/iolite/ticker.rs");
 }
 mod netdrv {
     include!("snapshots/iolite/netdrv.rs");
@@ -62,13 +65,14 @@ fn glue_compiles_and_exposes_the_layout() {
     assert_eq!(client::ready::SLOT, 2);
     assert_eq!(client::buffer::VADDR, 0x1_0000_0000);
     assert_eq!(reader::buffer::SIZE, 8192);
-    assert_eq!(netdrv::glue::irq::IRQ_HANDLER_SLOT, 6);
+    assert_eq!(netdrv::glue::irq::IRQ_HANDLER_SLOT, 4);
     // Function items are typed: taking them checks signatures without
     // making system calls on the host.
     let _: fn(u64, u64, &mut u8) -> u64 = client::echo::add;
     let _: fn() = client::ready::emit;
     let _: fn() -> reader::rt::Dataport<reader::rt::ReadOnly> = reader::buffer::get;
-    let _: fn(u16) -> sel4::Result<u8> = netdrv::glue::pci_config::in8;
+    let _: fn(u16) -> sel4::Result<u8> = pci_config::glue::ports::in8;
+    let _: fn(u32, u32) -> u32 = netdrv::glue::pci_config::read32;
     let _: fn() -> sel4::Result<()> = netdrv::glue::irq::acknowledge;
     let _ = hello_server::glue::echo::run::<Echo>;
     let (info, mrs) = hello_server::glue::echo::handle(&mut Echo, 1, sel4::MessageInfo::new(0, 0, 0, 1), [41, 0, 0, 0]);

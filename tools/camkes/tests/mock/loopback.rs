@@ -13,8 +13,8 @@ mod reader {
 }
 // Compiled only: IO ports, IRQs and several RPC roles in one component.
 #[allow(dead_code)]
-mod netdrv {
-    include!(concat!(env!("GLUE_DIR"), "/netdrv.rs"));
+mod pci_config {
+    include!(concat!(env!("GLUE_DIR"), "/pci_config.rs"));
 }
 
 use std::cell::Cell;
@@ -82,6 +82,6 @@ fn main() {
     let rw: client::glue::rt::Dataport<client::glue::rt::ReadWrite> = client::glue::buffer::get();
     let ro: reader::glue::rt::Dataport<reader::glue::rt::ReadOnly> = reader::glue::buffer::get();
     assert_eq!((rw.len(), ro.len()), (8192, 8192));
-    assert_eq!(netdrv::glue::pci_config::in16(0xcfc).unwrap(), 0xcfc);
+    assert_eq!(pci_config::glue::ports::in16(0xcfc).unwrap(), 0xcfc);
     println!("loopback ok");
 }

@@ -12,7 +12,7 @@ pub mod glue {
     /// The ELF (and `components/` folder) name.
     pub const ELF_NAME: &str = "cgi";
     /// Whether the type is `control` (runs its own `run()`).
-    pub const CONTROL: bool = false;
+    pub const CONTROL: bool = true;
 
     /// Support code shared by the interface modules.
     pub mod rt {
@@ -180,154 +180,192 @@ pub mod glue {
 
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
+        /// `attribute int cgi_pool_id;`
+        pub const CGI_POOL_ID: i64 = 25;
+        /// `attribute int httpd_pool_id;`
+        pub const HTTPD_POOL_ID: i64 = 24;
+        /// `attribute int sock_pool_id;`
+        pub const SOCK_POOL_ID: i64 = 23;
     }
 
-    /// `provides CgiProgram cgi;`, connected by seL4RPCCall.
-    pub mod cgi {
+    /// `consumes CgiWake wake;`, connected by seL4Notification.
+    pub mod wake {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
-
-        /// Implement this to serve `procedure CgiProgram`; then call [`run`] (or
-        /// [`handle`] from your own receive loop).
-        pub trait CgiProgram {
-            /// `int run(in string path, in string query, out uint64_t offset, out uint64_t length)`.
-            fn run(&mut self, path: &str, query: &str, offset: &mut u64, length: &mut u64) -> i32;
+        /// Blocks until the event arrives; returns the badge bits.
+        pub fn wait() -> sel4::Word {
+            sel4::wait(SLOT)
         }
 
-        static SENDER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-
-        /// The badge of the client whose call is being handled: 1, 2, ... in
-        /// the order of the connection's `from` ends.
-        pub fn sender_badge() -> sel4::Word {
-            SENDER.load(core::sync::atomic::Ordering::Relaxed) as sel4::Word
-        }
-
-        /// Serves calls forever.
-        pub fn run<S: CgiProgram + ?Sized>(server: &mut S) -> ! {
-            let (mut info, mut badge, mut mrs) = sel4::recv(SLOT);
-            loop {
-                let (reply, reply_mrs) = handle(server, badge, info, mrs);
-                (info, badge, mrs) = sel4::reply_recv(SLOT, reply, reply_mrs);
-            }
-        }
-
-        /// Decodes one call, runs the method and encodes the reply.
-        pub fn handle<S: CgiProgram + ?Sized>(
-            server: &mut S,
-            badge: sel4::Word,
-            info: sel4::MessageInfo,
-            mrs: [sel4::Word; 4],
-        ) -> (sel4::MessageInfo, [sel4::Word; 4]) {
-            SENDER.store(badge as u64, core::sync::atomic::Ordering::Relaxed);
-            let __length = info.length() as usize;
-            let __rejected = (sel4::MessageInfo::new(rt::BAD_REQUEST, 0, 0, 0), [0; 4]);
-            let mut __reply: [sel4::Word; 4] = [0; 4];
-            match info.label() {
-                0 => {
-                    let mut __n = 0usize;
-                    let mut __path_bytes = [0u8; rt::MAX_STRING_BYTES];
-                    let Some((__count, __next)) = rt::get_bytes(&mrs, __n, __length, &mut __path_bytes) else { return __rejected };
-                    __n = __next;
-                    let Ok(path) = core::str::from_utf8(&__path_bytes[..__count]) else { return __rejected };
-                    let mut __query_bytes = [0u8; rt::MAX_STRING_BYTES];
-                    let Some((__count, __next)) = rt::get_bytes(&mrs, __n, __length, &mut __query_bytes) else { return __rejected };
-                    __n = __next;
-                    let Ok(query) = core::str::from_utf8(&__query_bytes[..__count]) else { return __rejected };
-                    let mut offset: u64 = Default::default();
-                    let mut length: u64 = Default::default();
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.run(path, query, &mut offset, &mut length);
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, offset as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, length as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                _ => __rejected,
-            }
+        /// The badge bits of an event that already arrived, or 0.
+        pub fn poll() -> sel4::Word {
+            sel4::poll(SLOT)
         }
     }
 
-    /// `uses IoLite iolite;`, connected by seL4RPCCall.
-    pub mod iolite {
+    /// `emits HttpdWake done;`, connected by seL4NotificationNative.
+    pub mod done {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        /// Signals the consumer (upstream's `<name>_emit()`).
+        pub fn emit() {
+            sel4::signal(SLOT)
+        }
+    }
 
-        /// `int alloc(in uint32_t pool, in uint64_t size, out uint64_t offset, out uint64_t generation)` (label 0).
-        pub fn alloc(pool: u32, size: u64, offset: &mut u64, generation: &mut u64) -> i32 {
+    /// `uses FsIoLite fs;`, connected by seL4RPCCall.
+    pub mod fs {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 3;
+
+        /// `int64_t open(in string path, out uint64_t size, out uint32_t ino)` (label 0).
+        pub fn open(path: &str, size: &mut u64, ino: &mut u32) -> i64 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, size as sel4::Word);
-            __n += 1;
+            __n = rt::put_bytes(&mut __mrs, __n, path.as_bytes());
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(0, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.alloc");
+            rt::expect_ok(__info, "FsIoLite.open");
             let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
+            let __ret = rt::get_mr(&__mrs, __n) as i64;
             __n += 1;
-            *offset = rt::get_mr(&__mrs, __n) as u64;
+            *size = rt::get_mr(&__mrs, __n) as u64;
             __n += 1;
-            *generation = rt::get_mr(&__mrs, __n) as u64;
+            *ino = rt::get_mr(&__mrs, __n) as u32;
             __n += 1;
             __ret
         }
 
-        /// `int seal(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 1).
-        pub fn seal(pool: u32, offset: u64, generation: u64) -> i32 {
+        /// `int close(in uint32_t handle)` (label 1).
+        pub fn close(handle: u32) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
+            rt::set_mr(&mut __mrs, __n, handle as sel4::Word);
             __n += 1;
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(1, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.seal");
+            rt::expect_ok(__info, "FsIoLite.close");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
             __n += 1;
             __ret
         }
 
-        /// `int retain(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 2).
-        pub fn retain(pool: u32, offset: u64, generation: u64) -> i32 {
+        /// `int stat(in string path, out uint64_t size, out uint64_t mtime, out uint32_t kind, out uint32_t ino, out uint32_t generation)` (label 2).
+        pub fn stat(path: &str, size: &mut u64, mtime: &mut u64, kind: &mut u32, ino: &mut u32, generation: &mut u32) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
+            __n = rt::put_bytes(&mut __mrs, __n, path.as_bytes());
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(2, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.retain");
+            rt::expect_ok(__info, "FsIoLite.stat");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
+            __n += 1;
+            *size = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *mtime = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *kind = rt::get_mr(&__mrs, __n) as u32;
+            __n += 1;
+            *ino = rt::get_mr(&__mrs, __n) as u32;
+            __n += 1;
+            *generation = rt::get_mr(&__mrs, __n) as u32;
             __n += 1;
             __ret
         }
 
-        /// `int release(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 3).
-        pub fn release(pool: u32, offset: u64, generation: u64) -> i32 {
+        /// `int64_t read(in uint32_t handle, in uint64_t offset, in uint64_t length, in uint64_t tag)` (label 3).
+        pub fn read(handle: u32, offset: u64, length: u64, tag: u64) -> i64 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
+            rt::set_mr(&mut __mrs, __n, handle as sel4::Word);
             __n += 1;
             rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
             __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
+            rt::set_mr(&mut __mrs, __n, length as sel4::Word);
+            __n += 1;
+            rt::set_mr(&mut __mrs, __n, tag as sel4::Word);
             __n += 1;
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(3, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.release");
+            rt::expect_ok(__info, "FsIoLite.read");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i64;
+            __n += 1;
+            __ret
+        }
+
+        /// `int64_t list_dir(in string path, in uint64_t tag)` (label 4).
+        pub fn list_dir(path: &str, tag: u64) -> i64 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            __n = rt::put_bytes(&mut __mrs, __n, path.as_bytes());
+            rt::set_mr(&mut __mrs, __n, tag as sel4::Word);
+            __n += 1;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(4, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.list_dir");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i64;
+            __n += 1;
+            __ret
+        }
+
+        /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes)` (label 5).
+        pub fn stats(hits: &mut u64, misses: &mut u64, evictions: &mut u64, evictions_referenced: &mut u64, bytes_cached: &mut u64, disk_reads: &mut u64, disk_bytes: &mut u64, copied_bytes: &mut u64, pool_pages_in_use: &mut u64, data_bytes: &mut u64, dma_bytes: &mut u64, bounce_bytes: &mut u64) -> i32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(5, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.stats");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i32;
+            __n += 1;
+            *hits = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *misses = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *evictions = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *evictions_referenced = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *bytes_cached = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *disk_reads = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *disk_bytes = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *copied_bytes = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *pool_pages_in_use = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *data_bytes = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *dma_bytes = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *bounce_bytes = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            __ret
+        }
+
+        /// `int reset()` (label 6).
+        pub fn reset() -> i32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(6, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.reset");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i32;
+            __n += 1;
+            __ret
+        }
+
+        /// `int set_budget(in uint64_t bytes)` (label 7).
+        pub fn set_budget(bytes: u64) -> i32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            rt::set_mr(&mut __mrs, __n, bytes as sel4::Word);
+            __n += 1;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(7, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.set_budget");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
             __n += 1;
@@ -335,18 +373,180 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(1048576) cgi_pool;`, connected by seL4SharedData.
+    /// `dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.
     pub mod cgi_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x100000;
+        pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadWrite;
 
         /// The dataport, mapped read-write.
         pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4194304) app_pool;`, connected by seL4SharedData.
+    pub mod app_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100401000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4194304) sock_pool;`, connected by seL4SharedData.
+    pub mod sock_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100802000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    pub mod file_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100c03000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(65536) fs_channel;`, connected by seL4SharedData.
+    pub mod fs_channel {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x101004000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x10000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(131072) cgi_chan;`, connected by seL4SharedData.
+    pub mod cgi_chan {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x101015000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x20000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4096) httpd_stats;`, connected by seL4SharedData.
+    pub mod httpd_stats {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x101036000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4096) stack_stats;`, connected by seL4SharedData.
+    pub mod stack_stats {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x101038000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4096) drv_stats;`, connected by seL4SharedData.
+    pub mod drv_stats {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x10103a000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4096) clock;`, connected by seL4SharedData.
+    pub mod clock {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x10103c000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
             // SAFETY: the loader maps SIZE bytes at VADDR with these rights
             // (system spec, same layout function).
             unsafe { rt::Dataport::new(VADDR, SIZE) }

@@ -12,7 +12,7 @@ pub mod glue {
     /// The ELF (and `components/` folder) name.
     pub const ELF_NAME: &str = "fs";
     /// Whether the type is `control` (runs its own `run()`).
-    pub const CONTROL: bool = false;
+    pub const CONTROL: bool = true;
 
     /// Support code shared by the interface modules.
     pub mod rt {
@@ -180,23 +180,41 @@ pub mod glue {
 
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
+        /// `attribute int cache_budget;`
+        pub const CACHE_BUDGET: i64 = 3145728;
+        /// `attribute int evict_log;`
+        pub const EVICT_LOG: i64 = 0;
+        /// `attribute int admin;`
+        pub const ADMIN: i64 = 0;
+        /// `attribute int clients;`
+        pub const CLIENTS: i64 = 2;
     }
 
-    /// `provides FileSystem fs;`, connected by seL4RPCCall.
+    /// `provides FsIoLite fs;`, connected by seL4RPCCall.
     pub mod fs {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
 
-        /// Implement this to serve `procedure FileSystem`; then call [`run`] (or
+        /// Implement this to serve `procedure FsIoLite`; then call [`run`] (or
         /// [`handle`] from your own receive loop).
-        pub trait FileSystem {
-            /// `int open(in string path, out uint64_t size)`.
-            fn open(&mut self, path: &str, size: &mut u64) -> i32;
-            /// `int read(in int file, in uint64_t position, in uint64_t length, out uint64_t offset, out uint64_t generation)`.
-            fn read(&mut self, file: i32, position: u64, length: u64, offset: &mut u64, generation: &mut u64) -> i32;
-            /// `int close(in int file)`.
-            fn close(&mut self, file: i32) -> i32;
+        pub trait FsIoLite {
+            /// `int64_t open(in string path, out uint64_t size, out uint32_t ino)`.
+            fn open(&mut self, path: &str, size: &mut u64, ino: &mut u32) -> i64;
+            /// `int close(in uint32_t handle)`.
+            fn close(&mut self, handle: u32) -> i32;
+            /// `int stat(in string path, out uint64_t size, out uint64_t mtime, out uint32_t kind, out uint32_t ino, out uint32_t generation)`.
+            fn stat(&mut self, path: &str, size: &mut u64, mtime: &mut u64, kind: &mut u32, ino: &mut u32, generation: &mut u32) -> i32;
+            /// `int64_t read(in uint32_t handle, in uint64_t offset, in uint64_t length, in uint64_t tag)`.
+            fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> i64;
+            /// `int64_t list_dir(in string path, in uint64_t tag)`.
+            fn list_dir(&mut self, path: &str, tag: u64) -> i64;
+            /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes)`.
+            fn stats(&mut self, hits: &mut u64, misses: &mut u64, evictions: &mut u64, evictions_referenced: &mut u64, bytes_cached: &mut u64, disk_reads: &mut u64, disk_bytes: &mut u64, copied_bytes: &mut u64, pool_pages_in_use: &mut u64, data_bytes: &mut u64, dma_bytes: &mut u64, bounce_bytes: &mut u64) -> i32;
+            /// `int reset()`.
+            fn reset(&mut self) -> i32;
+            /// `int set_budget(in uint64_t bytes)`.
+            fn set_budget(&mut self, bytes: u64) -> i32;
         }
 
         static SENDER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
@@ -208,7 +226,7 @@ pub mod glue {
         }
 
         /// Serves calls forever.
-        pub fn run<S: FileSystem + ?Sized>(server: &mut S) -> ! {
+        pub fn run<S: FsIoLite + ?Sized>(server: &mut S) -> ! {
             let (mut info, mut badge, mut mrs) = sel4::recv(SLOT);
             loop {
                 let (reply, reply_mrs) = handle(server, badge, info, mrs);
@@ -217,7 +235,7 @@ pub mod glue {
         }
 
         /// Decodes one call, runs the method and encodes the reply.
-        pub fn handle<S: FileSystem + ?Sized>(
+        pub fn handle<S: FsIoLite + ?Sized>(
             server: &mut S,
             badge: sel4::Word,
             info: sel4::MessageInfo,
@@ -235,48 +253,165 @@ pub mod glue {
                     __n = __next;
                     let Ok(path) = core::str::from_utf8(&__path_bytes[..__count]) else { return __rejected };
                     let mut size: u64 = Default::default();
+                    let mut ino: u32 = Default::default();
                     if __n > __length {
                         return __rejected;
                     }
-                    let __ret = server.open(path, &mut size);
+                    let __ret = server.open(path, &mut size, &mut ino);
                     let mut __n = 0usize;
                     rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
                     __n += 1;
                     rt::set_mr(&mut __reply, __n, size as sel4::Word);
                     __n += 1;
+                    rt::set_mr(&mut __reply, __n, ino as sel4::Word);
+                    __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
                 1 => {
                     let mut __n = 0usize;
-                    let mut file = rt::get_mr(&mrs, __n) as i32;
+                    let mut handle = rt::get_mr(&mrs, __n) as u32;
                     __n += 1;
-                    let mut position = rt::get_mr(&mrs, __n) as u64;
-                    __n += 1;
-                    let mut length = rt::get_mr(&mrs, __n) as u64;
-                    __n += 1;
-                    let mut offset: u64 = Default::default();
-                    let mut generation: u64 = Default::default();
                     if __n > __length {
                         return __rejected;
                     }
-                    let __ret = server.read(file, position, length, &mut offset, &mut generation);
+                    let __ret = server.close(handle);
                     let mut __n = 0usize;
                     rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, offset as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, generation as sel4::Word);
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
                 2 => {
                     let mut __n = 0usize;
-                    let mut file = rt::get_mr(&mrs, __n) as i32;
+                    let mut __path_bytes = [0u8; rt::MAX_STRING_BYTES];
+                    let Some((__count, __next)) = rt::get_bytes(&mrs, __n, __length, &mut __path_bytes) else { return __rejected };
+                    __n = __next;
+                    let Ok(path) = core::str::from_utf8(&__path_bytes[..__count]) else { return __rejected };
+                    let mut size: u64 = Default::default();
+                    let mut mtime: u64 = Default::default();
+                    let mut kind: u32 = Default::default();
+                    let mut ino: u32 = Default::default();
+                    let mut generation: u32 = Default::default();
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation);
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, size as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, mtime as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, kind as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, ino as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, generation as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
+                3 => {
+                    let mut __n = 0usize;
+                    let mut handle = rt::get_mr(&mrs, __n) as u32;
+                    __n += 1;
+                    let mut offset = rt::get_mr(&mrs, __n) as u64;
+                    __n += 1;
+                    let mut length = rt::get_mr(&mrs, __n) as u64;
+                    __n += 1;
+                    let mut tag = rt::get_mr(&mrs, __n) as u64;
                     __n += 1;
                     if __n > __length {
                         return __rejected;
                     }
-                    let __ret = server.close(file);
+                    let __ret = server.read(handle, offset, length, tag);
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
+                4 => {
+                    let mut __n = 0usize;
+                    let mut __path_bytes = [0u8; rt::MAX_STRING_BYTES];
+                    let Some((__count, __next)) = rt::get_bytes(&mrs, __n, __length, &mut __path_bytes) else { return __rejected };
+                    __n = __next;
+                    let Ok(path) = core::str::from_utf8(&__path_bytes[..__count]) else { return __rejected };
+                    let mut tag = rt::get_mr(&mrs, __n) as u64;
+                    __n += 1;
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.list_dir(path, tag);
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
+                5 => {
+                    let mut __n = 0usize;
+                    let mut hits: u64 = Default::default();
+                    let mut misses: u64 = Default::default();
+                    let mut evictions: u64 = Default::default();
+                    let mut evictions_referenced: u64 = Default::default();
+                    let mut bytes_cached: u64 = Default::default();
+                    let mut disk_reads: u64 = Default::default();
+                    let mut disk_bytes: u64 = Default::default();
+                    let mut copied_bytes: u64 = Default::default();
+                    let mut pool_pages_in_use: u64 = Default::default();
+                    let mut data_bytes: u64 = Default::default();
+                    let mut dma_bytes: u64 = Default::default();
+                    let mut bounce_bytes: u64 = Default::default();
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.stats(&mut hits, &mut misses, &mut evictions, &mut evictions_referenced, &mut bytes_cached, &mut disk_reads, &mut disk_bytes, &mut copied_bytes, &mut pool_pages_in_use, &mut data_bytes, &mut dma_bytes, &mut bounce_bytes);
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, hits as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, misses as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, evictions as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, evictions_referenced as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, bytes_cached as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, disk_reads as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, disk_bytes as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, copied_bytes as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, pool_pages_in_use as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, data_bytes as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, dma_bytes as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, bounce_bytes as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
+                6 => {
+                    let mut __n = 0usize;
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.reset();
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
+                7 => {
+                    let mut __n = 0usize;
+                    let mut bytes = rt::get_mr(&mrs, __n) as u64;
+                    __n += 1;
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.set_budget(bytes);
                     let mut __n = 0usize;
                     rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
                     __n += 1;
@@ -287,80 +422,40 @@ pub mod glue {
         }
     }
 
-    /// `uses IoLite iolite;`, connected by seL4RPCCall.
-    pub mod iolite {
+    /// `uses PciConfigSpace pci_config;`, connected by seL4RPCCall.
+    pub mod pci_config {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
 
-        /// `int alloc(in uint32_t pool, in uint64_t size, out uint64_t offset, out uint64_t generation)` (label 0).
-        pub fn alloc(pool: u32, size: u64, offset: &mut u64, generation: &mut u64) -> i32 {
+        /// `uint32_t read32(in uint32_t bdf, in uint32_t offset)` (label 0).
+        pub fn read32(bdf: u32, offset: u32) -> u32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
+            rt::set_mr(&mut __mrs, __n, bdf as sel4::Word);
             __n += 1;
-            rt::set_mr(&mut __mrs, __n, size as sel4::Word);
+            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
             __n += 1;
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(0, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.alloc");
+            rt::expect_ok(__info, "PciConfigSpace.read32");
             let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            *offset = rt::get_mr(&__mrs, __n) as u64;
-            __n += 1;
-            *generation = rt::get_mr(&__mrs, __n) as u64;
+            let __ret = rt::get_mr(&__mrs, __n) as u32;
             __n += 1;
             __ret
         }
 
-        /// `int seal(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 1).
-        pub fn seal(pool: u32, offset: u64, generation: u64) -> i32 {
+        /// `int write32(in uint32_t bdf, in uint32_t offset, in uint32_t value)` (label 1).
+        pub fn write32(bdf: u32, offset: u32, value: u32) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
+            rt::set_mr(&mut __mrs, __n, bdf as sel4::Word);
             __n += 1;
             rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
             __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
+            rt::set_mr(&mut __mrs, __n, value as sel4::Word);
             __n += 1;
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(1, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.seal");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-
-        /// `int retain(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 2).
-        pub fn retain(pool: u32, offset: u64, generation: u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(2, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.retain");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-
-        /// `int release(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 3).
-        pub fn release(pool: u32, offset: u64, generation: u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(3, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.release");
+            rt::expect_ok(__info, "PciConfigSpace.write32");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
             __n += 1;
@@ -368,13 +463,146 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
-    pub mod file_pool {
+    /// `uses IOPort blk_ports;`, connected by seL4HardwareIOPort.
+    pub mod blk_ports {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 3;
+
+        /// Reads a 8-bit value from `port` (must be in the granted range).
+        pub fn in8(port: u16) -> sel4::Result<u8> {
+            sel4::x86_io_port_in8(SLOT, port)
+        }
+
+        /// Writes a 8-bit value to `port` (must be in the granted range).
+        pub fn out8(port: u16, value: u8) -> sel4::Result<()> {
+            sel4::x86_io_port_out8(SLOT, port, value)
+        }
+
+        /// Reads a 16-bit value from `port` (must be in the granted range).
+        pub fn in16(port: u16) -> sel4::Result<u16> {
+            sel4::x86_io_port_in16(SLOT, port)
+        }
+
+        /// Writes a 16-bit value to `port` (must be in the granted range).
+        pub fn out16(port: u16, value: u16) -> sel4::Result<()> {
+            sel4::x86_io_port_out16(SLOT, port, value)
+        }
+
+        /// Reads a 32-bit value from `port` (must be in the granted range).
+        pub fn in32(port: u16) -> sel4::Result<u32> {
+            sel4::x86_io_port_in32(SLOT, port)
+        }
+
+        /// Writes a 32-bit value to `port` (must be in the granted range).
+        pub fn out32(port: u16, value: u32) -> sel4::Result<()> {
+            sel4::x86_io_port_out32(SLOT, port, value)
+        }
+    }
+
+    /// `consumes VirtioBlkInterrupt blk_irq;`, connected by seL4HardwareInterrupt.
+    pub mod blk_irq {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 4;
+        /// Blocks until the event arrives; returns the badge bits.
+        pub fn wait() -> sel4::Word {
+            sel4::wait(SLOT)
+        }
+
+        /// The badge bits of an event that already arrived, or 0.
+        pub fn poll() -> sel4::Word {
+            sel4::poll(SLOT)
+        }
+
+        /// The CSpace slot of the IRQ handler capability.
+        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 5;
+
+        /// Re-enables the interrupt after handling it.
+        pub fn acknowledge() -> sel4::Result<()> {
+            sel4::irq_handler_ack(IRQ_HANDLER_SLOT)
+        }
+    }
+
+    /// `dataport Buf(4194304) pool;`, connected by seL4SharedData.
+    pub mod pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(65536) channel;`, connected by seL4SharedData.
+    pub mod channel {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100401000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x10000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(65536) channel2;`, connected by seL4SharedData.
+    pub mod channel2 {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100412000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x10000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(131072) dma;`, connected by seL4SharedData.
+    pub mod dma {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100423000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x20000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(131072) dma_self;`, connected by seL4SharedData.
+    pub mod dma_self {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100444000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadWrite;
 

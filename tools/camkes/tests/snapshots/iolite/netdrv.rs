@@ -180,6 +180,20 @@ pub mod glue {
 
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
+        /// `attribute int file_pool_id;`
+        pub const FILE_POOL_ID: i64 = 1;
+        /// `attribute int cgi_pool_id;`
+        pub const CGI_POOL_ID: i64 = 25;
+        /// `attribute int rx_pool_id;`
+        pub const RX_POOL_ID: i64 = 21;
+        /// `attribute int hdr_pool_id;`
+        pub const HDR_POOL_ID: i64 = 22;
+        /// `attribute int sock_pool_id;`
+        pub const SOCK_POOL_ID: i64 = 23;
+        /// `attribute int app_pool_id;`
+        pub const APP_POOL_ID: i64 = 24;
+        /// `attribute int itr;`
+        pub const ITR: i64 = 200;
     }
 
     /// `dataport Buf(131072) regs;`, connected by seL4HardwareMMIO.
@@ -216,7 +230,7 @@ pub mod glue {
         }
 
         /// The CSpace slot of the IRQ handler capability.
-        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 6;
+        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 4;
 
         /// Re-enables the interrupt after handling it.
         pub fn acknowledge() -> sel4::Result<()> {
@@ -224,246 +238,60 @@ pub mod glue {
         }
     }
 
-    /// `uses IOPort pci_config;`, connected by seL4HardwareIOPort.
+    /// `uses PciConfigSpace pci_config;`, connected by seL4RPCCall.
     pub mod pci_config {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
 
-        /// Reads a 8-bit value from `port` (must be in the granted range).
-        pub fn in8(port: u16) -> sel4::Result<u8> {
-            sel4::x86_io_port_in8(SLOT, port)
+        /// `uint32_t read32(in uint32_t bdf, in uint32_t offset)` (label 0).
+        pub fn read32(bdf: u32, offset: u32) -> u32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            rt::set_mr(&mut __mrs, __n, bdf as sel4::Word);
+            __n += 1;
+            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
+            __n += 1;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(0, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "PciConfigSpace.read32");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as u32;
+            __n += 1;
+            __ret
         }
 
-        /// Writes a 8-bit value to `port` (must be in the granted range).
-        pub fn out8(port: u16, value: u8) -> sel4::Result<()> {
-            sel4::x86_io_port_out8(SLOT, port, value)
-        }
-
-        /// Reads a 16-bit value from `port` (must be in the granted range).
-        pub fn in16(port: u16) -> sel4::Result<u16> {
-            sel4::x86_io_port_in16(SLOT, port)
-        }
-
-        /// Writes a 16-bit value to `port` (must be in the granted range).
-        pub fn out16(port: u16, value: u16) -> sel4::Result<()> {
-            sel4::x86_io_port_out16(SLOT, port, value)
-        }
-
-        /// Reads a 32-bit value from `port` (must be in the granted range).
-        pub fn in32(port: u16) -> sel4::Result<u32> {
-            sel4::x86_io_port_in32(SLOT, port)
-        }
-
-        /// Writes a 32-bit value to `port` (must be in the granted range).
-        pub fn out32(port: u16, value: u32) -> sel4::Result<()> {
-            sel4::x86_io_port_out32(SLOT, port, value)
+        /// `int write32(in uint32_t bdf, in uint32_t offset, in uint32_t value)` (label 1).
+        pub fn write32(bdf: u32, offset: u32, value: u32) -> i32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            rt::set_mr(&mut __mrs, __n, bdf as sel4::Word);
+            __n += 1;
+            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
+            __n += 1;
+            rt::set_mr(&mut __mrs, __n, value as sel4::Word);
+            __n += 1;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(1, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "PciConfigSpace.write32");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i32;
+            __n += 1;
+            __ret
         }
     }
 
-    /// `provides NetDevice net;`, connected by seL4RPCCall.
-    pub mod net {
+    /// `emits Wake wake;`, connected by seL4NotificationNative.
+    pub mod wake {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 3;
-
-        /// Implement this to serve `procedure NetDevice`; then call [`run`] (or
-        /// [`handle`] from your own receive loop).
-        pub trait NetDevice {
-            /// `uint64_t mac_address()`.
-            fn mac_address(&mut self) -> u64;
-            /// `int transmit(in uint32_t pool, in uint64_t offset, in uint32_t length)`.
-            fn transmit(&mut self, pool: u32, offset: u64, length: u32) -> i32;
-            /// `int receive(out uint64_t offset, out uint32_t length)`.
-            fn receive(&mut self, offset: &mut u64, length: &mut u32) -> i32;
-            /// `void rx_done(in uint64_t offset)`.
-            fn rx_done(&mut self, offset: u64);
-        }
-
-        static SENDER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-
-        /// The badge of the client whose call is being handled: 1, 2, ... in
-        /// the order of the connection's `from` ends.
-        pub fn sender_badge() -> sel4::Word {
-            SENDER.load(core::sync::atomic::Ordering::Relaxed) as sel4::Word
-        }
-
-        /// Serves calls forever.
-        pub fn run<S: NetDevice + ?Sized>(server: &mut S) -> ! {
-            let (mut info, mut badge, mut mrs) = sel4::recv(SLOT);
-            loop {
-                let (reply, reply_mrs) = handle(server, badge, info, mrs);
-                (info, badge, mrs) = sel4::reply_recv(SLOT, reply, reply_mrs);
-            }
-        }
-
-        /// Decodes one call, runs the method and encodes the reply.
-        pub fn handle<S: NetDevice + ?Sized>(
-            server: &mut S,
-            badge: sel4::Word,
-            info: sel4::MessageInfo,
-            mrs: [sel4::Word; 4],
-        ) -> (sel4::MessageInfo, [sel4::Word; 4]) {
-            SENDER.store(badge as u64, core::sync::atomic::Ordering::Relaxed);
-            let __length = info.length() as usize;
-            let __rejected = (sel4::MessageInfo::new(rt::BAD_REQUEST, 0, 0, 0), [0; 4]);
-            let mut __reply: [sel4::Word; 4] = [0; 4];
-            match info.label() {
-                0 => {
-                    let mut __n = 0usize;
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.mac_address();
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                1 => {
-                    let mut __n = 0usize;
-                    let mut pool = rt::get_mr(&mrs, __n) as u32;
-                    __n += 1;
-                    let mut offset = rt::get_mr(&mrs, __n) as u64;
-                    __n += 1;
-                    let mut length = rt::get_mr(&mrs, __n) as u32;
-                    __n += 1;
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.transmit(pool, offset, length);
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                2 => {
-                    let mut __n = 0usize;
-                    let mut offset: u64 = Default::default();
-                    let mut length: u32 = Default::default();
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.receive(&mut offset, &mut length);
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, offset as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, length as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                3 => {
-                    let mut __n = 0usize;
-                    let mut offset = rt::get_mr(&mrs, __n) as u64;
-                    __n += 1;
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    server.rx_done(offset);
-                    let mut __n = 0usize;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                _ => __rejected,
-            }
-        }
-    }
-
-    /// `uses IoLite iolite;`, connected by seL4RPCCall.
-    pub mod iolite {
-        use super::rt;
-        /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 4;
-
-        /// `int alloc(in uint32_t pool, in uint64_t size, out uint64_t offset, out uint64_t generation)` (label 0).
-        pub fn alloc(pool: u32, size: u64, offset: &mut u64, generation: &mut u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, size as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(0, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.alloc");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            *offset = rt::get_mr(&__mrs, __n) as u64;
-            __n += 1;
-            *generation = rt::get_mr(&__mrs, __n) as u64;
-            __n += 1;
-            __ret
-        }
-
-        /// `int seal(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 1).
-        pub fn seal(pool: u32, offset: u64, generation: u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(1, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.seal");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-
-        /// `int retain(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 2).
-        pub fn retain(pool: u32, offset: u64, generation: u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(2, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.retain");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-
-        /// `int release(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 3).
-        pub fn release(pool: u32, offset: u64, generation: u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(3, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.release");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-    }
-
-    /// `emits FrameReceived rx;`, connected by seL4Notification.
-    pub mod rx {
-        use super::rt;
-        /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 5;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
         }
     }
 
-    /// `dataport Buf(4194304) net_pool;`, connected by seL4SharedData.
-    pub mod net_pool {
+    /// `dataport Buf(4194304) rx_pool;`, connected by seL4SharedData.
+    pub mod rx_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100021000;
@@ -474,6 +302,132 @@ pub mod glue {
 
         /// The dataport, mapped read-write.
         pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(1048576) hdr_pool;`, connected by seL4SharedData.
+    pub mod hdr_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100422000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x100000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4194304) sock_pool;`, connected by seL4SharedData.
+    pub mod sock_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100523000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4194304) app_pool;`, connected by seL4SharedData.
+    pub mod app_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100924000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(524288) link;`, connected by seL4SharedData.
+    pub mod link {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100d25000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x80000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4096) drv_stats;`, connected by seL4SharedData.
+    pub mod drv_stats {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100da6000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    pub mod file_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100da8000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.
+    pub mod cgi_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x1011a9000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
             // SAFETY: the loader maps SIZE bytes at VADDR with these rights
             // (system spec, same layout function).
             unsafe { rt::Dataport::new(VADDR, SIZE) }

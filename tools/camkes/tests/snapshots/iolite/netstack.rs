@@ -180,77 +180,37 @@ pub mod glue {
 
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
+        /// `attribute int file_pool_id;`
+        pub const FILE_POOL_ID: i64 = 1;
+        /// `attribute int cgi_pool_id;`
+        pub const CGI_POOL_ID: i64 = 25;
+        /// `attribute int nic_kick;`
+        pub const NIC_KICK: i64 = 1;
+        /// `attribute int rx_pool_id;`
+        pub const RX_POOL_ID: i64 = 21;
+        /// `attribute int hdr_pool_id;`
+        pub const HDR_POOL_ID: i64 = 22;
+        /// `attribute int sock_pool_id;`
+        pub const SOCK_POOL_ID: i64 = 23;
+        /// `attribute int app_pool_id;`
+        pub const APP_POOL_ID: i64 = 24;
+        /// `attribute string address;`
+        pub const ADDRESS: &str = "10.0.2.15/24";
+        /// `attribute string gateway;`
+        pub const GATEWAY: &str = "10.0.2.2";
+        /// `attribute int dhcp;`
+        pub const DHCP: i64 = 0;
+        /// `attribute string checksum;`
+        pub const CHECKSUM: &str = "cached";
+        /// `attribute int client_quota;`
+        pub const CLIENT_QUOTA: i64 = 1536;
     }
 
-    /// `uses NetDevice net;`, connected by seL4RPCCall.
-    pub mod net {
+    /// `consumes Wake wake;`, connected by seL4NotificationNative.
+    pub mod wake {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
-
-        /// `uint64_t mac_address()` (label 0).
-        pub fn mac_address() -> u64 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(0, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "NetDevice.mac_address");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as u64;
-            __n += 1;
-            __ret
-        }
-
-        /// `int transmit(in uint32_t pool, in uint64_t offset, in uint32_t length)` (label 1).
-        pub fn transmit(pool: u32, offset: u64, length: u32) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, length as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(1, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "NetDevice.transmit");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-
-        /// `int receive(out uint64_t offset, out uint32_t length)` (label 2).
-        pub fn receive(offset: &mut u64, length: &mut u32) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(2, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "NetDevice.receive");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            *offset = rt::get_mr(&__mrs, __n) as u64;
-            __n += 1;
-            *length = rt::get_mr(&__mrs, __n) as u32;
-            __n += 1;
-            __ret
-        }
-
-        /// `void rx_done(in uint64_t offset)` (label 3).
-        pub fn rx_done(offset: u64) {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(3, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "NetDevice.rx_done");
-            let mut __n = 0usize;
-        }
-    }
-
-    /// `consumes FrameReceived rx;`, connected by seL4Notification.
-    pub mod rx {
-        use super::rt;
-        /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 2;
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -262,235 +222,19 @@ pub mod glue {
         }
     }
 
-    /// `provides Sockets sockets;`, connected by seL4RPCCall.
-    pub mod sockets {
+    /// `emits HttpdWake event;`, connected by seL4NotificationNative.
+    pub mod event {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 3;
-
-        /// Implement this to serve `procedure Sockets`; then call [`run`] (or
-        /// [`handle`] from your own receive loop).
-        pub trait Sockets {
-            /// `int listen(in uint16_t port)`.
-            fn listen(&mut self, port: u16) -> i32;
-            /// `int accept(in int listener)`.
-            fn accept(&mut self, listener: i32) -> i32;
-            /// `int recv(in int socket, out uint32_t pool, out uint64_t offset, out uint32_t length)`.
-            fn recv(&mut self, socket: i32, pool: &mut u32, offset: &mut u64, length: &mut u32) -> i32;
-            /// `int send(in int socket, in uint32_t pool, in uint64_t offset, in uint32_t length)`.
-            fn send(&mut self, socket: i32, pool: u32, offset: u64, length: u32) -> i32;
-            /// `int close(in int socket)`.
-            fn close(&mut self, socket: i32) -> i32;
-        }
-
-        static SENDER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
-
-        /// The badge of the client whose call is being handled: 1, 2, ... in
-        /// the order of the connection's `from` ends.
-        pub fn sender_badge() -> sel4::Word {
-            SENDER.load(core::sync::atomic::Ordering::Relaxed) as sel4::Word
-        }
-
-        /// Serves calls forever.
-        pub fn run<S: Sockets + ?Sized>(server: &mut S) -> ! {
-            let (mut info, mut badge, mut mrs) = sel4::recv(SLOT);
-            loop {
-                let (reply, reply_mrs) = handle(server, badge, info, mrs);
-                (info, badge, mrs) = sel4::reply_recv(SLOT, reply, reply_mrs);
-            }
-        }
-
-        /// Decodes one call, runs the method and encodes the reply.
-        pub fn handle<S: Sockets + ?Sized>(
-            server: &mut S,
-            badge: sel4::Word,
-            info: sel4::MessageInfo,
-            mrs: [sel4::Word; 4],
-        ) -> (sel4::MessageInfo, [sel4::Word; 4]) {
-            SENDER.store(badge as u64, core::sync::atomic::Ordering::Relaxed);
-            let __length = info.length() as usize;
-            let __rejected = (sel4::MessageInfo::new(rt::BAD_REQUEST, 0, 0, 0), [0; 4]);
-            let mut __reply: [sel4::Word; 4] = [0; 4];
-            match info.label() {
-                0 => {
-                    let mut __n = 0usize;
-                    let mut port = rt::get_mr(&mrs, __n) as u16;
-                    __n += 1;
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.listen(port);
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                1 => {
-                    let mut __n = 0usize;
-                    let mut listener = rt::get_mr(&mrs, __n) as i32;
-                    __n += 1;
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.accept(listener);
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                2 => {
-                    let mut __n = 0usize;
-                    let mut socket = rt::get_mr(&mrs, __n) as i32;
-                    __n += 1;
-                    let mut pool: u32 = Default::default();
-                    let mut offset: u64 = Default::default();
-                    let mut length: u32 = Default::default();
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.recv(socket, &mut pool, &mut offset, &mut length);
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, pool as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, offset as sel4::Word);
-                    __n += 1;
-                    rt::set_mr(&mut __reply, __n, length as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                3 => {
-                    let mut __n = 0usize;
-                    let mut socket = rt::get_mr(&mrs, __n) as i32;
-                    __n += 1;
-                    let mut pool = rt::get_mr(&mrs, __n) as u32;
-                    __n += 1;
-                    let mut offset = rt::get_mr(&mrs, __n) as u64;
-                    __n += 1;
-                    let mut length = rt::get_mr(&mrs, __n) as u32;
-                    __n += 1;
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.send(socket, pool, offset, length);
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                4 => {
-                    let mut __n = 0usize;
-                    let mut socket = rt::get_mr(&mrs, __n) as i32;
-                    __n += 1;
-                    if __n > __length {
-                        return __rejected;
-                    }
-                    let __ret = server.close(socket);
-                    let mut __n = 0usize;
-                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
-                    __n += 1;
-                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
-                }
-                _ => __rejected,
-            }
-        }
-    }
-
-    /// `uses IoLite iolite;`, connected by seL4RPCCall.
-    pub mod iolite {
-        use super::rt;
-        /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 4;
-
-        /// `int alloc(in uint32_t pool, in uint64_t size, out uint64_t offset, out uint64_t generation)` (label 0).
-        pub fn alloc(pool: u32, size: u64, offset: &mut u64, generation: &mut u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, size as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(0, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.alloc");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            *offset = rt::get_mr(&__mrs, __n) as u64;
-            __n += 1;
-            *generation = rt::get_mr(&__mrs, __n) as u64;
-            __n += 1;
-            __ret
-        }
-
-        /// `int seal(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 1).
-        pub fn seal(pool: u32, offset: u64, generation: u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(1, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.seal");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-
-        /// `int retain(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 2).
-        pub fn retain(pool: u32, offset: u64, generation: u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(2, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.retain");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-
-        /// `int release(in uint32_t pool, in uint64_t offset, in uint64_t generation)` (label 3).
-        pub fn release(pool: u32, offset: u64, generation: u64) -> i32 {
-            let mut __mrs: [sel4::Word; 4] = [0; 4];
-            let mut __n = 0usize;
-            rt::set_mr(&mut __mrs, __n, pool as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, offset as sel4::Word);
-            __n += 1;
-            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
-            __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(3, 0, 0, __n as sel4::Word), __mrs);
-            rt::expect_ok(__info, "IoLite.release");
-            let mut __n = 0usize;
-            let __ret = rt::get_mr(&__mrs, __n) as i32;
-            __n += 1;
-            __ret
-        }
-    }
-
-    /// `emits SocketEvent socket_event;`, connected by seL4Notification.
-    pub mod socket_event {
-        use super::rt;
-        /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 5;
+        pub const SLOT: sel4::CPtr = 2;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
         }
     }
 
-    /// `dataport Buf(4194304) net_pool;`, connected by seL4SharedData.
-    pub mod net_pool {
+    /// `dataport Buf(4194304) rx_pool;`, connected by seL4SharedData.
+    pub mod rx_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
@@ -507,11 +251,47 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
-    pub mod file_pool {
+    /// `dataport Buf(1048576) hdr_pool;`, connected by seL4SharedData.
+    pub mod hdr_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100401000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x100000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4194304) sock_pool;`, connected by seL4SharedData.
+    pub mod sock_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100502000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4194304) app_pool;`, connected by seL4SharedData.
+    pub mod app_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100903000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -525,18 +305,108 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(1048576) cgi_pool;`, connected by seL4SharedData.
-    pub mod cgi_pool {
+    /// `dataport Buf(524288) link;`, connected by seL4SharedData.
+    pub mod link {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100802000;
+        pub const VADDR: usize = 0x100d04000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x100000;
+        pub const SIZE: usize = 0x80000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(524288) client;`, connected by seL4SharedData.
+    pub mod client {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100d85000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x80000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `dataport Buf(4096) stack_stats;`, connected by seL4SharedData.
+    pub mod stack_stats {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100e06000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    pub mod file_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100e08000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 
         /// The dataport, mapped read-only.
         pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.
+    pub mod cgi_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x101209000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(131072) nic_regs;`, connected by seL4HardwareMMIO.
+    pub mod nic_regs {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x10160a000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x20000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
             // SAFETY: the loader maps SIZE bytes at VADDR with these rights
             // (system spec, same layout function).
             unsafe { rt::Dataport::new(VADDR, SIZE) }
