@@ -367,5 +367,3 @@ fn blob(d: &'static Domain, size: usize) -> Option<Aggregate<'static>> {
     head.append(body).ok()?;
     Some(head)
 }
-
-use core::fmt::Write;

@@ -66,7 +66,20 @@ const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
 const WAKE_NETSTACK: u64 = 1;
 /// Most file bytes one `FileSource::read` asks fs for: 15 cache chunks,
 /// so the range touches at most 16 and fits one aggregate (one message).
-const READ_MAX: u64 = 15 * 16 * 1024;
+/// In posix mode each message is copied into one contiguous buffer of our
+/// pool at our end of the channel: smaller pieces then, which a fragmented
+/// pool can still place.
+const READ_MAX: u64 = match BUILD_COPY_MODE {
+    CopyMode::Posix => 64 * 1024,
+    _ => 15 * 16 * 1024,
+};
+/// Pull no more output while this many quarters of our pool are in use
+/// (posix copies file data into it, and netstack holds those copies until
+/// its socket buffer takes them).
+const POOL_LOW_QUARTERS: u64 = match BUILD_COPY_MODE {
+    CopyMode::Posix => 2,
+    _ => 3,
+};
 /// Bytes pulled from the server per round before yielding to netstack.
 const ROUND_BYTES: usize = 2 << 20;
 /// Longest path we pass to fs (the RPC glue carries at most 800 bytes).
@@ -246,6 +259,8 @@ struct Httpd {
     /// CGI request id → server connection.
     cgi_pending: BTreeMap<u32, HConn>,
     cgi_signal: bool,
+    /// A CGI reply waits for room in our pool (copy modes).
+    cgi_stuck: bool,
     sent_to_net: bool,
     last_tick: u64,
     // counters of the component (beyond the server's)
@@ -346,6 +361,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_control,
         cgi_pending: BTreeMap::new(),
         cgi_signal: false,
+        cgi_stuck: false,
         sent_to_net: false,
         last_tick: 0,
         static_copied: 0,
@@ -422,7 +438,7 @@ impl Httpd {
         }
         // Wake us when netstack consumed requests or returned buffers, if
         // requests wait or a connection has more to send.
-        let waiting = !self.outq.is_empty() || !self.ready.is_empty();
+        let waiting = !self.outq.is_empty() || !self.ready.is_empty() || self.cgi_stuck;
         PairControl::set(&self.control.tx_waiting, waiting as u64);
     }
 
@@ -557,10 +573,10 @@ impl Httpd {
         }
     }
 
-    /// Whether our pool is more than 3/4 used (copy modes copy into it):
-    /// pull no more until netstack returns buffers.
+    /// Whether our pool is fuller than `POOL_LOW_QUARTERS` (copy modes copy
+    /// into it): pull no more until netstack returns buffers.
     fn pool_low(&self) -> bool {
-        self.d.pool_stats(HTTPD_POOL).map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * 3).unwrap_or(false)
+        self.d.pool_stats(HTTPD_POOL).map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * POOL_LOW_QUARTERS).unwrap_or(false)
     }
 
     fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi::Failure)> {
@@ -599,6 +615,7 @@ impl Httpd {
     }
 
     fn handle_cgi_replies(&mut self) {
+        self.cgi_stuck = false;
         loop {
             let Some(c) = &mut self.cgi else { return };
             let before = self.d.stats().bytes_copied;
@@ -607,6 +624,12 @@ impl Httpd {
             let r = match r {
                 Ok(Some(r)) => r,
                 Ok(None) | Err(iolite::Error::Full) => return,
+                Err(iolite::Error::PoolExhausted) => {
+                    // Copy modes: no room for the copy yet; the reply stays
+                    // queued, and netstack wakes us when it returns buffers.
+                    self.cgi_stuck = true;
+                    return;
+                }
                 Err(e) => {
                     warn!("cgi replies: {e:?}");
                     return;
