@@ -1,17 +1,11 @@
-//! PCI configuration space through configuration mechanism #1: write the
-//! function's address to CONFIG_ADDRESS (0xCF8), then read or write the
-//! dword at CONFIG_DATA (0xCFC). Both ports come from the one I/O port
-//! capability the assembly grants (`0xcf8:0xcff`); the kernel checks every
-//! access against that range.
+//! PCI configuration space through the pci_config component
+//! (camkes/interfaces/PciConfig.idl4): it alone holds ports 0xCF8..0xCFF (an
+//! address/data pair components cannot share safely) and lets netdrv touch
+//! only the functions the assembly grants it (the e1000).
 
-#![allow(dead_code)] // shared with pci_probe; not every helper is used here
+#![allow(dead_code)] // not every helper is used here
 
-use super::glue::pci_config as ports;
-
-/// CONFIG_ADDRESS: enable bit, bus, device, function, register.
-const CONFIG_ADDRESS: u16 = 0xCF8;
-/// CONFIG_DATA: the dword CONFIG_ADDRESS selects.
-const CONFIG_DATA: u16 = 0xCFC;
+use super::glue::pci_config as pci;
 
 /// Vendor ID (low 16 bits) and device ID (high 16 bits).
 pub const REG_ID: u8 = 0x00;
@@ -52,24 +46,23 @@ impl core::fmt::Display for Function {
 }
 
 impl Function {
-    fn address(&self, register: u8) -> u32 {
-        (1 << 31)
-            | u32::from(self.bus) << 16
-            | u32::from(self.device & 0x1f) << 11
-            | u32::from(self.function & 0x7) << 8
-            | u32::from(register & 0xfc)
+    /// Bus 0 device/function number as pci_config names it.
+    fn bdf(&self) -> u32 {
+        u32::from(self.bus) << 8 | u32::from(self.device & 0x1f) << 3 | u32::from(self.function & 0x7)
     }
 
-    /// Reads the dword at `register` (a multiple of 4).
+    /// Reads the dword at `register` (a multiple of 4); all ones if nothing
+    /// answers or the function is not granted to us.
     pub fn read(&self, register: u8) -> sel4::Result<u32> {
-        ports::out32(CONFIG_ADDRESS, self.address(register))?;
-        ports::in32(CONFIG_DATA)
+        Ok(pci::read32(self.bdf(), u32::from(register & 0xfc)))
     }
 
     /// Writes the dword at `register` (a multiple of 4).
     pub fn write(&self, register: u8, value: u32) -> sel4::Result<()> {
-        ports::out32(CONFIG_ADDRESS, self.address(register))?;
-        ports::out32(CONFIG_DATA, value)
+        match pci::write32(self.bdf(), u32::from(register & 0xfc), value) {
+            0 => Ok(()),
+            _ => Err(sel4::Error::IllegalOperation),
+        }
     }
 
     /// Vendor and device ID, or `None` if no function answers here.
