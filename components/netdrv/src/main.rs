@@ -63,6 +63,8 @@ const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
 const HDR_POOL: PoolId = glue::attributes::HDR_POOL_ID as PoolId;
 const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
 const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
+const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
+const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
 const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
 
 /// Counter indices (order of `link::DRV_NAMES`).
@@ -223,6 +225,17 @@ impl Driver {
                 .expect("sock pool");
             d.add_foreign_pool(APP_POOL, ro(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(pages_of(glue::app_pool::SIZE)), Trust::Trusted)
                 .expect("app pool");
+            // Pools of other producers whose buffers frames may carry (the
+            // web server's file cache and CGI output); id 0: not in this
+            // assembly (the `maybe` dataport is then unmapped).
+            if FILE_POOL != 0 {
+                d.add_foreign_pool(FILE_POOL, ro(glue::file_pool::VADDR, glue::file_pool::SIZE), meta(pages_of(glue::file_pool::SIZE)), Trust::Trusted)
+                    .expect("file pool");
+            }
+            if CGI_POOL != 0 {
+                d.add_foreign_pool(CGI_POOL, ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE), meta(pages_of(glue::cgi_pool::SIZE)), Trust::Untrusted)
+                    .expect("cgi pool");
+            }
         }
 
         // --- the link with netstack (netstack, above us, set it up) ---

@@ -36,6 +36,21 @@ const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
 const HDR_POOL: PoolId = glue::attributes::HDR_POOL_ID as PoolId;
 const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
 const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
+/// Optional pools the client forwards slices of (web server: the file
+/// cache, CGI output); id 0 = not in this assembly (`maybe` dataport).
+const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
+const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
+/// 1: the assembly maps the NIC's registers (`nic_regs`) so that we can
+/// raise its interrupt (ICS) when a round netdrv did not start queued
+/// frames: netdrv waits for its interrupt only, and would otherwise post
+/// them at the next one (a client that sends on its own, e.g. httpd
+/// answering from a CGI reply, or TCP timers run from the ticker).
+const NIC_KICK: bool = glue::attributes::NIC_KICK != 0;
+/// e1000 ICS (interrupt cause set) and the TXDW cause netdrv handles.
+const E1000_ICS: usize = 0x00C8;
+const E1000_INT_TXDW: u32 = 1;
+/// Wake-up badge bit of netdrv (the first emitter of our `wake`).
+const WAKE_NETDRV: u64 = 1;
 const NETDRV: PeerId = PeerId(0);
 const CLIENT: PeerId = PeerId(1);
 const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES && glue::client::SIZE >= link::PAIR_BYTES);
@@ -83,6 +98,8 @@ struct Port {
     queue: VecDeque<TxFrame<'static>>,
     rx_errors: u64,
     held_back: u64,
+    /// Frames handed to netdrv (posted on the link).
+    posted: u64,
 }
 
 impl NicPort<'static> for Port {
@@ -120,6 +137,7 @@ impl Port {
                 self.queue.push_front(TxFrame { agg, offload: f.offload });
                 break;
             }
+            self.posted += 1;
         }
         let waiting = !self.queue.is_empty();
         if waiting {
@@ -172,6 +190,16 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             .expect("rx pool");
         d.add_foreign_pool(APP_POOL, ro(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(glue::app_pool::SIZE), Trust::Trusted)
             .expect("app pool");
+        if FILE_POOL != 0 {
+            d.add_foreign_pool(FILE_POOL, ro(glue::file_pool::VADDR, glue::file_pool::SIZE), meta(glue::file_pool::SIZE), Trust::Trusted)
+                .expect("file pool");
+        }
+        if CGI_POOL != 0 {
+            // Untrusted: its producer can rewrite its buffers, so no
+            // checksum is ever cached for them.
+            d.add_foreign_pool(CGI_POOL, ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE), meta(glue::cgi_pool::SIZE), Trust::Untrusted)
+                .expect("cgi pool");
+        }
     }
     // A client may hold this many of our buffers (received data) at once.
     let _ = d.set_quota(CLIENT, glue::attributes::CLIENT_QUOTA as u32);
@@ -283,7 +311,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let mut node = Node {
         d,
         stack,
-        port: Port { rx: link_rx, queue: VecDeque::new(), rx_errors: 0, held_back: 0 },
+        port: Port { rx: link_rx, queue: VecDeque::new(), rx_errors: 0, held_back: 0, posted: 0 },
         link_tx,
         link_control,
         session: Session::new(MAX_PENDING),
@@ -298,10 +326,18 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         client_requests: 0,
         client_events: 0,
     };
+    let mut bits = WAKE_NETDRV;
     loop {
+        let posted = node.port.posted;
         node.round();
+        if NIC_KICK && bits & WAKE_NETDRV == 0 && node.port.posted != posted {
+            // netdrv is waiting for an interrupt, not for us: raise one.
+            // SAFETY: the e1000's register page, mapped (uncached) for our
+            // lifetime; ICS only sets interrupt causes (32-bit write).
+            unsafe { core::ptr::write_volatile((glue::nic_regs::VADDR + E1000_ICS) as *mut u32, E1000_INT_TXDW) };
+        }
         node.publish();
-        glue::wake::wait();
+        bits = glue::wake::wait();
         node.wakeups += 1;
     }
 }

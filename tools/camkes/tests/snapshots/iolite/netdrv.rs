@@ -344,13 +344,13 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4194304) app_pool;`, connected by seL4SharedData.
+    /// `dataport Buf(8388608) app_pool;`, connected by seL4SharedData.
     pub mod app_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100924000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x400000;
+        pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 
@@ -366,7 +366,7 @@ pub mod glue {
     pub mod link {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100d25000;
+        pub const VADDR: usize = 0x101125000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -384,7 +384,7 @@ pub mod glue {
     pub mod drv_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100da6000;
+        pub const VADDR: usize = 0x1011a6000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -402,7 +402,7 @@ pub mod glue {
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100da8000;
+        pub const VADDR: usize = 0x1011a8000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -420,7 +420,7 @@ pub mod glue {
     pub mod cgi_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x1011a9000;
+        pub const VADDR: usize = 0x1015a9000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.

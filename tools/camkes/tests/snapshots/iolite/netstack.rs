@@ -287,13 +287,13 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4194304) app_pool;`, connected by seL4SharedData.
+    /// `dataport Buf(8388608) app_pool;`, connected by seL4SharedData.
     pub mod app_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100903000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x400000;
+        pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 
@@ -309,7 +309,7 @@ pub mod glue {
     pub mod link {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100d04000;
+        pub const VADDR: usize = 0x101104000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -327,7 +327,7 @@ pub mod glue {
     pub mod client {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100d85000;
+        pub const VADDR: usize = 0x101185000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -345,7 +345,7 @@ pub mod glue {
     pub mod stack_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100e06000;
+        pub const VADDR: usize = 0x101206000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -363,7 +363,7 @@ pub mod glue {
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100e08000;
+        pub const VADDR: usize = 0x101208000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -381,7 +381,7 @@ pub mod glue {
     pub mod cgi_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101209000;
+        pub const VADDR: usize = 0x101609000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -399,7 +399,7 @@ pub mod glue {
     pub mod nic_regs {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x10160a000;
+        pub const VADDR: usize = 0x101a0a000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
