@@ -3,13 +3,15 @@ Documentation       The foundation: seL4 5.0.0 boots our root task in QEMU (TCG)
 ...                 the root task reports its boot info, builds a second thread from
 ...                 untyped memory and exchanges an IPC message with it.
 ...                 Any kernel or user fault on the console fails the test.
-Library             QemuSystem    ${BUILD_DIR}
+Library             QemuSystem    ${HELLO_BUILD_DIR}
 Suite Setup         Boot The Default Image
 Suite Teardown      Stop System
+Test Tags           hello
 Test Teardown       Attach Serial Log If Test Failed
 
 *** Variables ***
-${BUILD_DIR}        build
+# The test variant "hello" (camkes/examples/hello.camkes, tests/variants).
+${HELLO_BUILD_DIR}        ${CURDIR}/../../build/variants/hello
 
 *** Test Cases ***
 Kernel Boots And Drops To User Space

@@ -7,13 +7,15 @@ Documentation       The component framework on the real image: the loader builds
 ...                 hello_client and read-only in hello_reader. hello_reader then
 ...                 writes into its read-only mapping: the supervisor reports the fault
 ...                 by name and restarts it (it is restartable), while the others run on.
-Library             QemuSystem    ${BUILD_DIR}
+Library             QemuSystem    ${HELLO_BUILD_DIR}
 Suite Setup         Boot The Hello System
 Suite Teardown      Stop System
+Test Tags           hello
 Test Teardown       Attach Serial Log If Test Failed
 
 *** Variables ***
-${BUILD_DIR}        build
+# The test variant "hello" (camkes/examples/hello.camkes, tests/variants).
+${HELLO_BUILD_DIR}        ${CURDIR}/../../build/variants/hello
 
 *** Test Cases ***
 Loader Starts Every Component Of The Assembly

@@ -22,24 +22,23 @@ Documentation       The whole system (camkes/iolite.camkes, issue 7) serving the
 Library             OperatingSystem
 Library             Process
 Library             Collections
-Library             QemuSystem    ${WEB_BUILD_DIR}
+Library             QemuSystem    ${BUILD_DIR}
 Library             WebClient    ${PORT}
 Suite Setup         Boot The Web Image
 Suite Teardown      Stop System
 Test Teardown       Attach Serial Log If Test Failed
-Test Tags           web
 
 *** Variables ***
-# The test variant "web" of ./iolite test (iolite.camkes); tests/run-all
-# passes its folder. The build puts the site image and its manifest in images/.
-${WEB_BUILD_DIR}        ${CURDIR}/../../build/variants/web
+# The default image (camkes/iolite.camkes); tests/run-all passes its folder.
+# The build puts the site image and its manifest in images/.
+${BUILD_DIR}        ${CURDIR}/../../build
 ${PORT}                 8080
 ${CORPUS}               ${CURDIR}/../http-corpus
 ${CHROMIUM_FLAGS}       --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking --disable-component-update --disable-sync
 
 *** Keywords ***
 Boot The Web Image
-    Start System    --port    ${PORT}:80    --disk    ${WEB_BUILD_DIR}/images/site.img
+    Start System    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
 
 Status Should Be
     [Arguments]    ${path}    ${want}    ${method}=GET    &{headers}
@@ -70,7 +69,7 @@ All Components Start And The Site Answers
     Wait For Web Server    timeout=90
 
 Every Demo File Is Byte Exact
-    ${n}=    Every File Should Be Byte Exact    ${WEB_BUILD_DIR}/images/site.manifest
+    ${n}=    Every File Should Be Byte Exact    ${BUILD_DIR}/images/site.manifest
     Should Be True    ${n} >= 10
 
 Index Page Is Served As The Directory Index
