@@ -39,21 +39,29 @@ pub trait Retype {
 
 /// Hands out empty slots of the root CNode and retypes RAM untypeds into them.
 ///
-/// A bump allocator: global objects live as long as the system, so nothing
-/// is ever returned to it.
+/// A bump allocator per untyped: global objects live as long as the system,
+/// so nothing is ever returned to it.
+///
+/// Which untyped: the kernel hands the root task its untypeds marked as fully
+/// used, so the first retype of each one clears all of it (seL4's
+/// resetUntypedCap) — under QEMU TCG about a second for 256 MiB. So an
+/// object goes into an untyped already in use if one has room, else into the
+/// smallest unused one that fits: the memory cleared at boot stays close to
+/// the memory the system needs.
 pub struct ObjectAllocator<'a> {
     bootinfo: &'a sel4::BootInfo,
     next_slot: CPtr,
-    /// Index into the boot info's untyped list of the untyped in use, and how
-    /// many bytes of it have been handed out (an estimate: the kernel aligns
-    /// each object to its size, and knows better; see `object`).
-    current: Option<(usize, u64)>,
+    /// Per untyped of the boot info's list: the bytes handed out so far, or
+    /// `None` if it was never used (an estimate: the kernel aligns each
+    /// object to its size like we do, and knows better; see `object`).
+    used: alloc::vec::Vec<Option<u64>>,
 }
 
 impl<'a> ObjectAllocator<'a> {
     /// Starts with the boot info's empty slot range and untyped list.
     pub fn new(bootinfo: &'a sel4::BootInfo) -> Self {
-        ObjectAllocator { bootinfo, next_slot: bootinfo.empty.start, current: None }
+        let used = alloc::vec![None; bootinfo.untypeds().count()];
+        ObjectAllocator { bootinfo, next_slot: bootinfo.empty.start, used }
     }
 
     /// The boot info this allocator hands out.
@@ -81,14 +89,22 @@ impl<'a> ObjectAllocator<'a> {
         self.bootinfo.untypeds().nth(index).expect("untyped index in range")
     }
 
-    /// The first RAM untyped at or after `from` that can hold `bytes`.
-    fn next_untyped(&self, from: usize, bytes: u64) -> Result<usize, AllocError> {
-        self.bootinfo
-            .untypeds()
-            .enumerate()
-            .skip(from)
-            .find(|(_, (_, u))| !u.is_device() && (1u64 << u.size_bits) >= bytes)
-            .map(|(i, _)| i)
+    /// The RAM untyped to put an object of `bytes` (a power of two) in, and
+    /// where in it: the first one in use with room, else the smallest unused
+    /// one that can hold it (see the type's docs).
+    fn choose_untyped(&self, bytes: u64) -> Result<(usize, u64), AllocError> {
+        let ram = || self.bootinfo.untypeds().enumerate().filter(|(_, (_, u))| !u.is_device());
+        let in_use = ram().find_map(|(i, (_, u))| {
+            let aligned = self.used[i]?.next_multiple_of(bytes);
+            (aligned + bytes <= 1u64 << u.size_bits).then_some((i, aligned))
+        });
+        in_use
+            .or_else(|| {
+                ram()
+                    .filter(|(i, (_, u))| self.used[*i].is_none() && 1u64 << u.size_bits >= bytes)
+                    .min_by_key(|(_, (_, u))| u.size_bits)
+                    .map(|(i, _)| (i, 0))
+            })
             .ok_or(AllocError::OutOfMemory)
     }
 }
@@ -98,27 +114,16 @@ impl Retype for ObjectAllocator<'_> {
         let bytes = 1u64 << ty.size_bits(size_bits);
         let slot = self.slot()?;
         loop {
-            let (index, used) = match self.current {
-                Some(current) => current,
-                None => (self.next_untyped(0, bytes)?, 0),
-            };
-            let (cap, untyped) = self.untyped(index);
-            let capacity = 1u64 << untyped.size_bits;
-            let aligned = (used + bytes - 1) & !(bytes - 1);
-            if aligned + bytes > capacity {
-                self.current = Some((self.next_untyped(index + 1, bytes)?, 0));
-                continue;
-            }
+            let (index, aligned) = self.choose_untyped(bytes)?;
+            let (cap, _) = self.untyped(index);
             match sel4::untyped_retype(cap, ty, size_bits, sel4::CAP_INIT_THREAD_CNODE, 0, 0, slot, 1) {
                 Ok(()) => {
-                    self.current = Some((index, aligned + bytes));
+                    self.used[index] = Some(aligned + bytes);
                     return Ok(slot);
                 }
                 // Our estimate of the untyped's use is only a bound; the
-                // kernel knows better. Move on to the next untyped.
-                Err(sel4::Error::NotEnoughMemory) => {
-                    self.current = Some((self.next_untyped(index + 1, bytes)?, 0));
-                }
+                // kernel knows better: count this one as full.
+                Err(sel4::Error::NotEnoughMemory) => self.used[index] = Some(u64::MAX / 2),
                 Err(e) => return Err(AllocError::Retype(e)),
             }
         }

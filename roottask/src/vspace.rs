@@ -1,4 +1,4 @@
-//! Mapping 4 KiB frames into an address space (the root task's own, or a
+//! Mapping 4 KiB and 2 MiB frames into an address space (the root task's own, or a
 //! component's).
 //!
 //! x86_64 has four levels (PML4, PDPT, page directory, page table). seL4
@@ -51,6 +51,38 @@ pub fn map_frame(
         }
     }
     Err(MapError::Map(sel4::Error::FailedLookup))
+}
+
+/// Maps the 2 MiB `frame` at `vaddr` (2 MiB-aligned) like [`map_frame`]: a
+/// large frame takes a page-directory entry, so no page table is made.
+pub fn map_large_frame(
+    memory: &mut impl Retype,
+    vspace: CPtr,
+    frame: CPtr,
+    vaddr: Word,
+    rights: CapRights,
+    attrs: VmAttributes,
+) -> Result<(), MapError> {
+    for _ in 0..2 {
+        match sel4::x86_page_map(frame, vspace, vaddr, rights, attrs) {
+            Ok(()) => return Ok(()),
+            Err(sel4::Error::FailedLookup) => add_missing_directory(memory, vspace, vaddr)?,
+            Err(e) => return Err(MapError::Map(e)),
+        }
+    }
+    Err(MapError::Map(sel4::Error::FailedLookup))
+}
+
+/// Creates and maps the page directory (and PDPT) missing for `vaddr`.
+fn add_missing_directory(memory: &mut impl Retype, vspace: CPtr, vaddr: Word) -> Result<(), MapError> {
+    let attrs = VmAttributes::DEFAULT;
+    let directory = memory.object(ObjectType::X86PageDirectory, 0)?;
+    if !mapped(sel4::x86_page_directory_map(directory, vspace, vaddr, attrs))? {
+        let pdpt = memory.object(ObjectType::X86Pdpt, 0)?;
+        sel4::x86_pdpt_map(pdpt, vspace, vaddr, attrs).map_err(MapError::Map)?;
+        sel4::x86_page_directory_map(directory, vspace, vaddr, attrs).map_err(MapError::Map)?;
+    }
+    Ok(())
 }
 
 /// Creates and maps every paging structure missing below the PML4 for

@@ -188,6 +188,21 @@ fn rejects_mapping_problems() {
 }
 
 #[test]
+fn large_dataports_use_large_frames_at_aligned_addresses() {
+    assert_eq!(frame_size(PAGE_SIZE), PAGE_SIZE);
+    assert_eq!(frame_size(3 * LARGE_PAGE_SIZE / 2), PAGE_SIZE);
+    assert_eq!(frame_size(LARGE_PAGE_SIZE), LARGE_PAGE_SIZE);
+    assert_eq!(frame_size(4 * LARGE_PAGE_SIZE), LARGE_PAGE_SIZE);
+    assert_eq!(frame_size(0), PAGE_SIZE);
+    let msg = invalid(|s| {
+        let object = s.components[0].mappings[0].object;
+        s.objects[object.0 as usize].kind = ObjectKind::Frames { size: LARGE_PAGE_SIZE };
+        s.components[0].mappings[0].vaddr = DATAPORT_BASE + PAGE_SIZE;
+    });
+    assert!(msg.contains("must be 2 MiB-aligned"), "{msg}");
+}
+
+#[test]
 fn rejects_bindings_that_disagree() {
     let msg = invalid(|s| s.components[1].interfaces[1].binding = Binding::Dataport {
         vaddr: DATAPORT_BASE,

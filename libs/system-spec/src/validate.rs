@@ -333,6 +333,11 @@ impl SystemSpec {
             if mapping.vaddr == 0 || !aligned(mapping.vaddr) {
                 return Err(bad("virtual address is zero or not page-aligned"));
             }
+            if let ObjectKind::Frames { size } = object.kind {
+                if mapping.vaddr % crate::frame_size(size) != 0 {
+                    return Err(bad("a dataport of 2 MiB multiples is backed by 2 MiB frames: its address must be 2 MiB-aligned"));
+                }
+            }
             if mapping.vaddr.checked_add(size).is_none_or(|end| end > USER_TOP) {
                 return Err(bad("mapping reaches past the user address space"));
             }

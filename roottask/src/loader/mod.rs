@@ -22,7 +22,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use component_runtime::start::{self, StartInfo};
 use sel4::{CPtr, CapData, CapRights, ObjectType, VmAttributes, Word};
-use system_spec::{Access, Component, ObjectKind, SystemSpec};
+use system_spec::{Access, Component, ObjectKind, SystemSpec, LARGE_PAGE_SIZE};
 
 /// Lowest and highest address a component's ELF segments may use: below
 /// them is the null guard, above them the dataports.
@@ -33,14 +33,26 @@ const IMAGE_HIGH: u64 = system_spec::DATAPORT_BASE;
 /// `wait()`/`poll()` return when the interrupt has fired.
 const IRQ_BADGE: Word = 1;
 
+/// `CONFIG_RETYPE_FAN_OUT_LIMIT` (kernel-config/common.h): the most objects
+/// one Untyped_Retype may make.
+const RETYPE_FAN_OUT_LIMIT: u64 = 256;
+
 /// A global object, as made for the spec.
 enum Loaded {
     Endpoint(CPtr),
     Notification(CPtr),
     /// Frames of a dataport (RAM, zeroed) or a device region, in order.
-    Frames(Vec<CPtr>),
+    Frames(Frames),
     IrqHandler(CPtr),
     IoPorts(CPtr),
+}
+
+/// The frame capabilities backing one dataport, in address order.
+struct Frames {
+    caps: Vec<CPtr>,
+    /// Bytes per frame: `system_spec::frame_size` of the dataport (RAM), or
+    /// 4 KiB (device regions).
+    frame_size: u64,
 }
 
 /// Why something could not be built.
@@ -177,11 +189,14 @@ impl System {
         let bytes: u64 = (pages + structures) * elf::PAGE
             + (1 << ObjectType::Tcb.size_bits(0))
             + (1 << ObjectType::CapTable.size_bits(component.cnode_size_bits as Word));
-        // Objects are aligned to their size inside the untyped: leave room.
-        let size_bits = (2 * bytes).next_power_of_two().trailing_zeros() as Word;
+        // Objects are aligned to their size inside the untyped: the TCB and
+        // CNode (the only objects above 4 KiB) may each waste up to their own
+        // size before them.
+        let slack = (1 << ObjectType::Tcb.size_bits(0)) + (1 << ObjectType::CapTable.size_bits(component.cnode_size_bits as Word));
+        let size_bits = (bytes + slack).next_power_of_two().trailing_zeros() as Word;
         let untyped = global.object(ObjectType::Untyped, size_bits)?;
         let slots = global.slots(pages + structures + 8)?;
-        let shared = global.slots(dataport_pages(component))?;
+        let shared = global.slots(dataport_frames(&self.spec, component))?;
         Ok((ComponentMemory::new(untyped, slots), shared))
     }
 
@@ -231,9 +246,10 @@ impl System {
         let mut info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
         for mapping in &component.mappings {
             let Loaded::Frames(frames) = &self.objects[mapping.object.0 as usize] else { continue };
-            let Some(&first) = frames.first() else { continue };
+            let Some(&first) = frames.caps.first() else { continue };
             let paddr = sel4::x86_page_get_address(first).map_err(|e| LoadError(format!("Page_GetAddress: {e:?}")))?;
-            let record = start::DataportRecord { vaddr: mapping.vaddr, paddr, size: frames.len() as u64 * elf::PAGE };
+            let size = frames.caps.len() as u64 * frames.frame_size;
+            let record = start::DataportRecord { vaddr: mapping.vaddr, paddr, size };
             if !info.add_dataport(record) {
                 return Err(LoadError(format!("more than {} dataports", start::MAX_DATAPORTS)));
             }
@@ -259,7 +275,7 @@ impl System {
                 Access::ReadWrite => CapRights::read_write(),
             };
             let attrs = if mapping.cached { VmAttributes::DEFAULT } else { VmAttributes::CacheDisabled };
-            for (i, frame) in frames.iter().enumerate() {
+            for (i, frame) in frames.caps.iter().enumerate() {
                 if copy_slot >= instance.shared_copies.end {
                     return Err(LoadError("more dataport pages than reserved".into()));
                 }
@@ -267,7 +283,12 @@ impl System {
                     "CNode_Copy (dataport frame)",
                     sel4::cnode_copy(sel4::CAP_INIT_THREAD_CNODE, copy_slot, 64, sel4::CAP_INIT_THREAD_CNODE, *frame, 64, rights),
                 )?;
-                vspace::map_frame(memory, pml4, copy_slot, mapping.vaddr + i as u64 * elf::PAGE, rights, attrs)?;
+                let vaddr = mapping.vaddr + i as u64 * frames.frame_size;
+                if frames.frame_size == LARGE_PAGE_SIZE {
+                    vspace::map_large_frame(memory, pml4, copy_slot, vaddr, rights, attrs)?;
+                } else {
+                    vspace::map_frame(memory, pml4, copy_slot, vaddr, rights, attrs)?;
+                }
                 copy_slot += 1;
             }
         }
@@ -358,6 +379,7 @@ fn placeholder() -> Instance {
     }
 }
 
+/// 4 KiB pages the component's dataports span (for its paging structures).
 fn dataport_pages(component: &Component) -> u64 {
     component
         .interfaces
@@ -365,6 +387,19 @@ fn dataport_pages(component: &Component) -> u64 {
         .filter_map(|i| match i.binding {
             system_spec::Binding::Dataport { size, .. } => Some(size.div_ceil(elf::PAGE)),
             _ => None,
+        })
+        .sum()
+}
+
+/// Frame capabilities the component's mappings need (one loader copy each).
+fn dataport_frames(spec: &SystemSpec, component: &Component) -> u64 {
+    component
+        .mappings
+        .iter()
+        .map(|m| match spec.objects.get(m.object.0 as usize).map(|o| &o.kind) {
+            Some(ObjectKind::Frames { size }) => size.div_ceil(system_spec::frame_size(*size)),
+            Some(ObjectKind::DeviceFrames { size, .. }) => size.div_ceil(elf::PAGE),
+            _ => 0,
         })
         .sum()
 }
@@ -380,22 +415,31 @@ fn make_object(
         ObjectKind::Endpoint => Loaded::Endpoint(global.object(ObjectType::Endpoint, 0)?),
         ObjectKind::Notification => Loaded::Notification(global.object(ObjectType::Notification, 0)?),
         ObjectKind::Frames { size } => {
-            // One untyped of the next power of two, retyped page by page
+            // One untyped of the next power of two, retyped frame by frame
             // from its start: the dataport is physically contiguous, so a
             // driver can hand a device any address inside it (DMA).
-            let pages = size.div_ceil(elf::PAGE);
-            let bits = (pages * elf::PAGE).next_power_of_two().trailing_zeros() as Word;
+            let frame_size = system_spec::frame_size(*size);
+            let (ty, count) = match frame_size {
+                LARGE_PAGE_SIZE => (ObjectType::X86LargePage, size / LARGE_PAGE_SIZE),
+                _ => (ObjectType::X86_4K, size.div_ceil(elf::PAGE)),
+            };
+            let bits = (count * frame_size).next_power_of_two().trailing_zeros() as Word;
             let untyped = global.object(ObjectType::Untyped, bits)?;
-            let mut frames = Vec::with_capacity(pages as usize);
-            for _ in 0..pages {
-                let frame = global.slot()?;
-                sel4::untyped_retype(untyped, ObjectType::X86_4K, 0, sel4::CAP_INIT_THREAD_CNODE, 0, 0, frame, 1)
-                    .map_err(|e| LoadError(format!("dataport frame: {e:?}")))?;
-                frames.push(frame);
+            let slots = global.slots(count)?;
+            // Consecutive slots, so one Retype makes up to the kernel's
+            // fan-out limit of frames at a time.
+            let mut next = slots.start;
+            while next < slots.end {
+                let batch = (slots.end - next).min(RETYPE_FAN_OUT_LIMIT);
+                sel4::untyped_retype(untyped, ty, 0, sel4::CAP_INIT_THREAD_CNODE, 0, 0, next, batch)
+                    .map_err(|e| LoadError(format!("dataport frames: {e:?}")))?;
+                next += batch;
             }
-            Loaded::Frames(frames)
+            Loaded::Frames(Frames { caps: slots.collect(), frame_size })
         }
-        ObjectKind::DeviceFrames { paddr, size } => Loaded::Frames(devices.frames(global, *paddr, *size)?),
+        ObjectKind::DeviceFrames { paddr, size } => {
+            Loaded::Frames(Frames { caps: devices.frames(global, *paddr, *size)?, frame_size: elf::PAGE })
+        }
         ObjectKind::IoApicIrq(irq) => {
             let Some(Loaded::Notification(notification)) = made.get(irq.notification.0 as usize) else {
                 return Err(LoadError(format!("IRQ notification #{} is not a notification made before it", irq.notification.0)));

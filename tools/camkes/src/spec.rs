@@ -9,7 +9,8 @@ use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
 use crate::diag::{err, Result};
 use system_spec::{
     Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, Rights, SystemSpec,
-    DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
+    frame_size, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT,
+    PAGE_SIZE,
 };
 
 /// Where a component type's interfaces live: the same for every instance.
@@ -32,8 +33,8 @@ fn round_up(value: u64) -> u64 {
 impl TypeLayout {
     /// Slots 1.. for non-dataport interfaces in declaration order, then the
     /// IRQ handler slots of interrupt consumers in declaration order;
-    /// dataports from [`DATAPORT_BASE`] in declaration order, each followed
-    /// by an unmapped guard page.
+    /// dataports from [`DATAPORT_BASE`] in declaration order, each aligned
+    /// to its [`frame_size`] and followed by an unmapped guard page.
     pub fn of(component: &ComponentType) -> TypeLayout {
         let n = component.decl.interfaces.len();
         let mut layout =
@@ -42,8 +43,11 @@ impl TypeLayout {
         let mut next_vaddr = DATAPORT_BASE;
         for (i, decl) in component.decl.interfaces.iter().enumerate() {
             if decl.kind == InterfaceKind::Dataport {
-                layout.vaddr[i] = Some(next_vaddr);
-                next_vaddr += round_up(dataport_size(decl)) + PAGE_SIZE;
+                let size = round_up(dataport_size(decl));
+                let align = frame_size(size);
+                let vaddr = next_vaddr.div_ceil(align) * align;
+                layout.vaddr[i] = Some(vaddr);
+                next_vaddr = vaddr + size + PAGE_SIZE;
             } else {
                 layout.slot[i] = Some(next_slot);
                 next_slot += 1;

@@ -395,7 +395,7 @@ pub mod glue {
     pub mod app_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100401000;
+        pub const VADDR: usize = 0x100600000;
         /// The size in bytes.
         pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
@@ -413,7 +413,7 @@ pub mod glue {
     pub mod sock_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100c02000;
+        pub const VADDR: usize = 0x101000000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -431,7 +431,7 @@ pub mod glue {
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101003000;
+        pub const VADDR: usize = 0x101600000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -449,7 +449,7 @@ pub mod glue {
     pub mod fs_channel {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101404000;
+        pub const VADDR: usize = 0x101a01000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -467,7 +467,7 @@ pub mod glue {
     pub mod cgi_chan {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101415000;
+        pub const VADDR: usize = 0x101a12000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -485,7 +485,7 @@ pub mod glue {
     pub mod httpd_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101436000;
+        pub const VADDR: usize = 0x101a33000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -503,7 +503,7 @@ pub mod glue {
     pub mod stack_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101438000;
+        pub const VADDR: usize = 0x101a35000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -521,7 +521,7 @@ pub mod glue {
     pub mod drv_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x10143a000;
+        pub const VADDR: usize = 0x101a37000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -539,7 +539,7 @@ pub mod glue {
     pub mod clock {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x10143c000;
+        pub const VADDR: usize = 0x101a39000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.

@@ -408,7 +408,7 @@ pub mod glue {
     pub mod sock_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100801000;
+        pub const VADDR: usize = 0x100a00000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -426,7 +426,7 @@ pub mod glue {
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100c02000;
+        pub const VADDR: usize = 0x101000000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -444,7 +444,7 @@ pub mod glue {
     pub mod cgi_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101003000;
+        pub const VADDR: usize = 0x101600000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -462,7 +462,7 @@ pub mod glue {
     pub mod client {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101404000;
+        pub const VADDR: usize = 0x101a01000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -480,7 +480,7 @@ pub mod glue {
     pub mod fs_channel {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101485000;
+        pub const VADDR: usize = 0x101a82000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -498,7 +498,7 @@ pub mod glue {
     pub mod cgi_chan {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101496000;
+        pub const VADDR: usize = 0x101a93000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -516,7 +516,7 @@ pub mod glue {
     pub mod httpd_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x1014b7000;
+        pub const VADDR: usize = 0x101ab4000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -534,7 +534,7 @@ pub mod glue {
     pub mod clock {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x1014b9000;
+        pub const VADDR: usize = 0x101ab6000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.

@@ -294,7 +294,7 @@ pub mod glue {
     pub mod rx_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100021000;
+        pub const VADDR: usize = 0x100200000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -312,7 +312,7 @@ pub mod glue {
     pub mod hdr_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100422000;
+        pub const VADDR: usize = 0x100601000;
         /// The size in bytes.
         pub const SIZE: usize = 0x100000;
         /// This component's rights to the dataport.
@@ -330,7 +330,7 @@ pub mod glue {
     pub mod sock_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100523000;
+        pub const VADDR: usize = 0x100800000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -348,7 +348,7 @@ pub mod glue {
     pub mod app_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100924000;
+        pub const VADDR: usize = 0x100e00000;
         /// The size in bytes.
         pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
@@ -366,7 +366,7 @@ pub mod glue {
     pub mod link {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101125000;
+        pub const VADDR: usize = 0x101601000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -384,7 +384,7 @@ pub mod glue {
     pub mod drv_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x1011a6000;
+        pub const VADDR: usize = 0x101682000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -402,7 +402,7 @@ pub mod glue {
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x1011a8000;
+        pub const VADDR: usize = 0x101800000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -420,7 +420,7 @@ pub mod glue {
     pub mod cgi_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x1015a9000;
+        pub const VADDR: usize = 0x101e00000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.

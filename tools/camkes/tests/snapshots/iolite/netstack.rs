@@ -273,7 +273,7 @@ pub mod glue {
     pub mod sock_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100502000;
+        pub const VADDR: usize = 0x100600000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -291,7 +291,7 @@ pub mod glue {
     pub mod app_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100903000;
+        pub const VADDR: usize = 0x100c00000;
         /// The size in bytes.
         pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
@@ -309,7 +309,7 @@ pub mod glue {
     pub mod link {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101104000;
+        pub const VADDR: usize = 0x101401000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -327,7 +327,7 @@ pub mod glue {
     pub mod client {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101185000;
+        pub const VADDR: usize = 0x101482000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -345,7 +345,7 @@ pub mod glue {
     pub mod stack_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101206000;
+        pub const VADDR: usize = 0x101503000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -363,7 +363,7 @@ pub mod glue {
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101208000;
+        pub const VADDR: usize = 0x101600000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -381,7 +381,7 @@ pub mod glue {
     pub mod cgi_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101609000;
+        pub const VADDR: usize = 0x101c00000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -399,7 +399,7 @@ pub mod glue {
     pub mod nic_regs {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a0a000;
+        pub const VADDR: usize = 0x102001000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
