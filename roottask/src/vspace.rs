@@ -42,15 +42,7 @@ pub fn map_frame(
     rights: CapRights,
     attrs: VmAttributes,
 ) -> Result<(), MapError> {
-    // add_missing_levels creates every missing level at once: two tries.
-    for _ in 0..2 {
-        match sel4::x86_page_map(frame, vspace, vaddr, rights, attrs) {
-            Ok(()) => return Ok(()),
-            Err(sel4::Error::FailedLookup) => add_missing_levels(memory, vspace, vaddr)?,
-            Err(e) => return Err(MapError::Map(e)),
-        }
-    }
-    Err(MapError::Map(sel4::Error::FailedLookup))
+    map_creating(memory, vspace, frame, vaddr, rights, attrs, add_missing_levels)
 }
 
 /// Maps the 2 MiB `frame` at `vaddr` (2 MiB-aligned) like [`map_frame`]: a
@@ -63,10 +55,24 @@ pub fn map_large_frame(
     rights: CapRights,
     attrs: VmAttributes,
 ) -> Result<(), MapError> {
+    map_creating(memory, vspace, frame, vaddr, rights, attrs, add_missing_directory)
+}
+
+/// Maps `frame`; if a level is missing, `add_levels` creates every missing
+/// one at once, so there are two tries.
+fn map_creating<M: Retype>(
+    memory: &mut M,
+    vspace: CPtr,
+    frame: CPtr,
+    vaddr: Word,
+    rights: CapRights,
+    attrs: VmAttributes,
+    add_levels: fn(&mut M, CPtr, Word) -> Result<(), MapError>,
+) -> Result<(), MapError> {
     for _ in 0..2 {
         match sel4::x86_page_map(frame, vspace, vaddr, rights, attrs) {
             Ok(()) => return Ok(()),
-            Err(sel4::Error::FailedLookup) => add_missing_directory(memory, vspace, vaddr)?,
+            Err(sel4::Error::FailedLookup) => add_levels(memory, vspace, vaddr)?,
             Err(e) => return Err(MapError::Map(e)),
         }
     }
