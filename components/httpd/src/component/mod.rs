@@ -38,7 +38,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use component_runtime::{error, log, warn};
 use fs::proto::{self, ErrorCode as FsErr};
-use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Server, SourceError};
+use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::{
     Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust,
     BUILD_COPY_MODE, FLAG_EOF,
@@ -251,6 +251,9 @@ struct Httpd {
     by_srv: BTreeMap<u32, u32>,
     /// netstack connections we closed whose Closed event has not come yet.
     closing: BTreeSet<u32>,
+    /// The peer netstack announced for the next accepted connection
+    /// (`Event::Peer` comes right before its `Event::Accepted`).
+    next_peer: Option<Remote>,
     /// Server connections with output to pull.
     ready: Vec<HConn>,
     cgi: Option<Cgi>,
@@ -355,6 +358,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
         closing: BTreeSet::new(),
+        next_peer: None,
         ready: Vec::new(),
         cgi: None,
         cgi_gen: 0,
@@ -457,7 +461,10 @@ impl Httpd {
             };
             match Event::decode(r.tag) {
                 Some(Event::Listening { port }) => log!("listening on port {port}"),
-                Some(Event::Accepted { conn, .. }) => match self.srv.accept(None) {
+                Some(Event::Peer { addr, port }) => self.next_peer = Some(Remote { addr, port }),
+                // The peer (REMOTE_ADDR/REMOTE_PORT for CGI) is the one just
+                // announced; `take` so that it never outlives its connection.
+                Some(Event::Accepted { conn, .. }) => match self.srv.accept(self.next_peer.take()) {
                     Ok(id) => {
                         self.by_net.insert(conn, id);
                         self.by_srv.insert(id.0, conn);
