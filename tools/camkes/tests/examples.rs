@@ -151,6 +151,14 @@ fn iolite_system_compiles() {
     // Only the CGI may be restarted by the supervisor.
     let restartable: Vec<_> = spec.components.iter().filter(|c| c.restartable).map(|c| c.name.as_str()).collect();
     assert_eq!(restartable, ["cgi"]);
+    // Only httpd may ask for a restart, and only of the cgi (a CGI that
+    // does not answer in time).
+    let grants: Vec<_> = spec
+        .components
+        .iter()
+        .flat_map(|c| c.may_restart.iter().map(move |&t| (c.name.as_str(), spec.components[t as usize].name.as_str())))
+        .collect();
+    assert_eq!(grants, [("httpd", "cgi")]);
     // A read-only end is never mapped read-write: every RW dataport mapping
     // of a pool belongs to its one producer (checked by the compiler; here
     // spot-checked: httpd reads fs's cache, never writes it).
