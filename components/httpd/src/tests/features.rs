@@ -630,3 +630,21 @@ fn each_connection_keeps_its_own_peer_for_cgi() {
     assert_eq!(call.env.get_str("REMOTE_ADDR"), Some(""));
     assert_eq!(call.env.get_str("REMOTE_PORT"), Some("0"));
 }
+
+#[test]
+fn a_cgi_request_awaits_its_answer_until_answered_or_timed_out() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    h.send(c, b"GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    let call = h.drain(c).cgi.pop().expect("a CGI call");
+    assert!(h.srv.cgi_awaiting(c, call.id));
+    assert!(!h.srv.cgi_awaiting(c, call.id + 1));
+    h.advance(Config::default().cgi_timeout_ms);
+    h.srv.tick();
+    assert!(!h.srv.cgi_awaiting(c, call.id), "answered with 504");
+    let r = parse_responses(&h.drain(c).bytes, &|_| false);
+    assert_eq!(r[0].status, 504);
+    h.srv.closed(c);
+    assert!(!h.srv.cgi_awaiting(c, call.id));
+}
