@@ -5,11 +5,19 @@
 //! address and the instruction pointer, then restarts the component if the
 //! assembly marks it `restartable` (a clean re-creation from the spec), or
 //! stops it for good. Other components are not affected either way.
+//!
+//! It also restarts a component when another one asks
+//! ([`component_runtime::restart`]) and the assembly grants it
+//! (`may_restart`, checked against the spec): e.g. httpd has a cgi that
+//! does not answer in time restarted. The target may be running (a CGI
+//! spinning); the restart suspends its thread before tearing it down.
+//! Undeclared requests are refused and logged.
 
 use crate::loader::System;
-use component_runtime::start::SUPERVISOR_EXIT_LABEL;
+use component_runtime::restart::{self, RestartError, SUPERVISOR_RESTART_LABEL};
+use component_runtime::start::{MAX_NAME_LEN, SUPERVISOR_EXIT_LABEL};
 use component_runtime::{error, log};
-use sel4::Fault;
+use sel4::{Fault, MessageInfo, Word};
 
 /// Serves faults forever.
 pub fn run(system: &mut System) -> ! {
@@ -28,6 +36,13 @@ pub fn run(system: &mut System) -> ! {
             }
             continue;
         }
+        if info.label() == SUPERVISOR_RESTART_LABEL {
+            let result = restart_request(system, position, info, mrs);
+            // The requester waits in its Call; label 0 is success.
+            let label = result.err().map_or(0, |e| e as Word);
+            sel4::reply(MessageInfo::new(label, 0, 0, 0), [0; 4]);
+            continue;
+        }
         let fault = Fault::from_received(info, &mrs);
         log!("FAULT in component {name}: {}", describe(&fault));
         if system.instances[position].restartable {
@@ -40,6 +55,47 @@ pub fn run(system: &mut System) -> ! {
                 Ok(()) => log!("component {name} stopped (not restartable)"),
                 Err(e) => error!("could not stop component {name}: {e}"),
             }
+        }
+    }
+}
+
+/// Carries out a restart request of the instance at `requester` if the
+/// assembly grants it; logs the outcome either way.
+fn restart_request(system: &mut System, requester: usize, info: MessageInfo, mrs: [Word; 4]) -> Result<(), RestartError> {
+    let who = system.instances[requester].name.clone();
+    let n = info.length() as usize;
+    if n > restart::MAX_REQUEST_WORDS {
+        error!("malformed restart request from {who} ({n} words): refused");
+        return Err(RestartError::Malformed);
+    }
+    let mut words = [0; restart::MAX_REQUEST_WORDS];
+    for (i, w) in words.iter_mut().enumerate().take(n) {
+        *w = if i < 4 { mrs[i] } else { sel4::get_mr(i) };
+    }
+    let mut buf = [0u8; MAX_NAME_LEN];
+    let name = match restart::decode_request(&words[..n], &mut buf) {
+        Ok(name) => name,
+        Err(e) => {
+            error!("malformed restart request from {who}: refused");
+            return Err(e);
+        }
+    };
+    let Some(target) = system.instances.iter().position(|i| i.name == name) else {
+        error!("{who} asked to restart component {name}, which does not exist: refused");
+        return Err(RestartError::NoSuchComponent);
+    };
+    if !system.may_restart(requester, target) {
+        error!("{who} may not restart component {name} (not granted by the assembly's {who}.may_restart): refused");
+        return Err(RestartError::Refused);
+    }
+    match system.restart(target) {
+        Ok(()) => {
+            log!("restarted component {name} at the request of {who} (restart {})", system.instances[target].restarts);
+            Ok(())
+        }
+        Err(e) => {
+            error!("could not restart component {name} at the request of {who}: {e}");
+            Err(RestartError::Failed)
         }
     }
 }

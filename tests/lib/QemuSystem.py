@@ -183,6 +183,19 @@ class QemuSystem:
                 self.lock.wait(min(remaining, 0.5))
 
     @keyword
+    def serial_line_seen(self, pattern):
+        """Returns the first console line since the start that matches
+        ``pattern`` (searched anywhere in the line), without moving the point
+        `Wait For Serial Line` continues from. Fails if there is none yet: for
+        facts printed once at boot (an address, a configuration)."""
+        regex = re.compile(pattern)
+        with self.lock:
+            for line in self.lines:
+                if regex.search(line):
+                    return line
+        raise AssertionError(f"no console line so far matches {pattern!r}\n--- last lines ---\n" + self._tail())
+
+    @keyword
     def serial_should_stay_quiet_about_faults(self, duration="2s"):
         """Keeps reading the console for ``duration`` and fails on any fault message."""
         end = time.monotonic() + _seconds(duration)

@@ -84,6 +84,7 @@ class WebClient:
 
     def __init__(self, port=8080):
         self.port = int(port)
+        self.background = None
 
     def _connect(self, timeout=20):
         return socket.create_connection((HOST, self.port), timeout=timeout)
@@ -118,6 +119,29 @@ class WebClient:
             return r.status, {k.lower(): v for k, v in r.getheaders()}, data
         finally:
             conn.close()
+
+    @keyword
+    def start_fetch(self, path, method="GET", timeout=30):
+        """Starts `Fetch` of `path` in the background (one at a time), so a test
+        can make other requests while this one waits; `Finish Fetch` returns
+        its result."""
+        if self.background is not None:
+            raise AssertionError("a background fetch is already running")
+        pool = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+        self.background = (pool, pool.submit(self.fetch, path, method, None, None, timeout))
+
+    @keyword
+    def finish_fetch(self, timeout=60):
+        """Waits for the request `Start Fetch` started: (status, headers, body).
+        Fails if it failed or did not finish within `timeout` seconds."""
+        if self.background is None:
+            raise AssertionError("no background fetch was started")
+        pool, future = self.background
+        self.background = None
+        try:
+            return future.result(timeout=float(timeout))
+        finally:
+            pool.shutdown(wait=False)
 
     @keyword
     def status_of_raw_request(self, raw, timeout=10):

@@ -13,8 +13,12 @@ Documentation       The whole system (camkes/iolite.camkes, issue 7) serving the
 ...                 | [httpd] listening on port 80 |
 ...                 | [cgi] ready (generation G, restart R) |
 ...                 | [httpd] cgi attached (generation 1) |
+...                 | [netstack] ip A/P gw G |
 ...                 | [cgi] crash requested (then the panic and the supervisor's FAULT and restart) |
 ...                 | [httpd] cgi restarted (generation G): N requests failed with 502 |
+...                 | [cgi] spinning forever |
+...                 | [httpd] cgi timed out: asking the supervisor to restart it |
+...                 | [supervisor] restarted component cgi at the request of httpd (restart R) |
 ...
 ...                 Chromium (Debian's `chromium`) renders the index page headless; the
 ...                 screenshot is kept as web-index.png in the output folder. The setup
@@ -114,6 +118,12 @@ CGI Echo With GET And POST
     ${body}=    Evaluate    $body.decode("utf-8", "replace")
     Should Contain    ${body}    method: GET
     Should Contain    ${body}    QUERY_STRING=x=1&y=two
+    # QEMU's user networking (slirp) makes the host's connections come from
+    # the guest's gateway address, which netstack reports at boot.
+    ${ip}=    Serial Line Seen    ^\\[netstack\\] ip \\S+ gw \\S+$
+    ${host}=    Evaluate    $ip.rsplit(" gw ", 1)[1]
+    Should Match Regexp    ${body}    (?m)^REMOTE_ADDR=${{re.escape($host)}}$
+    Should Match Regexp    ${body}    (?m)^REMOTE_PORT=[1-9][0-9]*$
     ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo    method=POST    body=hello=iolite&n=42
     ...    headers=${{{"Content-Type": "application/x-www-form-urlencoded"}}}
     Should Be Equal As Integers    ${status}    200
@@ -143,13 +153,6 @@ Stats Parse And Static Content Is Never Copied
     Should Be True    ${j}[httpd][header_cache_hits] >= 1
     Should Be True    ${j}[netstack][checksum_cache_hits] >= 1
 
-A Slow CGI Gives 504 And httpd Serves On
-    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/slow?ms=7000
-    Should Be Equal As Integers    ${status}    504
-    Status Should Be    /index.html    200
-    # The cgi answers the next request once the slow one finished.
-    Status Should Be    /cgi-bin/echo?after\=slow    200
-
 A CGI Crash Gives 502 And The Next CGI Request Succeeds
     Expect Fault    ^\\[cgi\\] PANIC
     Expect Fault    ^\\[supervisor\\] FAULT in component cgi:
@@ -163,6 +166,45 @@ A CGI Crash Gives 502 And The Next CGI Request Succeeds
     Status Should Be    /index.html    200
     ${j}=    Stats Json
     Should Be Equal As Integers    ${j}[httpd][cgi_restarts]    1
+
+The Supervisor Refuses Restarts The Assembly Does Not Grant
+    # The assembly lets httpd restart cgi, and nobody anything else: the
+    # cgi (its /cgi-bin/restart asks the supervisor) may restart nothing.
+    ${h}    ${body}=    Status Should Be    /cgi-bin/restart?component\=httpd    200
+    Should Be Equal    ${{$body.decode()}}    not restarted: refused: the assembly does not grant it (may_restart)\n
+    Wait For Serial Line    ^\\[supervisor\\] error: cgi may not restart component httpd \\(not granted by the assembly's cgi\\.may_restart\\): refused$
+    ${h}    ${body}=    Status Should Be    /cgi-bin/restart?component\=nosuch    200
+    Should Be Equal    ${{$body.decode()}}    not restarted: no such component\n
+    Wait For Serial Line    ^\\[supervisor\\] error: cgi asked to restart component nosuch, which does not exist: refused$
+    # Nothing was restarted: httpd serves on with the same cgi.
+    Status Should Be    /index.html    200
+    Serial Should Stay Quiet About Faults    1s
+
+A Spinning CGI Gives 504, httpd Has It Restarted And Serves On
+    ${before}=    Stats Json
+    Start Fetch    /cgi-bin/spin
+    Wait For Serial Line    ^\\[cgi\\] spinning forever$
+    # The cgi runs below httpd, netstack and netdrv: static files are
+    # served while it spins.
+    FOR    ${i}    IN RANGE    3
+        Status Should Be    /index.html    200
+    END
+    # httpd's cgi_timeout_ms is 5 s.
+    ${status}    ${h}    ${body}=    Finish Fetch    timeout=30
+    Should Be Equal As Integers    ${status}    504
+    Wait For Serial Line    ^\\[httpd\\] cgi timed out: asking the supervisor to restart it$
+    Wait For Serial Line    ^\\[supervisor\\] restarted component cgi at the request of httpd \\(restart 2\\)$
+    Wait For Serial Line    ^\\[cgi\\] ready \\(generation 3, restart 2\\)$
+    # The timed-out request was answered (504): nothing else was pending.
+    Wait For Serial Line    ^\\[httpd\\] cgi restarted \\(generation 3\\): 0 requests failed with 502$
+    Status Should Be    /index.html    200
+    ${h}    ${body}=    Status Should Be    /cgi-bin/echo?after\=spin    200
+    ${body}=    Evaluate    $body.decode("utf-8", "replace")
+    Should Contain    ${body}    QUERY_STRING=after=spin
+    ${j}=    Stats Json
+    Should Be Equal As Integers    ${j}[httpd][cgi_restart_requests]    ${${before}[httpd][cgi_restart_requests] + 1}
+    Should Be Equal As Integers    ${j}[httpd][cgi_restart_failures]    0
+    Should Be Equal As Integers    ${j}[httpd][cgi_timeouts]    ${${before}[httpd][cgi_timeouts] + 1}
 
 32 Concurrent Clients For 20 Seconds Without Errors
     ${r}=    Concurrent Clients    32    20

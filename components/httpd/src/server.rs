@@ -978,6 +978,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         Action::Close
     }
 
+    /// Whether connection `c` still waits for the CGI's answer to request
+    /// `id` (false once it was answered, timed out with 504, or `c` is gone).
+    pub fn cgi_awaiting(&self, c: ConnId, id: u32) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(&conn.state, State::Cgi(w) if w.id == id))
+    }
+
     /// The CGI's answer to request `id` on `c`: its output (by reference),
     /// or how it failed. Late answers (after the 504) are dropped.
     pub fn cgi_reply(&mut self, c: ConnId, id: u32, result: Result<Aggregate<'d>, cgi::Failure>) {

@@ -12,6 +12,12 @@
 //!
 //! Tag layout: bits 56..63 operation, 24..55 id (connection id or port),
 //! 0..23 argument.
+//!
+//! A tag has no room for a connection id *and* the peer's address, so an
+//! accepted connection is announced by two events in a row: [`Event::Peer`]
+//! (address and port) and then [`Event::Accepted`] (the connection), which
+//! takes the peer of the `Peer` event just before it. One channel keeps
+//! them in order, so the client needs no more than "the last peer seen".
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -31,6 +37,7 @@ const EV_EOF: u8 = 0x84;
 const EV_SEND_SPACE: u8 = 0x85;
 const EV_CLOSED: u8 = 0x86;
 const EV_ERROR: u8 = 0x87;
+const EV_PEER: u8 = 0x88;
 
 fn tag(op: u8, id: u32, arg: u32) -> u64 {
     (op as u64) << 56 | (id as u64) << 24 | (arg & 0xff_ffff) as u64
@@ -124,7 +131,17 @@ pub enum Event {
         /// TCP port.
         port: u16,
     },
-    /// A connection was accepted on `port`.
+    /// The peer of the connection announced by the next event, an
+    /// [`Event::Accepted`] (see the module docs). Sent only when the stack
+    /// knows the peer, which it does for every established connection.
+    Peer {
+        /// The peer's IPv4 address.
+        addr: [u8; 4],
+        /// The peer's TCP port.
+        port: u16,
+    },
+    /// A connection was accepted on `port`; its peer is the one of the
+    /// [`Event::Peer`] right before it, if there was one.
     Accepted {
         /// The listening port.
         port: u16,
@@ -203,6 +220,7 @@ impl Event {
     pub fn encode(&self) -> u64 {
         match *self {
             Event::Listening { port } => tag(EV_LISTENING, port as u32, 0),
+            Event::Peer { addr, port } => tag(EV_PEER, u32::from_be_bytes(addr), port as u32),
             Event::Accepted { port, conn } => tag(EV_ACCEPTED, conn, port as u32),
             Event::Data { conn } => tag(EV_DATA, conn, 0),
             Event::Eof { conn } => tag(EV_EOF, conn, 0),
@@ -217,6 +235,7 @@ impl Event {
         let (op, id, arg) = untag(t);
         Some(match op {
             EV_LISTENING => Event::Listening { port: u16::try_from(id).ok()? },
+            EV_PEER => Event::Peer { addr: id.to_be_bytes(), port: u16::try_from(arg).ok()? },
             EV_ACCEPTED => Event::Accepted { port: u16::try_from(arg).ok()?, conn: id },
             EV_DATA => Event::Data { conn: id },
             EV_EOF => Event::Eof { conn: id },
@@ -368,6 +387,9 @@ impl<'d> Session<'d> {
                     close_requested: false,
                     eof_sent: false,
                 });
+                if let Ok((addr, port)) = stack.peer(conn) {
+                    self.events.push_back((Event::Peer { addr, port }, None));
+                }
                 self.events.push_back((Event::Accepted { port: p, conn }, None));
             }
         }
@@ -420,6 +442,8 @@ mod tests {
         }
         for e in [
             Event::Listening { port: 80 },
+            Event::Peer { addr: [10, 0, 2, 2], port: 40000 },
+            Event::Peer { addr: [255, 255, 255, 255], port: 65535 },
             Event::Accepted { port: 443, conn: 99 },
             Event::Data { conn: 3 },
             Event::Eof { conn: 3 },
@@ -433,6 +457,8 @@ mod tests {
         assert_eq!(Request::decode(u64::MAX), Err(ErrorCode::BadRequest));
         assert_eq!(Request::decode(tag(OP_LISTEN, 70000, 1)), Err(ErrorCode::BadRequest));
         assert_eq!(Event::decode(tag(EV_ERROR, 1, 0xff)), None);
+        // A port that does not fit 16 bits is garbage, not a truncated port.
+        assert_eq!(Event::decode(tag(EV_PEER, 1, 0x1_0000)), None);
     }
 
     #[test]
@@ -451,15 +477,27 @@ mod tests {
 
         let ca = n.a.connect(([10, 0, 2, 16], 80), 40000).unwrap();
         let mut conn = None;
-        for _ in 0..1000 {
+        let mut peer = None;
+        'accept: for _ in 0..1000 {
             n.step();
             sess.poll(&mut n.b);
-            if let Some((Event::Accepted { port: 80, conn: c }, _, _)) = sess.next_event() {
-                conn = Some(c);
-                break;
+            while let Some((ev, _, _)) = sess.next_event() {
+                match ev {
+                    // The peer comes first, then the connection it belongs to.
+                    Event::Peer { addr, port } => peer = Some((addr, port)),
+                    Event::Accepted { port: 80, conn: c } => {
+                        conn = Some(c);
+                        break 'accept;
+                    }
+                    e => panic!("unexpected {e:?}"),
+                }
             }
         }
         let cb = conn.expect("accepted");
+        // The peer is stack a: its address and the port it connected from.
+        assert_eq!(peer, Some((n.a.address().unwrap(), 40000)));
+        assert_eq!(n.b.peer(cb), Ok(peer.unwrap()));
+        assert_eq!(n.b.peer(cb + 1000), Err(NetError::NotFound));
         // Client request in, response out (the "file" by reference).
         n.a.send(ca, make(n.da, b"GET / HTTP/1.0\r\n\r\n")).unwrap();
         let body = pattern(400_000, 77);

@@ -333,6 +333,13 @@ impl<'d> NetStack<'d> {
         Ok(self.sockets.get::<tcp::Socket>(c.handle).state())
     }
 
+    /// The peer's IPv4 address and TCP port (`NotFound` for an unknown
+    /// connection, `NotConnected` while the peer is not known yet).
+    pub fn peer(&self, id: ConnId) -> Result<([u8; 4], u16), NetError> {
+        let c = &self.conns[self.conn(id)?];
+        c.tuple.map(|(_, _, addr, port)| (addr, port)).ok_or(NetError::NotConnected)
+    }
+
     /// Bytes that [`NetStack::send`] can take on `id` now.
     pub fn send_space(&self, id: ConnId) -> Result<usize, NetError> {
         let c = &self.conns[self.conn(id)?];

@@ -215,6 +215,8 @@ impl Echo {
                     }
                 }
                 Some(Event::SendSpace { .. }) => {}
+                // The echo does not need to know who connected.
+                Some(Event::Peer { .. }) => {}
                 Some(Event::Closed { conn }) => {
                     self.conns.remove(&conn);
                     self.closed += 1;

@@ -17,7 +17,10 @@ pub mod entry;
 #[cfg(feature = "heap")]
 pub mod heap;
 mod panic;
+pub mod restart;
 pub mod start;
+
+pub use restart::{restart, RestartError};
 
 #[doc(hidden)]
 pub use sel4::BootInfo;
@@ -53,6 +56,11 @@ static SUPERVISOR_SLOT: core::sync::atomic::AtomicU64 = core::sync::atomic::Atom
 #[doc(hidden)]
 pub fn set_supervisor_slot(slot: u64) {
     SUPERVISOR_SLOT.store(slot, Ordering::Relaxed);
+}
+
+/// The supervisor endpoint's slot (0: none, as in the root task).
+fn supervisor_slot() -> u64 {
+    SUPERVISOR_SLOT.load(Ordering::Relaxed)
 }
 
 /// Ends this component normally: tells the supervisor (which reports the

@@ -53,7 +53,7 @@ pub use validate::SpecError;
 
 /// Bumped whenever the encoded form changes, so a loader never misreads a
 /// spec written by a different compiler.
-pub const FORMAT_VERSION: u32 = 1;
+pub const FORMAT_VERSION: u32 = 2;
 
 /// The first bytes of an encoded spec; they make a stray blob fail loudly.
 pub const MAGIC: [u8; 8] = *b"IOLSPEC\0";
@@ -210,6 +210,11 @@ pub struct Component {
     /// Whether the supervisor may restart this component after a fault
     /// (`<instance>.restartable = true;`, our own attribute).
     pub restartable: bool,
+    /// The components (indices into [`SystemSpec::components`]) this one
+    /// may ask the supervisor to restart (`<instance>.may_restart =
+    /// ["name", ...];`, our own attribute). Each is restartable and not
+    /// this component; the supervisor refuses any other request.
+    pub may_restart: Vec<u32>,
     /// log2 of the number of CSpace slots.
     pub cnode_size_bits: u8,
     /// The first slot the spec does not use; the loader may put its own caps

@@ -31,6 +31,7 @@ fn sample() -> SystemSpec {
         max_priority: DEFAULT_PRIORITY,
         stack_size: DEFAULT_STACK_SIZE,
         restartable: false,
+        may_restart: vec![],
         cnode_size_bits: DEFAULT_CNODE_SIZE_BITS,
         first_free_slot: 1,
         caps: vec![],
@@ -38,6 +39,8 @@ fn sample() -> SystemSpec {
         interfaces: vec![],
     };
     let mut client = base("client");
+    // The client may have the (restartable) server restarted.
+    client.may_restart = vec![1];
     client.first_free_slot = 2;
     client.caps.push(Cap { slot: 1, object: ep, rights: Rights::CALL, badge: 1 });
     client.mappings.push(Mapping { object: frames, vaddr: DATAPORT_BASE, access: Access::ReadWrite, cached: true });
@@ -225,4 +228,27 @@ fn rejects_duplicate_components() {
         s.components.push(copy);
     });
     assert_eq!(msg, "component 'client' appears twice");
+}
+
+#[test]
+fn restart_grants_name_other_restartable_components_once() {
+    let reason = |spec: &SystemSpec| match spec.validate() {
+        Err(SpecError::BadRestartGrant { component, target, reason }) => (component, target, reason),
+        other => panic!("expected a bad restart grant, got {other:?}"),
+    };
+    let mut s = sample();
+    s.components[0].may_restart = vec![7];
+    assert_eq!(reason(&s), ("client".to_string(), 7, "no such component"));
+    s.components[0].may_restart = vec![0];
+    assert_eq!(reason(&s), ("client".to_string(), 0, "a component cannot restart itself"));
+    s.components[0].may_restart = vec![2];
+    assert_eq!(reason(&s), ("client".to_string(), 2, "it is not restartable"));
+    s.components[0].may_restart = vec![1, 1];
+    assert_eq!(reason(&s), ("client".to_string(), 1, "listed twice"));
+    assert_eq!(s.validate().unwrap_err().to_string(), "component 'client' may restart component #1: listed twice");
+    s.components[0].may_restart = vec![1];
+    assert_eq!(s.validate(), Ok(()));
+    // The grant survives encoding.
+    let back = SystemSpec::decode(&s.encode().unwrap()).unwrap();
+    assert_eq!(back.components[0].may_restart, vec![1]);
 }

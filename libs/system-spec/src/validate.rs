@@ -122,6 +122,16 @@ pub enum SpecError {
         /// One of the addresses.
         vaddr: u64,
     },
+    /// A `may_restart` entry that names no component, the component
+    /// itself, or one that is not restartable.
+    BadRestartGrant {
+        /// The component holding the grant.
+        component: String,
+        /// The index it names.
+        target: u32,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// An interface's binding disagrees with the caps or mappings.
     BadInterface {
         /// The component.
@@ -181,6 +191,9 @@ impl fmt::Display for SpecError {
             OverlappingMappings { component, vaddr } => {
                 write!(f, "component '{component}': mapping at {vaddr:#x} overlaps another (or its guard page)")
             }
+            BadRestartGrant { component, target, reason } => {
+                write!(f, "component '{component}' may restart component #{target}: {reason}")
+            }
             BadInterface { component, interface, reason } => {
                 write!(f, "component '{component}', interface '{interface}': {reason}")
             }
@@ -211,6 +224,16 @@ impl SystemSpec {
                 return Err(SpecError::DuplicateComponent(component.name.clone()));
             }
             self.validate_component(component)?;
+            for (k, &target) in component.may_restart.iter().enumerate() {
+                let bad = |reason| SpecError::BadRestartGrant { component: component.name.clone(), target, reason };
+                match self.components.get(target as usize) {
+                    None => return Err(bad("no such component")),
+                    Some(_) if target as usize == index => return Err(bad("a component cannot restart itself")),
+                    Some(t) if !t.restartable => return Err(bad("it is not restartable")),
+                    Some(_) if component.may_restart[..k].contains(&target) => return Err(bad("listed twice")),
+                    Some(_) => {}
+                }
+            }
         }
         Ok(())
     }

@@ -164,6 +164,13 @@ impl System {
         result
     }
 
+    /// Whether the assembly lets the instance at `requester` ask for a
+    /// restart of the one at `target` (`may_restart`, in the spec).
+    pub fn may_restart(&self, requester: usize, target: usize) -> bool {
+        let (r, t) = (self.instances[requester].index, self.instances[target].index);
+        self.spec.components[r].may_restart.contains(&(t as u32))
+    }
+
     /// Stops `instance` for good (it stays in the list, without a thread).
     pub fn stop(&mut self, position: usize) -> Result<(), LoadError> {
         let mut instance = core::mem::replace(&mut self.instances[position], placeholder());

@@ -197,6 +197,13 @@ pub struct InstanceConfig {
     pub cnode_size_bits: Option<u8>,
     /// Whether the supervisor may restart it.
     pub restartable: bool,
+    /// `may_restart`: the instances (indices into [`System::instances`])
+    /// this one may ask the supervisor to restart; resolved and checked
+    /// once every setting is known (whether a target is restartable may
+    /// be set after this list).
+    pub may_restart: Vec<usize>,
+    /// The names as written, with where each is, until resolved.
+    may_restart_names: Vec<Value>,
     /// Dataport rights by interface index.
     pub access: HashMap<usize, Access>,
     /// Device memory by (hardware) interface index.
@@ -668,6 +675,7 @@ impl Checker {
                 }
             }
         }
+        self.resolve_restart_grants()?;
         self.check_instances()?;
         self.check_connections()?;
         self.check_component_types()?;
@@ -711,6 +719,19 @@ impl Checker {
                 }
                 "restartable" => {
                     config.restartable = int_in(&s.value, &label, 0, 1)? == 1;
+                    return Ok(());
+                }
+                "may_restart" => {
+                    let ValueKind::List(names) = &s.value.kind else {
+                        return err(
+                            &s.value.pos,
+                            format!("mistyped assignment: {label} expects a list of instance names, found {}", s.value.kind.describe()),
+                        );
+                    };
+                    for name in names {
+                        string_value(name, &label)?;
+                    }
+                    config.may_restart_names = names.clone();
                     return Ok(());
                 }
                 "heap_size" | "affinity" | "_affinity" | "_domain" | "dma_pool" | "dma_pool_paddr" | "dma_pool_cached"
@@ -807,7 +828,7 @@ impl Checker {
                     return Ok(());
                 }
             }
-            if ["priority", "_priority", "_stack_size", "restartable", "max_priority", "_max_priority", "cnode_size_bits"].contains(&attr) {
+            if ["priority", "_priority", "_stack_size", "restartable", "may_restart", "max_priority", "_max_priority", "cnode_size_bits"].contains(&attr) {
                 return err(&s.attribute.pos, format!("{label} does not apply: hardware component '{target}' has no thread"));
             }
         }
@@ -815,6 +836,39 @@ impl Checker {
             &s.attribute.pos,
             format!("unknown attribute '{attr}' for instance '{target}' (component '{}')", component.decl.name.text),
         )
+    }
+
+    /// Resolves every `may_restart` list: each name is another software
+    /// instance, marked `restartable`, listed once. A grant is a privilege
+    /// (the holder can stop the target at any time), so anything doubtful
+    /// is an error rather than ignored.
+    fn resolve_restart_grants(&mut self) -> Result<()> {
+        for index in 0..self.system.instances.len() {
+            let names = core::mem::take(&mut self.system.instances[index].config.may_restart_names);
+            let who = self.system.instances[index].name.text.clone();
+            let mut targets = Vec::new();
+            for value in &names {
+                let ValueKind::Str(name) = &value.kind else { unreachable!("checked with the setting") };
+                let Some(&target) = self.instance_names.get(name) else {
+                    return err(&value.pos, format!("'{who}.may_restart' names '{name}', which is not an instance of this assembly"));
+                };
+                if target == index {
+                    return err(&value.pos, format!("'{who}.may_restart' names '{who}' itself (a component ends itself with exit)"));
+                }
+                if self.system.component_of(target).is_hardware() {
+                    return err(&value.pos, format!("'{who}.may_restart' names hardware instance '{name}', which has no thread to restart"));
+                }
+                if !self.system.instances[target].config.restartable {
+                    return err(&value.pos, format!("'{who}.may_restart' names '{name}', which is not restartable (set '{name}.restartable = true')"));
+                }
+                if targets.contains(&target) {
+                    return err(&value.pos, format!("'{who}.may_restart' names '{name}' twice"));
+                }
+                targets.push(target);
+            }
+            self.system.instances[index].config.may_restart = targets;
+        }
+        Ok(())
     }
 
     /// Assembles each hardware interrupt from its settings and checks that

@@ -124,171 +124,12 @@ pub fn generate(system: &System, source: &str) -> Result<Vec<(String, String)>> 
         .collect())
 }
 
-const RUNTIME: &str = r#"
-    /// Support code shared by the interface modules.
-    pub mod rt {
-        use core::marker::PhantomData;
-
-        /// The reply label of a successful call.
-        pub const OK: sel4::Word = 0;
-        /// The reply label of a request the server rejected: unknown method,
-        /// too short, or a string that is too long or not UTF-8.
-        pub const BAD_REQUEST: sel4::Word = 1;
-        /// The number of message registers (`seL4_MsgMaxLength`).
-        pub const MSG_MAX: usize = 120;
-        /// The longest `in string` argument, in bytes.
-        pub const MAX_STRING_BYTES: usize = __MAX_STRING_BYTES__;
-
-        /// Message register `i`: MR0-3 travel in registers, the rest in the
-        /// IPC buffer.
-        #[inline]
-        pub fn get_mr(mrs: &[sel4::Word; 4], i: usize) -> sel4::Word {
-            if i < 4 { mrs[i] } else { sel4::get_mr(i) }
-        }
-
-        /// Sets message register `i` (see [`get_mr`]).
-        #[inline]
-        pub fn set_mr(mrs: &mut [sel4::Word; 4], i: usize, value: sel4::Word) {
-            if i < 4 { mrs[i] = value } else { sel4::set_mr(i, value) }
-        }
-
-        /// Writes `bytes` from MR `at` as a length word and packed words;
-        /// returns the next free MR.
-        pub fn put_bytes(mrs: &mut [sel4::Word; 4], at: usize, bytes: &[u8]) -> usize {
-            assert!(
-                bytes.len() <= MAX_STRING_BYTES && at + 1 + bytes.len().div_ceil(8) <= MSG_MAX,
-                "camkes glue: string argument does not fit in the message registers"
-            );
-            set_mr(mrs, at, bytes.len() as sel4::Word);
-            let mut next = at + 1;
-            for chunk in bytes.chunks(8) {
-                let mut word = [0u8; 8];
-                word[..chunk.len()].copy_from_slice(chunk);
-                set_mr(mrs, next, u64::from_le_bytes(word) as sel4::Word);
-                next += 1;
-            }
-            next
-        }
-
-        /// Reads what [`put_bytes`] wrote at MR `at` into `out`; returns the
-        /// byte count and the next MR, or `None` if the length is too large
-        /// or runs past `length` registers.
-        pub fn get_bytes(mrs: &[sel4::Word; 4], at: usize, length: usize, out: &mut [u8; MAX_STRING_BYTES]) -> Option<(usize, usize)> {
-            if at >= length {
-                return None;
-            }
-            let count = get_mr(mrs, at) as usize;
-            let words = count.div_ceil(8);
-            if count > MAX_STRING_BYTES || at + 1 + words > length {
-                return None;
-            }
-            for w in 0..words {
-                let bytes = (get_mr(mrs, at + 1 + w) as u64).to_le_bytes();
-                let start = w * 8;
-                let end = (start + 8).min(count);
-                out[start..end].copy_from_slice(&bytes[..end - start]);
-            }
-            Some((count, at + 1 + words))
-        }
-
-        /// Panics unless a reply says success: a rejected call means client
-        /// and server disagree about the interface, a bug to stop at.
-        #[inline]
-        pub fn expect_ok(info: sel4::MessageInfo, what: &str) {
-            if info.label() != OK {
-                panic!("camkes glue: the server rejected {}", what);
-            }
-        }
-
-        /// Marker: the dataport is mapped read-only.
-        pub struct ReadOnly;
-        /// Marker: the dataport is mapped read-write.
-        pub struct ReadWrite;
-
-        /// A dataport mapping. The type parameter records the rights the
-        /// assembly granted (`_access`), so a read-only dataport offers no
-        /// way to write: writing it would fault.
-        ///
-        /// The memory is shared with other components that may write it at
-        /// any time, so references into it are `unsafe` (the caller vouches
-        /// that the agreed protocol keeps the bytes stable meanwhile, as
-        /// IO-Lite's sealed buffers do); the copying accessors are safe.
-        pub struct Dataport<R> {
-            base: *mut u8,
-            size: usize,
-            _rights: PhantomData<R>,
-        }
-
-        impl<R> Dataport<R> {
-            /// # Safety
-            /// `base..base + size` must be this dataport's mapping with
-            /// rights `R`; only the generated `get()` functions call this.
-            pub const unsafe fn new(base: usize, size: usize) -> Self {
-                Dataport { base: base as *mut u8, size, _rights: PhantomData }
-            }
-
-            /// The size in bytes.
-            pub const fn len(&self) -> usize {
-                self.size
-            }
-
-            /// Whether the dataport has no bytes (never, for a real one).
-            pub const fn is_empty(&self) -> bool {
-                self.size == 0
-            }
-
-            /// The first byte.
-            pub const fn as_ptr(&self) -> *const u8 {
-                self.base
-            }
-
-            /// The whole dataport as a slice.
-            ///
-            /// # Safety
-            /// No other component (or other handle) may write the bytes
-            /// while the slice is alive.
-            pub unsafe fn as_slice(&self) -> &[u8] {
-                unsafe { core::slice::from_raw_parts(self.base, self.size) }
-            }
-
-            /// Copies `out.len()` bytes from `offset` into `out` with volatile
-            /// reads. Panics if the range is outside the dataport.
-            pub fn read(&self, offset: usize, out: &mut [u8]) {
-                assert!(offset.checked_add(out.len()).is_some_and(|end| end <= self.size), "dataport read out of range");
-                for (i, byte) in out.iter_mut().enumerate() {
-                    // SAFETY: in range (checked above) and mapped readable.
-                    *byte = unsafe { core::ptr::read_volatile(self.base.add(offset + i)) };
-                }
-            }
-        }
-
-        impl Dataport<ReadWrite> {
-            /// The first byte, for writing.
-            pub const fn as_mut_ptr(&self) -> *mut u8 {
-                self.base
-            }
-
-            /// The whole dataport as a mutable slice.
-            ///
-            /// # Safety
-            /// No other component (or other handle) may read or write the
-            /// bytes while the slice is alive.
-            pub unsafe fn as_mut_slice(&mut self) -> &mut [u8] {
-                unsafe { core::slice::from_raw_parts_mut(self.base, self.size) }
-            }
-
-            /// Copies `data` to `offset` with volatile writes. Panics if the
-            /// range is outside the dataport.
-            pub fn write(&mut self, offset: usize, data: &[u8]) {
-                assert!(offset.checked_add(data.len()).is_some_and(|end| end <= self.size), "dataport write out of range");
-                for (i, byte) in data.iter().enumerate() {
-                    // SAFETY: in range (checked above) and mapped writable.
-                    unsafe { core::ptr::write_volatile(self.base.add(offset + i), *byte) };
-                }
-            }
-        }
-    }
-"#;
+/// How the glue reaches its support code: the `glue-rt` crate (one copy
+/// for every component, instead of one per generated file).
+const RUNTIME: &str = "
+    /// Support code shared by the interface modules (the `glue-rt` crate).
+    pub use ::glue_rt as rt;
+";
 
 fn component_glue(system: &System, component: &ComponentType, source: &str) -> String {
     let layout = TypeLayout::of(component);
@@ -315,7 +156,7 @@ pub mod glue {{
 ",
         control = component.decl.control.is_some(),
     );
-    out.push_str(&RUNTIME.replace("__MAX_STRING_BYTES__", &MAX_STRING_BYTES.to_string()));
+    out.push_str(RUNTIME);
     attributes(&mut out, component);
     for (i, decl) in component.decl.interfaces.iter().enumerate() {
         let module = ident(&decl.name.text);

@@ -92,6 +92,7 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             max_priority: inst.config.max_priority.unwrap_or(DEFAULT_PRIORITY),
             stack_size: round_up(inst.config.stack_size.unwrap_or(DEFAULT_STACK_SIZE)),
             restartable: inst.config.restartable,
+            may_restart: Vec::new(),
             cnode_size_bits,
             first_free_slot: layout.first_free_slot,
             caps: Vec::new(),
@@ -201,6 +202,22 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             }
         }
     }
+    // Restart grants name instances; the spec numbers software components
+    // only (hardware instances are not components).
+    let spec_index: Vec<Option<u32>> = components
+        .iter()
+        .scan(0u32, |next, c| {
+            Some(c.as_ref().map(|_| {
+                *next += 1;
+                *next - 1
+            }))
+        })
+        .collect();
+    for (i, inst) in system.instances.iter().enumerate() {
+        if let Some(c) = components[i].as_mut() {
+            c.may_restart = inst.config.may_restart.iter().map(|&t| spec_index[t].expect("checked: software")).collect();
+        }
+    }
     for c in components.iter_mut().flatten() {
         c.caps.sort_by_key(|cap| cap.slot);
         c.mappings.sort_by_key(|m| m.vaddr);
@@ -229,6 +246,10 @@ pub fn describe(spec: &SystemSpec) -> String {
             "component {} ({}, elf {}): control={} priority={} max_priority={} stack={:#x} restartable={} cnode_bits={} first_free_slot={}",
             c.name, c.component_type, c.elf, c.control, c.priority, c.max_priority, c.stack_size, c.restartable, c.cnode_size_bits, c.first_free_slot
         );
+        if !c.may_restart.is_empty() {
+            let names: Vec<&str> = c.may_restart.iter().map(|&t| spec.components[t as usize].name.as_str()).collect();
+            let _ = writeln!(out, "  may restart: {}", names.join(", "));
+        }
         for cap in &c.caps {
             let o = &spec.objects[cap.object.0 as usize];
             let _ = writeln!(out, "  slot {} -> #{} {} {:?} badge {}", cap.slot, cap.object.0, o.name, cap.rights, cap.badge);

@@ -1,5 +1,5 @@
-//! Builds the generated hello glue (and pci_config's) against a mock `sel4`
-//! crate with rustc, runs client against server in one process, and checks
+//! Builds the generated hello glue (and pci_config's) and the `glue-rt`
+//! crate it uses against a mock `sel4` crate with rustc, runs client against server in one process, and checks
 //! that a read-only dataport cannot be written (a compile error).
 
 use camkes::imports::DiskFiles;
@@ -29,6 +29,16 @@ fn setup(name: &str) -> PathBuf {
         .status()
         .unwrap();
     assert!(status.success(), "mock sel4 did not compile");
+    // The glue's support crate, the real one, built on the mock bindings.
+    let status = rustc()
+        .args(["--crate-type", "rlib", "--crate-name", "glue_rt", "-o"])
+        .arg(dir.join("libglue_rt.rlib"))
+        .arg("--extern")
+        .arg(format!("sel4={}", dir.join("libsel4.rlib").display()))
+        .arg("../../libs/glue-rt/src/lib.rs")
+        .status()
+        .unwrap();
+    assert!(status.success(), "glue-rt did not compile against the mock sel4");
     dir
 }
 
@@ -37,6 +47,10 @@ fn build(dir: &Path, main: &Path, exe: &str) -> std::process::Output {
         .env("GLUE_DIR", dir)
         .arg("--extern")
         .arg(format!("sel4={}", dir.join("libsel4.rlib").display()))
+        .arg("--extern")
+        .arg(format!("glue_rt={}", dir.join("libglue_rt.rlib").display()))
+        .arg("-L")
+        .arg(dir)
         .arg("-o")
         .arg(dir.join(exe))
         .arg(main)

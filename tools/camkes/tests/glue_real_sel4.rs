@@ -82,3 +82,10 @@ fn glue_compiles_and_exposes_the_layout() {
     let (info, _) = hello_server::glue::echo::handle(&mut Echo, 1, sel4::MessageInfo::new(1, 0, 0, 1), [0; 4]);
     assert_eq!(info.label(), hello_server::glue::rt::BAD_REQUEST, "a short message is rejected");
 }
+
+#[test]
+fn the_compiler_and_glue_rt_agree_on_the_string_limit() {
+    // The compiler rejects what the glue could not carry; both must use
+    // one limit.
+    assert_eq!(camkes::glue::MAX_STRING_BYTES, glue_rt::MAX_STRING_BYTES);
+}

@@ -630,6 +630,96 @@ assembly { composition { component A a; component A b; }
         message: r#"instances 'a' and 'b' of component 'A' give attribute 'pool_id' different values"#,
         at: "4:46",
     },
+    Case {
+        name: "may_restart is not a list",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; component A b; } configuration { b.restartable = true; a.may_restart = "b"; } }"#,
+        extra: &[],
+        message: r#"mistyped assignment: 'a.may_restart' expects a list of instance names, found a string"#,
+        at: "3:112",
+    },
+    Case {
+        name: "may_restart with a non-string",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; component A b; } configuration { b.restartable = true; a.may_restart = ["b", 2]; } }"#,
+        extra: &[],
+        message: r#"mistyped assignment: 'a.may_restart' expects a string, found an integer"#,
+        at: "3:118",
+    },
+    Case {
+        name: "may_restart names an unknown instance",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; component A b; } configuration {
+    b.restartable = true;
+    a.may_restart = ["b", "c"];
+} }"#,
+        extra: &[],
+        message: r#"'a.may_restart' names 'c', which is not an instance of this assembly"#,
+        at: "5:27",
+    },
+    Case {
+        name: "may_restart names a component that is not restartable",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; component A b; } configuration {
+    a.may_restart = ["b"];
+} }"#,
+        extra: &[],
+        message: r#"'a.may_restart' names 'b', which is not restartable (set 'b.restartable = true')"#,
+        at: "4:22",
+    },
+    Case {
+        name: "may_restart names itself",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; } configuration {
+    a.restartable = true;
+    a.may_restart = ["a"];
+} }"#,
+        extra: &[],
+        message: r#"'a.may_restart' names 'a' itself"#,
+        at: "5:22",
+    },
+    Case {
+        name: "may_restart names a target twice",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+assembly { composition { component A a; component A b; } configuration {
+    b.restartable = true;
+    a.may_restart = ["b", "b"];
+} }"#,
+        extra: &[],
+        message: r#"'a.may_restart' names 'b' twice"#,
+        at: "5:27",
+    },
+    Case {
+        name: "may_restart names a hardware instance",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+component Dev { hardware; }
+assembly { composition { component A a; component Dev dev; } configuration {
+    a.may_restart = ["dev"];
+} }"#,
+        extra: &[],
+        message: r#"'a.may_restart' names hardware instance 'dev', which has no thread to restart"#,
+        at: "5:22",
+    },
+    Case {
+        name: "may_restart on a hardware instance",
+        source: r#"import <std_connector.camkes>;
+component A { control; }
+component Dev { hardware; }
+assembly { composition { component A a; component Dev dev; } configuration {
+    a.restartable = true;
+    dev.may_restart = ["a"];
+} }"#,
+        extra: &[],
+        message: r#"'dev.may_restart' does not apply: hardware component 'dev' has no thread"#,
+        at: "6:9",
+    },
 ];
 
 fn run(case: &Case) -> Result<(), String> {

@@ -12,9 +12,13 @@
 //!   attaches anew. We also `reset` our fs client slot, so fs takes back
 //!   what it had lent to the dead incarnation.
 //! * **Programs**: the library's `/cgi-bin/stats`, `/cgi-bin/echo`,
-//!   `/cgi-bin/page`, plus two for tests: `/cgi-bin/crash` (panics: a fault
-//!   the supervisor answers by restarting us) and `/cgi-bin/slow?ms=N`
-//!   (answers after N ms of spinning, for httpd's 504); and for bench/web
+//!   `/cgi-bin/page`, plus three for tests: `/cgi-bin/crash` (panics: a
+//!   fault the supervisor answers by restarting us), `/cgi-bin/slow?ms=N`
+//!   (answers after N ms of spinning) and `/cgi-bin/spin` (spins forever:
+//!   only the restart httpd asks for after its 504 ends it),
+//!   `/cgi-bin/restart?component=NAME` (asks the supervisor to restart
+//!   NAME and prints the answer: the assembly grants us no restarts, so
+//!   this shows that the supervisor refuses); and for bench/web
 //!   `/cgi-bin/blob?size=N` (N bytes made once and kept, sent by reference).
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
@@ -23,7 +27,7 @@
 //! itself.
 //!
 //! Lines it prints: `[cgi] ready (generation G, restart R)`,
-//! `[cgi] crash requested`.
+//! `[cgi] crash requested`, `[cgi] spinning forever`.
 
 extern crate alloc;
 
@@ -311,6 +315,26 @@ fn run(d: &'static Domain, programs: &mut Programs<'static, FsFragments>, agg: A
         "/cgi-bin/crash" => {
             log!("crash requested");
             panic!("/cgi-bin/crash: crashing on purpose");
+        }
+        "/cgi-bin/spin" => {
+            // A program that never answers and never faults: nothing but a
+            // restart from outside gets this component serving again.
+            log!("spinning forever");
+            loop {
+                core::hint::spin_loop();
+            }
+        }
+        "/cgi-bin/restart" => {
+            let query = env.get_str("QUERY_STRING").unwrap_or("");
+            let name = cgi::programs::query_param(query, "component").unwrap_or("");
+            let answer = match component_runtime::restart(name) {
+                Ok(()) => String::from("restarted"),
+                Err(e) => alloc::format!("not restarted: {e}"),
+            };
+            match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\n{answer}\n")) {
+                Ok(a) => (id, a, true),
+                Err(_) => (id, Aggregate::new(d), false),
+            }
         }
         "/cgi-bin/blob" => {
             // `size` bytes of a pattern (at most 1 MiB): bench/web's CGI

@@ -18,15 +18,19 @@
 //!   supervisor) it bumps the generation in the control block and wakes us:
 //!   every request the dead incarnation had not answered gets 502, we forget
 //!   its holds and attach to the fresh channels. No answer within
-//!   `cgi_timeout_ms` is 504 (`Server::tick`).
+//!   `cgi_timeout_ms` is 504 (`Server::tick`), and then we ask the
+//!   supervisor to restart the cgi (the assembly grants it:
+//!   `httpd.may_restart = ["cgi"]`): a CGI that spins would otherwise keep
+//!   the component busy for good, and every later request would time out
+//!   too. The fresh incarnation comes back as after a fault.
 //! * **Time**: the ticker's clock page (PIT ticks, boot time from the RTC);
 //!   the ticker wakes us every 100 ms for `Server::tick`.
 //! * **Counters**: `name=value` lines in `httpd_stats` (read by the cgi for
 //!   /cgi-bin/stats), refreshed on every tick and before every CGI request.
 //!
 //! Lines it prints: `[httpd] listening on port 80`, `[httpd] cgi attached
-//! (generation G)`, `[httpd] cgi restarted (generation G): N requests failed
-//! with 502`.
+//! (generation G)`, `[httpd] cgi timed out: asking the supervisor to restart
+//! it`, `[httpd] cgi restarted (generation G): N requests failed with 502`.
 
 extern crate alloc;
 
@@ -38,7 +42,7 @@ use core::sync::atomic::{AtomicU64, Ordering};
 
 use component_runtime::{error, log, warn};
 use fs::proto::{self, ErrorCode as FsErr};
-use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Server, SourceError};
+use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::{
     Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust,
     BUILD_COPY_MODE, FLAG_EOF,
@@ -86,6 +90,9 @@ const ROUND_BYTES: usize = 2 << 20;
 const MAX_PATH: usize = 768;
 /// Interval of `Server::tick`.
 const TICK_MS: u64 = 100;
+/// The cgi's instance name in the assembly (what we ask the supervisor to
+/// restart; `httpd.may_restart` must name it).
+const CGI_INSTANCE: &str = "cgi";
 
 fn meta(size: usize) -> &'static mut [BufMeta] {
     let pages = PoolLayout::fitting(size).pages as usize;
@@ -251,6 +258,9 @@ struct Httpd {
     by_srv: BTreeMap<u32, u32>,
     /// netstack connections we closed whose Closed event has not come yet.
     closing: BTreeSet<u32>,
+    /// The peer netstack announced for the next accepted connection
+    /// (`Event::Peer` comes right before its `Event::Accepted`).
+    next_peer: Option<Remote>,
     /// Server connections with output to pull.
     ready: Vec<HConn>,
     cgi: Option<Cgi>,
@@ -269,6 +279,10 @@ struct Httpd {
     request_copied: u64,
     send_errors: u64,
     cgi_restarts: u64,
+    /// Restarts of the cgi we asked the supervisor for (timeouts), and
+    /// requests it refused or could not carry out.
+    cgi_restart_requests: u64,
+    cgi_restart_failures: u64,
     cgi_unavailable: u64,
     wakeups: u64,
 }
@@ -355,6 +369,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
         closing: BTreeSet::new(),
+        next_peer: None,
         ready: Vec::new(),
         cgi: None,
         cgi_gen: 0,
@@ -369,6 +384,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         request_copied: 0,
         send_errors: 0,
         cgi_restarts: 0,
+        cgi_restart_requests: 0,
+        cgi_restart_failures: 0,
         cgi_unavailable: 0,
         wakeups: 0,
     };
@@ -404,8 +421,12 @@ impl Httpd {
         let now = self.srv.clock().now_ms();
         if now.saturating_sub(self.last_tick) >= TICK_MS {
             self.last_tick = now;
+            let timeouts = self.srv.stats().cgi_timeouts;
             let ready = self.srv.tick();
             self.ready.extend(ready);
+            if self.srv.stats().cgi_timeouts != timeouts {
+                self.restart_cgi();
+            }
             self.publish();
         }
         self.pump();
@@ -457,7 +478,10 @@ impl Httpd {
             };
             match Event::decode(r.tag) {
                 Some(Event::Listening { port }) => log!("listening on port {port}"),
-                Some(Event::Accepted { conn, .. }) => match self.srv.accept(None) {
+                Some(Event::Peer { addr, port }) => self.next_peer = Some(Remote { addr, port }),
+                // The peer (REMOTE_ADDR/REMOTE_PORT for CGI) is the one just
+                // announced; `take` so that it never outlives its connection.
+                Some(Event::Accepted { conn, .. }) => match self.srv.accept(self.next_peer.take()) {
                     Ok(id) => {
                         self.by_net.insert(conn, id);
                         self.by_srv.insert(id.0, conn);
@@ -645,6 +669,27 @@ impl Httpd {
         }
     }
 
+    /// Has the supervisor restart the cgi, which did not answer in time.
+    /// On success the old incarnation is gone: we stop using its channels
+    /// at once (requests until the new one attaches get 503 instead of
+    /// going into channels it is about to reset); `check_cgi` fails what it
+    /// left unanswered when the new one publishes its generation.
+    fn restart_cgi(&mut self) {
+        log!("cgi timed out: asking the supervisor to restart it");
+        match component_runtime::restart(CGI_INSTANCE) {
+            Ok(()) => {
+                self.cgi = None;
+                self.cgi_restart_requests += 1;
+            }
+            Err(e) => {
+                self.cgi_restart_failures += 1;
+                if self.cgi_restart_failures <= 10 {
+                    error!("restart of {CGI_INSTANCE} failed: {e}");
+                }
+            }
+        }
+    }
+
     /// Attaches to the cgi's channels when a (new) incarnation published
     /// them; fails what the old one left unanswered.
     fn check_cgi(&mut self) {
@@ -653,7 +698,8 @@ impl Httpd {
             return;
         }
         let old = self.cgi.take();
-        let failed = self.cgi_pending.len();
+        // Requests that timed out (504) are not counted: they were answered.
+        let failed = self.cgi_pending.iter().filter(|&(&call, &id)| self.srv.cgi_awaiting(id, call)).count();
         if old.is_some() || self.cgi_gen != 0 {
             drop(old);
             for (call_id, id) in core::mem::take(&mut self.cgi_pending) {
@@ -712,6 +758,8 @@ impl Httpd {
         c.set("request_bytes_copied", self.request_copied);
         c.set("send_errors", self.send_errors);
         c.set("cgi_restarts", self.cgi_restarts);
+        c.set("cgi_restart_requests", self.cgi_restart_requests);
+        c.set("cgi_restart_failures", self.cgi_restart_failures);
         c.set("cgi_unavailable", self.cgi_unavailable);
         c.set("cgi_generation", self.cgi_gen);
         c.set("wakeups", self.wakeups);

@@ -606,3 +606,45 @@ fn flooding_input_closes_the_connection() {
     assert_eq!(parse_responses(&dr.bytes, &|_| false).len(), 40);
     assert!(!dr.closed);
 }
+
+#[test]
+fn each_connection_keeps_its_own_peer_for_cgi() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let peers = [Remote { addr: [10, 0, 2, 2], port: 40001 }, Remote { addr: [192, 168, 7, 9], port: 65535 }];
+    let conns: Vec<ConnId> = peers.iter().map(|&p| h.srv.accept(Some(p)).unwrap_or_else(|_| panic!("refused"))).collect();
+    // Requests in the opposite order of the accepts: the peer follows the
+    // connection, not the order of events.
+    for (&c, p) in conns.iter().zip(peers).rev() {
+        h.send(c, b"GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n");
+        let call = h.drain(c).cgi.pop().expect("a CGI call");
+        let want = format!("{}.{}.{}.{}", p.addr[0], p.addr[1], p.addr[2], p.addr[3]);
+        assert_eq!(call.env.get_str("REMOTE_ADDR"), Some(want.as_str()));
+        assert_eq!(call.env.get_str("REMOTE_PORT"), Some(p.port.to_string().as_str()));
+    }
+    // A connection whose peer the transport did not tell has empty values
+    // rather than another connection's.
+    let c = h.srv.accept(None).unwrap_or_else(|_| panic!("refused"));
+    h.send(c, b"GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    let call = h.drain(c).cgi.pop().expect("a CGI call");
+    assert_eq!(call.env.get_str("REMOTE_ADDR"), Some(""));
+    assert_eq!(call.env.get_str("REMOTE_PORT"), Some("0"));
+}
+
+#[test]
+fn a_cgi_request_awaits_its_answer_until_answered_or_timed_out() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    h.send(c, b"GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    let call = h.drain(c).cgi.pop().expect("a CGI call");
+    assert!(h.srv.cgi_awaiting(c, call.id));
+    assert!(!h.srv.cgi_awaiting(c, call.id + 1));
+    h.advance(Config::default().cgi_timeout_ms);
+    h.srv.tick();
+    assert!(!h.srv.cgi_awaiting(c, call.id), "answered with 504");
+    let r = parse_responses(&h.drain(c).bytes, &|_| false);
+    assert_eq!(r[0].status, 504);
+    h.srv.closed(c);
+    assert!(!h.srv.cgi_awaiting(c, call.id));
+}
