@@ -239,16 +239,29 @@ class WebClient:
     def concurrent_clients(self, clients, seconds, paths="/index.html /file-16k.bin /style.css /cgi-bin/page"):
         """`clients` threads, each with its own keep-alive connection,
         request the paths round-robin for `seconds`; any error or non-200
-        fails. Returns a summary dict."""
+        fails. Returns a summary dict.
+
+        The connections are opened one after another before the clock
+        starts: QEMU's user networking accepts forwarded connections from a
+        listen() backlog of 1, so the host kernel drops most of 32
+        simultaneous SYNs and the clients' connects back off for seconds
+        (1, 3, 7, 15, 31 s: past a 30 s timeout), whatever the guest does.
+        (`ss -ltn` shows the backlog; `nstat TcpExtListenOverflows` counts.)"""
         clients, seconds = int(clients), float(seconds)
         paths = paths.split()
-        stop = time.monotonic() + seconds
         errors = []
         counts = [0] * clients
         lock = threading.Lock()
 
+        opened = []
+        for _ in range(clients):
+            conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+            conn.connect()
+            opened.append(conn)
+        stop = time.monotonic() + seconds
+
         def run(i):
-            conn = None
+            conn = opened[i]
             k = i
             while time.monotonic() < stop:
                 try:
@@ -288,10 +301,22 @@ class WebClient:
         summary = {"requests": total, "errors": len(errors), "seconds": round(elapsed, 1), "per_second": round(total / elapsed, 1)}
         logger.info(f"{summary}; first errors: {errors[:5]}")
         if errors:
-            raise AssertionError(f"{len(errors)} errors in {total} requests: {errors[:5]}")
+            raise AssertionError(f"{len(errors)} errors in {total} requests: {errors[:5]}; "
+                                 f"counters afterwards: {self._counters_for_diagnosis()}")
         if min(counts) == 0:
             raise AssertionError(f"a client got no answer: {counts}")
         return summary
+
+    def _counters_for_diagnosis(self):
+        """The network and httpd counters, to tell a lost frame from a stuck
+        connection when a load test fails (best effort: the system may be
+        the thing that is stuck)."""
+        try:
+            _, _, body = self.fetch("/cgi-bin/stats?format=json", timeout=10)
+            stats = json.loads(body)
+            return {name: stats.get(name) for name in ("netdrv", "netstack", "httpd")}
+        except Exception as e:  # noqa: BLE001 - diagnosis only
+            return f"unavailable ({e!r})"
 
     # ---- the hostile corpus --------------------------------------------------
 
