@@ -13,9 +13,12 @@
 //!   requests are already in the ring when `emit` returns; we loop until a
 //!   round produces nothing for the client. Frames go to netdrv without a
 //!   signal: netdrv runs below us and posts them when we block.
-//! * **Time:** the TSC (`tsc_mhz` attribute). TCP timers advance whenever
-//!   we run; there is no timer interrupt in this assembly yet, so a timer
-//!   that expires while the network is idle fires on the next frame.
+//! * **Time:** the TSC. TCP timers (and DHCP's) advance whenever we run;
+//!   the assemblies' ticker wakes us periodically (badge bit of its own),
+//!   so a timer that expires while the network is idle fires within a tick
+//!   period.
+//! * **DHCP** (`dhcp = 1`): each lease obtained, renewed or lost is logged
+//!   (`dhcp lease A/P gw G from S for T s`).
 //! * **Counters:** the `stack_stats` page (`netstack::link::STACK_NAMES`).
 
 extern crate alloc;
@@ -330,6 +333,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     loop {
         let posted = node.port.posted;
         node.round();
+        node.log_dhcp();
         if NIC_KICK && bits & WAKE_NETDRV == 0 && node.port.posted != posted {
             // netdrv is waiting for an interrupt, not for us: raise one.
             // SAFETY: the e1000's register page, mapped (uncached) for our
@@ -402,6 +406,36 @@ impl Node {
                 continue;
             }
             break;
+        }
+    }
+
+    /// Logs a DHCP lease (or its loss) once per change: the test image
+    /// with `dhcp = 1` checks the address, gateway and lease time the
+    /// server gave.
+    fn log_dhcp(&mut self) {
+        match self.stack.take_dhcp_change() {
+            Some(Some(l)) => {
+                let (a, p) = l.address;
+                let s = l.server;
+                let gw = l.gateway.map(|g| alloc::format!("{}.{}.{}.{}", g[0], g[1], g[2], g[3]));
+                let secs = l.lease_secs.map(|t| alloc::format!("{t} s"));
+                log!(
+                    "dhcp lease {}.{}.{}.{}/{} gw {} from {}.{}.{}.{} for {}",
+                    a[0],
+                    a[1],
+                    a[2],
+                    a[3],
+                    p,
+                    gw.as_deref().unwrap_or("none"),
+                    s[0],
+                    s[1],
+                    s[2],
+                    s[3],
+                    secs.as_deref().unwrap_or("an unstated time")
+                );
+            }
+            Some(None) => log!("dhcp lease lost: no address"),
+            None => {}
         }
     }
 
