@@ -11,7 +11,8 @@
 //!   netstack every `net_every` ticks (TCP timers while the network is
 //!   idle), through `to_httpd` and `to_net`; 0 means never (an assembly
 //!   without httpd, camkes/examples/netecho.camkes, leaves `to_httpd`
-//!   unconnected and sets `httpd_every = 0`).
+//!   unconnected and sets `httpd_every = 0`). `to_drv` every `drv_every`
+//!   ticks (default 0: never) drives netdrv's polling fallback.
 //! * The `clock` page is optional: an assembly where nobody reads the time
 //!   may leave it unconnected (`maybe dataport`); the loader's start record
 //!   tells whether it is mapped.
@@ -121,6 +122,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // 0: that consumer is not woken at all (not in this assembly).
     let httpd_every = glue::attributes::HTTPD_EVERY.max(0) as u64;
     let net_every = glue::attributes::NET_EVERY.max(0) as u64;
+    let drv_every = glue::attributes::DRV_EVERY.max(0) as u64;
     let mut ticks = 0u64;
     loop {
         glue::irq::wait();
@@ -132,6 +134,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         }
         if net_every != 0 && ticks % net_every == 0 {
             glue::to_net::emit();
+        }
+        if drv_every != 0 && ticks % drv_every == 0 {
+            glue::to_drv::emit();
         }
     }
 }
