@@ -67,12 +67,16 @@ const MAX_PENDING: usize = 1024;
 /// TSC ticks per millisecond (approximate; only TCP timers use it).
 const TSC_PER_MS: u64 = 2_600_000;
 
-fn now_ms() -> u64 {
+fn rdtsc() -> u64 {
     let lo: u32;
     let hi: u32;
     // SAFETY: rdtsc only writes eax/edx; user-mode rdtsc is allowed.
     unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem, preserves_flags)) };
-    ((hi as u64) << 32 | lo as u64) / TSC_PER_MS
+    (hi as u64) << 32 | lo as u64
+}
+
+fn now_ms() -> u64 {
+    rdtsc() / TSC_PER_MS
 }
 
 fn meta(size: usize) -> &'static mut [BufMeta] {
@@ -168,6 +172,12 @@ struct Node {
     wakeups: u64,
     client_requests: u64,
     client_events: u64,
+    /// TSC cycles we ran (from a wake-up to blocking again), without the
+    /// time the client ran inside our `event` signals (it runs above us):
+    /// the stack's own CPU cost, which bench/tcp reports per MB.
+    busy_cycles: u64,
+    /// Cycles spent inside `event` signals this pass (the client's).
+    nested_cycles: u64,
 }
 
 fn parse_ipv4(s: &str) -> Option<[u8; 4]> {
@@ -328,8 +338,11 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         wakeups: 0,
         client_requests: 0,
         client_events: 0,
+        busy_cycles: 0,
+        nested_cycles: 0,
     };
     let mut bits = WAKE_NETDRV;
+    let mut woke = rdtsc();
     loop {
         let posted = node.port.posted;
         node.round();
@@ -340,8 +353,12 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             // lifetime; ICS only sets interrupt causes (32-bit write).
             unsafe { core::ptr::write_volatile((glue::nic_regs::VADDR + E1000_ICS) as *mut u32, E1000_INT_TXDW) };
         }
+        let pass = rdtsc().wrapping_sub(woke);
+        node.busy_cycles += pass.saturating_sub(node.nested_cycles);
+        node.nested_cycles = 0;
         node.publish();
         bits = glue::wake::wait();
+        woke = rdtsc();
         node.wakeups += 1;
     }
 }
@@ -402,7 +419,9 @@ impl Node {
                 self.events.flush();
                 // The client runs above us: it handles the events now and
                 // its requests are queued when this returns.
+                let t = rdtsc();
                 glue::event::emit();
+                self.nested_cycles += rdtsc().wrapping_sub(t);
                 continue;
             }
             break;
@@ -489,6 +508,7 @@ impl Node {
             self.client_requests,
             self.client_events,
             self.port.held_back,
+            self.busy_cycles,
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);
