@@ -240,27 +240,11 @@ pub mod glue {
         }
     }
 
-    /// `maybe consumes Tick tick;`, connected by nothing (no instance connects it).
-    pub mod tick {
-        use super::rt;
-        /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 2;
-        /// Blocks until the event arrives; returns the badge bits.
-        pub fn wait() -> sel4::Word {
-            sel4::wait(SLOT)
-        }
-
-        /// The badge bits of an event that already arrived, or 0.
-        pub fn poll() -> sel4::Word {
-            sel4::poll(SLOT)
-        }
-    }
-
     /// `uses PciConfigSpace pci_config;`, connected by seL4RPCCall.
     pub mod pci_config {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 3;
+        pub const SLOT: sel4::CPtr = 2;
 
         /// `uint32_t read32(in uint32_t bdf, in uint32_t offset)` (label 0).
         pub fn read32(bdf: u32, offset: u32) -> u32 {
@@ -301,10 +285,26 @@ pub mod glue {
     pub mod wake {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 4;
+        pub const SLOT: sel4::CPtr = 3;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
+        }
+    }
+
+    /// `maybe consumes Tick tick;`, connected by nothing (no instance connects it).
+    pub mod tick {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 4;
+        /// Blocks until the event arrives; returns the badge bits.
+        pub fn wait() -> sel4::Word {
+            sel4::wait(SLOT)
+        }
+
+        /// The badge bits of an event that already arrived, or 0.
+        pub fn poll() -> sel4::Word {
+            sel4::poll(SLOT)
         }
     }
 
