@@ -54,6 +54,18 @@ Guest Answers ARP
     ${tx}=    Counter    ${stats}    drv_arp_tx
     Should Be True    ${rx} >= 1 and ${tx} >= 1    ARP frames: ${rx} received, ${tx} sent
 
+TCP Timers Run While The Network Is Idle
+    [Documentation]    The ticker wakes netstack every 200 ms (netecho.camkes), so TCP's
+    ...    retransmission and zero-window-probe timers fire without frames arriving:
+    ...    over 3 s of silence netstack runs about 15 times more than netdrv wakes it.
+    ${before}=    Stats    ${ECHO}
+    Sleep    3s
+    ${after}=    Stats    ${ECHO}
+    ${stack}=    Evaluate    ${after}[tcp_wakeups] - ${before}[tcp_wakeups]
+    ${driver}=    Evaluate    ${after}[drv_wakeups_sent] - ${before}[drv_wakeups_sent]
+    Should Be True    ${stack} - ${driver} >= 8    netstack woke ${stack} times, ${driver} of them by netdrv
+    Log    netstack woke ${stack} times in 3 s, netdrv signalled ${driver} times
+
 Echo Returns 1 MiB Byte-Exact On One Connection
     ${r}=    Echo Bytes    ${ECHO}    ${MIB}    1
     Log    ${r}
