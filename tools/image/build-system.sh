@@ -10,6 +10,8 @@
 #   elves.txt     the component ELF (= crate) names the image needs
 #   elves/*.elf   those ELFs, stripped; roottask's build.rs embeds them
 # The root task is built next (by CMake) with IOLITE_SYSTEM_DIR=SYSTEM_DIR.
+# IOLITE_CAMKES_SETTINGS (CMake's CAMKES_SETTINGS): settings that override
+# the assembly's, 'instance.attribute=value' separated by '|' (camkes --set).
 # Unchanged outputs are not rewritten, so rebuilds stay incremental.
 set -euo pipefail
 
@@ -20,8 +22,13 @@ mkdir -p "$system_dir/elves"
 
 cd "$root"
 CARGO_TARGET_DIR="$target_dir" cargo build --quiet --release -p camkes
+settings=()
+IFS='|' read -r -a overrides <<< "${IOLITE_CAMKES_SETTINGS:-}"
+for s in "${overrides[@]}"; do
+    [ -n "$s" ] && settings+=(--set "$s")
+done
 "$target_dir/release/camkes" compile \
-    --import-path "$root/camkes" \
+    --import-path "$root/camkes" "${settings[@]}" \
     --spec-out "$system_dir/system.spec" --spec-text "$system_dir/system.txt" \
     --glue-out "$system_dir/glue" --elf-list "$system_dir/elves.txt" \
     "$assembly"

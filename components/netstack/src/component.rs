@@ -13,9 +13,12 @@
 //!   requests are already in the ring when `emit` returns; we loop until a
 //!   round produces nothing for the client. Frames go to netdrv without a
 //!   signal: netdrv runs below us and posts them when we block.
-//! * **Time:** the TSC (`tsc_mhz` attribute). TCP timers advance whenever
-//!   we run; there is no timer interrupt in this assembly yet, so a timer
-//!   that expires while the network is idle fires on the next frame.
+//! * **Time:** the TSC. TCP timers (and DHCP's) advance whenever we run;
+//!   the assemblies' ticker wakes us periodically (badge bit of its own),
+//!   so a timer that expires while the network is idle fires within a tick
+//!   period.
+//! * **DHCP** (`dhcp = 1`): each lease obtained, renewed or lost is logged
+//!   (`dhcp lease A/P gw G from S for T s`).
 //! * **Counters:** the `stack_stats` page (`netstack::link::STACK_NAMES`).
 
 extern crate alloc;
@@ -64,12 +67,16 @@ const MAX_PENDING: usize = 1024;
 /// TSC ticks per millisecond (approximate; only TCP timers use it).
 const TSC_PER_MS: u64 = 2_600_000;
 
-fn now_ms() -> u64 {
+fn rdtsc() -> u64 {
     let lo: u32;
     let hi: u32;
     // SAFETY: rdtsc only writes eax/edx; user-mode rdtsc is allowed.
     unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem, preserves_flags)) };
-    ((hi as u64) << 32 | lo as u64) / TSC_PER_MS
+    (hi as u64) << 32 | lo as u64
+}
+
+fn now_ms() -> u64 {
+    rdtsc() / TSC_PER_MS
 }
 
 fn meta(size: usize) -> &'static mut [BufMeta] {
@@ -165,6 +172,12 @@ struct Node {
     wakeups: u64,
     client_requests: u64,
     client_events: u64,
+    /// TSC cycles we ran (from a wake-up to blocking again), without the
+    /// time the client ran inside our `event` signals (it runs above us):
+    /// the stack's own CPU cost, which bench/tcp reports per MB.
+    busy_cycles: u64,
+    /// Cycles spent inside `event` signals this pass (the client's).
+    nested_cycles: u64,
 }
 
 fn parse_ipv4(s: &str) -> Option<[u8; 4]> {
@@ -325,19 +338,27 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         wakeups: 0,
         client_requests: 0,
         client_events: 0,
+        busy_cycles: 0,
+        nested_cycles: 0,
     };
     let mut bits = WAKE_NETDRV;
+    let mut woke = rdtsc();
     loop {
         let posted = node.port.posted;
         node.round();
+        node.log_dhcp();
         if NIC_KICK && bits & WAKE_NETDRV == 0 && node.port.posted != posted {
             // netdrv is waiting for an interrupt, not for us: raise one.
             // SAFETY: the e1000's register page, mapped (uncached) for our
             // lifetime; ICS only sets interrupt causes (32-bit write).
             unsafe { core::ptr::write_volatile((glue::nic_regs::VADDR + E1000_ICS) as *mut u32, E1000_INT_TXDW) };
         }
+        let pass = rdtsc().wrapping_sub(woke);
+        node.busy_cycles += pass.saturating_sub(node.nested_cycles);
+        node.nested_cycles = 0;
         node.publish();
         bits = glue::wake::wait();
+        woke = rdtsc();
         node.wakeups += 1;
     }
 }
@@ -398,10 +419,42 @@ impl Node {
                 self.events.flush();
                 // The client runs above us: it handles the events now and
                 // its requests are queued when this returns.
+                let t = rdtsc();
                 glue::event::emit();
+                self.nested_cycles += rdtsc().wrapping_sub(t);
                 continue;
             }
             break;
+        }
+    }
+
+    /// Logs a DHCP lease (or its loss) once per change: the test image
+    /// with `dhcp = 1` checks the address, gateway and lease time the
+    /// server gave.
+    fn log_dhcp(&mut self) {
+        match self.stack.take_dhcp_change() {
+            Some(Some(l)) => {
+                let (a, p) = l.address;
+                let s = l.server;
+                let gw = l.gateway.map(|g| alloc::format!("{}.{}.{}.{}", g[0], g[1], g[2], g[3]));
+                let secs = l.lease_secs.map(|t| alloc::format!("{t} s"));
+                log!(
+                    "dhcp lease {}.{}.{}.{}/{} gw {} from {}.{}.{}.{} for {}",
+                    a[0],
+                    a[1],
+                    a[2],
+                    a[3],
+                    p,
+                    gw.as_deref().unwrap_or("none"),
+                    s[0],
+                    s[1],
+                    s[2],
+                    s[3],
+                    secs.as_deref().unwrap_or("an unstated time")
+                );
+            }
+            Some(None) => log!("dhcp lease lost: no address"),
+            None => {}
         }
     }
 
@@ -455,6 +508,7 @@ impl Node {
             self.client_requests,
             self.client_events,
             self.port.held_back,
+            self.busy_cycles,
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

@@ -35,7 +35,7 @@ mod stack;
 mod tests;
 
 pub use frame::{NicPort, TxFrame, TxOffload};
-pub use stack::{NetStack, Recv, TcpState};
+pub use stack::{DhcpLease, NetStack, Recv, TcpState};
 
 use iolite::{CopyMode, PoolId};
 

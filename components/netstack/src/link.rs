@@ -179,6 +179,7 @@ pub const DRV_NAMES: &[&str] = &[
     "drv_link_up",
     "drv_rx_ring_empty",
     "drv_bytes_copied",
+    "drv_busy_cycles",
 ];
 
 /// netstack's counters, in [`CounterPage::values`] order.
@@ -209,6 +210,7 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_client_requests",
     "tcp_client_events",
     "tcp_tx_held_back",
+    "tcp_busy_cycles",
 ];
 
 #[cfg(test)]

@@ -7,7 +7,7 @@ use iolite::{Aggregate, CopyMode, Domain, Error as IolError};
 use smoltcp::iface::{Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, tcp};
 use smoltcp::time::{Duration, Instant};
-use smoltcp::wire::{EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
+use smoltcp::wire::{DhcpRepr, EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
 
 use crate::csum::{CacheStats, ChecksumCache};
 use crate::device::Dev;
@@ -107,6 +107,19 @@ pub(crate) struct Conn<'d> {
     pub closed_by_user: bool,
 }
 
+/// A DHCP lease as the server gave it ([`NetStack::take_dhcp_change`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct DhcpLease {
+    /// Our address and prefix length.
+    pub address: ([u8; 4], u8),
+    /// The default gateway (router option), if the server named one.
+    pub gateway: Option<[u8; 4]>,
+    /// The server that granted it.
+    pub server: [u8; 4],
+    /// The lease time in seconds (option 51 of the ACK), if present.
+    pub lease_secs: Option<u32>,
+}
+
 /// What [`NetStack::recv`] found.
 #[derive(Debug)]
 pub enum Recv<'d> {
@@ -132,6 +145,9 @@ pub struct NetStack<'d> {
     conns: Vec<Conn<'d>>,
     listeners: Vec<Listener>,
     dhcp: Option<SocketHandle>,
+    /// A lease obtained (Some) or lost (None) since the last
+    /// [`NetStack::take_dhcp_change`].
+    dhcp_change: Option<Option<DhcpLease>>,
     cache: ChecksumCache,
     stats: NetStats,
     scratch: Vec<u8>,
@@ -192,7 +208,12 @@ impl<'d> NetStack<'d> {
         let mut sockets = SocketSet::new(Vec::new());
         let mut dhcp = None;
         if cfg.dhcp {
-            dhcp = Some(sockets.add(dhcpv4::Socket::new()));
+            let mut socket = dhcpv4::Socket::new();
+            // The socket keeps the last packet here; the lease time (option
+            // 51) is read from the ACK, smoltcp's config does not carry it.
+            // One stack per program with DHCP: leaked, like the stack.
+            socket.set_receive_packet_buffer(alloc::boxed::Box::leak(alloc::vec![0u8; 1500].into_boxed_slice()));
+            dhcp = Some(sockets.add(socket));
         } else {
             let (a, prefix) = cfg.address;
             iface.update_ip_addrs(|addrs| {
@@ -211,6 +232,7 @@ impl<'d> NetStack<'d> {
             conns: Vec::new(),
             listeners: Vec::new(),
             dhcp,
+            dhcp_change: None,
             cache,
             stats: NetStats::default(),
             scratch: Vec::new(),
@@ -490,6 +512,13 @@ impl<'d> NetStack<'d> {
                 Some(dhcpv4::Event::Configured(c)) => {
                     let addr = c.address;
                     let router = c.router;
+                    let lease_secs = c.packet.and_then(|p| DhcpRepr::parse(&p).ok().and_then(|r| r.lease_duration));
+                    self.dhcp_change = Some(Some(DhcpLease {
+                        address: (addr.address().octets(), addr.prefix_len()),
+                        gateway: router.map(|r| r.octets()),
+                        server: c.server.address.octets(),
+                        lease_secs,
+                    }));
                     self.iface.update_ip_addrs(|a| {
                         a.clear();
                         let _ = a.push(IpCidr::Ipv4(addr));
@@ -505,12 +534,23 @@ impl<'d> NetStack<'d> {
                     self.stats.dhcp_leases += 1;
                 }
                 Some(dhcpv4::Event::Deconfigured) => {
+                    // smoltcp also reports this once at the start, when
+                    // there was no lease to lose.
+                    if self.iface.ipv4_addr().is_some() {
+                        self.dhcp_change = Some(None);
+                    }
                     self.iface.update_ip_addrs(|a| a.clear());
                     self.iface.routes_mut().remove_default_ipv4_route();
                 }
                 None => {}
             }
         }
+    }
+
+    /// The DHCP lease obtained (or renewed: `Some(lease)`) or lost
+    /// (`None`) since the last call, if anything changed.
+    pub fn take_dhcp_change(&mut self) -> Option<Option<DhcpLease>> {
+        self.dhcp_change.take()
     }
 
     /// Milliseconds until the stack wants [`NetStack::poll`] again (`None`:

@@ -9,7 +9,13 @@
 //!   tick. `now_ms = ticks * ns_per_tick / 1e6`.
 //! * Wakes httpd every `httpd_every` ticks (request/CGI timeouts) and
 //!   netstack every `net_every` ticks (TCP timers while the network is
-//!   idle), through `to_httpd` and `to_net`.
+//!   idle), through `to_httpd` and `to_net`; 0 means never (an assembly
+//!   without httpd, camkes/examples/netecho.camkes, leaves `to_httpd`
+//!   unconnected and sets `httpd_every = 0`). `to_drv` every `drv_every`
+//!   ticks (default 0: never) drives netdrv's polling fallback.
+//! * The `clock` page is optional: an assembly where nobody reads the time
+//!   may leave it unconnected (`maybe dataport`); the loader's start record
+//!   tells whether it is mapped.
 //!
 //! Lines it prints: `[ticker] PIT at N Hz (divisor D), boot time T (YYYY-MM-DD hh:mm:ss UTC)`.
 #![no_std]
@@ -76,18 +82,25 @@ fn read_rtc() -> (u64, [i64; 6]) {
     (t.max(0) as u64, f)
 }
 
-fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+fn main(start: &'static component_runtime::start::StartInfo) -> ! {
+    // Writing an unmapped page would fault: publish only when the assembly
+    // connects `clock` (the loader lists every mapped dataport).
+    let clock_mapped = start.dataports().iter().any(|d| d.vaddr == glue::clock::VADDR as u64);
     let words = glue::clock::VADDR as *const AtomicU64;
-    // SAFETY: our clock page, mapped read-write; its first words are ours
-    // to write (atomics, read by the others).
-    let word = |i: usize| unsafe { &*words.add(i) };
+    let store = |i: usize, v: u64, o: Ordering| {
+        if clock_mapped {
+            // SAFETY: our clock page, mapped read-write (checked above); its
+            // first words are ours to write (atomics, read by the others).
+            unsafe { &*words.add(i) }.store(v, o)
+        }
+    };
     let hz = (glue::attributes::HZ as u64).clamp(19, 1000);
     let divisor = (PIT_HZ / hz).clamp(1, 65535);
     let ns_per_tick = divisor * 1_000_000_000 / PIT_HZ;
     let (boot, f) = read_rtc();
-    word(1).store(boot, Ordering::Relaxed);
-    word(2).store(ns_per_tick, Ordering::Relaxed);
-    word(0).store(0, Ordering::Release);
+    store(1, boot, Ordering::Relaxed);
+    store(2, ns_per_tick, Ordering::Relaxed);
+    store(0, 0, Ordering::Release);
     // Channel 0, lobyte/hibyte, mode 2 (rate generator), binary.
     let program = glue::pit::out8(0x43, 0x34)
         .and_then(|()| glue::pit::out8(0x40, divisor as u8))
@@ -106,19 +119,24 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         f[4],
         f[5]
     );
-    let httpd_every = (glue::attributes::HTTPD_EVERY as u64).max(1);
-    let net_every = (glue::attributes::NET_EVERY as u64).max(1);
+    // 0: that consumer is not woken at all (not in this assembly).
+    let httpd_every = glue::attributes::HTTPD_EVERY.max(0) as u64;
+    let net_every = glue::attributes::NET_EVERY.max(0) as u64;
+    let drv_every = glue::attributes::DRV_EVERY.max(0) as u64;
     let mut ticks = 0u64;
     loop {
         glue::irq::wait();
         let _ = glue::irq::acknowledge();
         ticks += 1;
-        word(0).store(ticks, Ordering::Release);
-        if ticks % httpd_every == 0 {
+        store(0, ticks, Ordering::Release);
+        if httpd_every != 0 && ticks % httpd_every == 0 {
             glue::to_httpd::emit();
         }
-        if ticks % net_every == 0 {
+        if net_every != 0 && ticks % net_every == 0 {
             glue::to_net::emit();
+        }
+        if drv_every != 0 && ticks % drv_every == 0 {
+            glue::to_drv::emit();
         }
     }
 }

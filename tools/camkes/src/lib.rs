@@ -15,6 +15,7 @@ pub mod diag;
 pub mod glue;
 pub mod imports;
 pub mod lexer;
+pub mod overrides;
 pub mod parser;
 pub mod spec;
 
@@ -34,7 +35,19 @@ pub struct Output {
 
 /// Loads and checks `root` without emitting anything (`camkes check`).
 pub fn check_file(root: &Path, import_paths: &[PathBuf], files: &dyn imports::SourceFiles) -> diag::Result<check::System> {
-    let items = imports::load(root, import_paths, files)?;
+    check_file_with(root, import_paths, &[], files)
+}
+
+/// As [`check_file`], with configuration overrides (`--set`, see
+/// [`overrides`]) applied before checking.
+pub fn check_file_with(
+    root: &Path,
+    import_paths: &[PathBuf],
+    settings: &[ast::Setting],
+    files: &dyn imports::SourceFiles,
+) -> diag::Result<check::System> {
+    let mut items = imports::load(root, import_paths, files)?;
+    overrides::apply(&mut items, settings)?;
     let system = check::check(items, &imports::normalise(root).display().to_string())?;
     glue::check_supported(&system)?;
     Ok(system)
@@ -42,7 +55,17 @@ pub fn check_file(root: &Path, import_paths: &[PathBuf], files: &dyn imports::So
 
 /// Loads, checks and emits (`camkes compile`).
 pub fn compile(root: &Path, import_paths: &[PathBuf], files: &dyn imports::SourceFiles) -> diag::Result<Output> {
-    let system = check_file(root, import_paths, files)?;
+    compile_with(root, import_paths, &[], files)
+}
+
+/// As [`compile`], with configuration overrides (`--set`, see [`overrides`]).
+pub fn compile_with(
+    root: &Path,
+    import_paths: &[PathBuf],
+    settings: &[ast::Setting],
+    files: &dyn imports::SourceFiles,
+) -> diag::Result<Output> {
+    let system = check_file_with(root, import_paths, settings, files)?;
     let spec = spec::build(&system)?;
     let glue = glue::generate(&system, &root.display().to_string())?;
     Ok(Output { system, spec, glue })

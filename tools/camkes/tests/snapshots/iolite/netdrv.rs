@@ -33,6 +33,8 @@ pub mod glue {
         pub const APP_POOL_ID: i64 = 24;
         /// `attribute int itr;`
         pub const ITR: i64 = 200;
+        /// `attribute int poll;`
+        pub const POLL: i64 = 0;
     }
 
     /// `dataport Buf(131072) regs;`, connected by seL4HardwareMMIO.
@@ -69,7 +71,7 @@ pub mod glue {
         }
 
         /// The CSpace slot of the IRQ handler capability.
-        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 4;
+        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 5;
 
         /// Re-enables the interrupt after handling it.
         pub fn acknowledge() -> sel4::Result<()> {
@@ -126,6 +128,22 @@ pub mod glue {
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
+        }
+    }
+
+    /// `maybe consumes Tick tick;`, connected by nothing (no instance connects it).
+    pub mod tick {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 4;
+        /// Blocks until the event arrives; returns the badge bits.
+        pub fn wait() -> sel4::Word {
+            sel4::wait(SLOT)
+        }
+
+        /// The badge bits of an event that already arrived, or 0.
+        pub fn poll() -> sel4::Word {
+            sel4::poll(SLOT)
         }
     }
 

@@ -25,6 +25,8 @@ pub mod glue {
         pub const HTTPD_EVERY: i64 = 2;
         /// `attribute int net_every;`
         pub const NET_EVERY: i64 = 4;
+        /// `attribute int drv_every;`
+        pub const DRV_EVERY: i64 = 0;
     }
 
     /// `uses IOPort pit;`, connected by seL4HardwareIOPort.
@@ -117,7 +119,7 @@ pub mod glue {
         }
 
         /// The CSpace slot of the IRQ handler capability.
-        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 6;
+        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 7;
 
         /// Re-enables the interrupt after handling it.
         pub fn acknowledge() -> sel4::Result<()> {
@@ -141,6 +143,17 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 5;
+        /// Signals the consumer (upstream's `<name>_emit()`).
+        pub fn emit() {
+            sel4::signal(SLOT)
+        }
+    }
+
+    /// `emits Tick to_drv;`, connected by nothing (no instance connects it).
+    pub mod to_drv {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 6;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
