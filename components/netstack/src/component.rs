@@ -108,7 +108,10 @@ impl NicPort<'static> for Port {
     }
 
     fn transmit(&mut self, frame: TxFrame<'static>) -> Result<(), TxFrame<'static>> {
-        if self.queue.len() >= TX_QUEUE {
+        // Beyond TX_QUEUE only replies to received frames come here (the
+        // stack's own segments wait on can_transmit): at most one per frame
+        // netdrv hands us in a batch.
+        if self.queue.len() >= TX_QUEUE + link::FWD_CAP {
             return Err(frame);
         }
         self.queue.push_back(frame);
@@ -463,7 +466,6 @@ impl Node {
             self.client_events,
             self.port.held_back,
             s.tx_deferred,
-            s.rx_deferred,
             s.accept_deferred,
             self.stack.socket_memory() as u64,
         ];

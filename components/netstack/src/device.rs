@@ -46,7 +46,8 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
 
 /// Pages of the stack's pool that segments smoltcp sends on its own (data,
 /// ACKs, retransmissions) leave free, so that the replies it makes to
-/// received frames (ACKs, RSTs, ARP) still find room.
+/// received frames (ACKs, RSTs, ARP) still find room. A port should likewise
+/// accept some frames beyond what `can_transmit` admits (see `NicPort`).
 pub(crate) const REPLY_RESERVE_PAGES: u32 = 4;
 
 /// A received frame.
@@ -70,14 +71,13 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
         Self: 'b;
 
     fn receive(&mut self, _t: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
-        // A received frame may need a reply, which must not be dropped for
-        // lack of room: leave the frame with the driver until there is room
-        // (it keeps it in order; nothing is lost, only delayed).
-        if !self.tx_room(0) {
-            self.blocked = true;
-            self.stats.rx_deferred += 1;
-            return None;
-        }
+        // Always take received frames, even when transmit room is short:
+        // they carry the ACKs that free send windows, and a frame left with
+        // the driver makes it drop the ones behind it (its channel to us is
+        // sized for one batch). The reply token may then find no room (its
+        // frame is dropped and counted in `tx_dropped`); replies carry no
+        // data (ACKs, RSTs, ARP), and `REPLY_RESERVE_PAGES` plus the NIC
+        // port's slack make that rare.
         let agg = self.port.receive()?;
         self.stats.rx_frames += 1;
         Some((Rx { agg }, Tx { dev: self }))

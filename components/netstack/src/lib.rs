@@ -152,16 +152,14 @@ pub enum NetError {
 pub struct NetStats {
     /// Frames handed to the NIC.
     pub tx_frames: u64,
-    /// Frames dropped on transmit (not expected: the device refuses to
-    /// take a frame it could not queue, see `tx_deferred`).
+    /// Frames dropped on transmit: only replies to received frames that
+    /// found neither pool nor queue room (the stack's own segments wait
+    /// instead, see `tx_deferred`).
     pub tx_dropped: u64,
     /// Times smoltcp was told to wait because the NIC queue or the frame
     /// pool was full (back-pressure: the segments went out later, nothing
     /// was dropped).
     pub tx_deferred: u64,
-    /// Times received frames were left with the driver because no reply
-    /// could have been queued (they are taken on a later poll).
-    pub rx_deferred: u64,
     /// Times an established connection was left in the backlog for lack of
     /// memory for its send ring (copy modes; accepted on a later try).
     pub accept_deferred: u64,

@@ -210,7 +210,6 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_client_events",
     "tcp_tx_held_back",
     "tcp_tx_deferred",
-    "tcp_rx_deferred",
     "tcp_accept_deferred",
     "tcp_socket_bytes",
 ];
