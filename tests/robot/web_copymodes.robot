@@ -76,11 +76,20 @@ Forty Keep-Alive Clients Do Not Exhaust Netstack's Heap
     # 16 MiB heap; it used to come with every socket of httpd's backlog of
     # 64 too, and 40 clients panicked netstack ("memory allocation of 131072
     # bytes failed"). Now rings come with accept, within a budget.
+    ${before}=    Stats Json
     ${status}    ${r}=    Run Keyword And Ignore Error    Concurrent Clients    40    5    /file-16k.bin /file-64k.bin
     # The counters either way (what netstack saw when clients failed).
     ${stats}=    Stats Json
     Log    ${stats}
     Should Be Equal    ${status}    PASS    ${r}
+    # Nothing lost on the way in either: netdrv drops received frames only
+    # when netstack leaves them in its channel.
+    ${x0}=    Counter    ${before}    netdrv    drv_rx_dropped
+    ${x1}=    Counter    ${stats}    netdrv    drv_rx_dropped
+    Should Be Equal As Integers    ${x1}    ${x0}    received frames dropped by netdrv during the load
+    ${d0}=    Counter    ${before}    netstack    tcp_tx_dropped
+    ${d1}=    Counter    ${stats}    netstack    tcp_tx_dropped
+    Should Be Equal As Integers    ${d1}    ${d0}    frames dropped by netstack during the load
     ${bytes}=    Counter    ${stats}    netstack    tcp_socket_bytes
     Should Be True    ${bytes} <= 10 * ${MIB}    socket rings ${bytes} bytes, over netstack's budget
 
