@@ -389,6 +389,10 @@ impl Driver {
             if wake_stack {
                 wake_stack = false;
                 self.to_stack.flush();
+                // Return the reaped frames' buffers first: netstack, woken
+                // because it waits for them (a full frame pool in the copy
+                // modes), runs now and would otherwise find none back.
+                let _ = self.from_stack.flush_releases();
                 self.c[C::Wakeups as usize] += 1;
                 // netstack runs above us: it handles everything now and
                 // returns here when it blocks, its frames queued on the link.

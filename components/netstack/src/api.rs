@@ -118,7 +118,7 @@ impl From<NetError> for ErrorCode {
             NetError::NotConnected => ErrorCode::NotConnected,
             NetError::AddressInUse => ErrorCode::AddressInUse,
             NetError::InvalidArgument => ErrorCode::InvalidArgument,
-            NetError::Iolite(_) => ErrorCode::NoMemory,
+            NetError::Iolite(_) | NetError::NoMemory => ErrorCode::NoMemory,
         }
     }
 }

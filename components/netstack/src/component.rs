@@ -115,7 +115,10 @@ impl NicPort<'static> for Port {
     }
 
     fn transmit(&mut self, frame: TxFrame<'static>) -> Result<(), TxFrame<'static>> {
-        if self.queue.len() >= TX_QUEUE {
+        // Beyond TX_QUEUE only replies to received frames come here (the
+        // stack's own segments wait on can_transmit): at most one per frame
+        // netdrv hands us in a batch.
+        if self.queue.len() >= TX_QUEUE + link::FWD_CAP {
             return Err(frame);
         }
         self.queue.push_back(frame);
@@ -310,6 +313,11 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // Smaller than the library's default: slirp sends a whole window at
     // once, and the RX ring must absorb the windows of every connection.
     cfg.recv_window = 32 * 1024;
+    // Socket rings come from our 16 MiB heap (a listener of backlog 64 holds
+    // 64 receive rings, each copy-mode connection a send ring as well);
+    // beyond this, connections wait in the backlog rather than the heap
+    // running out. The rest is for the checksum cache and bookkeeping.
+    cfg.socket_memory = 10 << 20;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     if cfg.dhcp {
         log!("ip via dhcp");
@@ -410,7 +418,9 @@ impl Node {
                 }
             }
             self.client_events += delivered;
-            let starving = self.starving();
+            // The stack held segments back for lack of frame buffers (or
+            // ring space): netdrv must wake us when it gives some back.
+            let starving = self.starving() || self.stack.tx_blocked();
             self.port.flush(&mut self.link_tx, self.link_control, starving);
             let _ = self.port.rx.flush_releases();
             let released = self.requests.flush_releases().unwrap_or(0);
@@ -509,6 +519,9 @@ impl Node {
             self.client_events,
             self.port.held_back,
             self.busy_cycles,
+            s.tx_deferred,
+            s.accept_deferred,
+            self.stack.socket_memory() as u64,
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

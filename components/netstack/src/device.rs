@@ -38,7 +38,17 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
     pub cache: &'a mut ChecksumCache,
     pub stats: &'a mut NetStats,
     pub scratch: &'a mut Vec<u8>,
+    /// Set when smoltcp was refused a transmit token (NIC queue or frame
+    /// pool full): it keeps the segments and emits them on a later poll, so
+    /// the owner must poll again once the driver gives buffers back.
+    pub blocked: bool,
 }
+
+/// Pages of the stack's pool that segments smoltcp sends on its own (data,
+/// ACKs, retransmissions) leave free, so that the replies it makes to
+/// received frames (ACKs, RSTs, ARP) still find room. A port should likewise
+/// accept some frames beyond what `can_transmit` admits (see `NicPort`).
+pub(crate) const REPLY_RESERVE_PAGES: u32 = 4;
 
 /// A received frame.
 pub(crate) struct Rx<'d> {
@@ -61,15 +71,29 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
         Self: 'b;
 
     fn receive(&mut self, _t: Instant) -> Option<(Self::RxToken<'_>, Self::TxToken<'_>)> {
+        // Always take received frames, even when transmit room is short:
+        // they carry the ACKs that free send windows, and a frame left with
+        // the driver makes it drop the ones behind it (its channel to us is
+        // sized for one batch). The reply token may then find no room (its
+        // frame is dropped and counted in `tx_dropped`); replies carry no
+        // data (ACKs, RSTs, ARP), and `REPLY_RESERVE_PAGES` plus the NIC
+        // port's slack make that rare.
         let agg = self.port.receive()?;
         self.stats.rx_frames += 1;
         Some((Rx { agg }, Tx { dev: self }))
     }
 
     fn transmit(&mut self, _t: Instant) -> Option<Self::TxToken<'_>> {
-        if self.port.can_transmit() {
+        // Refuse rather than accept a frame we might have to drop: smoltcp
+        // then keeps the segment (its state does not advance) and sends it on
+        // a later poll. A dropped segment would only be sent again after a
+        // retransmission timeout (seconds), which is what made the copy
+        // modes collapse when their frame pool filled up.
+        if self.tx_room(REPLY_RESERVE_PAGES) {
             Some(Tx { dev: self })
         } else {
+            self.blocked = true;
+            self.stats.tx_deferred += 1;
             None
         }
     }
@@ -135,6 +159,16 @@ fn finish_tcp_checksum(frame: &mut [u8], t: &TcpFrame, mode: TxChecksum, payload
 }
 
 impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
+    /// Whether one more frame can be built and queued now, keeping
+    /// `reserve` pages of the pool free. A frame needs at most
+    /// `mtu / PAGE_SIZE` pages, rounded up (one for MTU 1514: headers, and
+    /// whole frames in the copy modes, are packed into shared pages), and a
+    /// one-page allocation cannot fail while a page is free.
+    fn tx_room(&self, reserve: u32) -> bool {
+        let need = self.mtu.div_ceil(iolite::PAGE_SIZE).max(1) as u32;
+        self.port.can_transmit() && self.d.pool_stats(self.pool).is_ok_and(|s| s.free_pages >= need + reserve)
+    }
+
     fn scratch(&mut self, len: usize) -> &mut [u8] {
         if self.scratch.len() < len {
             self.scratch.resize(len, 0);

@@ -46,10 +46,13 @@ pub struct TxFrame<'d> {
 /// The stack's view of a NIC driver (over IO-Lite channels on seL4, an
 /// in-memory wire in host tests).
 pub trait NicPort<'d> {
-    /// Whether [`NicPort::transmit`] would accept a frame now.
+    /// Whether the stack may send a frame of its own now (data, ACKs,
+    /// retransmissions); when false, smoltcp keeps its segments for later.
     fn can_transmit(&self) -> bool;
     /// Queues a frame for transmission; hands it back if the NIC cannot take
-    /// it (the stack then drops it, and TCP retransmits).
+    /// it (the stack then drops it). Should accept a batch of replies to
+    /// received frames beyond what `can_transmit` admits: the stack always
+    /// takes received frames, and a reply it cannot queue is lost.
     fn transmit(&mut self, frame: TxFrame<'d>) -> Result<(), TxFrame<'d>>;
     /// The next received frame, if any.
     fn receive(&mut self) -> Option<Aggregate<'d>>;

@@ -91,6 +91,12 @@ pub struct Config {
     pub csum_block_shift: u32,
     /// Nagle's algorithm (default off: servers send whole responses).
     pub nagle: bool,
+    /// Most bytes of socket rings the stack allocates from the heap
+    /// (receive rings, and send rings in the copy modes; default 8 MiB).
+    /// Beyond it a listener keeps fewer sockets ready and an established
+    /// connection waits in the backlog until rings are freed, instead of
+    /// the heap running out (which panics the component).
+    pub socket_memory: usize,
 }
 
 impl Config {
@@ -115,6 +121,7 @@ impl Config {
             csum_cache_entries: 16384,
             csum_block_shift: 8,
             nagle: false,
+            socket_memory: 8 << 20,
         }
     }
 }
@@ -134,6 +141,9 @@ pub enum NetError {
     InvalidArgument,
     /// An IO-Lite operation failed (e.g. the stack's pool is exhausted).
     Iolite(iolite::Error),
+    /// No memory for the socket's rings now ([`Config::socket_memory`] or
+    /// the heap); retry after connections have closed.
+    NoMemory,
 }
 
 /// The stack's counters ("zero copy" is measured, not claimed). Every copy
@@ -142,8 +152,17 @@ pub enum NetError {
 pub struct NetStats {
     /// Frames handed to the NIC.
     pub tx_frames: u64,
-    /// Frames dropped on transmit (NIC full, pool exhausted).
+    /// Frames dropped on transmit: only replies to received frames that
+    /// found neither pool nor queue room (the stack's own segments wait
+    /// instead, see `tx_deferred`).
     pub tx_dropped: u64,
+    /// Times smoltcp was told to wait because the NIC queue or the frame
+    /// pool was full (back-pressure: the segments went out later, nothing
+    /// was dropped).
+    pub tx_deferred: u64,
+    /// Times an established connection was left in the backlog for lack of
+    /// memory for its send ring (copy modes; accepted on a later try).
+    pub accept_deferred: u64,
     /// Frames received.
     pub rx_frames: u64,
     /// TCP payload bytes attached to frames by reference (retransmissions

@@ -211,6 +211,9 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_client_events",
     "tcp_tx_held_back",
     "tcp_busy_cycles",
+    "tcp_tx_deferred",
+    "tcp_accept_deferred",
+    "tcp_socket_bytes",
 ];
 
 #[cfg(test)]

@@ -105,6 +105,9 @@ pub(crate) struct Conn<'d> {
     pub sent_hi: u64,
     pub queue: TxQueue<'d>,
     pub closed_by_user: bool,
+    /// Copy modes: the send ring went back to the heap (closed by the user
+    /// and everything acknowledged).
+    pub ring_released: bool,
 }
 
 /// A DHCP lease as the server gave it ([`NetStack::take_dhcp_change`]).
@@ -133,7 +136,20 @@ pub enum Recv<'d> {
 
 struct Listener {
     port: u16,
+    /// Sockets listening or holding connections not yet accepted.
     backlog: Vec<SocketHandle>,
+    /// How many `backlog` should have; fewer while memory is short
+    /// (topped up by `refill_listeners`).
+    want: usize,
+}
+
+/// A zeroed ring of `n` bytes, or `None` if the heap cannot give it now
+/// (instead of the allocator's abort, which takes the component down).
+fn try_ring(n: usize) -> Option<Vec<u8>> {
+    let mut v = Vec::new();
+    v.try_reserve_exact(n).ok()?;
+    v.resize(n, 0);
+    Some(v)
 }
 
 /// A TCP/IPv4 stack over IO-Lite (see the crate docs).
@@ -142,7 +158,7 @@ pub struct NetStack<'d> {
     cfg: Config,
     iface: Interface,
     sockets: SocketSet<'static>,
-    conns: Vec<Conn<'d>>,
+    pub(crate) conns: Vec<Conn<'d>>,
     listeners: Vec<Listener>,
     dhcp: Option<SocketHandle>,
     /// A lease obtained (Some) or lost (None) since the last
@@ -152,6 +168,7 @@ pub struct NetStack<'d> {
     stats: NetStats,
     scratch: Vec<u8>,
     next_id: ConnId,
+    tx_blocked: bool,
 }
 
 /// A device that has nothing, used only to create the interface.
@@ -237,6 +254,7 @@ impl<'d> NetStack<'d> {
             stats: NetStats::default(),
             scratch: Vec::new(),
             next_id: 1,
+            tx_blocked: false,
         }
     }
 
@@ -254,16 +272,73 @@ impl<'d> NetStack<'d> {
         self.cfg.copy_mode == CopyMode::IoLite
     }
 
-    fn new_socket(&self) -> tcp::Socket<'static> {
-        let rx = tcp::SocketBuffer::new(alloc::vec![0u8; self.cfg.recv_window]);
+    /// Bytes of socket rings allocated from the heap now: every receive
+    /// ring, and in the copy modes every send ring (zero-copy sockets have
+    /// none: their "ring" is a length).
+    pub fn socket_memory(&self) -> usize {
+        let copy = !self.zero_copy();
+        self.sockets
+            .iter()
+            .filter_map(|(_, s)| match s {
+                smoltcp::socket::Socket::Tcp(t) => Some(t.recv_capacity() + if copy { t.send_capacity() } else { 0 }),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            })
+            .sum()
+    }
+
+    /// Whether `n` more bytes of rings fit [`Config::socket_memory`].
+    fn rings_fit(&self, n: usize) -> bool {
+        self.socket_memory().saturating_add(n) <= self.cfg.socket_memory
+    }
+
+    /// A socket with its receive ring. In the copy modes its send ring only
+    /// if `with_send_ring` (a connection); a listening socket gets it when
+    /// accepted (`attach_send_ring`), so an idle backlog costs receive rings
+    /// only. `None` if the rings do not fit the budget or the heap.
+    fn new_socket(&self, with_send_ring: bool) -> Option<tcp::Socket<'static>> {
+        let copy_ring = if self.zero_copy() || !with_send_ring { 0 } else { self.cfg.send_window };
+        if !self.rings_fit(self.cfg.recv_window + copy_ring) {
+            return None;
+        }
+        let rx = tcp::SocketBuffer::new(try_ring(self.cfg.recv_window)?);
         let mut s = if self.zero_copy() {
             tcp::Socket::new_zero_copy_tx(rx, self.cfg.send_window)
         } else {
-            tcp::Socket::new(rx, tcp::SocketBuffer::new(alloc::vec![0u8; self.cfg.send_window]))
+            tcp::Socket::new(rx, tcp::SocketBuffer::new(try_ring(copy_ring)?))
         };
         s.set_nagle_enabled(self.cfg.nagle);
         s.set_timeout(Some(Duration::from_secs(60)));
-        s
+        Some(s)
+    }
+
+    /// Copy modes: gives an accepted socket its send ring. False if it does
+    /// not fit the budget or the heap now.
+    fn attach_send_ring(&mut self, h: SocketHandle) -> bool {
+        if self.zero_copy() || self.sockets.get::<tcp::Socket>(h).send_capacity() >= self.cfg.send_window {
+            return true;
+        }
+        if !self.rings_fit(self.cfg.send_window) {
+            return false;
+        }
+        let Some(ring) = try_ring(self.cfg.send_window) else { return false };
+        // Cannot fail: nothing can have been queued on an unaccepted socket.
+        self.sockets.get_mut::<tcp::Socket>(h).replace_tx_buffer(tcp::SocketBuffer::new(ring)).is_ok()
+    }
+
+    /// Tops listeners' backlogs up to what was asked, as memory allows.
+    fn refill_listeners(&mut self) {
+        for li in 0..self.listeners.len() {
+            while self.listeners[li].backlog.len() < self.listeners[li].want {
+                let port = self.listeners[li].port;
+                let Some(mut s) = self.new_socket(false) else { return };
+                if s.listen(port).is_err() {
+                    break;
+                }
+                let h = self.sockets.add(s);
+                self.listeners[li].backlog.push(h);
+            }
+        }
     }
 
     /// The IPv4 address in use (static, or from DHCP), if any.
@@ -280,13 +355,13 @@ impl<'d> NetStack<'d> {
         if self.listeners.iter().any(|l| l.port == port) {
             return Err(NetError::AddressInUse);
         }
-        let mut l = Listener { port, backlog: Vec::new() };
-        for _ in 0..backlog {
-            let mut s = self.new_socket();
-            s.listen(port).map_err(|_| NetError::InvalidArgument)?;
-            l.backlog.push(self.sockets.add(s));
-        }
+        let mut l = Listener { port, backlog: Vec::new(), want: backlog };
+        // At least one socket now, or the port is not listened on at all.
+        let Some(mut s) = self.new_socket(false) else { return Err(NetError::NoMemory) };
+        s.listen(port).map_err(|_| NetError::InvalidArgument)?;
+        l.backlog.push(self.sockets.add(s));
         self.listeners.push(l);
+        self.refill_listeners();
         Ok(())
     }
 
@@ -302,19 +377,22 @@ impl<'d> NetStack<'d> {
         Ok(())
     }
 
-    /// Takes one established connection from `port`'s backlog, if any.
+    /// Takes one established connection from `port`'s backlog, if any. In
+    /// the copy modes a connection whose send ring does not fit in memory
+    /// now stays in the backlog (it can receive meanwhile) and is taken by
+    /// a later call, once other connections have given their rings back.
     pub fn accept(&mut self, port: u16) -> Option<ConnId> {
         let li = self.listeners.iter().position(|l| l.port == port)?;
         let bi = self.listeners[li].backlog.iter().position(|&h| {
             let s = self.sockets.get::<tcp::Socket>(h);
             !matches!(s.state(), TcpState::Listen | TcpState::SynReceived | TcpState::Closed)
         })?;
-        let handle = self.listeners[li].backlog.swap_remove(bi);
-        let mut s = self.new_socket();
-        if s.listen(port).is_ok() {
-            let h = self.sockets.add(s);
-            self.listeners[li].backlog.push(h);
+        if !self.attach_send_ring(self.listeners[li].backlog[bi]) {
+            self.stats.accept_deferred += 1;
+            return None;
         }
+        let handle = self.listeners[li].backlog.swap_remove(bi);
+        self.refill_listeners();
         Some(self.add_conn(handle))
     }
 
@@ -332,13 +410,14 @@ impl<'d> NetStack<'d> {
             sent_hi: 0,
             queue: TxQueue::new(),
             closed_by_user: false,
+            ring_released: false,
         });
         id
     }
 
     /// Opens a connection to `remote` (address, port) from `local_port`.
     pub fn connect(&mut self, remote: ([u8; 4], u16), local_port: u16) -> Result<ConnId, NetError> {
-        let mut s = self.new_socket();
+        let mut s = self.new_socket(true).ok_or(NetError::NoMemory)?;
         let ep = IpEndpoint::new(IpAddress::Ipv4(Ipv4Address::from(remote.0)), remote.1);
         s.connect(self.iface.context(), ep, local_port).map_err(|_| NetError::InvalidArgument)?;
         let h = self.sockets.add(s);
@@ -481,22 +560,39 @@ impl<'d> NetStack<'d> {
             cache: &mut self.cache,
             stats: &mut self.stats,
             scratch: &mut self.scratch,
+            blocked: false,
         };
         let changed = self.iface.poll(now, &mut dev, &mut self.sockets) != PollResult::None;
+        self.tx_blocked = dev.blocked;
         self.after_poll();
         changed
+    }
+
+    /// Whether the last [`NetStack::poll`] left frames unsent (or received
+    /// frames untaken) for lack of room in the NIC queue or the frame pool.
+    /// Poll again once the driver has given frames back: nothing was
+    /// dropped, smoltcp still has the segments.
+    pub fn tx_blocked(&self) -> bool {
+        self.tx_blocked
     }
 
     fn after_poll(&mut self) {
         // Release what was acknowledged.
         for c in self.conns.iter_mut() {
-            let s = self.sockets.get::<tcp::Socket>(c.handle);
+            let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
             if c.zero_copy {
                 let acked = c.queue.len().saturating_sub(s.send_queue());
                 c.queue.trim(acked);
                 c.front += acked as u64;
+            } else if c.closed_by_user && !c.ring_released && s.send_queue() == 0 {
+                // Nothing more can be sent and everything sent was
+                // acknowledged: the send ring goes back to the heap now
+                // rather than after TIME-WAIT (new connections need it).
+                c.ring_released = s.replace_tx_buffer(tcp::SocketBuffer::new(Vec::new())).is_ok();
             }
         }
+        // Rings freed by closed connections let waiting listeners grow back.
+        self.refill_listeners();
         // Forget connections the user closed once their socket is closed.
         let sockets = &mut self.sockets;
         self.conns.retain(|c| {
