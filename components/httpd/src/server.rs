@@ -908,6 +908,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         self.conns.get(&c.0).is_some_and(|conn| !conn.outq.is_empty())
     }
 
+    /// Whether `c`'s next output is already in memory (a header or a CGI
+    /// reply), so that sending it needs no new buffers. A component that
+    /// stops pulling output while its pool is low must still send these:
+    /// they are what fills the pool, and only sending them frees it.
+    pub fn holds_output(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.outq.front(), Some(Out::Data(_))))
+    }
+
     /// The next thing to do for `c`, in order; `None` when there is nothing
     /// (until more input, a CGI reply or a timeout). Call it until `None`
     /// (or until the transport is full; call again when it drains).

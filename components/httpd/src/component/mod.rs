@@ -547,7 +547,7 @@ impl Httpd {
         let mut cgi_failures = Vec::new();
         for id in ready {
             let Some(&conn) = self.by_srv.get(&id.0) else { continue };
-            if budget == 0 || self.pool_low() {
+            if budget == 0 || self.must_wait(id) {
                 later.push(id);
                 continue;
             }
@@ -562,7 +562,7 @@ impl Httpd {
                     Some(Action::Send(agg)) => {
                         budget = budget.saturating_sub(agg.len());
                         self.request(Request::Send { conn }.encode(), agg);
-                        if budget == 0 || self.pool_low() {
+                        if budget == 0 || self.must_wait(id) {
                             later.push(id);
                             break;
                         }
@@ -595,6 +595,13 @@ impl Httpd {
             // Only CGI failures were left: pull again at once.
             self.pump();
         }
+    }
+
+    /// Whether `id` must wait for netstack to return buffers before we pull
+    /// its output: our pool is low, and its next output is not already in
+    /// the pool (output that is must go out, or nothing frees the pool).
+    fn must_wait(&self, id: HConn) -> bool {
+        self.pool_low() && !self.srv.holds_output(id)
     }
 
     /// Whether our pool is fuller than `POOL_LOW_QUARTERS` (copy modes copy
@@ -641,6 +648,12 @@ impl Httpd {
     fn handle_cgi_replies(&mut self) {
         self.cgi_stuck = false;
         loop {
+            if BUILD_COPY_MODE != CopyMode::IoLite && self.pool_low() {
+                // Copy modes copy each reply into our pool: leave the rest
+                // queued (in the cgi's pool) until sending frees ours.
+                self.cgi_stuck = true;
+                return;
+            }
             let Some(c) = &mut self.cgi else { return };
             let before = self.d.stats().bytes_copied;
             let r = c.rx.recv();

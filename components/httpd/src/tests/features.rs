@@ -503,8 +503,12 @@ fn cgi_round_trip_by_reference() {
     let (id, env, body) = cgi::wire::decode_request(msg, tag).unwrap();
     let out = progs.run(&env, body, &cgi::Counters::default()).unwrap();
     let out_descs = out.descs().to_vec();
+    assert!(!h.srv.holds_output(c), "nothing to send while the CGI runs");
     h.srv.cgi_reply(c, id, Ok(out));
+    // The reply is in memory: a server short of buffers must still send it.
+    assert!(h.srv.holds_output(c));
     let dr = h.drain(c);
+    assert!(!h.srv.holds_output(c), "all sent");
     let r = parse_responses(&dr.bytes, &|_| false);
     assert_eq!(r[0].status, 200);
     assert_eq!(r[0].header("Content-Type"), Some("text/plain; charset=utf-8"));
