@@ -42,7 +42,6 @@ use iolite::{Aggregate, Boundary, BufMeta, BufMut, ChannelRx, ChannelTx, CopyMod
 use netstack::link::{self, CounterPage, PairControl};
 use netstack::TxOffload;
 
-mod pci;
 mod regs;
 
 use regs::*;
@@ -51,7 +50,10 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(2 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/netdrv.rs"));
 
-const E1000: pci::Function = pci::Function { bus: 0, device: 3, function: 0 };
+/// The e1000, through the pci_config server (it alone holds the 0xCF8/0xCFC
+/// pair, and lets netdrv touch only the function the assembly grants).
+const E1000: pci::Device<pci::ThroughServer> =
+    pci::Device::new(pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32), pci::Function::new(0, 3, 0));
 const E1000_IDS: (u16, u16) = (0x8086, 0x100e);
 
 /// Descriptors per ring (16 bytes each: two pages per ring). QEMU's e1000
@@ -169,7 +171,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
 
 /// Finds the e1000, checks BAR0 against the assembly and enables memory
 /// decoding and bus mastering.
-fn probe(start: &component_runtime::start::StartInfo) -> sel4::Result<Option<Registers>> {
+fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Registers>, pci::Refused> {
     match E1000.ids()? {
         Some(ids) if ids == E1000_IDS => {}
         other => {
@@ -178,7 +180,7 @@ fn probe(start: &component_runtime::start::StartInfo) -> sel4::Result<Option<Reg
         }
     }
     let mapped = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
-    match pci::memory_bar0(E1000)? {
+    match E1000.memory_bar0()? {
         Some(bar) if bar.base == mapped && bar.size == glue::regs::SIZE as u64 => {}
         Some(bar) => {
             error!("pci {E1000}: bar0 {:#x} size {:#x}, but the assembly maps {mapped:#x} (fix e1000.regs_paddr)", bar.base, bar.size);

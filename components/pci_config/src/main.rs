@@ -30,31 +30,19 @@ const MAX_GRANTS: usize = 16;
 /// Denials logged before going quiet (a misbehaving client must not flood).
 const LOGGED_DENIALS: u32 = 8;
 
-/// A grant: the client with this badge may use function `bdf`.
+/// A grant: the client with this badge may use `function`.
 #[derive(Clone, Copy)]
 struct Grant {
     badge: u64,
-    bdf: u32,
+    function: pci::Function,
 }
 
 /// Parses `"BADGE=BB:DD.F"` (hex bus/device, function digit).
 fn parse_grant(s: &str) -> Option<Grant> {
     let (badge, f) = s.split_once('=')?;
     let badge: u64 = badge.trim().parse().ok()?;
-    let (bus, rest) = f.trim().split_once(':')?;
-    let (dev, func) = rest.split_once('.')?;
-    let bus = u32::from_str_radix(bus, 16).ok().filter(|b| *b < 256)?;
-    let dev = u32::from_str_radix(dev, 16).ok().filter(|d| *d < 32)?;
-    let func = func.parse::<u32>().ok().filter(|f| *f < 8)?;
-    (badge > 0).then_some(Grant { badge, bdf: bus << 8 | dev << 3 | func })
-}
-
-struct Bdf(u32);
-
-impl core::fmt::Display for Bdf {
-    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-        write!(f, "{:02x}:{:02x}.{:x}", self.0 >> 8 & 0xff, self.0 >> 3 & 0x1f, self.0 & 7)
-    }
+    let function = pci::Function::parse(f)?;
+    (badge > 0).then_some(Grant { badge, function })
 }
 
 struct Server {
@@ -63,37 +51,44 @@ struct Server {
 }
 
 impl Server {
-    fn allowed(&mut self, op: &str, bdf: u32, offset: u32) -> bool {
+    /// The function and register `bdf`/`offset` name, if the calling
+    /// client (its badge) was granted them.
+    fn allowed(&mut self, op: &str, bdf: u32, offset: u32) -> Option<(pci::Function, u8)> {
         let badge = glue::pci::sender_badge();
-        let ok = offset < 256
-            && offset % 4 == 0
-            && bdf < 1 << 16
-            && self.grants.iter().flatten().any(|g| g.badge == badge && g.bdf == bdf);
-        if !ok {
+        let function = pci::Function::from_bdf(bdf);
+        let granted = function.filter(|f| {
+            offset < 256 && offset % 4 == 0 && self.grants.iter().flatten().any(|g| g.badge == badge && g.function == *f)
+        });
+        if granted.is_none() {
             self.denials += 1;
             if self.denials <= LOGGED_DENIALS {
-                warn!("denied: client {badge} {op} {} offset {offset:#x}", Bdf(bdf & 0xffff));
+                match function {
+                    Some(f) => warn!("denied: client {badge} {op} {f} offset {offset:#x}"),
+                    None => warn!("denied: client {badge} {op} bdf {bdf:#x} (not a function number)"),
+                }
             }
         }
-        ok
+        granted.map(|f| (f, offset as u8))
     }
 
-    fn select(bdf: u32, offset: u32) -> bool {
-        glue::ports::out32(CONFIG_ADDRESS, 1 << 31 | bdf << 8 | (offset & 0xfc)).is_ok()
+    fn select(function: pci::Function, register: u8) -> bool {
+        glue::ports::out32(CONFIG_ADDRESS, function.config_address(register)).is_ok()
     }
 }
 
 impl glue::pci::PciConfigSpace for Server {
     fn read32(&mut self, bdf: u32, offset: u32) -> u32 {
-        if !self.allowed("read", bdf, offset) || !Self::select(bdf, offset) {
-            return u32::MAX;
+        match self.allowed("read", bdf, offset) {
+            Some((f, register)) if Self::select(f, register) => {}
+            _ => return u32::MAX,
         }
         glue::ports::in32(CONFIG_DATA).unwrap_or(u32::MAX)
     }
 
     fn write32(&mut self, bdf: u32, offset: u32, value: u32) -> i32 {
-        if !self.allowed("write", bdf, offset) || !Self::select(bdf, offset) {
-            return -1;
+        match self.allowed("write", bdf, offset) {
+            Some((f, register)) if Self::select(f, register) => {}
+            _ => return -1,
         }
         match glue::ports::out32(CONFIG_DATA, value) {
             Ok(()) => 0,
@@ -117,7 +112,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     }
     let mut list = heapless_list::List::new();
     for g in server.grants.iter().flatten() {
-        list.push(g.badge, g.bdf);
+        list.push(g.badge, g.function);
     }
     log!("ready: {n} grants ({})", list);
     glue::pci::run(&mut server)
@@ -126,27 +121,27 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
 /// A fixed-size formatter for the grant list (no heap in this component).
 mod heapless_list {
     pub struct List {
-        items: [(u64, u32); super::MAX_GRANTS],
+        items: [(u64, pci::Function); super::MAX_GRANTS],
         n: usize,
     }
     impl List {
         pub fn new() -> Self {
-            Self { items: [(0, 0); super::MAX_GRANTS], n: 0 }
+            Self { items: [(0, pci::Function::new(0, 0, 0)); super::MAX_GRANTS], n: 0 }
         }
-        pub fn push(&mut self, badge: u64, bdf: u32) {
+        pub fn push(&mut self, badge: u64, function: pci::Function) {
             if self.n < self.items.len() {
-                self.items[self.n] = (badge, bdf);
+                self.items[self.n] = (badge, function);
                 self.n += 1;
             }
         }
     }
     impl core::fmt::Display for List {
         fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
-            for (i, (b, bdf)) in self.items[..self.n].iter().enumerate() {
+            for (i, (b, function)) in self.items[..self.n].iter().enumerate() {
                 if i > 0 {
                     f.write_str(" ")?;
                 }
-                write!(f, "{b}={}", super::Bdf(*bdf))?;
+                write!(f, "{b}={function}")?;
             }
             Ok(())
         }

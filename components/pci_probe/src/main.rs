@@ -31,11 +31,7 @@ include!(concat!(env!("IOLITE_GLUE_DIR"), "/pci_probe.rs"));
 
 /// Where QEMU's e1000 sits under `-machine pc` (first free slot after the
 /// host bridge, PIIX3 and VGA).
-const E1000: pci::Function = pci::Function {
-    bus: 0,
-    device: 3,
-    function: 0,
-};
+const E1000: pci::Device<pci::ThroughPorts> = pci::Device::new(pci::ThroughPorts, pci::Function::new(0, 3, 0));
 const E1000_VENDOR: u16 = 0x8086;
 const E1000_DEVICE: u16 = 0x100e;
 
@@ -83,7 +79,7 @@ fn probe(mapped_bar0: u64) -> sel4::Result<()> {
 /// Step 1a: every function on bus 0.
 fn scan_bus0() -> sel4::Result<()> {
     let mut count = 0;
-    pci::scan_bus(0, |f, vendor, device, class| {
+    pci::scan_bus(pci::ThroughPorts, 0, |f, vendor, device, class| {
         log!("pci {f} {vendor:04x}:{device:04x} class {class:06x}");
         count += 1;
     })?;
@@ -116,7 +112,7 @@ fn report_e1000() -> sel4::Result<bool> {
             "enabled"
         },
     );
-    match pci::memory_bar0(E1000)? {
+    match E1000.memory_bar0()? {
         Some(bar) => log!("pci {E1000}: bar0 {:#x} size {:#x}", bar.base, bar.size),
         None => error!("pci {E1000}: BAR0 is an I/O BAR"),
     }
@@ -158,7 +154,7 @@ fn report_refusal(what: &str, result: sel4::Result<u32>) {
 /// registers? BAR0 must be where the assembly says, as large as the
 /// dataport, and answered (memory decoding on).
 fn check_bar0(mapped_bar0: u64) -> sel4::Result<bool> {
-    let Some(bar) = pci::memory_bar0(E1000)? else {
+    let Some(bar) = E1000.memory_bar0()? else {
         return Ok(false);
     };
     if bar.base != mapped_bar0 || bar.size != glue::regs::SIZE as u64 {

@@ -19,7 +19,6 @@
 //! [fs] budget <bytes>                                     (set_budget)
 //! ```
 
-mod pci;
 mod virtio_blk;
 
 use alloc::boxed::Box;
@@ -39,8 +38,11 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/fs.rs"));
 
-/// Where `simulate --disk` puts the disk.
-const BLK: pci::Function = pci::Function { device: 5, function: 0 };
+/// Where `simulate --disk` puts the disk, reached through the pci_config
+/// server (it alone holds the 0xCF8/0xCFC pair, and lets fs touch only the
+/// function the assembly grants).
+const BLK: pci::Device<pci::ThroughServer> =
+    pci::Device::new(pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32), pci::Function::new(0, 5, 0));
 const VIRTIO_VENDOR: u16 = 0x1af4;
 /// Legacy (transitional) virtio-blk.
 const VIRTIO_BLK_DEVICE: u16 = 0x1001;
