@@ -241,11 +241,12 @@ class WebClient:
         request the paths round-robin for `seconds`; any error or non-200
         fails. Returns a summary dict.
 
-        The connections are opened one after another before the clock
-        starts: QEMU's user networking accepts forwarded connections from a
-        listen() backlog of 1, so the host kernel drops most of 32
-        simultaneous SYNs and the clients' connects back off for seconds
-        (1, 3, 7, 15, 31 s: past a 30 s timeout), whatever the guest does.
+        The connections are opened one after another (each client starts
+        at once) and the clock starts when the last is open: QEMU's user
+        networking accepts forwarded connections from a listen() backlog of
+        1, so the host kernel drops most of 32 simultaneous SYNs and the
+        clients' connects back off for seconds (1, 3, 7, 15, 31 s: past a
+        30 s timeout), whatever the guest does.
         (`ss -ltn` shows the backlog; `nstat TcpExtListenOverflows` counts.)"""
         clients, seconds = int(clients), float(seconds)
         paths = paths.split()
@@ -253,17 +254,14 @@ class WebClient:
         counts = [0] * clients
         lock = threading.Lock()
 
-        opened = []
-        for _ in range(clients):
-            conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
-            conn.connect()
-            opened.append(conn)
-        stop = time.monotonic() + seconds
+        # The clock starts when the last client is connected; until then
+        # `stop` is open-ended (a client that idled while the others
+        # connected could meet the server's idle timeout).
+        stop = [float("inf")]
 
-        def run(i):
-            conn = opened[i]
+        def run(i, conn):
             k = i
-            while time.monotonic() < stop:
+            while time.monotonic() < stop[0]:
                 try:
                     if conn is None:
                         conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
@@ -290,10 +288,14 @@ class WebClient:
             if conn is not None:
                 conn.close()
 
-        threads = [threading.Thread(target=run, args=(i,)) for i in range(clients)]
+        threads = []
+        for i in range(clients):
+            conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+            conn.connect()
+            threads.append(threading.Thread(target=run, args=(i, conn)))
+            threads[-1].start()
         t0 = time.monotonic()
-        for t in threads:
-            t.start()
+        stop[0] = t0 + seconds
         for t in threads:
             t.join()
         elapsed = time.monotonic() - t0
