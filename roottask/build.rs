@@ -27,8 +27,8 @@ fn main() {
             let list = dir.join("elves.txt");
             println!("cargo:rerun-if-changed={}", spec.display());
             println!("cargo:rerun-if-changed={}", list.display());
-            let names = std::fs::read_to_string(&list)
-                .unwrap_or_else(|e| panic!("cannot read {}: {e}", list.display()));
+            let names =
+                std::fs::read_to_string(&list).unwrap_or_else(|e| panic!("cannot read {}: {e}", list.display()));
             writeln!(
                 code,
                 "static SPEC_BYTES: &Aligned<[u8]> = &Aligned(*include_bytes!({:?}));\n\
@@ -41,8 +41,12 @@ fn main() {
             for (i, name) in names.lines().map(str::trim).filter(|n| !n.is_empty()).enumerate() {
                 let elf = dir.join("elves").join(format!("{name}.elf"));
                 println!("cargo:rerun-if-changed={}", elf.display());
-                writeln!(code, "static ELF_{i}: &Aligned<[u8]> = &Aligned(*include_bytes!({:?}));", elf.display().to_string())
-                    .unwrap();
+                writeln!(
+                    code,
+                    "static ELF_{i}: &Aligned<[u8]> = &Aligned(*include_bytes!({:?}));",
+                    elf.display().to_string()
+                )
+                .unwrap();
                 write!(table, "({name:?}, &ELF_{i}.0), ").unwrap();
             }
             writeln!(code, "/// Component ELFs by name.\npub static ELVES: &[(&str, &[u8])] = &[{table}];").unwrap();

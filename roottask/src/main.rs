@@ -11,9 +11,9 @@
 
 extern crate alloc;
 
-mod objects;
 mod bootinfo;
 mod loader;
+mod objects;
 mod selftest;
 mod supervisor;
 mod vspace;

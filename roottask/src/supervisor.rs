@@ -61,7 +61,12 @@ pub fn run(system: &mut System) -> ! {
 
 /// Carries out a restart request of the instance at `requester` if the
 /// assembly grants it; logs the outcome either way.
-fn restart_request(system: &mut System, requester: usize, info: MessageInfo, mrs: [Word; 4]) -> Result<(), RestartError> {
+fn restart_request(
+    system: &mut System,
+    requester: usize,
+    info: MessageInfo,
+    mrs: [Word; 4],
+) -> Result<(), RestartError> {
     let who = system.instances[requester].name.clone();
     let n = info.length() as usize;
     if n > restart::MAX_REQUEST_WORDS {
@@ -106,7 +111,13 @@ fn describe(fault: &Fault) -> alloc::string::String {
     match *fault {
         Fault::VmFault { ip, addr, instruction_fault, fsr } => format!(
             "vm fault ({} {}) at address {addr:#x}, ip {ip:#x}",
-            if instruction_fault { "instruction fetch" } else if fsr & 2 != 0 { "write" } else { "read" },
+            if instruction_fault {
+                "instruction fetch"
+            } else if fsr & 2 != 0 {
+                "write"
+            } else {
+                "read"
+            },
             if fsr & 1 != 0 { "denied by page rights" } else { "of an unmapped page" },
         ),
         Fault::CapFault { ip, addr, in_recv_phase, .. } => format!(

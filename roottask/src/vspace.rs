@@ -133,15 +133,28 @@ impl Scratch {
         // Map a throw-away frame once so the page table exists; later
         // fills then only map and unmap the frame itself.
         let frame = memory.object(ObjectType::X86_4K, 0)?;
-        map_frame(memory, sel4::CAP_INIT_THREAD_VSPACE, frame, Self::VADDR, CapRights::read_write(), VmAttributes::DEFAULT)?;
+        map_frame(
+            memory,
+            sel4::CAP_INIT_THREAD_VSPACE,
+            frame,
+            Self::VADDR,
+            CapRights::read_write(),
+            VmAttributes::DEFAULT,
+        )?;
         sel4::x86_page_unmap(frame).map_err(MapError::Map)?;
         Ok(Scratch { vaddr: Self::VADDR })
     }
 
     /// Maps `frame` in the window, lets `fill` write the page, unmaps it.
     pub fn fill(&mut self, frame: CPtr, fill: impl FnOnce(&mut [u8; 4096])) -> Result<(), MapError> {
-        sel4::x86_page_map(frame, sel4::CAP_INIT_THREAD_VSPACE, self.vaddr, CapRights::read_write(), VmAttributes::DEFAULT)
-            .map_err(MapError::Map)?;
+        sel4::x86_page_map(
+            frame,
+            sel4::CAP_INIT_THREAD_VSPACE,
+            self.vaddr,
+            CapRights::read_write(),
+            VmAttributes::DEFAULT,
+        )
+        .map_err(MapError::Map)?;
         // SAFETY: the frame is mapped read-write at vaddr for the duration of
         // `fill` and nothing else uses the window.
         fill(unsafe { &mut *(self.vaddr as *mut [u8; 4096]) });

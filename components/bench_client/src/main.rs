@@ -36,11 +36,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY: the component is single-threaded and this is the only
     // reference to CYCLES ever taken.
     let cycles = unsafe { &mut *core::ptr::addr_of_mut!(CYCLES) };
-    log!(
-        "bench started: {} round trips per kind after {} warm-up, cycles from rdtsc",
-        SAMPLES,
-        WARMUP
-    );
+    log!("bench started: {} round trips per kind after {} warm-up, cycles from rdtsc", SAMPLES, WARMUP);
 
     measure("rdtsc_overhead", cycles, |value| value);
     measure("rpc_glue", cycles, glue::glue_rpc::echo);
@@ -64,11 +60,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
 /// one word back in MR0.
 #[inline(always)]
 fn raw_echo(value: u64) -> u64 {
-    let (info, mrs) = sel4::call(
-        glue::raw_rpc::SLOT,
-        sel4::MessageInfo::new(0, 0, 0, 1),
-        [value, 0, 0, 0],
-    );
+    let (info, mrs) = sel4::call(glue::raw_rpc::SLOT, sel4::MessageInfo::new(0, 0, 0, 1), [value, 0, 0, 0]);
     if info.length() == 1 {
         mrs[0]
     } else {
@@ -93,12 +85,7 @@ fn measure(name: &str, cycles: &mut [u64; SAMPLES], mut trip: impl FnMut(u64) ->
         wrong += usize::from(answer != value);
     }
     if wrong != 0 {
-        log!(
-            "bench {}: FAILED, {} of {} round trips answered wrongly",
-            name,
-            wrong,
-            WARMUP + SAMPLES
-        );
+        log!("bench {}: FAILED, {} of {} round trips answered wrongly", name, wrong, WARMUP + SAMPLES);
         return;
     }
     cycles.sort_unstable();
@@ -133,4 +120,3 @@ fn timestamp() -> u64 {
     }
     (u64::from(high) << 32) | u64::from(low)
 }
-

@@ -78,7 +78,8 @@ impl Control {
     /// The cgi, after (re)initialising the channels: publishes the next
     /// generation and returns it.
     pub fn start_generation(&self) -> u64 {
-        let g = if self.magic.load(Ordering::Acquire) == MAGIC { self.generation.load(Ordering::Relaxed) + 1 } else { 1 };
+        let g =
+            if self.magic.load(Ordering::Acquire) == MAGIC { self.generation.load(Ordering::Relaxed) + 1 } else { 1 };
         self.answered.store(0, Ordering::Relaxed);
         self.generation.store(g, Ordering::Release);
         self.magic.store(MAGIC, Ordering::Release);

@@ -70,8 +70,18 @@ pub enum OutputError {
 
 /// Fields the server controls; a CGI's values are dropped.
 const DROPPED: &[&str] = &[
-    "connection", "keep-alive", "transfer-encoding", "content-length", "date", "server",
-    "upgrade", "trailer", "te", "proxy-connection", "content-range", "accept-ranges",
+    "connection",
+    "keep-alive",
+    "transfer-encoding",
+    "content-length",
+    "date",
+    "server",
+    "upgrade",
+    "trailer",
+    "te",
+    "proxy-connection",
+    "content-range",
+    "accept-ranges",
 ];
 
 /// The standard reason phrase of a status code.
@@ -110,8 +120,7 @@ pub fn reason(status: u16) -> &'static str {
 }
 
 fn is_token(s: &str) -> bool {
-    !s.is_empty()
-        && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
+    !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
 
 fn is_abs_uri(s: &str) -> bool {

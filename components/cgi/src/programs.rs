@@ -137,7 +137,12 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
 
     /// Runs the program named by `SCRIPT_NAME` and returns its output (CGI
     /// header, empty line, body).
-    pub fn run(&mut self, env: &Env, body: Option<Aggregate<'d>>, counters: &Counters) -> Result<Aggregate<'d>, ProgramError> {
+    pub fn run(
+        &mut self,
+        env: &Env,
+        body: Option<Aggregate<'d>>,
+        counters: &Counters,
+    ) -> Result<Aggregate<'d>, ProgramError> {
         self.stats.requests += 1;
         let r = match env.get_str("SCRIPT_NAME").unwrap_or("") {
             "/cgi-bin/stats" => self.run_stats(env, counters),
@@ -146,7 +151,9 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
             _ => {
                 self.stats.not_found += 1;
                 self.gen(|w| {
-                    w.write_str("Status: 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nno such program\n")
+                    w.write_str(
+                        "Status: 404 Not Found\r\nContent-Type: text/plain; charset=utf-8\r\n\r\nno such program\n",
+                    )
                 })
             }
         };
@@ -227,17 +234,13 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
         let referenced: usize = frags.iter().map(|f| f.len()).sum();
         let n = self.stats.page_requests;
         let remote = String::from(env.get_str("REMOTE_ADDR").unwrap_or("?"));
-        let head = self.gen(|w| w.write_str("Content-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n\r\n"))?;
+        let head =
+            self.gen(|w| w.write_str("Content-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n\r\n"))?;
         let up = counters.uptime_ms;
         let part1 = self.gen(|w| {
             write!(w, "<p class=\"meta\">Assembled for <code>")?;
             html_escape(w, &remote)?;
-            writeln!(
-                w,
-                "</code> at uptime {}.{:03} s; this is request {n} of this page.</p>",
-                up / 1000,
-                up % 1000
-            )
+            writeln!(w, "</code> at uptime {}.{:03} s; this is request {n} of this page.</p>", up / 1000, up % 1000)
         })?;
         let generated_so_far = head.len() + part1.len();
         let by_ref = counters.total("bytes_by_ref_sent");

@@ -128,7 +128,11 @@ fn env_wire_round_trip_and_rejects_garbage() {
 
 #[test]
 fn output_document_status_and_fields() {
-    let o = parse_output(b"Content-Type: text/html\r\nX-Thing: 1\r\nConnection: close\r\nContent-Length: 99\r\n\r\nbody", 30 + 63).unwrap();
+    let o = parse_output(
+        b"Content-Type: text/html\r\nX-Thing: 1\r\nConnection: close\r\nContent-Length: 99\r\n\r\nbody",
+        30 + 63,
+    )
+    .unwrap();
     assert_eq!(o.kind, Kind::Document);
     assert_eq!(o.status, 200);
     assert_eq!(o.reason, "OK");
@@ -187,7 +191,8 @@ fn output_errors() {
     for (t, want) in cases {
         assert_eq!(parse_output(t, t.len() + 4), Err(*want), "{:?}", String::from_utf8_lossy(t));
     }
-    let many: Vec<u8> = (0..40).flat_map(|i| format!("X-{i}: v\r\n").into_bytes()).chain(b"\r\n".iter().copied()).collect();
+    let many: Vec<u8> =
+        (0..40).flat_map(|i| format!("X-{i}: v\r\n").into_bytes()).chain(b"\r\n".iter().copied()).collect();
     assert_eq!(parse_output(&many, many.len()), Err(OutputError::TooManyFields));
     let huge: Vec<u8> = std::iter::repeat_n(b'a', 9000).collect();
     assert_eq!(parse_output(&huge, huge.len()), Err(OutputError::NoHeaderEnd));
@@ -213,7 +218,12 @@ fn split_output_passes_the_body_by_reference() {
 fn counters() -> Counters {
     let mut c = Counters { uptime_ms: 61_500, components: Vec::new() };
     c.push(Component::new("httpd").with("requests", 12).with("bytes_by_ref_sent", 1_000_000).with("bytes_copied", 0));
-    c.push(Component::new("netstack").with("tx_payload_by_ref", 999).with("connections_active", 2).with("bytes_copied", 40));
+    c.push(
+        Component::new("netstack")
+            .with("tx_payload_by_ref", 999)
+            .with("connections_active", 2)
+            .with("bytes_copied", 40),
+    );
     c.push(Component::new("fs").with("cache_hits", 7).with("cache_misses", 1));
     c
 }
@@ -333,10 +343,7 @@ fn page_is_mostly_referenced_fragments() {
     let mut p = Programs::new(d, CGI_POOL, frags(d));
     let env = env_for("/cgi-bin/page", "GET", "");
     let out = p.run(&env, None, &counters()).unwrap();
-    let frag_descs: Vec<_> = FRAGMENTS
-        .iter()
-        .map(|f| p.fragments_mut().files[*f].1.descs()[0])
-        .collect();
+    let frag_descs: Vec<_> = FRAGMENTS.iter().map(|f| p.fragments_mut().files[*f].1.descs()[0]).collect();
     for fd in &frag_descs {
         assert!(out.descs().contains(fd), "fragment {fd:?} is in the page by reference");
     }

@@ -256,7 +256,12 @@ impl<'d> FileCache<'d> {
     /// Drops every entry of `file` (e.g. the file changed); readers keep
     /// their snapshots.
     pub fn invalidate(&mut self, file: u32) {
-        let keys: alloc::vec::Vec<Key> = self.entries.range(Key { file, offset: 0 }..).take_while(|(k, _)| k.file == file).map(|(k, _)| *k).collect();
+        let keys: alloc::vec::Vec<Key> = self
+            .entries
+            .range(Key { file, offset: 0 }..)
+            .take_while(|(k, _)| k.file == file)
+            .map(|(k, _)| *k)
+            .collect();
         for k in keys {
             self.remove(k);
         }
@@ -389,7 +394,7 @@ mod tests {
         let r4 = load(&mut c, 5); // evicts 1; order 2 4 5; r4 refers to 5
         assert_eq!(keys(&c), [2, 4, 5]);
         let r4b = c.get(key(4)).unwrap(); // order 2 5 4
-        // Everything referenced now: the LRU referenced entry goes.
+                                          // Everything referenced now: the LRU referenced entry goes.
         assert_eq!(c.victim(), Some(key(2)));
         drop(load(&mut c, 6));
         assert_eq!(keys(&c), [4, 5, 6]);
@@ -530,7 +535,9 @@ mod tests {
                         // entry's current buffer (not one evicted earlier).
                         let current = |g: &u32| c.entries[&key(*g)].agg.descs()[0];
                         let referenced = |g: &u32| {
-                            readers.iter().any(|(h, a)| h == g && (a.descs()[0].buf, a.descs()[0].gen) == (current(g).buf, current(g).gen))
+                            readers.iter().any(|(h, a)| {
+                                h == g && (a.descs()[0].buf, a.descs()[0].gen) == (current(g).buf, current(g).gen)
+                            })
                         };
                         let by_age = |set: Vec<u32>| set.into_iter().min_by_key(|g| last[g]);
                         let free: Vec<u32> = last.keys().copied().filter(|g| !referenced(g)).collect();

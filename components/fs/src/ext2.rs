@@ -475,9 +475,7 @@ impl<D: BlockDevice> Ext2<D> {
             // Extend the run while the next logical block is the next
             // physical block.
             let mut run = 1u64;
-            while i + run < nblocks
-                && first + i + run < file_blocks
-                && self.bmap(inode, first + i + run)? == pblk + run
+            while i + run < nblocks && first + i + run < file_blocks && self.bmap(inode, first + i + run)? == pblk + run
             {
                 run += 1;
             }
@@ -522,11 +520,8 @@ impl<D: BlockDevice> Ext2<D> {
                 if bs == 65536 && (rec_len == 0 || rec_len == 65535) {
                     rec_len = 65536; // how 64 KiB blocks encode a full-block entry
                 }
-                let (name_len, ftype) = if filetype {
-                    (b[off + 6] as usize, b[off + 7])
-                } else {
-                    (le16(b, off + 6) as usize, 0)
-                };
+                let (name_len, ftype) =
+                    if filetype { (b[off + 6] as usize, b[off + 7]) } else { (le16(b, off + 6) as usize, 0) };
                 if rec_len < 8 || !rec_len.is_multiple_of(4) || off + rec_len > bs {
                     return Err(Corruption::BadDirEntry.into());
                 }

@@ -39,8 +39,8 @@ pub use cache::{CacheStats, Eviction, FileCache, Key};
 pub use device::BlockDevice;
 pub use error::{Corruption, FsError, IoError, Result};
 pub use ext2::{
-    DirEntry, DiskStats, Ext2, FileKind, Inode, Stat, MAX_FILE_SIZE, MAX_NAME_LEN, MAX_PATH_LEN,
-    MAX_SYMLINK_HOPS, ROOT_INO,
+    DirEntry, DiskStats, Ext2, FileKind, Inode, Stat, MAX_FILE_SIZE, MAX_NAME_LEN, MAX_PATH_LEN, MAX_SYMLINK_HOPS,
+    ROOT_INO,
 };
 
 /// Default size of a cache entry (a chunk of a file): 16 KiB, four pages.
@@ -193,9 +193,8 @@ impl<'d, D: BlockDevice> Fs<'d, D> {
             let key = Key { file: file.inode.ino, offset: cstart };
             let vol = &mut self.vol;
             let inode = &file.inode;
-            let entry = self.cache.get_or_fill(key, clen, clen.div_ceil(bs) * bs, |dst| {
-                vol.read_data(inode, cstart, dst)
-            })?;
+            let entry =
+                self.cache.get_or_fill(key, clen, clen.div_ceil(bs) * bs, |dst| vol.read_data(inode, cstart, dst))?;
             let piece_len = (end.min(cstart + clen as u64) - pos) as usize;
             let piece = entry.range((pos - cstart) as usize, piece_len).map_err(FsError::Iolite)?;
             if let Err((e, _)) = out.append(piece) {

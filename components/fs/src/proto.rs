@@ -198,7 +198,13 @@ mod tests {
         encode_record(&mut buf, 2, FileKind::Dir, "日本語".as_bytes());
         assert_eq!(buf.len(), record_len(10) + record_len(9));
         let r = decode_records(&buf).unwrap();
-        assert_eq!(r, [DirRecord { ino: 12, kind: 1, name: b"index.html" }, DirRecord { ino: 2, kind: 2, name: "日本語".as_bytes() }]);
+        assert_eq!(
+            r,
+            [
+                DirRecord { ino: 12, kind: 1, name: b"index.html" },
+                DirRecord { ino: 2, kind: 2, name: "日本語".as_bytes() }
+            ]
+        );
         assert_eq!(decode_records(&buf[..buf.len() - 1]), None);
         assert_eq!(decode_records(&[1, 0, 0]), None);
         assert_eq!(kind_from_code(u32::from(kind_code(FileKind::Symlink))), FileKind::Symlink);

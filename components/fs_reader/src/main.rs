@@ -30,8 +30,11 @@ use alloc::vec::Vec;
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
 use fs::proto::{self, ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
+use iolite::{
+    Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RoRegion, RwRegion, Trust,
+    BUILD_COPY_MODE,
+};
 use sha2::{Digest, Sha256};
-use iolite::{Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RoRegion, RwRegion, Trust, BUILD_COPY_MODE};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
@@ -76,7 +79,9 @@ fn err_name(ret: i64) -> String {
 fn rdtsc() -> u64 {
     let (lo, hi): (u32, u32);
     // SAFETY: lfence/rdtsc only write eax and edx; seL4 leaves rdtsc enabled.
-    unsafe { core::arch::asm!("lfence", "rdtsc", "lfence", out("eax") lo, out("edx") hi, options(nostack, preserves_flags)) };
+    unsafe {
+        core::arch::asm!("lfence", "rdtsc", "lfence", out("eax") lo, out("edx") hi, options(nostack, preserves_flags))
+    };
     u64::from(hi) << 32 | u64::from(lo)
 }
 
@@ -165,7 +170,15 @@ impl Client {
     }
 
     /// Reads `[offset, offset + len)` of an open file.
-    fn read_range(&mut self, handle: u32, offset: u64, len: u64, hash: &mut Sha256, keep: bool, held: &mut Vec<Aggregate<'static>>) -> Result<u64, i64> {
+    fn read_range(
+        &mut self,
+        handle: u32,
+        offset: u64,
+        len: u64,
+        hash: &mut Sha256,
+        keep: bool,
+        held: &mut Vec<Aggregate<'static>>,
+    ) -> Result<u64, i64> {
         let mut done = 0;
         while done < len {
             self.tag += 1;
@@ -273,12 +286,24 @@ fn main(_start: &'static StartInfo) -> ! {
             RwRegion::from_raw_parts(core::ptr::addr_of_mut!(PRIVATE) as *mut u8, PRIVATE_BYTES).expect("private"),
         )
     };
-    let leak = |n: u32| -> &'static mut [BufMeta] { alloc::boxed::Box::leak(alloc::vec![BufMeta::EMPTY; n as usize].into_boxed_slice()) };
+    let leak = |n: u32| -> &'static mut [BufMeta] {
+        alloc::boxed::Box::leak(alloc::vec![BufMeta::EMPTY; n as usize].into_boxed_slice())
+    };
     d.add_foreign_pool(FS_POOL, pool, leak(FS_POOL_PAGES), Trust::Trusted).expect("fs pool");
     d.add_owned_pool(PRIVATE_POOL, private, leak(PRIVATE_PAGES), Trust::Trusted).expect("private pool");
     // SAFETY: fs initialised the channel before answering `stats`; the only receiver.
     let rx = unsafe {
-        ChannelRx::attach(d, PEER, channel, proto::FWD_CAP, proto::REL_CAP, NoNotify, BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(PRIVATE_POOL))
+        ChannelRx::attach(
+            d,
+            PEER,
+            channel,
+            proto::FWD_CAP,
+            proto::REL_CAP,
+            NoNotify,
+            BUILD_COPY_MODE,
+            Boundary::FileCacheToApp,
+            Some(PRIVATE_POOL),
+        )
     }
     .expect("channel");
     let mut c = Client { d, rx, tag: 0 };
@@ -539,7 +564,12 @@ fn throughput(c: &mut Client) {
     let bytes = touch_file(c, path);
     let t1 = rdtsc();
     let b = counters();
-    log!("bench cold {path}: {bytes} bytes {} cycles (disk reads {}, disk bytes {})", t1 - t0, b.disk_reads - a.disk_reads, b.disk_bytes - a.disk_bytes);
+    log!(
+        "bench cold {path}: {bytes} bytes {} cycles (disk reads {}, disk bytes {})",
+        t1 - t0,
+        b.disk_reads - a.disk_reads,
+        b.disk_bytes - a.disk_bytes
+    );
     let t0 = rdtsc();
     let mut total = 0;
     for _ in 0..WARM_ROUNDS {
@@ -547,7 +577,12 @@ fn throughput(c: &mut Client) {
     }
     let t1 = rdtsc();
     let d = counters();
-    log!("bench warm {path}: {total} bytes {} cycles ({WARM_ROUNDS} reads, disk reads {}, mode {})", t1 - t0, d.disk_reads - b.disk_reads, mode_name());
+    log!(
+        "bench warm {path}: {total} bytes {} cycles ({WARM_ROUNDS} reads, disk reads {}, mode {})",
+        t1 - t0,
+        d.disk_reads - b.disk_reads,
+        mode_name()
+    );
 }
 
 /// Lower-case hexadecimal, as sha256sum prints digests.

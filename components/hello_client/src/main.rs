@@ -54,13 +54,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         if sum == u64::from(round) + 1000 && overflow == 0 {
             log!("round {}: rpc OK", round);
         } else {
-            log!(
-                "round {}: rpc FAILED: add({}, 1000) = {} overflow {}",
-                round,
-                round,
-                sum,
-                overflow
-            );
+            log!("round {}: rpc FAILED: add({}, 1000) = {} overflow {}", round, round, sum, overflow);
         }
         for _ in 0..YIELDS_PER_ROUND {
             sel4::yield_now();
@@ -119,4 +113,3 @@ fn check_rpc() -> Result<(), &'static str> {
     echo::ping();
     Ok(())
 }
-

@@ -50,10 +50,7 @@ pub fn fnv1a(mut hash: u32, bytes: &[u8]) -> u32 {
 /// through `write(offset, bytes)`.
 #[allow(dead_code)] // the reader only checks
 pub fn fill(round: u32, size: usize, mut write: impl FnMut(usize, &[u8])) {
-    assert!(
-        round != 0 && size > HEADER,
-        "pattern: round 0 or dataport too small"
-    );
+    assert!(round != 0 && size > HEADER, "pattern: round 0 or dataport too small");
     // Announce the rewrite before touching the payload (see the module doc).
     write(4, &0u32.to_le_bytes());
     let mut hash = FNV_START;
@@ -86,18 +83,9 @@ pub enum Check {
     /// The header is wrong.
     BadHeader { magic: u32, round: u32, length: u32 },
     /// A payload byte is wrong (the first one found).
-    BadByte {
-        round: u32,
-        offset: usize,
-        found: u8,
-        expected: u8,
-    },
+    BadByte { round: u32, offset: usize, found: u8, expected: u8 },
     /// Every byte matched but the stored checksum does not.
-    BadChecksum {
-        round: u32,
-        stored: u32,
-        computed: u32,
-    },
+    BadChecksum { round: u32, stored: u32, computed: u32 },
 }
 
 fn read_word(read: &mut impl FnMut(usize, &mut [u8]), offset: usize) -> u32 {
@@ -117,11 +105,7 @@ pub fn check(size: usize, mut read: impl FnMut(usize, &mut [u8])) -> Check {
     let stored = read_word(&mut read, 8);
     let length = read_word(&mut read, 12);
     let mut result = if magic != MAGIC || size <= HEADER || length as usize != size - HEADER {
-        Check::BadHeader {
-            magic,
-            round,
-            length,
-        }
+        Check::BadHeader { magic, round, length }
     } else {
         check_payload(round, stored, size, &mut read)
     };
@@ -132,12 +116,7 @@ pub fn check(size: usize, mut read: impl FnMut(usize, &mut [u8])) -> Check {
     result
 }
 
-fn check_payload(
-    round: u32,
-    stored: u32,
-    size: usize,
-    read: &mut impl FnMut(usize, &mut [u8]),
-) -> Check {
+fn check_payload(round: u32, stored: u32, size: usize, read: &mut impl FnMut(usize, &mut [u8])) -> Check {
     let mut hash = FNV_START;
     let mut chunk = [0u8; CHUNK];
     let mut offset = HEADER;
@@ -147,23 +126,14 @@ fn check_payload(
         for (i, &found) in chunk[..len].iter().enumerate() {
             let expected = payload_byte(round, offset + i);
             if found != expected {
-                return Check::BadByte {
-                    round,
-                    offset: offset + i,
-                    found,
-                    expected,
-                };
+                return Check::BadByte { round, offset: offset + i, found, expected };
             }
         }
         hash = fnv1a(hash, &chunk[..len]);
         offset += len;
     }
     if hash != stored {
-        return Check::BadChecksum {
-            round,
-            stored,
-            computed: hash,
-        };
+        return Check::BadChecksum { round, stored, computed: hash };
     }
     Check::Ok { round, bytes: size }
 }

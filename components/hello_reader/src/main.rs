@@ -46,11 +46,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
             Check::Ok { round, bytes } => {
                 log!("dataport OK: round {}, {} bytes verified (restart {})", round, bytes, restarts)
             }
-            Check::Changing => log!(
-                "dataport CORRUPT: still being rewritten after {} tries (restart {})",
-                MAX_RETRIES,
-                restarts
-            ),
+            Check::Changing => {
+                log!("dataport CORRUPT: still being rewritten after {} tries (restart {})", MAX_RETRIES, restarts)
+            }
             Check::BadHeader { magic, round, length } => log!(
                 "dataport CORRUPT: bad header magic {:#010x} round {} length {} (restart {})",
                 magic,

@@ -32,10 +32,7 @@ pub fn content_type(path: &str) -> &'static str {
         ("woff2", "font/woff2"),
         ("bin", "application/octet-stream"),
     ];
-    TABLE
-        .iter()
-        .find(|(e, _)| e.eq_ignore_ascii_case(ext))
-        .map_or("application/octet-stream", |(_, t)| t)
+    TABLE.iter().find(|(e, _)| e.eq_ignore_ascii_case(ext)).map_or("application/octet-stream", |(_, t)| t)
 }
 
 #[cfg(test)]

@@ -155,9 +155,25 @@ mod tests {
     #[test]
     fn never_leaves_the_root() {
         for bad in [
-            "/..", "/../etc/passwd", "/a/../../b", "/%2e%2e/etc", "/%2E%2E/", "/.%2e/x", "/a/%2e%2e/%2e%2e/x",
-            "/a%2fb", "/a%2F..%2F..", "/a\\b", "/a%5c..%5cb", "/a%00b", "/a%0d%0a", "/%", "/%2", "/%zz", "/%c3",
-            "/%ff", "/a%7f",
+            "/..",
+            "/../etc/passwd",
+            "/a/../../b",
+            "/%2e%2e/etc",
+            "/%2E%2E/",
+            "/.%2e/x",
+            "/a/%2e%2e/%2e%2e/x",
+            "/a%2fb",
+            "/a%2F..%2F..",
+            "/a\\b",
+            "/a%5c..%5cb",
+            "/a%00b",
+            "/a%0d%0a",
+            "/%",
+            "/%2",
+            "/%zz",
+            "/%c3",
+            "/%ff",
+            "/a%7f",
         ] {
             assert!(n(bad).is_err(), "{bad}");
         }
@@ -175,8 +191,17 @@ mod tests {
         let t = parse_target(b"http://h?x").unwrap();
         assert_eq!((t.path.as_str(), t.query.as_str()), ("/", "x"));
         for bad in [
-            &b"*"[..], b"example.org:443", b"index.html", b"ftp://h/x", b"http:///x", b"http://u@h/x", b"/a#frag",
-            b"/a b", b"/caf\xc3\xa9", b"/\x01", b"",
+            &b"*"[..],
+            b"example.org:443",
+            b"index.html",
+            b"ftp://h/x",
+            b"http:///x",
+            b"http://u@h/x",
+            b"/a#frag",
+            b"/a b",
+            b"/caf\xc3\xa9",
+            b"/\x01",
+            b"",
         ] {
             assert!(parse_target(bad).is_err(), "{:?}", String::from_utf8_lossy(bad));
         }

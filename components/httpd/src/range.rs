@@ -82,7 +82,17 @@ mod tests {
         assert_eq!(parse(b"bytes=-0", 1000), Unsatisfiable);
         assert_eq!(parse(b"bytes=0-0", 0), Unsatisfiable);
         assert_eq!(parse(b"bytes=-1", 0), Unsatisfiable);
-        for ignored in [&b"bytes=0-1,5-6"[..], b"items=0-1", b"bytes=5-1", b"bytes=a-b", b"bytes=", b"bytes=-", b"0-1", b"bytes=1", b"\xff"] {
+        for ignored in [
+            &b"bytes=0-1,5-6"[..],
+            b"items=0-1",
+            b"bytes=5-1",
+            b"bytes=a-b",
+            b"bytes=",
+            b"bytes=-",
+            b"0-1",
+            b"bytes=1",
+            b"\xff",
+        ] {
             assert_eq!(parse(ignored, 1000), Full, "{:?}", String::from_utf8_lossy(ignored));
         }
     }

@@ -114,7 +114,15 @@ fn version_status(line: &[u8]) -> u16 {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let parts: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
     match parts.as_slice() {
-        [_, _, v] if v.len() == 8 && v.starts_with(b"HTTP/") && v[5].is_ascii_digit() && v[6] == b'.' && v[7].is_ascii_digit() => 505,
+        [_, _, v]
+            if v.len() == 8
+                && v.starts_with(b"HTTP/")
+                && v[5].is_ascii_digit()
+                && v[6] == b'.'
+                && v[7].is_ascii_digit() =>
+        {
+            505
+        }
         _ => 400,
     }
 }
@@ -124,9 +132,7 @@ fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
 }
 
 fn valid_host(h: &[u8]) -> bool {
-    h.len() <= 255
-        && h.iter().all(|&b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b))
-        && h.first() != Some(&b':')
+    h.len() <= 255 && h.iter().all(|&b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b)) && h.first() != Some(&b':')
 }
 
 /// Looks at `buf` (the start of the connection's unparsed input).
@@ -237,10 +243,6 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
         .clone()
         .or_else(|| (hosts == 1 && !host_value.is_empty()).then(|| String::from_utf8_lossy(host_value).into_owned()));
     let keep_alive = if minor == 1 { !close } else { keep && !close };
-    let headers = req
-        .headers
-        .iter()
-        .map(|h| (String::from(h.name), h.value.trim_ascii().to_vec()))
-        .collect();
+    let headers = req.headers.iter().map(|h| (String::from(h.name), h.value.trim_ascii().to_vec())).collect();
     Head::Done(Request { method, target, minor, headers, host, keep_alive, content_length, expect_continue }, n)
 }

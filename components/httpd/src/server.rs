@@ -211,9 +211,9 @@ fn etag(st: &FileStat) -> String {
 /// Weak comparison (RFC 9110 §8.8.3.2) of our tag against an
 /// If-None-Match list.
 fn etag_listed(list: &[u8], ours: &str) -> bool {
-    list.split(|&b| b == b',').map(|t| t.trim_ascii()).any(|t| {
-        t == b"*" || t.strip_prefix(b"W/").unwrap_or(t) == ours.as_bytes()
-    })
+    list.split(|&b| b == b',')
+        .map(|t| t.trim_ascii())
+        .any(|t| t == b"*" || t.strip_prefix(b"W/").unwrap_or(t) == ours.as_bytes())
 }
 
 impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
@@ -308,7 +308,13 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         }
     }
 
-    fn dispatch_cgi(&mut self, conn: &mut Conn<'d, S::File>, req: Box<Request>, body: Option<Aggregate<'d>>, redirects: u8) {
+    fn dispatch_cgi(
+        &mut self,
+        conn: &mut Conn<'d, S::File>,
+        req: Box<Request>,
+        body: Option<Aggregate<'d>>,
+        redirects: u8,
+    ) {
         let mode = ConnMode::of(&req);
         let rest = req.target.path.strip_prefix("/cgi-bin").unwrap_or("");
         let rest = rest.strip_prefix('/').unwrap_or(rest);
@@ -333,7 +339,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             host.split(':').next().unwrap_or(host)
         };
         let server_name = if host.is_empty() { self.cfg.server_name.as_str() } else { host };
-        let remote = conn.remote.map(|r| format!("{}.{}.{}.{}", r.addr[0], r.addr[1], r.addr[2], r.addr[3])).unwrap_or_default();
+        let remote =
+            conn.remote.map(|r| format!("{}.{}.{}.{}", r.addr[0], r.addr[1], r.addr[2], r.addr[3])).unwrap_or_default();
         let env = cgi::Env::from_request(&cgi::RequestInfo {
             method: req.method.as_str(),
             script_name: &script,
@@ -661,7 +668,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         }
     }
 
-    fn cgi_response(&mut self, conn: &mut Conn<'d, S::File>, o: &cgi::Output, body: Aggregate<'d>, head: bool, mode: ConnMode) {
+    fn cgi_response(
+        &mut self,
+        conn: &mut Conn<'d, S::File>,
+        o: &cgi::Output,
+        body: Aggregate<'d>,
+        head: bool,
+        mode: ConnMode,
+    ) {
         let no_body = o.status == 204 || o.status == 304;
         let Some(mut a) = self.prefix(o.status, &o.reason, mode) else { return conn.outq.push_back(Out::Close) };
         let len = body.len();
@@ -788,7 +802,17 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     pub fn new(d: &'d Domain, pool: PoolId, src: S, clock: C, cfg: Config) -> Self {
         let hcache = HeaderCache::new(cfg.header_cache_entries);
         Self {
-            core: Core { d, pool, src, clock, cfg, hcache, stats: HttpStats::default(), date: (u64::MAX, [0; 29]), next_cgi: 1 },
+            core: Core {
+                d,
+                pool,
+                src,
+                clock,
+                cfg,
+                hcache,
+                stats: HttpStats::default(),
+                date: (u64::MAX, [0; 29]),
+                next_cgi: 1,
+            },
             conns: BTreeMap::new(),
             next_conn: 1,
         }

@@ -82,7 +82,14 @@ pub struct MemSite<'d> {
 
 impl<'d> MemSite<'d> {
     pub fn new(d: &'d Domain) -> Self {
-        Self { d, files: BTreeMap::new(), dirs: vec!["/".into()], open: Rc::new(Cell::new(0)), fail: None, next_ino: 12 }
+        Self {
+            d,
+            files: BTreeMap::new(),
+            dirs: vec!["/".into()],
+            open: Rc::new(Cell::new(0)),
+            fail: None,
+            next_ino: 12,
+        }
     }
 
     pub fn put(&mut self, path: &str, data: &[u8], mtime: u64) {

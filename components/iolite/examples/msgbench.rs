@@ -105,8 +105,13 @@ fn channel_case_with(name: &str, slices: usize, batch: usize, mode: CopyMode, le
     tx_d.add_owned_pool(P, pool, meta(pages), Trust::Trusted).unwrap();
     rx_d.add_foreign_pool(P, pool.read_only(), meta(pages), Trust::Trusted).unwrap();
     let priv_pages = 256;
-    rx_d.add_owned_pool(PRIV, region(PoolLayout { pages: priv_pages }.region_bytes()), meta(priv_pages), Trust::Trusted)
-        .unwrap();
+    rx_d.add_owned_pool(
+        PRIV,
+        region(PoolLayout { pages: priv_pages }.region_bytes()),
+        meta(priv_pages),
+        Trust::Trusted,
+    )
+    .unwrap();
     let ch = region(channel_bytes(FWD, REL));
     // SAFETY: fresh channel region, one sender and one receiver.
     let (mut tx, mut rx) = unsafe {

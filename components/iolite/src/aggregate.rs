@@ -385,7 +385,10 @@ impl<'d> Aggregate<'d> {
     /// `self` followed by `other`, as one aggregate. On failure both are
     /// handed back unchanged.
     #[allow(clippy::type_complexity)]
-    pub fn concat(mut self, other: Aggregate<'d>) -> core::result::Result<Aggregate<'d>, (Error, Aggregate<'d>, Aggregate<'d>)> {
+    pub fn concat(
+        mut self,
+        other: Aggregate<'d>,
+    ) -> core::result::Result<Aggregate<'d>, (Error, Aggregate<'d>, Aggregate<'d>)> {
         match self.append(other) {
             Ok(()) => Ok(self),
             Err((e, other)) => Err((e, self, other)),
@@ -458,7 +461,12 @@ impl<'d> Aggregate<'d> {
     /// Replaces bytes `[offset, offset+len)` by the contents of `new`
     /// (lengths may differ). On failure `self` is unchanged and `new` is
     /// handed back.
-    pub fn replace_range(&mut self, offset: usize, len: usize, mut new: Aggregate<'d>) -> core::result::Result<(), (Error, Aggregate<'d>)> {
+    pub fn replace_range(
+        &mut self,
+        offset: usize,
+        len: usize,
+        mut new: Aggregate<'d>,
+    ) -> core::result::Result<(), (Error, Aggregate<'d>)> {
         let total = self.len();
         let end = match offset.checked_add(len) {
             Some(e) if e <= total && core::ptr::eq(self.d, new.d) => e,

@@ -62,8 +62,7 @@ fn split(region: RwRegion, fwd_cap: usize, rel_cap: usize) -> Result<(RwRegion, 
     // SAFETY: both sub-ranges are inside `region`.
     unsafe {
         let fwd = RwRegion::from_raw_parts(region.as_ptr(), off).ok_or(Error::BadRegion)?;
-        let rel = RwRegion::from_raw_parts(region.as_ptr().add(off), region.len() - off)
-            .ok_or(Error::BadRegion)?;
+        let rel = RwRegion::from_raw_parts(region.as_ptr().add(off), region.len() - off).ok_or(Error::BadRegion)?;
         Ok((fwd, rel))
     }
 }
@@ -102,7 +101,14 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
     /// # Safety
     /// `region` must be the channel's shared memory, initialised with
     /// [`init_channel`] with the same capacities; only one sender may exist.
-    pub unsafe fn attach(d: &'d Domain, peer: PeerId, region: RwRegion, fwd_cap: usize, rel_cap: usize, notify: N) -> Result<Self> {
+    pub unsafe fn attach(
+        d: &'d Domain,
+        peer: PeerId,
+        region: RwRegion,
+        fwd_cap: usize,
+        rel_cap: usize,
+        notify: N,
+    ) -> Result<Self> {
         let (f, r) = split(region, fwd_cap, rel_cap)?;
         // SAFETY: per this function's contract.
         let (fwd, rel) = unsafe { (RingProducer::attach(f, fwd_cap)?, RingConsumer::attach(r, rel_cap)?) };
@@ -118,7 +124,12 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
     /// bytes are copied). Does not signal; call [`ChannelTx::flush`] after a
     /// batch. On back-pressure (`Full`, `QuotaExceeded`) or a dead peer the
     /// aggregate is handed back unchanged.
-    pub fn send(&mut self, mut agg: Aggregate<'d>, tag: u64, flags: u32) -> core::result::Result<(), (Error, Aggregate<'d>)> {
+    pub fn send(
+        &mut self,
+        mut agg: Aggregate<'d>,
+        tag: u64,
+        flags: u32,
+    ) -> core::result::Result<(), (Error, Aggregate<'d>)> {
         if !core::ptr::eq(agg.domain(), self.d) {
             return Err((Error::InvalidArgument, agg));
         }
@@ -436,8 +447,8 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{bytes, make, map, own};
     use crate::region::host;
+    use crate::testutil::{bytes, make, map, own};
     use crate::{SliceDesc, FLAG_EOF, MAX_SLICES, PAGE_SIZE};
     use std::cell::Cell;
     use std::vec::Vec;

@@ -47,10 +47,7 @@ impl SliceDesc {
     /// True if `next` continues this slice contiguously in the same buffer
     /// contents, so the two can be merged into one.
     pub fn is_contiguous_with(&self, next: &SliceDesc) -> bool {
-        self.pool == next.pool
-            && self.buf == next.buf
-            && self.gen == next.gen
-            && self.end() == next.off as u64
+        self.pool == next.pool && self.buf == next.buf && self.gen == next.gen && self.end() == next.off as u64
     }
 }
 

@@ -173,8 +173,7 @@ impl Domain {
         Self {
             pools: RefCell::new([const { None }; MAX_POOLS]),
             peers: RefCell::new(
-                [Peer { state: PeerState::Active, quota: u32::MAX, held_bufs: 0, refusals: 0 };
-                    MAX_PEERS],
+                [Peer { state: PeerState::Active, quota: u32::MAX, held_bufs: 0, refusals: 0 }; MAX_PEERS],
             ),
             dirty: RefCell::new(Dirty { list: [(0, 0); DIRTY_CAP], len: 0, overflow: false }),
             c: Counters::default(),
@@ -313,8 +312,7 @@ impl Domain {
 
     /// Address of a slice's first byte. The slice must be held.
     pub(crate) fn slice_ptr(&self, s: &SliceDesc) -> *const u8 {
-        self.with_pool(s.pool, |e, _| e.data_ptr(s.buf, s.off))
-            .expect("held slice refers to a registered pool")
+        self.with_pool(s.pool, |e, _| e.data_ptr(s.buf, s.off)).expect("held slice refers to a registered pool")
     }
 
     /// Takes one more local hold on a slice's buffer (duplicate, split).
@@ -759,9 +757,9 @@ impl Domain {
         if dirty.overflow {
             return true;
         }
-        dirty.list[..dirty.len].iter().any(|&(slot, buf)| {
-            pools[slot as usize].as_ref().is_some_and(|e| e.meta[buf as usize].ret[i] > 0)
-        })
+        dirty.list[..dirty.len]
+            .iter()
+            .any(|&(slot, buf)| pools[slot as usize].as_ref().is_some_and(|e| e.meta[buf as usize].ret[i] > 0))
     }
 
     // ----------------------------------------------------------------
@@ -852,13 +850,7 @@ impl Domain {
     /// any known pool (0 generation = no live buffer). Readers can use it to
     /// re-validate a slice (e.g. before retransmitting from it).
     pub fn published(&self, pool: PoolId, buf: u32) -> Result<(u32, u32)> {
-        self.with_pool(pool, |e, _| {
-            if buf >= e.layout.pages {
-                Err(Error::BadBuffer)
-            } else {
-                Ok(e.published(buf))
-            }
-        })?
+        self.with_pool(pool, |e, _| if buf >= e.layout.pages { Err(Error::BadBuffer) } else { Ok(e.published(buf)) })?
     }
 }
 
@@ -987,10 +979,7 @@ impl<'d> BufMut<'d> {
 
     /// The writable, unsealed part of the buffer.
     pub fn writable(&mut self) -> &mut [u8] {
-        let ptr = self
-            .d
-            .with_pool(self.pool, |e, _| e.data_ptr_mut(self.buf, self.sealed))
-            .expect("own pool");
+        let ptr = self.d.with_pool(self.pool, |e, _| e.data_ptr_mut(self.buf, self.sealed)).expect("own pool");
         // SAFETY: [sealed, cap) is private to this writer (not published, no
         // slices reference it), and `&mut self` makes the borrow exclusive.
         unsafe { core::slice::from_raw_parts_mut(ptr, self.remaining()) }
@@ -1144,7 +1133,7 @@ mod tests {
             (SliceDesc { buf: 16, ..good }, Error::BadBuffer),
             (SliceDesc { buf: u32::MAX, ..good }, Error::BadBuffer),
             (SliceDesc { buf: good.buf + 1, ..good }, Error::BadBuffer), // tail page
-            (SliceDesc { buf: 5, ..good }, Error::BadBuffer),             // free page
+            (SliceDesc { buf: 5, ..good }, Error::BadBuffer),            // free page
             (SliceDesc { gen: good.gen + 1, ..good }, Error::GenerationMismatch),
             (SliceDesc { off: 0, len: PAGE_SIZE as u32 + 11, ..good }, Error::OutOfBounds),
             (SliceDesc { off: u32::MAX, len: u32::MAX, ..good }, Error::OutOfBounds),

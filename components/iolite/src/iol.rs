@@ -213,8 +213,18 @@ mod tests {
             init_channel(reg, 8, 8).unwrap();
             (
                 crate::ChannelTx::attach(&w, PeerId(0), reg, 8, 8, NoNotify).unwrap(),
-                crate::ChannelRx::attach(&r, PeerId(0), reg, 8, 8, NoNotify, CopyMode::IoLite, Boundary::CgiToApp, None)
-                    .unwrap(),
+                crate::ChannelRx::attach(
+                    &r,
+                    PeerId(0),
+                    reg,
+                    8,
+                    8,
+                    NoNotify,
+                    CopyMode::IoLite,
+                    Boundary::CgiToApp,
+                    None,
+                )
+                .unwrap(),
             )
         };
         assert!(rx.iol_read(4).unwrap().is_none(), "nothing yet");

@@ -64,7 +64,7 @@ pub mod ring;
 pub mod statics;
 
 pub use aggregate::Aggregate;
-pub use channel::{channel_bytes, init_channel, ChannelRx, ChannelTx, Notify, NoNotify, Received};
+pub use channel::{channel_bytes, init_channel, ChannelRx, ChannelTx, NoNotify, Notify, Received};
 pub use desc::{AggDesc, PoolId, RelDesc, SliceDesc, FLAG_EOF, FLAG_RECLAIM};
 pub use domain::{BufMut, Domain, Holds, PeerId, PeerState, PoolStats, Stats};
 pub use mode::{Boundary, CopyMode, BUILD_COPY_MODE};

@@ -186,12 +186,7 @@ pub(crate) struct PoolEntry {
 }
 
 impl PoolEntry {
-    pub fn new_owned(
-        id: PoolId,
-        region: RwRegion,
-        meta: &'static mut [BufMeta],
-        trust: Trust,
-    ) -> Result<Self> {
+    pub fn new_owned(id: PoolId, region: RwRegion, meta: &'static mut [BufMeta], trust: Trust) -> Result<Self> {
         let e = Self::new(id, region.as_ptr(), region.len(), meta, trust, true)?;
         for i in 0..e.layout.pages {
             e.hdr(i).gen.store(0, Ordering::Relaxed);
@@ -201,12 +196,7 @@ impl PoolEntry {
         Ok(e)
     }
 
-    pub fn new_foreign(
-        id: PoolId,
-        region: RoRegion,
-        meta: &'static mut [BufMeta],
-        trust: Trust,
-    ) -> Result<Self> {
+    pub fn new_foreign(id: PoolId, region: RoRegion, meta: &'static mut [BufMeta], trust: Trust) -> Result<Self> {
         Self::new(id, region.as_ptr() as *mut u8, region.len(), meta, trust, false)
     }
 
@@ -250,10 +240,7 @@ impl PoolEntry {
 
     pub fn data_ptr(&self, buf: u32, off: u32) -> *const u8 {
         // SAFETY: callers only pass validated (buf, off) inside the data area.
-        unsafe {
-            self.base
-                .add(self.layout.header_bytes() + buf as usize * PAGE_SIZE + off as usize)
-        }
+        unsafe { self.base.add(self.layout.header_bytes() + buf as usize * PAGE_SIZE + off as usize) }
     }
 
     /// Writable pointer: only for owned pools (the owner's RW mapping).

@@ -440,7 +440,7 @@ mod tests {
         assert_eq!(p.push_with(|_| unreachable!("full ring: not called")), Err(Error::Full));
         assert_eq!(c.pop().unwrap(), Some(full));
         c.pop_with(|_| ()).unwrap(); // nothing read, the slot is freed anyway
-        // Slot 0 again: header and two slices new, the rest left over.
+                                     // Slot 0 again: header and two slices new, the rest left over.
         p.push_with(|w| {
             w.set_header(2, 2, u64::MAX);
             w.set_slice(0, &s(1));

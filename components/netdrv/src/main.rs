@@ -38,7 +38,10 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use component_runtime::{error, log};
 use core::sync::atomic::{fence, Ordering};
-use iolite::{Aggregate, Boundary, BufMeta, BufMut, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust};
+use iolite::{
+    Aggregate, Boundary, BufMeta, BufMut, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
+    RoRegion, RwRegion, Trust,
+};
 use netstack::link::{self, CounterPage, PairControl};
 use netstack::TxOffload;
 
@@ -52,8 +55,10 @@ include!(concat!(env!("IOLITE_GLUE_DIR"), "/netdrv.rs"));
 
 /// The e1000, through the pci_config server (it alone holds the 0xCF8/0xCFC
 /// pair, and lets netdrv touch only the function the assembly grants).
-const E1000: pci::Device<pci::ThroughServer> =
-    pci::Device::new(pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32), pci::Function::new(0, 3, 0));
+const E1000: pci::Device<pci::ThroughServer> = pci::Device::new(
+    pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32),
+    pci::Function::new(0, 3, 0),
+);
 const E1000_IDS: (u16, u16) = (0x8086, 0x100e);
 
 /// Descriptors per ring (16 bytes each: two pages per ring). QEMU's e1000
@@ -183,7 +188,10 @@ fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Registers
     match E1000.memory_bar0()? {
         Some(bar) if bar.base == mapped && bar.size == glue::regs::SIZE as u64 => {}
         Some(bar) => {
-            error!("pci {E1000}: bar0 {:#x} size {:#x}, but the assembly maps {mapped:#x} (fix e1000.regs_paddr)", bar.base, bar.size);
+            error!(
+                "pci {E1000}: bar0 {:#x} size {:#x}, but the assembly maps {mapped:#x} (fix e1000.regs_paddr)",
+                bar.base, bar.size
+            );
             return Ok(None);
         }
         None => {
@@ -192,7 +200,10 @@ fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Registers
         }
     }
     let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
-    E1000.write(pci::REG_COMMAND, (command | pci::COMMAND_MEMORY | pci::COMMAND_BUS_MASTER) & !pci::COMMAND_INTX_DISABLE)?;
+    E1000.write(
+        pci::REG_COMMAND,
+        (command | pci::COMMAND_MEMORY | pci::COMMAND_BUS_MASTER) & !pci::COMMAND_INTX_DISABLE,
+    )?;
     Ok(Some(Registers::new()))
 }
 
@@ -238,24 +249,54 @@ impl Driver {
         // SAFETY (all four): the dataports are mapped as declared for as
         // long as we run, and used only through the IO-Lite domain.
         unsafe {
-            d.add_owned_pool(RX_POOL, rw(glue::rx_pool::VADDR, glue::rx_pool::SIZE), meta(pages_of(glue::rx_pool::SIZE)), Trust::Trusted)
-                .expect("rx pool");
-            d.add_foreign_pool(HDR_POOL, ro(glue::hdr_pool::VADDR, glue::hdr_pool::SIZE), meta(pages_of(glue::hdr_pool::SIZE)), Trust::Trusted)
-                .expect("hdr pool");
-            d.add_foreign_pool(SOCK_POOL, ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE), meta(pages_of(glue::sock_pool::SIZE)), Trust::Trusted)
-                .expect("sock pool");
-            d.add_foreign_pool(APP_POOL, ro(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(pages_of(glue::app_pool::SIZE)), Trust::Trusted)
-                .expect("app pool");
+            d.add_owned_pool(
+                RX_POOL,
+                rw(glue::rx_pool::VADDR, glue::rx_pool::SIZE),
+                meta(pages_of(glue::rx_pool::SIZE)),
+                Trust::Trusted,
+            )
+            .expect("rx pool");
+            d.add_foreign_pool(
+                HDR_POOL,
+                ro(glue::hdr_pool::VADDR, glue::hdr_pool::SIZE),
+                meta(pages_of(glue::hdr_pool::SIZE)),
+                Trust::Trusted,
+            )
+            .expect("hdr pool");
+            d.add_foreign_pool(
+                SOCK_POOL,
+                ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE),
+                meta(pages_of(glue::sock_pool::SIZE)),
+                Trust::Trusted,
+            )
+            .expect("sock pool");
+            d.add_foreign_pool(
+                APP_POOL,
+                ro(glue::app_pool::VADDR, glue::app_pool::SIZE),
+                meta(pages_of(glue::app_pool::SIZE)),
+                Trust::Trusted,
+            )
+            .expect("app pool");
             // Pools of other producers whose buffers frames may carry (the
             // web server's file cache and CGI output); id 0: not in this
             // assembly (the `maybe` dataport is then unmapped).
             if FILE_POOL != 0 {
-                d.add_foreign_pool(FILE_POOL, ro(glue::file_pool::VADDR, glue::file_pool::SIZE), meta(pages_of(glue::file_pool::SIZE)), Trust::Trusted)
-                    .expect("file pool");
+                d.add_foreign_pool(
+                    FILE_POOL,
+                    ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
+                    meta(pages_of(glue::file_pool::SIZE)),
+                    Trust::Trusted,
+                )
+                .expect("file pool");
             }
             if CGI_POOL != 0 {
-                d.add_foreign_pool(CGI_POOL, ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE), meta(pages_of(glue::cgi_pool::SIZE)), Trust::Untrusted)
-                    .expect("cgi pool");
+                d.add_foreign_pool(
+                    CGI_POOL,
+                    ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
+                    meta(pages_of(glue::cgi_pool::SIZE)),
+                    Trust::Untrusted,
+                )
+                .expect("cgi pool");
             }
         }
 
@@ -272,8 +313,15 @@ impl Driver {
         // initialised pair; we are their only sender and receiver here.
         let (to_stack, from_stack) = unsafe {
             (
-                ChannelTx::attach(d, NETSTACK, rw(glue::link::VADDR, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
-                    .expect("link A"),
+                ChannelTx::attach(
+                    d,
+                    NETSTACK,
+                    rw(glue::link::VADDR, link::CHANNEL_BYTES),
+                    link::FWD_CAP,
+                    link::REL_CAP,
+                    NoNotify,
+                )
+                .expect("link A"),
                 ChannelRx::attach(
                     d,
                     NETSTACK,
@@ -589,7 +637,10 @@ impl Driver {
             let ctx = offload.is_some() && self.tx_context != offload;
             let need = agg.slice_count() + ctx as usize;
             if RING - 1 - self.tx_used < need {
-                self.tx_pending = Some((agg, offload.map_or(TxOffload::None, |(start, offset)| TxOffload::TcpChecksum { start, offset })));
+                self.tx_pending = Some((
+                    agg,
+                    offload.map_or(TxOffload::None, |(start, offset)| TxOffload::TcpChecksum { start, offset }),
+                ));
                 break;
             }
             // Physical addresses first: a slice outside our dataports

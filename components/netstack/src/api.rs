@@ -197,7 +197,9 @@ impl Request {
         let (op, id, arg) = untag(t);
         let port = || u16::try_from(id).map_err(|_| ErrorCode::BadRequest);
         Ok(match op {
-            OP_LISTEN => Request::Listen { port: port()?, backlog: u16::try_from(arg).map_err(|_| ErrorCode::BadRequest)? },
+            OP_LISTEN => {
+                Request::Listen { port: port()?, backlog: u16::try_from(arg).map_err(|_| ErrorCode::BadRequest)? }
+            }
             OP_UNLISTEN => Request::Unlisten { port: port()? },
             OP_SEND => Request::Send { conn: id },
             OP_CLOSE => Request::Close { conn: id },
@@ -514,7 +516,9 @@ mod tests {
             while let Some((ev, t, agg)) = sess.next_event() {
                 assert_eq!(Event::decode(t), Some(ev));
                 match ev {
-                    Event::Data { conn } if conn == cb => agg.unwrap().slices().for_each(|s| request.extend_from_slice(s)),
+                    Event::Data { conn } if conn == cb => {
+                        agg.unwrap().slices().for_each(|s| request.extend_from_slice(s))
+                    }
                     Event::Closed { conn } if conn == cb => closed = true,
                     _ => {}
                 }

@@ -26,7 +26,10 @@ extern crate alloc;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use component_runtime::{error, log};
-use iolite::{Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust};
+use iolite::{
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
+    RoRegion, RwRegion, Trust,
+};
 use netstack::api::{Event, Session};
 use netstack::link::{self, CounterPage, PairControl};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
@@ -198,23 +201,53 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): the dataports are mapped as the assembly declares
     // for as long as we run, and used only through this domain.
     unsafe {
-        d.add_owned_pool(HDR_POOL, rw(glue::hdr_pool::VADDR, glue::hdr_pool::SIZE), meta(glue::hdr_pool::SIZE), Trust::Trusted)
-            .expect("hdr pool");
-        d.add_owned_pool(SOCK_POOL, rw(glue::sock_pool::VADDR, glue::sock_pool::SIZE), meta(glue::sock_pool::SIZE), Trust::Trusted)
-            .expect("sock pool");
-        d.add_foreign_pool(RX_POOL, ro(glue::rx_pool::VADDR, glue::rx_pool::SIZE), meta(glue::rx_pool::SIZE), Trust::Trusted)
-            .expect("rx pool");
-        d.add_foreign_pool(APP_POOL, ro(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(glue::app_pool::SIZE), Trust::Trusted)
-            .expect("app pool");
+        d.add_owned_pool(
+            HDR_POOL,
+            rw(glue::hdr_pool::VADDR, glue::hdr_pool::SIZE),
+            meta(glue::hdr_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("hdr pool");
+        d.add_owned_pool(
+            SOCK_POOL,
+            rw(glue::sock_pool::VADDR, glue::sock_pool::SIZE),
+            meta(glue::sock_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("sock pool");
+        d.add_foreign_pool(
+            RX_POOL,
+            ro(glue::rx_pool::VADDR, glue::rx_pool::SIZE),
+            meta(glue::rx_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("rx pool");
+        d.add_foreign_pool(
+            APP_POOL,
+            ro(glue::app_pool::VADDR, glue::app_pool::SIZE),
+            meta(glue::app_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("app pool");
         if FILE_POOL != 0 {
-            d.add_foreign_pool(FILE_POOL, ro(glue::file_pool::VADDR, glue::file_pool::SIZE), meta(glue::file_pool::SIZE), Trust::Trusted)
-                .expect("file pool");
+            d.add_foreign_pool(
+                FILE_POOL,
+                ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
+                meta(glue::file_pool::SIZE),
+                Trust::Trusted,
+            )
+            .expect("file pool");
         }
         if CGI_POOL != 0 {
             // Untrusted: its producer can rewrite its buffers, so no
             // checksum is ever cached for them.
-            d.add_foreign_pool(CGI_POOL, ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE), meta(glue::cgi_pool::SIZE), Trust::Untrusted)
-                .expect("cgi pool");
+            d.add_foreign_pool(
+                CGI_POOL,
+                ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
+                meta(glue::cgi_pool::SIZE),
+                Trust::Untrusted,
+            )
+            .expect("cgi pool");
         }
     }
     // A client may hold this many of our buffers (received data) at once.
@@ -252,8 +285,15 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
                 None,
             )
             .expect("link A"),
-            ChannelTx::attach(d, NETDRV, rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
-                .expect("link B"),
+            ChannelTx::attach(
+                d,
+                NETDRV,
+                rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
+                link::FWD_CAP,
+                link::REL_CAP,
+                NoNotify,
+            )
+            .expect("link B"),
         )
     };
 
@@ -472,9 +512,9 @@ impl Node {
     /// data may be waiting in smoltcp for room, and every returned buffer
     /// matters.
     fn starving(&self) -> bool {
-        [HDR_POOL, SOCK_POOL].iter().any(|&p| {
-            self.d.pool_stats(p).map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * 3).unwrap_or(false)
-        })
+        [HDR_POOL, SOCK_POOL]
+            .iter()
+            .any(|&p| self.d.pool_stats(p).map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * 3).unwrap_or(false))
     }
 
     fn publish(&mut self) {

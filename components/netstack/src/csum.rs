@@ -143,7 +143,11 @@ impl ChecksumCache {
     /// `entries << block_shift` bytes of buffer contents.
     pub fn new(entries: usize, block_shift: u32) -> Self {
         let n = entries.max(1).next_power_of_two();
-        Self { entries: alloc::vec![Entry::default(); n], shift: block_shift.clamp(1, 20), stats: CacheStats::default() }
+        Self {
+            entries: alloc::vec![Entry::default(); n],
+            shift: block_shift.clamp(1, 20),
+            stats: CacheStats::default(),
+        }
     }
 
     /// Block size in bytes.
@@ -273,8 +277,8 @@ mod tests {
     fn known_ipv4_header_checksum() {
         // RFC 1071 style example: a real IPv4 header with checksum 0xb861.
         let h = [
-            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0,
-            0xa8, 0x00, 0xc7,
+            0x45, 0x00, 0x00, 0x73, 0x00, 0x00, 0x40, 0x00, 0x40, 0x11, 0x00, 0x00, 0xc0, 0xa8, 0x00, 0x01, 0xc0, 0xa8,
+            0x00, 0xc7,
         ];
         assert_eq!(sum(&h).checksum(), 0xb861);
     }

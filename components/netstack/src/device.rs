@@ -189,10 +189,7 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         if t.payload_len == 0 {
             return None;
         }
-        let c = self
-            .conns
-            .iter_mut()
-            .find(|c| c.zero_copy && c.tuple == Some((t.src, t.sport, t.dst, t.dport)))?;
+        let c = self.conns.iter_mut().find(|c| c.zero_copy && c.tuple == Some((t.src, t.sport, t.dst, t.dport)))?;
         let rel = t.seq.wrapping_sub(c.seq_base) as usize;
         if rel.checked_add(t.payload_len)? > c.queue.len() {
             return None;
@@ -230,7 +227,9 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             offload = match &payload {
                 Some(p) => finish_tcp_checksum(frame, t, mode, || match mode {
                     TxChecksum::Cached => cache.aggregate_sum(p, d),
-                    _ => p.slices().fold((Sum(0), 0usize), |(s, pos), b| (s.plus(csum::sum(b).at(pos)), pos + b.len())).0,
+                    _ => {
+                        p.slices().fold((Sum(0), 0usize), |(s, pos), b| (s.plus(csum::sum(b).at(pos)), pos + b.len())).0
+                    }
                 }),
                 None => {
                     let body_sum = csum::sum(&frame[t.payload_off..t.payload_off + t.payload_len]);

@@ -39,7 +39,9 @@ pub(crate) fn domain(app_pages: u32, app_trust: Trust) -> &'static Domain {
 /// As [`domain`], with a stack pool of `net_pages`.
 pub(crate) fn domain_with(net_pages: u32, app_pages: u32, app_trust: Trust) -> &'static Domain {
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
-    for (id, pages, trust) in [(NET, net_pages, Trust::Trusted), (RX, 2048, Trust::Trusted), (APP, app_pages, app_trust)] {
+    for (id, pages, trust) in
+        [(NET, net_pages, Trust::Trusted), (RX, 2048, Trust::Trusted), (APP, app_pages, app_trust)]
+    {
         let meta: &'static mut [BufMeta] = Box::leak(alloc::vec![BufMeta::EMPTY; pages as usize].into_boxed_slice());
         d.add_owned_pool(id, region(pages), meta, trust).unwrap();
     }
@@ -262,7 +264,13 @@ impl Net {
     }
 
     /// Sends `aggs` from A and receives at B until B has `total` bytes.
-    pub fn transfer(&mut self, ca: ConnId, cb: ConnId, mut aggs: VecDeque<Aggregate<'static>>, total: usize) -> Vec<u8> {
+    pub fn transfer(
+        &mut self,
+        ca: ConnId,
+        cb: ConnId,
+        mut aggs: VecDeque<Aggregate<'static>>,
+        total: usize,
+    ) -> Vec<u8> {
         let mut got = Vec::with_capacity(total);
         let mut guard = 0u64;
         while got.len() < total {
@@ -336,7 +344,10 @@ fn zero_copy_transfer(checksum: TxChecksum, drop_permille: u32) {
         assert!(n.pa.dropped > 0 && s.tx_retransmitted > 0, "drops happened and were repaired: {s:?}");
         std::println!(
             "drops {}: A dropped {} B dropped {} frames, retransmitted {} bytes by reference",
-            drop_permille, n.pa.dropped, n.pb.dropped, s.tx_retransmitted
+            drop_permille,
+            n.pa.dropped,
+            n.pb.dropped,
+            s.tx_retransmitted
         );
     }
     let _ = n.a.close(ca);
@@ -426,7 +437,8 @@ fn untrusted_pools_are_never_cached() {
     let mut a = NetStack::new(da, cfg(1, 15, CopyMode::IoLite, TxChecksum::Cached), 0);
     let b = NetStack::new(db, cfg(2, 16, CopyMode::IoLite, TxChecksum::Cached), 0);
     let (pa, pb) = Port::pair(da, db, 0);
-    let mut n = Net { da, a: NetStack::new(da, cfg(3, 15, CopyMode::IoLite, TxChecksum::Cached), 0), b, pa, pb, now: 0 };
+    let mut n =
+        Net { da, a: NetStack::new(da, cfg(3, 15, CopyMode::IoLite, TxChecksum::Cached), 0), b, pa, pb, now: 0 };
     core::mem::swap(&mut n.a, &mut a);
     let (ca, cb) = n.connect();
     let data = pattern(50_000, 1);
@@ -614,8 +626,8 @@ fn closing_releases_everything_and_the_peer_sees_eof() {
 fn dhcp_reply(request: &[u8], lease_secs: u32) -> Vec<u8> {
     use smoltcp::phy::ChecksumCapabilities;
     use smoltcp::wire::{
-        DhcpMessageType, DhcpPacket, DhcpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr, IpAddress, IpProtocol,
-        Ipv4Address, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
+        DhcpMessageType, DhcpPacket, DhcpRepr, EthernetAddress, EthernetFrame, EthernetProtocol, EthernetRepr,
+        IpAddress, IpProtocol, Ipv4Address, Ipv4Packet, Ipv4Repr, UdpPacket, UdpRepr,
     };
     let caps = ChecksumCapabilities::default();
     let ip = Ipv4Packet::new_checked(&request[14..]).unwrap();
@@ -662,8 +674,12 @@ fn dhcp_reply(request: &[u8], lease_secs: u32) -> Vec<u8> {
     };
     let mut frame = alloc::vec![0u8; 14 + 20 + 8 + dhcp_len];
     let mut eth = EthernetFrame::new_unchecked(&mut frame[..]);
-    EthernetRepr { src_addr: EthernetAddress([0x52, 0x55, 10, 0, 2, 2]), dst_addr: EthernetAddress::BROADCAST, ethertype: EthernetProtocol::Ipv4 }
-        .emit(&mut eth);
+    EthernetRepr {
+        src_addr: EthernetAddress([0x52, 0x55, 10, 0, 2, 2]),
+        dst_addr: EthernetAddress::BROADCAST,
+        ethertype: EthernetProtocol::Ipv4,
+    }
+    .emit(&mut eth);
     let mut ip = Ipv4Packet::new_unchecked(eth.payload_mut());
     ip_repr.emit(&mut ip, &caps);
     let mut udp = UdpPacket::new_unchecked(ip.payload_mut());
@@ -708,7 +724,12 @@ fn dhcp_lease_is_taken_and_reported() {
     let lease = s.take_dhcp_change().expect("a lease after the ACK").expect("configured, not lost");
     assert_eq!(
         lease,
-        crate::DhcpLease { address: ([10, 0, 2, 15], 24), gateway: Some([10, 0, 2, 2]), server: [10, 0, 2, 2], lease_secs: Some(7200) }
+        crate::DhcpLease {
+            address: ([10, 0, 2, 15], 24),
+            gateway: Some([10, 0, 2, 2]),
+            server: [10, 0, 2, 2],
+            lease_secs: Some(7200)
+        }
     );
     assert_eq!(s.address(), Some([10, 0, 2, 15]));
     assert_eq!(s.stats().dhcp_leases, 1);
@@ -830,7 +851,11 @@ fn copy_mode_back_pressure(mode: CopyMode) {
     let s = n.a.stats();
     std::println!(
         "{mode:?}: {} ms simulated, {} frames, {} deferred, {} dropped, {} payload bytes on the wire",
-        n.now - t0, s.tx_frames, s.tx_deferred, s.tx_dropped, n.pa.payload_on_wire
+        n.now - t0,
+        s.tx_frames,
+        s.tx_deferred,
+        s.tx_dropped,
+        n.pa.payload_on_wire
     );
     for i in 0..4 {
         assert!(got[i] == data[i], "connection {i} byte-exact");
@@ -854,7 +879,8 @@ fn flash_mode_waits_for_frame_buffers_instead_of_dropping() {
 #[test]
 fn iolite_mode_waits_for_header_buffers_instead_of_dropping() {
     // Headers are small and packed, so a pool this small is what it takes.
-    let (da, db) = (domain_with(2 + crate::device::REPLY_RESERVE_PAGES, 1024, Trust::Trusted), domain(1024, Trust::Trusted));
+    let (da, db) =
+        (domain_with(2 + crate::device::REPLY_RESERVE_PAGES, 1024, Trust::Trusted), domain(1024, Trust::Trusted));
     let a = NetStack::new(da, cfg(1, 15, CopyMode::IoLite, TxChecksum::Cached), 0);
     let b = NetStack::new(db, cfg(2, 16, CopyMode::IoLite, TxChecksum::Cached), 0);
     let (mut pa, pb) = Port::pair(da, db, 0);
@@ -956,7 +982,8 @@ fn copy_mode_connections_wait_for_ring_memory_and_all_complete() {
         }
         assert!(n.b.socket_memory() <= budget, "{} > {budget}", n.b.socket_memory());
         most_heap = most_heap.max(heap::live() - heap0);
-        most_live = most_live.max(cb.iter().flatten().filter(|&&c| n.b.exists(c) && n.b.state(c) == Ok(TcpState::Established)).count());
+        most_live = most_live
+            .max(cb.iter().flatten().filter(|&&c| n.b.exists(c) && n.b.state(c) == Ok(TcpState::Established)).count());
         if eof.iter().all(|&e| e) {
             break;
         }

@@ -57,7 +57,9 @@ impl Server {
         let badge = glue::pci::sender_badge();
         let function = pci::Function::from_bdf(bdf);
         let granted = function.filter(|f| {
-            offset < 256 && offset % 4 == 0 && self.grants.iter().flatten().any(|g| g.badge == badge && g.function == *f)
+            offset < 256
+                && offset % 4 == 0
+                && self.grants.iter().flatten().any(|g| g.badge == badge && g.function == *f)
         });
         if granted.is_none() {
             self.denials += 1;

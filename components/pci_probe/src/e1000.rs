@@ -44,9 +44,7 @@ pub struct Registers {
 impl Registers {
     /// The `regs` dataport.
     pub fn new() -> Registers {
-        Registers {
-            base: glue::regs::get().as_mut_ptr().cast(),
-        }
+        Registers { base: glue::regs::get().as_mut_ptr().cast() }
     }
 
     /// Reads the register at byte offset `offset`.

@@ -101,16 +101,8 @@ fn report_e1000() -> sel4::Result<bool> {
     let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
     log!(
         "pci {E1000}: command {command:#06x} (memory {}, INTx {})",
-        if command & pci::COMMAND_MEMORY != 0 {
-            "on"
-        } else {
-            "off"
-        },
-        if command & pci::COMMAND_INTX_DISABLE != 0 {
-            "disabled"
-        } else {
-            "enabled"
-        },
+        if command & pci::COMMAND_MEMORY != 0 { "on" } else { "off" },
+        if command & pci::COMMAND_INTX_DISABLE != 0 { "disabled" } else { "enabled" },
     );
     match E1000.memory_bar0()? {
         Some(bar) => log!("pci {E1000}: bar0 {:#x} size {:#x}", bar.base, bar.size),
@@ -179,19 +171,14 @@ fn check_bar0(mapped_bar0: u64) -> sel4::Result<bool> {
 /// Step 2b: registers through the uncached mapping.
 fn report_registers(regs: &e1000::Registers) {
     let status = regs.read(e1000::STATUS);
-    let link = if status & e1000::STATUS_LU != 0 {
-        "up"
-    } else {
-        "down"
-    };
+    let link = if status & e1000::STATUS_LU != 0 { "up" } else { "down" };
     match regs.mac() {
         Some([a, b, c, d, e, f]) => {
             log!("e1000 status {status:#010x} mac {a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x} link {link}")
         }
-        None => error!(
-            "e1000 status {status:#010x}: receive address 0 not valid (RAH0 {:#010x})",
-            regs.read(e1000::RAH0)
-        ),
+        None => {
+            error!("e1000 status {status:#010x}: receive address 0 not valid (RAH0 {:#010x})", regs.read(e1000::RAH0))
+        }
     }
 }
 

@@ -33,7 +33,10 @@
 
 use crate::{mode_name, rdtsc, word_sum, ByteStream, Control, FWD_CAP, PEER, PRIVATE_POOL, PRODUCER_POOL, REL_CAP};
 use component_runtime::log;
-use iolite::{init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, Error, RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
+use iolite::{
+    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, Error, RoRegion, RwRegion, Trust,
+    BUILD_COPY_MODE, FLAG_EOF,
+};
 
 /// Message sizes, one round each.
 pub const SIZES: [usize; 5] = [4 << 10, 16 << 10, 64 << 10, 256 << 10, 1 << 20];
@@ -129,7 +132,8 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
         let notified_before = tx.notifications();
         let releases_before = Control::get(&control.notifications);
         let timed = warmup + 1;
-        let (start, sent, expected) = round(&ctx, &mut tx, timed, |sent, cycles| sent >= MIN_MESSAGES && cycles >= budget);
+        let (start, sent, expected) =
+            round(&ctx, &mut tx, timed, |sent, cycles| sent >= MIN_MESSAGES && cycles >= budget);
         let r = Round {
             size,
             messages: Control::get(&control.aggregates),
@@ -256,10 +260,23 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) {
     let d = Domain::new();
     d.add_foreign_pool(PRODUCER_POOL, pool, pool_meta, Trust::Trusted).expect("producer pool");
     d.add_owned_pool(PRIVATE_POOL, private, private_meta, Trust::Trusted).expect("private pool");
-    assert!(d.pool_stats(PRIVATE_POOL).expect("private").pages as usize * 4096 >= MAX_MESSAGE, "private pool too small");
+    assert!(
+        d.pool_stats(PRIVATE_POOL).expect("private").pages as usize * 4096 >= MAX_MESSAGE,
+        "private pool too small"
+    );
     // SAFETY: initialised by the producer (magic is set); the only receiver.
     let mut rx = unsafe {
-        ChannelRx::attach(&d, PEER, channel, FWD_CAP, REL_CAP, &signal_space, BUILD_COPY_MODE, Boundary::Pipe, Some(PRIVATE_POOL))
+        ChannelRx::attach(
+            &d,
+            PEER,
+            channel,
+            FWD_CAP,
+            REL_CAP,
+            &signal_space,
+            BUILD_COPY_MODE,
+            Boundary::Pipe,
+            Some(PRIVATE_POOL),
+        )
     }
     .expect("attach");
     let (mut messages, mut bytes, mut sum) = (0u64, 0u64, 0u64);
@@ -332,7 +349,13 @@ mod tests {
             })
         });
         let rounds = produce(
-            ProducerPorts { pool, pool_meta: meta(pages), channel, signal_data: || data.signal(), wait_space: || space.wait() },
+            ProducerPorts {
+                pool,
+                pool_meta: meta(pages),
+                channel,
+                signal_data: || data.signal(),
+                wait_space: || space.wait(),
+            },
             1 << 20,
         );
         consumer.join().unwrap();

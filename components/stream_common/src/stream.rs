@@ -463,7 +463,17 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     d.add_owned_pool(PRIVATE_POOL, private, private_meta, Trust::Trusted).expect("private pool");
     // SAFETY: initialised by the producer (magic is set); the only receiver.
     let mut rx = unsafe {
-        ChannelRx::attach(&d, PEER, channel, FWD_CAP, REL_CAP, &signal_space, BUILD_COPY_MODE, Boundary::Pipe, Some(PRIVATE_POOL))
+        ChannelRx::attach(
+            &d,
+            PEER,
+            channel,
+            FWD_CAP,
+            REL_CAP,
+            &signal_space,
+            BUILD_COPY_MODE,
+            Boundary::Pipe,
+            Some(PRIVATE_POOL),
+        )
     }
     .expect("attach");
     let private_stats = d.pool_stats(PRIVATE_POOL).expect("private pool");
@@ -471,7 +481,11 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     log!(
         "consumer attached: mode {}, {} (private pool {} pages)",
         mode_name(BUILD_COPY_MODE),
-        if rx.copies() { "each aggregate is copied into a private buffer" } else { "aggregates are received by reference" },
+        if rx.copies() {
+            "each aggregate is copied into a private buffer"
+        } else {
+            "aggregates are received by reference"
+        },
         private_stats.pages
     );
 
@@ -520,12 +534,13 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     let copied = d.stats().bytes_copied;
     let private_stats = d.pool_stats(PRIVATE_POOL).expect("private pool");
     log!("received {} bytes in {} aggregates, checksum {:#018x}", bytes, aggregates, checksum);
-    log!("copied bytes: {} (mode {}), by reference: {}", copied, mode_name(BUILD_COPY_MODE), d.stats().bytes_by_ref_received);
     log!(
-        "private pool free pages before: {}, after: {}",
-        private_free_before,
-        private_stats.free_pages
+        "copied bytes: {} (mode {}), by reference: {}",
+        copied,
+        mode_name(BUILD_COPY_MODE),
+        d.stats().bytes_by_ref_received
     );
+    log!("private pool free pages before: {}, after: {}", private_free_before, private_stats.free_pages);
     Control::set(&control.bytes, bytes);
     Control::set(&control.aggregates, aggregates);
     Control::set(&control.checksum, checksum);
@@ -606,7 +621,13 @@ mod tests {
             })
         });
         let p = produce(
-            ProducerPorts { pool, pool_meta: meta(pages), channel, signal_data: || data.signal(), wait_space: || space.wait() },
+            ProducerPorts {
+                pool,
+                pool_meta: meta(pages),
+                channel,
+                signal_data: || data.signal(),
+                wait_space: || space.wait(),
+            },
             false,
         );
         let c = consumer.join().unwrap();

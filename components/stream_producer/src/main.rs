@@ -14,7 +14,10 @@ include!(concat!(env!("IOLITE_GLUE_DIR"), "/stream_producer.rs"));
 
 /// Data pages of the pool dataport.
 const POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
-const _: () = assert!(PoolLayout { pages: POOL_PAGES }.region_bytes() == glue::pool::SIZE, "pool dataport: not header + whole pages");
+const _: () = assert!(
+    PoolLayout { pages: POOL_PAGES }.region_bytes() == glue::pool::SIZE,
+    "pool dataport: not header + whole pages"
+);
 const _: () = assert!(stream_common::release_ring_fits(POOL_PAGES), "pool larger than the release ring");
 const _: () = assert!(glue::channel::SIZE >= CHANNEL_DATAPORT_MIN, "channel dataport too small");
 

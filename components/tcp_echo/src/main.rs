@@ -29,7 +29,10 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
-use iolite::{Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust};
+use iolite::{
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
+    RoRegion, RwRegion, Trust,
+};
 use netstack::api::{ErrorCode, Event, Request};
 use netstack::link::{self, CounterPage, PairControl};
 use netstack::ConnId;
@@ -98,7 +101,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     unsafe {
         let app = RwRegion::from_raw_parts(glue::app_pool::VADDR as *mut u8, glue::app_pool::SIZE).expect("app pool");
         d.add_owned_pool(APP_POOL, app, meta(glue::app_pool::SIZE), Trust::Trusted).expect("app pool");
-        let sock = RoRegion::from_raw_parts(glue::sock_pool::VADDR as *const u8, glue::sock_pool::SIZE).expect("sock pool");
+        let sock =
+            RoRegion::from_raw_parts(glue::sock_pool::VADDR as *const u8, glue::sock_pool::SIZE).expect("sock pool");
         d.add_foreign_pool(SOCK_POOL, sock, meta(glue::sock_pool::SIZE), Trust::Trusted).expect("sock pool");
     }
     let base = glue::client::VADDR;
@@ -112,8 +116,18 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         iolite::init_channel(b, link::FWD_CAP, link::REL_CAP).expect("pair B");
         let a = RwRegion::from_raw_parts(base as *mut u8, link::CHANNEL_BYTES).expect("pair");
         let b = RwRegion::from_raw_parts((base + link::PAIR_B_OFF) as *mut u8, link::CHANNEL_BYTES).expect("pair");
-        let events = ChannelRx::attach(d, NETSTACK, a, link::FWD_CAP, link::REL_CAP, NoNotify, CopyMode::IoLite, Boundary::NetToApp, None)
-            .expect("events");
+        let events = ChannelRx::attach(
+            d,
+            NETSTACK,
+            a,
+            link::FWD_CAP,
+            link::REL_CAP,
+            NoNotify,
+            CopyMode::IoLite,
+            Boundary::NetToApp,
+            None,
+        )
+        .expect("events");
         let requests = ChannelTx::attach(d, NETSTACK, b, link::FWD_CAP, link::REL_CAP, NoNotify).expect("requests");
         let control = PairControl::at(base as *mut u8);
         PairControl::set(&control.tx_waiting, 0);
@@ -275,7 +289,11 @@ impl Echo {
 
     fn start_source(&mut self, conn: ConnId, cmd: &str) {
         let mut w = cmd.split_whitespace();
-        let parsed = match (w.next(), w.next().and_then(|s| s.parse::<usize>().ok()), w.next().and_then(|s| s.parse::<u64>().ok())) {
+        let parsed = match (
+            w.next(),
+            w.next().and_then(|s| s.parse::<usize>().ok()),
+            w.next().and_then(|s| s.parse::<u64>().ok()),
+        ) {
             (Some("SEND"), Some(size), Some(count)) if (1..=MAX_MESSAGE).contains(&size) => Some((size, count)),
             _ => None,
         };
@@ -310,7 +328,9 @@ impl Echo {
     /// whether it waits for netstack to return some.
     fn pump_source(&mut self, conn: ConnId) -> bool {
         let d = self.d;
-        let Some(Conn { kind: Kind::Source { msg: Some(msg), left, size, .. }, close_sent }) = self.conns.get_mut(&conn) else {
+        let Some(Conn { kind: Kind::Source { msg: Some(msg), left, size, .. }, close_sent }) =
+            self.conns.get_mut(&conn)
+        else {
             return false;
         };
         let size = *size;

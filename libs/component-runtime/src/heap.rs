@@ -22,9 +22,7 @@ macro_rules! global_heap {
             // SAFETY: called once before any allocation; REGION is used by
             // nothing else.
             unsafe {
-                IOLITE_HEAP
-                    .lock()
-                    .init(core::ptr::addr_of_mut!(REGION) as *mut u8, $size);
+                IOLITE_HEAP.lock().init(core::ptr::addr_of_mut!(REGION) as *mut u8, $size);
             }
         }
     };

@@ -23,9 +23,9 @@ pub mod start;
 pub use restart::{restart, RestartError};
 
 #[doc(hidden)]
-pub use sel4::BootInfo;
-#[doc(hidden)]
 pub use sel4;
+#[doc(hidden)]
+pub use sel4::BootInfo;
 
 use core::sync::atomic::{AtomicPtr, AtomicUsize, Ordering};
 

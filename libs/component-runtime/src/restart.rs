@@ -148,7 +148,10 @@ mod tests {
         assert_eq!(decode_request(&words[..1], &mut buf), Err(RestartError::Malformed));
         assert_eq!(decode_request(&[], &mut buf), Err(RestartError::Malformed));
         assert_eq!(decode_request(&[0], &mut buf), Err(RestartError::Malformed));
-        assert_eq!(decode_request(&[MAX_NAME_LEN as u64 + 1; MAX_REQUEST_WORDS], &mut buf), Err(RestartError::Malformed));
+        assert_eq!(
+            decode_request(&[MAX_NAME_LEN as u64 + 1; MAX_REQUEST_WORDS], &mut buf),
+            Err(RestartError::Malformed)
+        );
         // Bytes after the name, and names that are not UTF-8.
         assert_eq!(decode_request(&[3, u64::from_le_bytes(*b"cgiX\0\0\0\0")], &mut buf), Err(RestartError::Malformed));
         assert_eq!(decode_request(&[2, 0xffff], &mut buf), Err(RestartError::Malformed));

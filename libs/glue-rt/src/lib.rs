@@ -27,13 +27,21 @@ pub const MAX_STRING_BYTES: usize = 800;
 /// IPC buffer.
 #[inline]
 pub fn get_mr(mrs: &[sel4::Word; 4], i: usize) -> sel4::Word {
-    if i < 4 { mrs[i] } else { sel4::get_mr(i) }
+    if i < 4 {
+        mrs[i]
+    } else {
+        sel4::get_mr(i)
+    }
 }
 
 /// Sets message register `i` (see [`get_mr`]).
 #[inline]
 pub fn set_mr(mrs: &mut [sel4::Word; 4], i: usize, value: sel4::Word) {
-    if i < 4 { mrs[i] = value } else { sel4::set_mr(i, value) }
+    if i < 4 {
+        mrs[i] = value
+    } else {
+        sel4::set_mr(i, value)
+    }
 }
 
 /// Writes `bytes` from MR `at` as a length word and packed words;
@@ -57,7 +65,12 @@ pub fn put_bytes(mrs: &mut [sel4::Word; 4], at: usize, bytes: &[u8]) -> usize {
 /// Reads what [`put_bytes`] wrote at MR `at` into `out`; returns the
 /// byte count and the next MR, or `None` if the length is too large
 /// or runs past `length` registers.
-pub fn get_bytes(mrs: &[sel4::Word; 4], at: usize, length: usize, out: &mut [u8; MAX_STRING_BYTES]) -> Option<(usize, usize)> {
+pub fn get_bytes(
+    mrs: &[sel4::Word; 4],
+    at: usize,
+    length: usize,
+    out: &mut [u8; MAX_STRING_BYTES],
+) -> Option<(usize, usize)> {
     if at >= length {
         return None;
     }

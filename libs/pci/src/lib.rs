@@ -350,7 +350,8 @@ mod tests {
         regs.insert((Function::new(0, 3, 1).bdf(), REG_ID), 0xdead_beef);
         drop(regs);
         let mut seen = Vec::new();
-        scan_bus(&fake, 0, |d, vendor, device, class| seen.push((d.function().to_string(), vendor, device, class))).unwrap();
+        scan_bus(&fake, 0, |d, vendor, device, class| seen.push((d.function().to_string(), vendor, device, class)))
+            .unwrap();
         assert_eq!(
             seen,
             [

@@ -81,13 +81,7 @@ pub struct UntypedDesc {
 impl UntypedDesc {
     /// A RAM (`is_device == false`) or device untyped description.
     pub const fn new(paddr: Word, size_bits: u8, is_device: bool) -> Self {
-        UntypedDesc {
-            paddr,
-            padding1: 0,
-            padding2: 0,
-            size_bits,
-            is_device: is_device as u8,
-        }
+        UntypedDesc { paddr, padding1: 0, padding2: 0, size_bits, is_device: is_device as u8 }
     }
 
     /// Physical address.
@@ -237,11 +231,7 @@ impl BootInfo {
     /// If `list` has more than 230 entries.
     pub fn set_untypeds(&mut self, first_slot: CPtr, list: &[UntypedDesc]) {
         self.untyped_list[..list.len()].copy_from_slice(list);
-        self.untyped = SlotRegion {
-            start: first_slot,
-            end: first_slot + list.len() as Word,
-        }
-        .to_bytes();
+        self.untyped = SlotRegion { start: first_slot, end: first_slot + list.len() as Word }.to_bytes();
     }
 
     /// The extra boot info bytes, which the kernel maps one page after the
@@ -321,10 +311,7 @@ impl<'a> Iterator for ExtraChunks<'a> {
         }
         let (chunk, rest) = self.rest.split_at(len as usize);
         self.rest = rest;
-        Some(ExtraChunk {
-            id,
-            body: &chunk[HDR..],
-        })
+        Some(ExtraChunk { id, body: &chunk[HDR..] })
     }
 }
 
@@ -360,10 +347,7 @@ mod tests {
         assert_eq!(offset_of!(BootInfo, untyped_list), 169);
         // The C struct ends at 169 + 230 * 12 = 2929; Rust rounds the size
         // up to the 8-byte alignment, still inside the 4 KiB frame.
-        assert_eq!(
-            offset_of!(BootInfo, untyped_list) + size_of::<[UntypedDesc; 230]>(),
-            2929
-        );
+        assert_eq!(offset_of!(BootInfo, untyped_list) + size_of::<[UntypedDesc; 230]>(), 2929);
         assert_eq!(size_of::<BootInfo>(), 2936);
         assert!(size_of::<BootInfo>() <= 4096);
     }
@@ -371,10 +355,7 @@ mod tests {
     fn sample() -> BootInfo {
         let mut bi = BootInfo::zeroed();
         bi.num_nodes = 1;
-        bi.empty = SlotRegion {
-            start: 300,
-            end: 65536,
-        };
+        bi.empty = SlotRegion { start: 300, end: 65536 };
         bi.user_image_frames = SlotRegion { start: 12, end: 40 };
         bi.init_thread_cnode_size_bits = 16;
         bi.set_arch_info(2000);
@@ -393,8 +374,7 @@ mod tests {
     #[test]
     fn unaligned_fields_read_at_c_offsets() {
         let bi = sample();
-        let bytes =
-            unsafe { core::slice::from_raw_parts(&bi as *const BootInfo as *const u8, 2929) };
+        let bytes = unsafe { core::slice::from_raw_parts(&bi as *const BootInfo as *const u8, 2929) };
         let word_at = |o: usize| Word::from_ne_bytes(bytes[o..o + 8].try_into().unwrap());
         assert_eq!(word_at(137), 3);
         assert_eq!(word_at(145), 2000);
@@ -411,18 +391,9 @@ mod tests {
     #[test]
     fn untyped_iteration_pairs_slots_with_descriptions() {
         let bi = sample();
-        let v: Vec<(CPtr, Word, u8, bool)> = bi
-            .untypeds()
-            .map(|(c, d)| (c, d.paddr(), d.size_bits(), d.is_device()))
-            .collect();
-        assert_eq!(
-            v,
-            vec![
-                (46, 0x10_0000, 20, false),
-                (47, 0xfee0_0000, 12, true),
-                (48, 0x20_0000, 21, false)
-            ]
-        );
+        let v: Vec<(CPtr, Word, u8, bool)> =
+            bi.untypeds().map(|(c, d)| (c, d.paddr(), d.size_bits(), d.is_device())).collect();
+        assert_eq!(v, vec![(46, 0x10_0000, 20, false), (47, 0xfee0_0000, 12, true), (48, 0x20_0000, 21, false)]);
         assert_eq!(bi.untyped_list().len(), 3);
         assert!(bi.untyped_list()[0].contains(0x1f_ffff));
         assert!(!bi.untyped_list()[0].contains(0x20_0000));
@@ -432,11 +403,7 @@ mod tests {
     #[test]
     fn untyped_count_is_clamped() {
         let mut bi = sample();
-        bi.untyped = SlotRegion {
-            start: 10,
-            end: 10_000,
-        }
-        .to_bytes();
+        bi.untyped = SlotRegion { start: 10, end: 10_000 }.to_bytes();
         assert_eq!(bi.untypeds().count(), MAX_BOOTINFO_UNTYPED_CAPS);
         bi.untyped = SlotRegion { start: 10, end: 5 }.to_bytes();
         assert_eq!(bi.untypeds().count(), 0);
@@ -452,13 +419,7 @@ mod tests {
         bytes.extend_from_slice(&16u64.to_ne_bytes());
         let v: Vec<ExtraChunk> = ExtraChunks::new(&bytes).collect();
         assert_eq!(v.len(), 2);
-        assert_eq!(
-            v[0],
-            ExtraChunk {
-                id: 1,
-                body: &[1, 2, 3, 4]
-            }
-        );
+        assert_eq!(v[0], ExtraChunk { id: 1, body: &[1, 2, 3, 4] });
         assert_eq!(v[1].id, 0);
         assert!(v[1].body.is_empty());
 

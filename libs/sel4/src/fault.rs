@@ -215,15 +215,7 @@ mod tests {
         let info = MessageInfo::new(label::VM_FAULT, 0, 0, vm_fault::LENGTH as Word);
         let mrs = [0x40_1000, 0xdead_b000, 0, 6];
         let f = Fault::decode(info, |i| mrs[i]);
-        assert_eq!(
-            f,
-            Fault::VmFault {
-                ip: 0x40_1000,
-                addr: 0xdead_b000,
-                instruction_fault: false,
-                fsr: 6
-            }
-        );
+        assert_eq!(f, Fault::VmFault { ip: 0x40_1000, addr: 0xdead_b000, instruction_fault: false, fsr: 6 });
         assert_eq!(f.ip(), Some(0x40_1000));
     }
 
@@ -233,34 +225,16 @@ mod tests {
         let mr = |i: usize| words[i];
         assert_eq!(
             Fault::decode(MessageInfo::new(label::USER_EXCEPTION, 0, 0, 5), mr),
-            Fault::UserException {
-                ip: 1000,
-                sp: 1001,
-                flags: 1002,
-                number: 1003,
-                code: 1004
-            }
+            Fault::UserException { ip: 1000, sp: 1001, flags: 1002, number: 1003, code: 1004 }
         );
         assert_eq!(
             Fault::decode(MessageInfo::new(label::UNKNOWN_SYSCALL, 0, 0, 19), mr),
-            Fault::UnknownSyscall {
-                ip: 1015,
-                sp: 1016,
-                syscall: 1018
-            }
+            Fault::UnknownSyscall { ip: 1015, sp: 1016, syscall: 1018 }
         );
         assert_eq!(
             Fault::decode(MessageInfo::new(label::CAP_FAULT, 0, 0, 5), mr),
-            Fault::CapFault {
-                ip: 1000,
-                addr: 1001,
-                in_recv_phase: true,
-                lookup_failure_type: 1003
-            }
+            Fault::CapFault { ip: 1000, addr: 1001, in_recv_phase: true, lookup_failure_type: 1003 }
         );
-        assert_eq!(
-            Fault::decode(MessageInfo::new(77, 0, 0, 0), mr),
-            Fault::Unknown { label: 77 }
-        );
+        assert_eq!(Fault::decode(MessageInfo::new(77, 0, 0, 0), mr), Fault::Unknown { label: 77 });
     }
 }

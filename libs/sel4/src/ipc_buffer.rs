@@ -85,10 +85,7 @@ pub fn ipc_buffer() -> *mut IpcBuffer {
 /// write would otherwise fault far from the cause.
 pub(crate) fn ipc_buffer_mut() -> &'static mut IpcBuffer {
     let p = ipc_buffer();
-    assert!(
-        !p.is_null(),
-        "sel4: IPC buffer not set (call sel4::set_ipc_buffer first)"
-    );
+    assert!(!p.is_null(), "sel4: IPC buffer not set (call sel4::set_ipc_buffer first)");
     // SAFETY: set_ipc_buffer's contract makes p valid and exclusively ours
     // (single-threaded address space); callers do not hold the reference
     // across another call to this function.

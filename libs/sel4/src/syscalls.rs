@@ -111,11 +111,7 @@ fn raw_syscall(sys: isize, rdi: Word, rsi: Word, mrs: [Word; 4]) -> Regs {
             out("r11") _,
         );
     }
-    Regs {
-        rdi: out_rdi,
-        rsi: out_rsi,
-        mrs: [m0, m1, m2, m3],
-    }
+    Regs { rdi: out_rdi, rsi: out_rsi, mrs: [m0, m1, m2, m3] }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
@@ -185,12 +181,7 @@ pub fn yield_now() {
 /// `seL4_MessageInfo_new(0, 0, 0, 1)`.
 #[inline]
 pub fn signal(dest: CPtr) {
-    raw_syscall(
-        id::SEND,
-        dest,
-        MessageInfo::new(0, 0, 0, 1).into_word(),
-        [0; 4],
-    );
+    raw_syscall(id::SEND, dest, MessageInfo::new(0, 0, 0, 1).into_word(), [0; 4]);
 }
 
 /// `seL4_Wait`: block on a notification; returns the accumulated badge.
@@ -303,18 +294,9 @@ mod tests {
 
     #[test]
     fn syscall_numbers() {
-        assert_eq!(
-            (id::CALL, id::REPLY_RECV, id::SEND, id::NB_SEND),
-            (-1, -2, -3, -4)
-        );
-        assert_eq!(
-            (id::RECV, id::REPLY, id::YIELD, id::NB_RECV),
-            (-5, -6, -7, -8)
-        );
-        assert_eq!(
-            (id::DEBUG_PUT_CHAR, id::DEBUG_HALT, id::DEBUG_CAP_IDENTIFY),
-            (-9, -10, -11)
-        );
+        assert_eq!((id::CALL, id::REPLY_RECV, id::SEND, id::NB_SEND), (-1, -2, -3, -4));
+        assert_eq!((id::RECV, id::REPLY, id::YIELD, id::NB_RECV), (-5, -6, -7, -8));
+        assert_eq!((id::DEBUG_PUT_CHAR, id::DEBUG_HALT, id::DEBUG_CAP_IDENTIFY), (-9, -10, -11));
         assert_eq!((id::DEBUG_SNAPSHOT, id::DEBUG_NAME_THREAD), (-12, -13));
     }
 }

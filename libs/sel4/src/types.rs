@@ -42,8 +42,7 @@ impl MessageInfo {
     pub const fn new(label: Word, caps_unwrapped: Word, extra_caps: Word, length: Word) -> Self {
         MessageInfo(
             ((label & Self::mask(Self::LABEL_BITS)) << Self::LABEL_SHIFT)
-                | ((caps_unwrapped & Self::mask(Self::CAPS_UNWRAPPED_BITS))
-                    << Self::CAPS_UNWRAPPED_SHIFT)
+                | ((caps_unwrapped & Self::mask(Self::CAPS_UNWRAPPED_BITS)) << Self::CAPS_UNWRAPPED_SHIFT)
                 | ((extra_caps & Self::mask(Self::EXTRA_CAPS_BITS)) << Self::EXTRA_CAPS_SHIFT)
                 | ((length & Self::mask(Self::LENGTH_BITS)) << Self::LENGTH_SHIFT),
         )
@@ -188,11 +187,7 @@ impl CapData {
     /// `seL4_CapData_Guard_new(guard, guard_size)`: tag bit 31 set, guard
     /// 18 bits at bit 8, guard size 6 bits at bit 2.
     pub const fn guard(guard: Word, guard_size: Word) -> Self {
-        CapData(
-            (1 << 31)
-                | ((guard & ((1 << crate::GUARD_BITS) - 1)) << 8)
-                | ((guard_size & 0x3f) << 2),
-        )
+        CapData((1 << 31) | ((guard & ((1 << crate::GUARD_BITS) - 1)) << 8) | ((guard_size & 0x3f) << 2))
     }
 
     /// Restricts an I/O port capability to `first..=last` when used with
@@ -541,17 +536,11 @@ mod tests {
         assert_eq!(MessageInfo::new(1 << 20, 8, 4, 128).into_word(), 0);
         let m = MessageInfo::new(0x12345, 5, 2, 21);
         assert_eq!(m.into_word(), (0x12345 << 12) | (5 << 9) | (2 << 7) | 21);
-        assert_eq!(
-            (m.label(), m.caps_unwrapped(), m.extra_caps(), m.length()),
-            (0x12345, 5, 2, 21)
-        );
+        assert_eq!((m.label(), m.caps_unwrapped(), m.extra_caps(), m.length()), (0x12345, 5, 2, 21));
         assert_eq!(MessageInfo::from_word(m.into_word()), m);
         // Upper half is padding: a word with only padding bits decodes as empty.
         let p = MessageInfo::from_word(0xffff_ffff_0000_0000);
-        assert_eq!(
-            (p.label(), p.caps_unwrapped(), p.extra_caps(), p.length()),
-            (0, 0, 0, 0)
-        );
+        assert_eq!((p.label(), p.caps_unwrapped(), p.extra_caps(), p.length()), (0, 0, 0, 0));
     }
 
     #[test]
@@ -577,15 +566,9 @@ mod tests {
         assert_eq!(CapData::badge(u64::MAX).into_word(), (1 << 28) - 1);
         // types_64.bf Guard: CapDataType 1 | padding 5 | GuardBits 18 | GuardSize 6 | padding 2
         assert_eq!(CapData::guard(0, 0).into_word(), 1 << 31);
-        assert_eq!(
-            CapData::guard(0x3_ffff, 0).into_word(),
-            (1 << 31) | (0x3_ffff << 8)
-        );
+        assert_eq!(CapData::guard(0x3_ffff, 0).into_word(), (1 << 31) | (0x3_ffff << 8));
         assert_eq!(CapData::guard(0, 63).into_word(), (1 << 31) | (63 << 2));
-        assert_eq!(
-            CapData::io_port_range(0x3f8, 0x3ff).into_word(),
-            0x03f8_03ff
-        );
+        assert_eq!(CapData::io_port_range(0x3f8, 0x3ff).into_word(), 0x03f8_03ff);
         assert_eq!(CapData::NONE.into_word(), 0);
         // shared_types_64.bf PrioProps: padding 48 | mcp 8 | prio 8
         let p = PrioProps::new(254, 100);

@@ -34,12 +34,8 @@ fn sel4_source() -> PathBuf {
 }
 
 fn read(path: &Path) -> String {
-    std::fs::read_to_string(path).unwrap_or_else(|e| {
-        panic!(
-            "cannot read {}: {e} (is SEL4_SOURCE right?)",
-            path.display()
-        )
-    })
+    std::fs::read_to_string(path)
+        .unwrap_or_else(|e| panic!("cannot read {}: {e} (is SEL4_SOURCE right?)", path.display()))
 }
 
 fn interface_files() -> [PathBuf; 3] {
@@ -67,10 +63,7 @@ fn kernel_config() -> HashMap<String, String> {
             }
         }
     }
-    assert!(
-        defs.contains_key("CONFIG_ARCH_X86_64"),
-        "kernel-config/common.h does not look like our configuration"
-    );
+    assert!(defs.contains_key("CONFIG_ARCH_X86_64"), "kernel-config/common.h does not look like our configuration");
     defs
 }
 
@@ -109,21 +102,13 @@ impl Element {
 }
 
 fn unescape(s: &str) -> String {
-    s.replace("&lt;", "<")
-        .replace("&gt;", ">")
-        .replace("&quot;", "\"")
-        .replace("&apos;", "'")
-        .replace("&amp;", "&")
+    s.replace("&lt;", "<").replace("&gt;", ">").replace("&quot;", "\"").replace("&apos;", "'").replace("&amp;", "&")
 }
 
 fn parse_xml(text: &str) -> Element {
     let b = text.as_bytes();
     let mut i = 0;
-    let mut stack = vec![Element {
-        name: "#document".into(),
-        attrs: BTreeMap::new(),
-        children: vec![],
-    }];
+    let mut stack = vec![Element { name: "#document".into(), attrs: BTreeMap::new(), children: vec![] }];
     while i < b.len() {
         if b[i] != b'<' {
             i += 1;
@@ -189,11 +174,7 @@ fn parse_xml(text: &str) -> Element {
             attrs.insert(key, unescape(&text[vs..ve]));
             i = ve + 1;
         }
-        let el = Element {
-            name,
-            attrs,
-            children: vec![],
-        };
+        let el = Element { name, attrs, children: vec![] };
         if self_closing {
             stack.last_mut().unwrap().children.push(el);
         } else {
@@ -240,11 +221,7 @@ impl<'a> CondEval<'a> {
                 }
             }
         }
-        let mut e = CondEval {
-            toks,
-            pos: 0,
-            config,
-        };
+        let mut e = CondEval { toks, pos: 0, config };
         let v = e.or();
         assert_eq!(e.pos, e.toks.len(), "cannot evaluate condition {expr:?}");
         v != 0
@@ -255,11 +232,7 @@ impl<'a> CondEval<'a> {
     }
 
     fn next(&mut self) -> String {
-        let t = self
-            .toks
-            .get(self.pos)
-            .cloned()
-            .expect("condition ended early");
+        let t = self.toks.get(self.pos).cloned().expect("condition ended early");
         self.pos += 1;
         t
     }
@@ -324,15 +297,9 @@ impl<'a> CondEval<'a> {
                 }
                 self.config.contains_key(&name) as i64
             }
-            _ if t.chars().next().unwrap().is_ascii_digit() => {
-                t.parse().expect("bad number in condition")
-            }
+            _ if t.chars().next().unwrap().is_ascii_digit() => t.parse().expect("bad number in condition"),
             // An undefined macro is 0 in #if, as in cpp.
-            _ => self
-                .config
-                .get(&t)
-                .map(|v| v.parse().unwrap_or(1))
-                .unwrap_or(0),
+            _ => self.config.get(&t).map(|v| v.parse().unwrap_or(1)).unwrap_or(0),
         }
     }
 }
@@ -354,16 +321,10 @@ fn derive_labels() -> (BTreeMap<String, Word>, [Word; 3]) {
         for (k, m) in methods.iter().enumerate() {
             let cond = m.attr("condition");
             // The generator refuses a conditional first label in the arch files.
-            assert!(
-                !(n > 0 && k == 0 && !cond.is_empty()),
-                "first arch label is conditional"
-            );
+            assert!(!(n > 0 && k == 0 && !cond.is_empty()), "first arch label is conditional");
             if cond.is_empty() || CondEval::eval(cond, &config) {
                 let id = m.attr("id").to_string();
-                assert!(
-                    map.insert(id.clone(), next).is_none(),
-                    "duplicate method id {id}"
-                );
+                assert!(map.insert(id.clone(), next).is_none(), "duplicate method id {id}");
                 next += 1;
             }
         }
@@ -377,10 +338,7 @@ fn invocation_labels_match_interface_xml() {
     let (derived, ends) = derive_labels();
     let mut ours = BTreeMap::new();
     for &(id, value) in labels::ALL {
-        assert!(
-            ours.insert(id.to_string(), value).is_none(),
-            "label {id} listed twice"
-        );
+        assert!(ours.insert(id.to_string(), value).is_none(), "label {id} listed twice");
         match derived.get(id) {
             Some(&d) => assert_eq!(value, d, "label of {id}: ours {value}, 5.0 XML {d}"),
             None => panic!("label {id} is not a method of this configuration"),
@@ -388,16 +346,9 @@ fn invocation_labels_match_interface_xml() {
     }
     // Every configured method has a constant, so nothing is silently missing.
     let missing: Vec<_> = derived.keys().filter(|k| !ours.contains_key(*k)).collect();
-    assert!(
-        missing.is_empty(),
-        "methods without a label constant: {missing:?}"
-    );
+    assert!(missing.is_empty(), "methods without a label constant: {missing:?}");
     assert_eq!(
-        [
-            labels::N_INVOCATION_LABELS,
-            labels::N_SEL4_ARCH_INVOCATION_LABELS,
-            labels::N_ARCH_INVOCATION_LABELS
-        ],
+        [labels::N_INVOCATION_LABELS, labels::N_SEL4_ARCH_INVOCATION_LABELS, labels::N_ARCH_INVOCATION_LABELS],
         ends
     );
 }
@@ -407,9 +358,7 @@ fn invocation_labels_match_interface_xml() {
 
 #[test]
 fn syscall_numbers_match_syscall_xml() {
-    let doc = parse_xml(&read(
-        &sel4_source().join("libsel4/include/api/syscall.xml"),
-    ));
+    let doc = parse_xml(&read(&sel4_source().join("libsel4/include/api/syscall.xml")));
     // The kernel tree's copy must be the same list.
     let kdoc = parse_xml(&read(&sel4_source().join("include/api/syscall.xml")));
     let names = |d: &Element| -> Vec<String> {
@@ -427,11 +376,7 @@ fn syscall_numbers_match_syscall_xml() {
     assert_eq!(list, names(&kdoc), "libsel4 and kernel syscall.xml differ");
     // Numbers count down from -1 through the api list then the debug list;
     // conditions only hide names, they do not renumber.
-    let derived: HashMap<String, isize> = list
-        .iter()
-        .enumerate()
-        .map(|(i, n)| (n.clone(), -1 - i as isize))
-        .collect();
+    let derived: HashMap<String, isize> = list.iter().enumerate().map(|(i, n)| (n.clone(), -1 - i as isize)).collect();
     use sel4::syscalls::id;
     let ours = [
         ("Call", id::CALL),
@@ -453,24 +398,14 @@ fn syscall_numbers_match_syscall_xml() {
         ("BenchmarkFinalizeLog", id::BENCHMARK_FINALIZE_LOG),
         ("BenchmarkSetLogBuffer", id::BENCHMARK_SET_LOG_BUFFER),
         ("BenchmarkNullSyscall", id::BENCHMARK_NULL_SYSCALL),
-        (
-            "BenchmarkGetThreadUtilisation",
-            id::BENCHMARK_GET_THREAD_UTILISATION,
-        ),
-        (
-            "BenchmarkResetThreadUtilisation",
-            id::BENCHMARK_RESET_THREAD_UTILISATION,
-        ),
+        ("BenchmarkGetThreadUtilisation", id::BENCHMARK_GET_THREAD_UTILISATION),
+        ("BenchmarkResetThreadUtilisation", id::BENCHMARK_RESET_THREAD_UTILISATION),
         ("VMEnter", id::VM_ENTER),
     ];
     for (name, value) in ours {
         assert_eq!(Some(&value), derived.get(name), "syscall {name}");
     }
-    assert_eq!(
-        ours.len(),
-        derived.len(),
-        "syscall.xml has syscalls we do not know"
-    );
+    assert_eq!(ours.len(), derived.len(), "syscall.xml has syscalls we do not know");
 
     // The debug syscalls the `debug` feature uses exist in a debug build.
     let config = kernel_config();
@@ -478,12 +413,7 @@ fn syscall_numbers_match_syscall_xml() {
         let on = CondEval::eval(s.attr("condition"), &config);
         for c in s.all("syscall") {
             let expect_on = c.attr("name").starts_with("Debug") && c.attr("name") != "DebugRun";
-            assert_eq!(
-                on,
-                expect_on,
-                "debug syscall {} availability",
-                c.attr("name")
-            );
+            assert_eq!(on, expect_on, "debug syscall {} availability", c.attr("name"));
         }
     }
 }
@@ -532,13 +462,7 @@ fn derive_object_types() -> HashMap<String, i64> {
                 let (name, v) = match entry.split_once('=') {
                     Some((n, v)) => {
                         let v = v.trim();
-                        (
-                            n.trim(),
-                            values
-                                .get(v)
-                                .copied()
-                                .unwrap_or_else(|| v.parse().expect(v)),
-                        )
+                        (n.trim(), values.get(v).copied().unwrap_or_else(|| v.parse().expect(v)))
                     }
                     None => (entry, next),
                 };
@@ -571,15 +495,8 @@ fn object_types_match_headers() {
     }
     assert_eq!(derived["seL4_ObjectTypeCount"], ObjectType::COUNT as i64);
     // Objects this configuration leaves out must not be in the enums.
-    for absent in [
-        "seL4_X64_HugePageObject",
-        "seL4_X86_IOPageTableObject",
-        "seL4_X86_VCPUObject",
-    ] {
-        assert!(
-            !derived.contains_key(absent),
-            "{absent} is configured in, ObjectType lacks it"
-        );
+    for absent in ["seL4_X64_HugePageObject", "seL4_X86_IOPageTableObject", "seL4_X86_VCPUObject"] {
+        assert!(!derived.contains_key(absent), "{absent} is configured in, ObjectType lacks it");
     }
 }
 
@@ -636,12 +553,7 @@ struct Interfaces {
 
 impl Interfaces {
     fn load() -> Self {
-        Interfaces {
-            docs: interface_files()
-                .iter()
-                .map(|p| parse_xml(&read(p)))
-                .collect(),
-        }
+        Interfaces { docs: interface_files().iter().map(|p| parse_xml(&read(p))).collect() }
     }
 
     fn method(&self, interface: &str, name: &str) -> Element {
@@ -657,29 +569,16 @@ impl Interfaces {
                 }
             }
         }
-        assert_eq!(
-            found.len(),
-            1,
-            "method {interface}_{name} not found exactly once"
-        );
+        assert_eq!(found.len(), 1, "method {interface}_{name} not found exactly once");
         found.pop().unwrap()
     }
 
     /// What syscall_stub_gen.py would send for this method with these
     /// argument values: (label id, extra caps, message words).
-    fn expected(
-        &self,
-        interface: &str,
-        name: &str,
-        args: &[(&str, Arg)],
-    ) -> (String, Vec<Word>, Vec<Word>) {
+    fn expected(&self, interface: &str, name: &str, args: &[(&str, Arg)]) -> (String, Vec<Word>, Vec<Word>) {
         let m = self.method(interface, name);
         let args: HashMap<&str, &Arg> = args.iter().map(|(k, v)| (*k, v)).collect();
-        let params: Vec<&Element> = m
-            .all("param")
-            .into_iter()
-            .filter(|p| p.attr("dir") == "in")
-            .collect();
+        let params: Vec<&Element> = m.all("param").into_iter().filter(|p| p.attr("dir") == "in").collect();
         assert_eq!(
             params.len(),
             args.len(),
@@ -692,9 +591,7 @@ impl Interfaces {
         let mut bit: u32 = 0;
         for p in params {
             let pname = p.attr("name");
-            let arg = args
-                .get(pname)
-                .unwrap_or_else(|| panic!("{interface}_{name}: no test value for {pname}"));
+            let arg = args.get(pname).unwrap_or_else(|| panic!("{interface}_{name}: no test value for {pname}"));
             match type_bits(p.attr("type")) {
                 None => match arg {
                     Arg::W(v) => caps.push(*v),
@@ -708,11 +605,7 @@ impl Interfaces {
                         Arg::W(v) => vec![*v],
                         Arg::Struct(v) => v.clone(),
                     };
-                    assert_eq!(
-                        vals.len() as u32,
-                        size.div_ceil(64),
-                        "{pname}: wrong number of words"
-                    );
+                    assert_eq!(vals.len() as u32, size.div_ceil(64), "{pname}: wrong number of words");
                     for (k, v) in vals.iter().enumerate() {
                         while words.len() <= w + k {
                             words.push(0);
@@ -730,12 +623,7 @@ impl Interfaces {
 }
 
 /// (interface, method, XML argument values, our encoding).
-type Case = (
-    &'static str,
-    &'static str,
-    Vec<(&'static str, Arg)>,
-    Invocation,
-);
+type Case = (&'static str, &'static str, Vec<(&'static str, Arg)>, Invocation);
 
 fn w(v: Word) -> Arg {
     Arg::W(v)
@@ -884,12 +772,7 @@ fn invocation_encodings_match_stub_generator() {
         assert_eq!(ours.words(), words.as_slice(), "{what}: message words");
         let info = ours.info();
         assert_eq!(
-            (
-                info.label(),
-                info.caps_unwrapped(),
-                info.extra_caps(),
-                info.length()
-            ),
+            (info.label(), info.caps_unwrapped(), info.extra_caps(), info.length()),
             (label_of[&id], 0, caps.len() as Word, words.len() as Word),
             "{what}: message info"
         );
@@ -897,10 +780,7 @@ fn invocation_encodings_match_stub_generator() {
     }
     let all: BTreeSet<String> = label_of.keys().cloned().collect();
     let untested: Vec<_> = all.difference(&covered).collect();
-    assert!(
-        untested.is_empty(),
-        "methods without an encoding check: {untested:?}"
-    );
+    assert!(untested.is_empty(), "methods without an encoding check: {untested:?}");
 }
 
 // ---------------------------------------------------------------------------
@@ -911,17 +791,14 @@ fn header_define(text: &str, name: &str) -> Option<i64> {
         let mut it = l.split_whitespace();
         (it.next() == Some("#define") && it.next() == Some(name)).then(|| {
             let v = it.next().unwrap().trim_matches(|c| c == '(' || c == ')');
-            v.strip_prefix("0x")
-                .map(|h| i64::from_str_radix(h, 16).unwrap())
-                .unwrap_or_else(|| v.parse().unwrap())
+            v.strip_prefix("0x").map(|h| i64::from_str_radix(h, 16).unwrap()).unwrap_or_else(|| v.parse().unwrap())
         })
     })
 }
 
 #[test]
 fn size_constants_match_headers() {
-    let text =
-        read(&sel4_source().join("libsel4/sel4_arch_include/x86_64/sel4/sel4_arch/constants.h"));
+    let text = read(&sel4_source().join("libsel4/sel4_arch_include/x86_64/sel4/sel4_arch/constants.h"));
     let pairs = [
         ("seL4_WordBits", sel4::WORD_BITS),
         ("seL4_PageBits", sel4::PAGE_BITS),
@@ -944,59 +821,25 @@ fn size_constants_match_headers() {
         assert_eq!(header_define(&text, name), Some(ours as i64), "{name}");
     }
     let types = read(&sel4_source().join("libsel4/include/sel4/types.h"));
-    assert_eq!(
-        header_define(&types, "seL4_BadgeBits"),
-        Some(sel4::BADGE_BITS as i64)
-    );
-    assert_eq!(
-        header_define(&types, "seL4_GuardBits"),
-        Some(sel4::GUARD_BITS as i64)
-    );
-    assert_eq!(
-        header_define(&types, "seL4_UntypedRetypeMaxObjects"),
-        Some(sel4::UNTYPED_RETYPE_MAX_OBJECTS as i64)
-    );
+    assert_eq!(header_define(&types, "seL4_BadgeBits"), Some(sel4::BADGE_BITS as i64));
+    assert_eq!(header_define(&types, "seL4_GuardBits"), Some(sel4::GUARD_BITS as i64));
+    assert_eq!(header_define(&types, "seL4_UntypedRetypeMaxObjects"), Some(sel4::UNTYPED_RETYPE_MAX_OBJECTS as i64));
 
     let config = kernel_config();
-    assert_eq!(
-        config["CONFIG_MAX_NUM_BOOTINFO_UNTYPED_CAPS"],
-        sel4::MAX_BOOTINFO_UNTYPED_CAPS.to_string()
-    );
-    assert_eq!(
-        config["CONFIG_ROOT_CNODE_SIZE_BITS"],
-        sel4::ROOT_CNODE_SIZE_BITS.to_string()
-    );
-    assert_eq!(
-        config["CONFIG_NUM_PRIORITIES"],
-        (sel4::MAX_PRIO + 1).to_string()
-    );
-    assert!(
-        config.contains_key("CONFIG_SYSCALL"),
-        "the stubs use the syscall instruction"
-    );
-    assert!(
-        !config.contains_key("CONFIG_KERNEL_MCS"),
-        "MCS changes TCB_Configure and the syscalls"
-    );
+    assert_eq!(config["CONFIG_MAX_NUM_BOOTINFO_UNTYPED_CAPS"], sel4::MAX_BOOTINFO_UNTYPED_CAPS.to_string());
+    assert_eq!(config["CONFIG_ROOT_CNODE_SIZE_BITS"], sel4::ROOT_CNODE_SIZE_BITS.to_string());
+    assert_eq!(config["CONFIG_NUM_PRIORITIES"], (sel4::MAX_PRIO + 1).to_string());
+    assert!(config.contains_key("CONFIG_SYSCALL"), "the stubs use the syscall instruction");
+    assert!(!config.contains_key("CONFIG_KERNEL_MCS"), "MCS changes TCB_Configure and the syscalls");
 }
 
 #[test]
 fn initial_cap_slots_match_header() {
     let text = read(&sel4_source().join("libsel4/include/sel4/bootinfo_types.h"));
     let slot = |name: &str| -> i64 {
-        let line = text
-            .lines()
-            .find(|l| l.trim_start().starts_with(&format!("{name} ")))
-            .unwrap_or_else(|| panic!("{name}"));
-        line.split('=')
-            .nth(1)
-            .unwrap()
-            .split(',')
-            .next()
-            .unwrap()
-            .trim()
-            .parse()
-            .unwrap()
+        let line =
+            text.lines().find(|l| l.trim_start().starts_with(&format!("{name} "))).unwrap_or_else(|| panic!("{name}"));
+        line.split('=').nth(1).unwrap().split(',').next().unwrap().trim().parse().unwrap()
     };
     let pairs = [
         ("seL4_CapNull", sel4::CAP_NULL),
@@ -1005,17 +848,11 @@ fn initial_cap_slots_match_header() {
         ("seL4_CapInitThreadVSpace", sel4::CAP_INIT_THREAD_VSPACE),
         ("seL4_CapIRQControl", sel4::CAP_IRQ_CONTROL),
         ("seL4_CapASIDControl", sel4::CAP_ASID_CONTROL),
-        (
-            "seL4_CapInitThreadASIDPool",
-            sel4::CAP_INIT_THREAD_ASID_POOL,
-        ),
+        ("seL4_CapInitThreadASIDPool", sel4::CAP_INIT_THREAD_ASID_POOL),
         ("seL4_CapIOPort", sel4::CAP_IO_PORT),
         ("seL4_CapIOSpace", sel4::CAP_IO_SPACE),
         ("seL4_CapBootInfoFrame", sel4::CAP_BOOT_INFO_FRAME),
-        (
-            "seL4_CapInitThreadIPCBuffer",
-            sel4::CAP_INIT_THREAD_IPC_BUFFER,
-        ),
+        ("seL4_CapInitThreadIPCBuffer", sel4::CAP_INIT_THREAD_IPC_BUFFER),
         ("seL4_CapDomain", sel4::CAP_DOMAIN),
         ("seL4_NumInitialCaps", sel4::NUM_INITIAL_CAPS),
     ];

@@ -373,10 +373,9 @@ impl fmt::Display for DecodeError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
             DecodeError::BadMagic => write!(f, "not a system spec (bad magic)"),
-            DecodeError::WrongVersion { found } => write!(
-                f,
-                "system spec format version {found}, this build reads version {FORMAT_VERSION}"
-            ),
+            DecodeError::WrongVersion { found } => {
+                write!(f, "system spec format version {found}, this build reads version {FORMAT_VERSION}")
+            }
             DecodeError::Malformed(e) => write!(f, "malformed system spec: {e}"),
             DecodeError::Invalid(e) => write!(f, "invalid system spec: {e}"),
         }

@@ -182,7 +182,12 @@ fn rejects_mapping_problems() {
     let msg = invalid(|s| s.components[0].mappings[0].object = ObjectId(0));
     assert!(msg.contains("only frames can be mapped"), "{msg}");
     let msg = invalid(|s| {
-        let extra = Mapping { object: ObjectId(1), vaddr: DATAPORT_BASE + 2 * PAGE_SIZE, access: Access::ReadOnly, cached: true };
+        let extra = Mapping {
+            object: ObjectId(1),
+            vaddr: DATAPORT_BASE + 2 * PAGE_SIZE,
+            access: Access::ReadOnly,
+            cached: true,
+        };
         s.components[0].mappings.push(extra);
     });
     assert!(msg.contains("overlaps another (or its guard page)"), "{msg}");
@@ -207,15 +212,16 @@ fn large_dataports_use_large_frames_at_aligned_addresses() {
 
 #[test]
 fn rejects_bindings_that_disagree() {
-    let msg = invalid(|s| s.components[1].interfaces[1].binding = Binding::Dataport {
-        vaddr: DATAPORT_BASE,
-        size: 2 * PAGE_SIZE,
-        access: Access::ReadWrite,
+    let msg = invalid(|s| {
+        s.components[1].interfaces[1].binding =
+            Binding::Dataport { vaddr: DATAPORT_BASE, size: 2 * PAGE_SIZE, access: Access::ReadWrite }
     });
     assert!(msg.contains("'server', interface 'frame'") && msg.contains("rights differ"), "{msg}");
     let msg = invalid(|s| s.components[0].caps[0].rights = Rights::READ);
     assert!(msg.contains("interface 'kv'") && msg.contains("wrong object kind or rights"), "{msg}");
-    let msg = invalid(|s| s.components[2].interfaces[1].binding = Binding::InterruptConsumer { slot: 1, irq_handler_slot: 2 });
+    let msg = invalid(|s| {
+        s.components[2].interfaces[1].binding = Binding::InterruptConsumer { slot: 1, irq_handler_slot: 2 }
+    });
     assert!(msg.contains("interface 'irq'"), "{msg}");
     let msg = invalid(|s| s.components[2].mappings[0].access = Access::ReadOnly);
     assert!(msg.contains("rights differ"), "{msg}");

@@ -2,8 +2,8 @@
 //! that passes can be carried out without the loader having to guess.
 
 use crate::{
-    Access, Binding, Component, ObjectId, ObjectKind, Rights, SystemSpec, FORMAT_VERSION,
-    MAX_IRQ_VECTOR, PAGE_SIZE, USER_TOP,
+    Access, Binding, Component, ObjectId, ObjectKind, Rights, SystemSpec, FORMAT_VERSION, MAX_IRQ_VECTOR, PAGE_SIZE,
+    USER_TOP,
 };
 use alloc::string::String;
 use core::fmt;
@@ -175,10 +175,9 @@ impl fmt::Display for SpecError {
             NoSuchObject { component, object } => {
                 write!(f, "component '{component}' refers to object #{} which does not exist", object.0)
             }
-            BadSlot { component, slot } => write!(
-                f,
-                "component '{component}': slot {slot} is null, outside the CNode or past first_free_slot"
-            ),
+            BadSlot { component, slot } => {
+                write!(f, "component '{component}': slot {slot} is null, outside the CNode or past first_free_slot")
+            }
             DuplicateSlot { component, slot } => {
                 write!(f, "component '{component}': slot {slot} holds two capabilities")
             }
@@ -273,10 +272,7 @@ impl SystemSpec {
                     for other in &self.objects[..index] {
                         if let ObjectKind::IoPorts { first: f, last: l } = other.kind {
                             if *first <= l && f <= *last {
-                                return Err(SpecError::OverlappingPorts {
-                                    first: other.name.clone(),
-                                    second: name(),
-                                });
+                                return Err(SpecError::OverlappingPorts { first: other.name.clone(), second: name() });
                             }
                         }
                     }
@@ -327,9 +323,8 @@ impl SystemSpec {
             if c.caps[..index].iter().any(|other| other.slot == cap.slot) {
                 return Err(SpecError::DuplicateSlot { component: name(), slot: cap.slot });
             }
-            let object = self
-                .object(cap.object)
-                .ok_or(SpecError::NoSuchObject { component: name(), object: cap.object })?;
+            let object =
+                self.object(cap.object).ok_or(SpecError::NoSuchObject { component: name(), object: cap.object })?;
             let bad = |reason| SpecError::BadCap { component: name(), slot: cap.slot, reason };
             match object.kind {
                 ObjectKind::Endpoint | ObjectKind::Notification => {
@@ -358,7 +353,9 @@ impl SystemSpec {
             }
             if let ObjectKind::Frames { size } = object.kind {
                 if mapping.vaddr % crate::frame_size(size) != 0 {
-                    return Err(bad("a dataport of 2 MiB multiples is backed by 2 MiB frames: its address must be 2 MiB-aligned"));
+                    return Err(bad(
+                        "a dataport of 2 MiB multiples is backed by 2 MiB frames: its address must be 2 MiB-aligned",
+                    ));
                 }
             }
             if mapping.vaddr.checked_add(size).is_none_or(|end| end > USER_TOP) {
@@ -382,16 +379,10 @@ impl SystemSpec {
     }
 
     fn validate_interface(&self, c: &Component, interface: &crate::Interface) -> Result<(), SpecError> {
-        let bad = |reason| SpecError::BadInterface {
-            component: c.name.clone(),
-            interface: interface.name.clone(),
-            reason,
-        };
+        let bad =
+            |reason| SpecError::BadInterface { component: c.name.clone(), interface: interface.name.clone(), reason };
         let cap_kind = |slot: u64| {
-            c.caps
-                .iter()
-                .find(|cap| cap.slot == slot)
-                .and_then(|cap| self.object(cap.object).map(|o| (cap, &o.kind)))
+            c.caps.iter().find(|cap| cap.slot == slot).and_then(|cap| self.object(cap.object).map(|o| (cap, &o.kind)))
         };
         let expect = |slot: u64, want: fn(&ObjectKind) -> bool, rights_ok: fn(Rights) -> bool| match cap_kind(slot) {
             Some((cap, kind)) if want(kind) && rights_ok(cap.rights) => Ok(()),

@@ -31,13 +31,16 @@ impl<'a> DeviceMemory<'a> {
 
     /// Frames covering `[paddr, paddr + size)`, in address order.
     pub fn frames(&mut self, global: &mut ObjectAllocator<'_>, paddr: u64, size: u64) -> Result<Vec<CPtr>, LoadError> {
-        let end = paddr.checked_add(size).ok_or_else(|| LoadError(format!("device region {paddr:#x}+{size:#x} wraps")))?;
+        let end =
+            paddr.checked_add(size).ok_or_else(|| LoadError(format!("device region {paddr:#x}+{size:#x} wraps")))?;
         let (untyped, base) = self
             .bootinfo
             .untypeds()
             .find(|(_, u)| u.is_device() && u.paddr <= paddr && end <= u.paddr + (1u64 << u.size_bits))
             .map(|(cap, u)| (cap, u.paddr))
-            .ok_or_else(|| LoadError(format!("no device untyped covers {paddr:#x}..{end:#x} (not a device region, or split)")))?;
+            .ok_or_else(|| {
+                LoadError(format!("no device untyped covers {paddr:#x}..{end:#x} (not a device region, or split)"))
+            })?;
         let cursor = match self.cursors.iter_mut().find(|(cap, _)| *cap == untyped) {
             Some((_, next)) => next,
             None => {
@@ -55,11 +58,23 @@ impl<'a> DeviceMemory<'a> {
             let fits = 63 - (paddr - *cursor).leading_zeros();
             let bits = align.min(fits);
             if bits < MIN_UNTYPED_BITS {
-                return Err(LoadError(format!("cannot reach {paddr:#x}: gap at {:#x} is not 16-byte aligned", *cursor)));
+                return Err(LoadError(format!(
+                    "cannot reach {paddr:#x}: gap at {:#x} is not 16-byte aligned",
+                    *cursor
+                )));
             }
             let filler = global.slot()?;
-            sel4::untyped_retype(untyped, ObjectType::Untyped, bits as Word, sel4::CAP_INIT_THREAD_CNODE, 0, 0, filler, 1)
-                .map_err(|e| LoadError(format!("filler untyped at {:#x}: {e:?}", *cursor)))?;
+            sel4::untyped_retype(
+                untyped,
+                ObjectType::Untyped,
+                bits as Word,
+                sel4::CAP_INIT_THREAD_CNODE,
+                0,
+                0,
+                filler,
+                1,
+            )
+            .map_err(|e| LoadError(format!("filler untyped at {:#x}: {e:?}", *cursor)))?;
             *cursor += 1u64 << bits;
         }
         let mut frames = Vec::new();

@@ -144,7 +144,15 @@ impl System {
                     continue;
                 }
             };
-            let mut instance = Instance { index, name, restartable, restarts: 0, tcb: None, memory: memory.0, shared_copies: memory.1 };
+            let mut instance = Instance {
+                index,
+                name,
+                restartable,
+                restarts: 0,
+                tcb: None,
+                memory: memory.0,
+                shared_copies: memory.1,
+            };
             if let Err(e) = system.build(&mut instance) {
                 component_runtime::error!("component {}: not started: {e}", instance.name);
             }
@@ -181,7 +189,11 @@ impl System {
 
     /// Reserves a component's private untyped (sized for its image,
     /// stack and paging structures) and its loader slots.
-    fn reserve(&self, global: &mut ObjectAllocator<'_>, index: usize) -> Result<(ComponentMemory, core::ops::Range<CPtr>), LoadError> {
+    fn reserve(
+        &self,
+        global: &mut ObjectAllocator<'_>,
+        index: usize,
+    ) -> Result<(ComponentMemory, core::ops::Range<CPtr>), LoadError> {
         let component = &self.spec.components[index];
         let image = self.image(component)?;
         let stack_pages = component.stack_size.div_ceil(elf::PAGE);
@@ -199,7 +211,8 @@ impl System {
         // Objects are aligned to their size inside the untyped: the TCB and
         // CNode (the only objects above 4 KiB) may each waste up to their own
         // size before them.
-        let slack = (1 << ObjectType::Tcb.size_bits(0)) + (1 << ObjectType::CapTable.size_bits(component.cnode_size_bits as Word));
+        let slack = (1 << ObjectType::Tcb.size_bits(0))
+            + (1 << ObjectType::CapTable.size_bits(component.cnode_size_bits as Word));
         let size_bits = (bytes + slack).next_power_of_two().trailing_zeros() as Word;
         let untyped = global.object(ObjectType::Untyped, size_bits)?;
         let slots = global.slots(pages + structures + 8)?;
@@ -240,11 +253,25 @@ impl System {
         let stack_pages = component.stack_size.div_ceil(elf::PAGE);
         for i in 1..=stack_pages {
             let frame = memory.object(ObjectType::X86_4K, 0)?;
-            vspace::map_frame(memory, pml4, frame, start::STACK_TOP - i * elf::PAGE, CapRights::read_write(), VmAttributes::DEFAULT)?;
+            vspace::map_frame(
+                memory,
+                pml4,
+                frame,
+                start::STACK_TOP - i * elf::PAGE,
+                CapRights::read_write(),
+                VmAttributes::DEFAULT,
+            )?;
         }
 
         let ipc_buffer = memory.object(ObjectType::X86_4K, 0)?;
-        vspace::map_frame(memory, pml4, ipc_buffer, start::IPC_BUFFER_VADDR, CapRights::read_write(), VmAttributes::DEFAULT)?;
+        vspace::map_frame(
+            memory,
+            pml4,
+            ipc_buffer,
+            start::IPC_BUFFER_VADDR,
+            CapRights::read_write(),
+            VmAttributes::DEFAULT,
+        )?;
 
         let start_page = memory.object(ObjectType::X86_4K, 0)?;
         let flags = if self.debug_kernel { start::START_FLAG_DEBUG_KERNEL } else { 0 };
@@ -268,7 +295,14 @@ impl System {
             };
             bytes[..raw.len()].copy_from_slice(raw);
         })?;
-        vspace::map_frame(memory, pml4, start_page, start::START_INFO_VADDR, CapRights::read_only(), VmAttributes::DEFAULT)?;
+        vspace::map_frame(
+            memory,
+            pml4,
+            start_page,
+            start::START_INFO_VADDR,
+            CapRights::read_only(),
+            VmAttributes::DEFAULT,
+        )?;
 
         // Dataports: the loader keeps one copy of each frame capability per
         // mapping (x86 seL4 maps a capability once), with the end's rights.
@@ -288,7 +322,15 @@ impl System {
                 }
                 invoke(
                     "CNode_Copy (dataport frame)",
-                    sel4::cnode_copy(sel4::CAP_INIT_THREAD_CNODE, copy_slot, 64, sel4::CAP_INIT_THREAD_CNODE, *frame, 64, rights),
+                    sel4::cnode_copy(
+                        sel4::CAP_INIT_THREAD_CNODE,
+                        copy_slot,
+                        64,
+                        sel4::CAP_INIT_THREAD_CNODE,
+                        *frame,
+                        64,
+                        rights,
+                    ),
                 )?;
                 let vaddr = mapping.vaddr + i as u64 * frames.frame_size;
                 if frames.frame_size == LARGE_PAGE_SIZE {
@@ -312,23 +354,43 @@ impl System {
             let rights = CapRights::new(cap.rights.grant || cap.rights.grant_reply, cap.rights.read, cap.rights.write);
             let result = match &self.objects[cap.object.0 as usize] {
                 &Loaded::Endpoint(src) | &Loaded::Notification(src) => sel4::cnode_mint(
-                    cnode, cap.slot, cnode_bits as u8, sel4::CAP_INIT_THREAD_CNODE, src, 64, rights,
+                    cnode,
+                    cap.slot,
+                    cnode_bits as u8,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    src,
+                    64,
+                    rights,
                     CapData::badge(cap.badge).into_word(),
                 ),
                 // Already restricted to their range/IRQ: copy as they are
                 // (minting an I/O port capability would change its range).
-                &Loaded::IrqHandler(src) | &Loaded::IoPorts(src) => {
-                    sel4::cnode_copy(cnode, cap.slot, cnode_bits as u8, sel4::CAP_INIT_THREAD_CNODE, src, 64, CapRights::all())
+                &Loaded::IrqHandler(src) | &Loaded::IoPorts(src) => sel4::cnode_copy(
+                    cnode,
+                    cap.slot,
+                    cnode_bits as u8,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    src,
+                    64,
+                    CapRights::all(),
+                ),
+                Loaded::Frames(_) => {
+                    return Err(LoadError(format!("slot {}: frames are mapped, not granted", cap.slot)))
                 }
-                Loaded::Frames(_) => return Err(LoadError(format!("slot {}: frames are mapped, not granted", cap.slot))),
             };
             invoke("CNode_Mint (component capability)", result)?;
         }
         invoke(
             "CNode_Mint (fault endpoint)",
             sel4::cnode_mint(
-                cnode, fault_slot, cnode_bits as u8, sel4::CAP_INIT_THREAD_CNODE, self.fault_endpoint, 64,
-                CapRights::new(true, false, true), CapData::badge(instance.index as Word + 1).into_word(),
+                cnode,
+                fault_slot,
+                cnode_bits as u8,
+                sel4::CAP_INIT_THREAD_CNODE,
+                self.fault_endpoint,
+                64,
+                CapRights::new(true, false, true),
+                CapData::badge(instance.index as Word + 1).into_word(),
             ),
         )?;
 
@@ -449,7 +511,10 @@ fn make_object(
         }
         ObjectKind::IoApicIrq(irq) => {
             let Some(Loaded::Notification(notification)) = made.get(irq.notification.0 as usize) else {
-                return Err(LoadError(format!("IRQ notification #{} is not a notification made before it", irq.notification.0)));
+                return Err(LoadError(format!(
+                    "IRQ notification #{} is not a notification made before it",
+                    irq.notification.0
+                )));
             };
             let handler = global.slot()?;
             invoke(
@@ -474,8 +539,14 @@ fn make_object(
             invoke(
                 "CNode_Mint (IRQ notification, badge 1)",
                 sel4::cnode_mint(
-                    sel4::CAP_INIT_THREAD_CNODE, badged, 64, sel4::CAP_INIT_THREAD_CNODE, *notification, 64,
-                    CapRights::new(false, false, true), CapData::badge(IRQ_BADGE).into_word(),
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    badged,
+                    64,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    *notification,
+                    64,
+                    CapRights::new(false, false, true),
+                    CapData::badge(IRQ_BADGE).into_word(),
                 ),
             )?;
             invoke("IRQHandler_SetNotification", sel4::irq_handler_set_notification(handler, badged))?;
@@ -486,8 +557,14 @@ fn make_object(
             invoke(
                 "CNode_Mint (I/O ports)",
                 sel4::cnode_mint(
-                    sel4::CAP_INIT_THREAD_CNODE, slot, 64, sel4::CAP_INIT_THREAD_CNODE, sel4::CAP_IO_PORT, 64,
-                    CapRights::all(), CapData::io_port_range(*first, *last).into_word(),
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    slot,
+                    64,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    sel4::CAP_IO_PORT,
+                    64,
+                    CapRights::all(),
+                    CapData::io_port_range(*first, *last).into_word(),
                 ),
             )?;
             Loaded::IoPorts(slot)

@@ -79,7 +79,13 @@ impl ConnectorKind {
 
     fn rule(self) -> Rule {
         use EndKind::*;
-        let r = |kind, from_many, to_many, from_hardware, to_hardware| Rule { kind, from_many, to_many, from_hardware, to_hardware };
+        let r = |kind, from_many, to_many, from_hardware, to_hardware| Rule {
+            kind,
+            from_many,
+            to_many,
+            from_hardware,
+            to_hardware,
+        };
         match self {
             ConnectorKind::RpcCall | ConnectorKind::RpcCallNoType => r(Procedure, true, false, false, false),
             ConnectorKind::Notification => r(Event, false, true, false, false),
@@ -95,9 +101,20 @@ impl ConnectorKind {
 /// Connectors `std_connector.camkes` declares that this compiler does not
 /// implement: naming one is "not supported", not "unknown".
 const UNSUPPORTED_STD_CONNECTORS: &[&str] = &[
-    "seL4DirectCall", "seL4NotificationBind", "seL4NotificationQueue", "seL4RPCEvent",
-    "seL4DMASharedData", "seL4IOAPICHardwareInterrupt", "seL4DTBHardware", "seL4DTBHW", "seL4InitHardware",
-    "seL4GDB", "seL4GDBMem", "seL4RPCDataport", "seL4RPCOverMultiSharedData", "seL4MessageQueue",
+    "seL4DirectCall",
+    "seL4NotificationBind",
+    "seL4NotificationQueue",
+    "seL4RPCEvent",
+    "seL4DMASharedData",
+    "seL4IOAPICHardwareInterrupt",
+    "seL4DTBHardware",
+    "seL4DTBHW",
+    "seL4InitHardware",
+    "seL4GDB",
+    "seL4GDBMem",
+    "seL4RPCDataport",
+    "seL4RPCOverMultiSharedData",
+    "seL4MessageQueue",
     "seL4SharedDataWithCaps",
 ];
 
@@ -312,7 +329,10 @@ const UNSPELLABLE_IN_RUST: &[&str] = &["self", "Self", "super", "crate", "_"];
 
 fn rust_spellable(name: &Name, what: &str) -> Result<()> {
     if UNSPELLABLE_IN_RUST.contains(&name.text.as_str()) {
-        return err(&name.pos, format!("'{}' cannot be used as {what}: the generated Rust glue cannot spell it", name.text));
+        return err(
+            &name.pos,
+            format!("'{}' cannot be used as {what}: the generated Rust glue cannot spell it", name.text),
+        );
     }
     Ok(())
 }
@@ -385,12 +405,21 @@ impl Checker {
         self.define(&p.name, Defined::Procedure)?;
         for (i, m) in p.methods.iter().enumerate() {
             if let Some(first) = p.methods[..i].iter().find(|o| o.name.text == m.name.text) {
-                return err(&m.name.pos, format!("duplicate method '{}' in procedure '{}' (first at {})", m.name.text, p.name.text, first.name.pos));
+                return err(
+                    &m.name.pos,
+                    format!(
+                        "duplicate method '{}' in procedure '{}' (first at {})",
+                        m.name.text, p.name.text, first.name.pos
+                    ),
+                );
             }
             rust_spellable(&m.name, "a method name")?;
             for (j, param) in m.params.iter().enumerate() {
                 if m.params[..j].iter().any(|o| o.name.text == param.name.text) {
-                    return err(&param.name.pos, format!("duplicate parameter '{}' in method '{}'", param.name.text, m.name.text));
+                    return err(
+                        &param.name.pos,
+                        format!("duplicate parameter '{}' in method '{}'", param.name.text, m.name.text),
+                    );
                 }
                 rust_spellable(&param.name, "a parameter name")?;
             }
@@ -419,7 +448,10 @@ impl Checker {
             if let Some(first) = seen.insert(&i.name.text, &i.name.pos) {
                 return err(
                     &i.name.pos,
-                    format!("duplicate interface name '{}' in component '{}' (first declared at {first})", i.name.text, c.name.text),
+                    format!(
+                        "duplicate interface name '{}' in component '{}' (first declared at {first})",
+                        i.name.text, c.name.text
+                    ),
                 );
             }
             rust_spellable(&i.name, "an interface name")?;
@@ -441,7 +473,10 @@ impl Checker {
                         )
                     }
                     Some(DataportType::CType(t)) => {
-                        return err(&i.type_name.pos, format!("dataport type '{t}' is not supported; use Buf or Buf(size)"))
+                        return err(
+                            &i.type_name.pos,
+                            format!("dataport type '{t}' is not supported; use Buf or Buf(size)"),
+                        )
                     }
                     _ => {}
                 },
@@ -449,7 +484,10 @@ impl Checker {
         }
         for (index, a) in c.attributes.iter().enumerate() {
             if let Some(first) = c.attributes[..index].iter().find(|o| o.name.text == a.name.text) {
-                return err(&a.name.pos, format!("duplicate attribute '{}' (first declared at {})", a.name.text, first.name.pos));
+                return err(
+                    &a.name.pos,
+                    format!("duplicate attribute '{}' (first declared at {})", a.name.text, first.name.pos),
+                );
             }
             if let Some(default) = &a.default {
                 type_check(a, default, &format!("the default of '{}'", a.name.text))?;
@@ -459,7 +497,10 @@ impl Checker {
         if let Some(other) = self.system.components.iter().find(|o| o.elf == elf) {
             return err(
                 &c.name.pos,
-                format!("component '{}' would share the folder name '{elf}' with '{}'", c.name.text, other.decl.name.text),
+                format!(
+                    "component '{}' would share the folder name '{elf}' with '{}'",
+                    c.name.text, other.decl.name.text
+                ),
             );
         }
         let index = self.system.components.len();
@@ -521,12 +562,19 @@ impl Checker {
             return Ok(*kind);
         }
         if self.std_imported && UNSUPPORTED_STD_CONNECTORS.contains(&name.text.as_str()) {
-            return err(&name.pos, format!("connector '{}' is not supported by this compiler (supported: {})", name.text, supported()));
+            return err(
+                &name.pos,
+                format!("connector '{}' is not supported by this compiler (supported: {})", name.text, supported()),
+            );
         }
         if let Some((Defined::UserConnector, _)) = self.names.get(&name.text) {
             return err(
                 &name.pos,
-                format!("user-defined connector '{}' has no implementation here (supported: {})", name.text, supported()),
+                format!(
+                    "user-defined connector '{}' has no implementation here (supported: {})",
+                    name.text,
+                    supported()
+                ),
             );
         }
         err(&name.pos, self.not_defined_yet(name, "connector"))
@@ -548,7 +596,10 @@ impl Checker {
             let Some(interface) = component.interface(&end.interface.text) else {
                 return err(
                     &end.interface.pos,
-                    format!("instance '{}' (component '{}') has no interface '{}'", end.instance.text, component.decl.name.text, end.interface.text),
+                    format!(
+                        "instance '{}' (component '{}') has no interface '{}'",
+                        end.instance.text, component.decl.name.text, end.interface.text
+                    ),
                 );
             };
             let decl = &component.decl.interfaces[interface];
@@ -560,8 +611,11 @@ impl Checker {
             if !allowed.contains(&decl.kind) {
                 return err(
                     &pos,
-                    format!("{label} is a {} interface and cannot be a '{side_word}' end (those are {})", decl.kind.keyword(),
-                        allowed.iter().map(|k| k.keyword()).collect::<Vec<_>>().join(", ")),
+                    format!(
+                        "{label} is a {} interface and cannot be a '{side_word}' end (those are {})",
+                        decl.kind.keyword(),
+                        allowed.iter().map(|k| k.keyword()).collect::<Vec<_>>().join(", ")
+                    ),
                 );
             }
             let end_kind = match decl.kind {
@@ -575,7 +629,10 @@ impl Checker {
                     EndKind::Event => "events (emits/consumes)",
                     EndKind::Dataport => "dataports",
                 };
-                return err(&pos, format!("{} connects {wanted}, but {label} is a {} interface", kind.name(), decl.kind.keyword()));
+                return err(
+                    &pos,
+                    format!("{} connects {wanted}, but {label} is a {} interface", kind.name(), decl.kind.keyword()),
+                );
             }
             let needs_hardware = match end.side {
                 EndSide::From => rule.from_hardware,
@@ -587,12 +644,19 @@ impl Checker {
                     if needs_hardware {
                         format!("{} needs a hardware component on its '{side_word}' side; '{}' (component '{}') is not hardware", kind.name(), end.instance.text, component.decl.name.text)
                     } else {
-                        format!("'{}' is a hardware component and cannot be on the '{side_word}' side of {}", end.instance.text, kind.name())
+                        format!(
+                            "'{}' is a hardware component and cannot be on the '{side_word}' side of {}",
+                            end.instance.text,
+                            kind.name()
+                        )
                     },
                 );
             }
             if kind == ConnectorKind::HardwareIoPort && decl.type_name.text != "IOPort" {
-                return err(&pos, format!("{} connects 'IOPort' interfaces; {label} is '{}'", kind.name(), decl.type_name.text));
+                return err(
+                    &pos,
+                    format!("{} connects 'IOPort' interfaces; {label} is '{}'", kind.name(), decl.type_name.text),
+                );
             }
             let type_name = decl.type_name.text.clone();
             match &first_type {
@@ -625,7 +689,10 @@ impl Checker {
         }
         for (side, ends, many) in [("from", &info.from, rule.from_many), ("to", &info.to, rule.to_many)] {
             if ends.is_empty() {
-                return err(&conn.name.pos, format!("connection '{}' has no '{side}' end; {} needs one", conn.name.text, kind.name()));
+                return err(
+                    &conn.name.pos,
+                    format!("connection '{}' has no '{side}' end; {} needs one", conn.name.text, kind.name()),
+                );
             }
             if ends.len() > 1 && !many {
                 return err(&ends[1].pos, format!("{} permits only one '{side}' end", kind.name()));
@@ -668,7 +735,10 @@ impl Checker {
                 } else if self.connection_names.contains_key(&s.target.text) {
                     return err(
                         &s.attribute.pos,
-                        format!("unknown attribute '{}' for connection '{}' (connection settings are not supported)", s.attribute.text, s.target.text),
+                        format!(
+                            "unknown attribute '{}' for connection '{}' (connection settings are not supported)",
+                            s.attribute.text, s.target.text
+                        ),
                     );
                 } else {
                     return err(&s.target.pos, format!("unknown instance or connection '{}'", s.target.text));
@@ -703,7 +773,8 @@ impl Checker {
                 "priority" | "_priority" | "max_priority" | "_max_priority" => {
                     let value = int_in(&s.value, &label, 0, 255)? as u8;
                     // The control-thread form wins over the instance-wide one.
-                    let slot = if attr.ends_with("max_priority") { &mut config.max_priority } else { &mut config.priority };
+                    let slot =
+                        if attr.ends_with("max_priority") { &mut config.max_priority } else { &mut config.priority };
                     if attr.starts_with('_') || slot.is_none() {
                         *slot = Some(value);
                     }
@@ -725,7 +796,10 @@ impl Checker {
                     let ValueKind::List(names) = &s.value.kind else {
                         return err(
                             &s.value.pos,
-                            format!("mistyped assignment: {label} expects a list of instance names, found {}", s.value.kind.describe()),
+                            format!(
+                                "mistyped assignment: {label} expects a list of instance names, found {}",
+                                s.value.kind.describe()
+                            ),
                         );
                     };
                     for name in names {
@@ -734,8 +808,8 @@ impl Checker {
                     config.may_restart_names = names.clone();
                     return Ok(());
                 }
-                "heap_size" | "affinity" | "_affinity" | "_domain" | "dma_pool" | "dma_pool_paddr" | "dma_pool_cached"
-                | "simple" | "asid_pool" => {
+                "heap_size" | "affinity" | "_affinity" | "_domain" | "dma_pool" | "dma_pool_paddr"
+                | "dma_pool_cached" | "simple" | "asid_pool" => {
                     return err(&s.attribute.pos, format!("attribute {label} is not supported by this compiler"));
                 }
                 _ => {}
@@ -770,7 +844,10 @@ impl Checker {
                 if size != declared {
                     return err(
                         &s.value.pos,
-                        format!("{label} is {size:#x} but dataport '{}' is {} ({declared:#x} bytes)", component.decl.interfaces[i].name.text, component.decl.interfaces[i].type_name.text),
+                        format!(
+                            "{label} is {size:#x} but dataport '{}' is {} ({declared:#x} bytes)",
+                            component.decl.interfaces[i].name.text, component.decl.interfaces[i].type_name.text
+                        ),
                     );
                 }
                 config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false }).size = size;
@@ -797,9 +874,12 @@ impl Checker {
                     );
                 }
             }
-            let irq_suffixes = ["_irq_type", "_irq_ioapic", "_irq_ioapic_pin", "_irq_level", "_irq_polarity", "_irq_vector"];
+            let irq_suffixes =
+                ["_irq_type", "_irq_ioapic", "_irq_ioapic_pin", "_irq_level", "_irq_polarity", "_irq_vector"];
             for suffix in irq_suffixes {
-                if let Some(i) = interface_with_suffix(suffix).filter(|&i| component.decl.interfaces[i].kind == InterfaceKind::Emits) {
+                if let Some(i) =
+                    interface_with_suffix(suffix).filter(|&i| component.decl.interfaces[i].kind == InterfaceKind::Emits)
+                {
                     // Stored raw; combined and checked once all are known.
                     let _ = i;
                     match suffix {
@@ -828,8 +908,22 @@ impl Checker {
                     return Ok(());
                 }
             }
-            if ["priority", "_priority", "_stack_size", "restartable", "may_restart", "max_priority", "_max_priority", "cnode_size_bits"].contains(&attr) {
-                return err(&s.attribute.pos, format!("{label} does not apply: hardware component '{target}' has no thread"));
+            if [
+                "priority",
+                "_priority",
+                "_stack_size",
+                "restartable",
+                "may_restart",
+                "max_priority",
+                "_max_priority",
+                "cnode_size_bits",
+            ]
+            .contains(&attr)
+            {
+                return err(
+                    &s.attribute.pos,
+                    format!("{label} does not apply: hardware component '{target}' has no thread"),
+                );
             }
         }
         err(
@@ -850,13 +944,22 @@ impl Checker {
             for value in &names {
                 let ValueKind::Str(name) = &value.kind else { unreachable!("checked with the setting") };
                 let Some(&target) = self.instance_names.get(name) else {
-                    return err(&value.pos, format!("'{who}.may_restart' names '{name}', which is not an instance of this assembly"));
+                    return err(
+                        &value.pos,
+                        format!("'{who}.may_restart' names '{name}', which is not an instance of this assembly"),
+                    );
                 };
                 if target == index {
-                    return err(&value.pos, format!("'{who}.may_restart' names '{who}' itself (a component ends itself with exit)"));
+                    return err(
+                        &value.pos,
+                        format!("'{who}.may_restart' names '{who}' itself (a component ends itself with exit)"),
+                    );
                 }
                 if self.system.component_of(target).is_hardware() {
-                    return err(&value.pos, format!("'{who}.may_restart' names hardware instance '{name}', which has no thread to restart"));
+                    return err(
+                        &value.pos,
+                        format!("'{who}.may_restart' names hardware instance '{name}', which has no thread to restart"),
+                    );
                 }
                 if !self.system.instances[target].config.restartable {
                     return err(&value.pos, format!("'{who}.may_restart' names '{name}', which is not restartable (set '{name}.restartable = true')"));
@@ -878,9 +981,14 @@ impl Checker {
             let component = self.system.component_of(index).clone();
             let name = self.system.instances[index].name.clone();
             for (i, decl) in component.decl.interfaces.iter().enumerate() {
-                let needs_connection = matches!(decl.kind, InterfaceKind::Uses | InterfaceKind::Consumes | InterfaceKind::Dataport) && !decl.maybe;
+                let needs_connection =
+                    matches!(decl.kind, InterfaceKind::Uses | InterfaceKind::Consumes | InterfaceKind::Dataport)
+                        && !decl.maybe;
                 if needs_connection && self.system.connection_of(index, i).is_none() {
-                    return err(&name.pos, format!("non-optional interface '{}.{}' is not connected", name.text, decl.name.text));
+                    return err(
+                        &name.pos,
+                        format!("non-optional interface '{}.{}' is not connected", name.text, decl.name.text),
+                    );
                 }
             }
         }
@@ -905,7 +1013,8 @@ impl Checker {
                         let inst = &self.system.instances[end.instance];
                         let Some(access) = inst.config.access.get(&end.interface).copied() else { continue };
                         if conn.connector == ConnectorKind::HardwareMmio && access != Access::ReadWrite {
-                            let iface = &self.system.component_of(end.instance).decl.interfaces[end.interface].name.text;
+                            let iface =
+                                &self.system.component_of(end.instance).decl.interfaces[end.interface].name.text;
                             return err(
                                 &end.pos,
                                 format!("'{}.{iface}_access' asks for read-only, but seL4HardwareMMIO always maps the device read-write (upstream ignores _access here)", inst.name.text),
@@ -918,10 +1027,22 @@ impl Checker {
                         let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
                         let mmio = inst.config.mmio.get(&hw.interface);
                         if mmio.is_none_or(|m| m.size == 0) {
-                            return err(&hw.pos, format!("seL4HardwareMMIO connection '{}' needs '{}.{iface}_size'", conn.name.text, inst.name.text));
+                            return err(
+                                &hw.pos,
+                                format!(
+                                    "seL4HardwareMMIO connection '{}' needs '{}.{iface}_size'",
+                                    conn.name.text, inst.name.text
+                                ),
+                            );
                         }
                         if !self.paddr_set(hw.instance, &format!("{iface}_paddr")) {
-                            return err(&hw.pos, format!("seL4HardwareMMIO connection '{}' needs '{}.{iface}_paddr'", conn.name.text, inst.name.text));
+                            return err(
+                                &hw.pos,
+                                format!(
+                                    "seL4HardwareMMIO connection '{}' needs '{}.{iface}_paddr'",
+                                    conn.name.text, inst.name.text
+                                ),
+                            );
                         }
                     }
                 }
@@ -929,7 +1050,10 @@ impl Checker {
                     let hw = &conn.from[0];
                     let irq = self.interrupt(hw, &conn.name.text)?;
                     if let Some(previous) = vectors.insert(irq.vector, hw.pos.clone()) {
-                        return err(&hw.pos, format!("IRQ vector {} is already used by the interrupt at {previous}", irq.vector));
+                        return err(
+                            &hw.pos,
+                            format!("IRQ vector {} is already used by the interrupt at {previous}", irq.vector),
+                        );
                     }
                     self.system.instances[hw.instance].config.irq.insert(hw.interface, irq);
                 }
@@ -940,7 +1064,10 @@ impl Checker {
                     let Some(&range) = inst.config.ports.get(&hw.interface) else {
                         return err(
                             &hw.pos,
-                            format!("seL4HardwareIOPort connection '{}' needs '{}.{iface}_attributes = \"0xFIRST:0xLAST\"'", conn.name.text, inst.name.text),
+                            format!(
+                                "seL4HardwareIOPort connection '{}' needs '{}.{iface}_attributes = \"0xFIRST:0xLAST\"'",
+                                conn.name.text, inst.name.text
+                            ),
                         );
                     };
                     for (other, other_pos, other_name) in &port_ranges {
@@ -975,7 +1102,13 @@ impl Checker {
         };
         let need = |suffix: &str| -> Result<&Value> {
             get(suffix).ok_or(()).or_else(|_| {
-                err(&hw.pos, format!("seL4HardwareInterrupt connection '{connection}' needs '{}.{iface}{suffix}'", inst.name.text))
+                err(
+                    &hw.pos,
+                    format!(
+                        "seL4HardwareInterrupt connection '{connection}' needs '{}.{iface}{suffix}'",
+                        inst.name.text
+                    ),
+                )
             })
         };
         let int = |v: &Value| match v.kind {
@@ -991,7 +1124,13 @@ impl Checker {
             fixed => {
                 for suffix in ["_irq_level", "_irq_polarity"] {
                     if let Some(v) = get(suffix) {
-                        return err(&v.pos, format!("'{}.{iface}{suffix}' does not apply: irq type \"{fixed}\" fixes it", inst.name.text));
+                        return err(
+                            &v.pos,
+                            format!(
+                                "'{}.{iface}{suffix}' does not apply: irq type \"{fixed}\" fixes it",
+                                inst.name.text
+                            ),
+                        );
                     }
                 }
                 let pci = fixed == "pci";
@@ -1089,7 +1228,8 @@ impl Checker {
                     }
                 }
             }
-            self.system.components[ci].attribute_values = values.into_iter().map(|v| v.map(|(value, _)| value)).collect();
+            self.system.components[ci].attribute_values =
+                values.into_iter().map(|v| v.map(|(value, _)| value)).collect();
         }
         Ok(())
     }
@@ -1103,7 +1243,9 @@ fn int_in(value: &Value, label: &str, min: i128, max: i128) -> Result<i128> {
     match value.kind {
         ValueKind::Int(n) if (min..=max).contains(&n) => Ok(n),
         ValueKind::Int(n) => err(&value.pos, format!("{label} = {n} is out of range ({min}..={max})")),
-        ref other => err(&value.pos, format!("mistyped assignment: {label} expects an integer, found {}", other.describe())),
+        ref other => {
+            err(&value.pos, format!("mistyped assignment: {label} expects an integer, found {}", other.describe()))
+        }
     }
 }
 
@@ -1158,7 +1300,12 @@ fn parse_port_range(text: &str, label: &str, pos: &Pos) -> Result<(u16, u16)> {
         };
         u16::from_str_radix(digits, radix).ok()
     };
-    let malformed = || err(pos, format!("malformed I/O port range \"{text}\" for {label}: expected \"0xFIRST:0xLAST\" (inclusive, 16-bit)"));
+    let malformed = || {
+        err(
+            pos,
+            format!("malformed I/O port range \"{text}\" for {label}: expected \"0xFIRST:0xLAST\" (inclusive, 16-bit)"),
+        )
+    };
     let Some((a, b)) = text.split_once(':') else { return malformed() };
     let (Some(first), Some(last)) = (number(a), number(b)) else { return malformed() };
     if first > last {
@@ -1177,18 +1324,33 @@ fn type_check(decl: &ast::AttributeDecl, value: &Value, label: &str) -> Result<(
     let wanted = if decl.ty.text == "string" { "a string" } else { "an integer" };
     if decl.array {
         let ValueKind::List(items) = &value.kind else {
-            return err(&value.pos, format!("mistyped assignment: {label} is an array attribute, found {}", value.kind.describe()));
+            return err(
+                &value.pos,
+                format!("mistyped assignment: {label} is an array attribute, found {}", value.kind.describe()),
+            );
         };
         for item in items {
             if !element_ok(item) {
-                return err(&item.pos, format!("mistyped assignment: elements of {label} must be {wanted}, found {}", item.kind.describe()));
+                return err(
+                    &item.pos,
+                    format!(
+                        "mistyped assignment: elements of {label} must be {wanted}, found {}",
+                        item.kind.describe()
+                    ),
+                );
             }
         }
         return Ok(());
     }
     if !element_ok(value) {
-        return err(&value.pos, format!("mistyped assignment: {label} is {} attribute, found {}",
-            if decl.ty.text == "string" { "a string" } else { "an integer" }, value.kind.describe()));
+        return err(
+            &value.pos,
+            format!(
+                "mistyped assignment: {label} is {} attribute, found {}",
+                if decl.ty.text == "string" { "a string" } else { "an integer" },
+                value.kind.describe()
+            ),
+        );
     }
     Ok(())
 }

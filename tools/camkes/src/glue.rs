@@ -49,14 +49,15 @@ pub fn rust_scalar(c_type: &str) -> Option<&'static str> {
     })
 }
 
-const SUPPORTED: &str = "int, unsigned int, char, (u)int8/16/32/64_t, size_t, ssize_t, (u)intptr_t, bool, float, double, in string";
+const SUPPORTED: &str =
+    "int, unsigned int, char, (u)int8/16/32/64_t, size_t, ssize_t, (u)intptr_t, bool, float, double, in string";
 
 /// Rust keywords that the glue must spell as raw identifiers.
 const RUST_KEYWORDS: &[&str] = &[
-    "as", "async", "await", "break", "const", "continue", "dyn", "else", "enum", "extern", "false", "fn", "for",
-    "if", "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static", "struct",
-    "trait", "true", "type", "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final",
-    "macro", "override", "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
+    "as", "async", "await", "break", "const", "continue", "dyn", "else", "enum", "extern", "false", "fn", "for", "if",
+    "impl", "in", "let", "loop", "match", "mod", "move", "mut", "pub", "ref", "return", "static", "struct", "trait",
+    "true", "type", "unsafe", "use", "where", "while", "abstract", "become", "box", "do", "final", "macro", "override",
+    "priv", "typeof", "unsized", "virtual", "yield", "try", "gen",
 ];
 
 fn ident(name: &str) -> String {
@@ -74,12 +75,21 @@ fn is_string(param: &Param) -> bool {
 fn check_method(method: &Method) -> Result<()> {
     if let Some(ret) = &method.ret {
         if rust_scalar(&ret.text).is_none() {
-            return err(&ret.pos, format!("return type '{}' is not supported by the Rust glue (supported: {SUPPORTED})", ret.text));
+            return err(
+                &ret.pos,
+                format!("return type '{}' is not supported by the Rust glue (supported: {SUPPORTED})", ret.text),
+            );
         }
     }
     for p in &method.params {
         if p.array {
-            return err(&p.name.pos, format!("array parameter '{}[]' is not supported by the Rust glue; pass the data in a dataport", p.name.text));
+            return err(
+                &p.name.pos,
+                format!(
+                    "array parameter '{}[]' is not supported by the Rust glue; pass the data in a dataport",
+                    p.name.text
+                ),
+            );
         }
         if is_string(p) {
             if matches!(p.direction, Direction::Out | Direction::Inout) {
@@ -87,11 +97,17 @@ fn check_method(method: &Method) -> Result<()> {
                 return err(&p.ty.pos, format!("'{dir} string' parameters are not supported by the Rust glue; return the data through a dataport"));
             }
         } else if rust_scalar(&p.ty.text).is_none() {
-            return err(&p.ty.pos, format!("parameter type '{}' is not supported by the Rust glue (supported: {SUPPORTED})", p.ty.text));
+            return err(
+                &p.ty.pos,
+                format!("parameter type '{}' is not supported by the Rust glue (supported: {SUPPORTED})", p.ty.text),
+            );
         }
     }
     if method.params.len() + 1 > 120 {
-        return err(&method.name.pos, format!("method '{}' has too many parameters for the 120 message registers", method.name.text));
+        return err(
+            &method.name.pos,
+            format!("method '{}' has too many parameters for the 120 message registers", method.name.text),
+        );
     }
     Ok(())
 }
@@ -249,7 +265,8 @@ pub mod glue {{
 /// unsigned types), strings as `&str`, arrays as slices. Attributes no
 /// instance gives a value are left out.
 fn attributes(out: &mut String, component: &ComponentType) {
-    let _ = writeln!(out, "\n    /// The component's attributes, as the assembly sets them.\n    pub mod attributes {{");
+    let _ =
+        writeln!(out, "\n    /// The component's attributes, as the assembly sets them.\n    pub mod attributes {{");
     for (decl, value) in component.decl.attributes.iter().zip(&component.attribute_values) {
         let Some(value) = value else { continue };
         let unsigned = matches!(decl.ty.text.as_str(), "uint64_t" | "unsigned int" | "unsigned");
@@ -264,10 +281,9 @@ fn attributes(out: &mut String, component: &ComponentType) {
             _ => "0".to_string(),
         };
         let (ty, text) = match &value.kind {
-            crate::ast::ValueKind::List(items) => (
-                format!("&[{scalar}]"),
-                format!("&[{}]", items.iter().map(literal).collect::<Vec<_>>().join(", ")),
-            ),
+            crate::ast::ValueKind::List(items) => {
+                (format!("&[{scalar}]"), format!("&[{}]", items.iter().map(literal).collect::<Vec<_>>().join(", ")))
+            }
             _ => (scalar.to_string(), literal(value)),
         };
         let _ = writeln!(
@@ -377,7 +393,11 @@ fn rpc_client(out: &mut String, procedure: &Procedure) {
             } else {
                 let ty = rust_scalar(&p.ty.text).expect("checked");
                 let value = if p.direction == Direction::Inout { format!("(*{name})") } else { name.clone() };
-                let _ = writeln!(out, "            rt::set_mr(&mut __mrs, __n, {});\n            __n += 1;", encode(ty, &value));
+                let _ = writeln!(
+                    out,
+                    "            rt::set_mr(&mut __mrs, __n, {});\n            __n += 1;",
+                    encode(ty, &value)
+                );
             }
         }
         let _ = writeln!(
@@ -389,11 +409,20 @@ fn rpc_client(out: &mut String, procedure: &Procedure) {
         );
         if let Some(ret) = &method.ret {
             let ty = rust_scalar(&ret.text).expect("checked");
-            let _ = writeln!(out, "            let __ret = {};\n            __n += 1;", decode(ty, "rt::get_mr(&__mrs, __n)"));
+            let _ = writeln!(
+                out,
+                "            let __ret = {};\n            __n += 1;",
+                decode(ty, "rt::get_mr(&__mrs, __n)")
+            );
         }
         for p in method.params.iter().filter(|p| returns(p)) {
             let ty = rust_scalar(&p.ty.text).expect("checked");
-            let _ = writeln!(out, "            *{} = {};\n            __n += 1;", ident(&p.name.text), decode(ty, "rt::get_mr(&__mrs, __n)"));
+            let _ = writeln!(
+                out,
+                "            *{} = {};\n            __n += 1;",
+                ident(&p.name.text),
+                decode(ty, "rt::get_mr(&__mrs, __n)")
+            );
         }
         if method.ret.is_some() {
             out.push_str("            __ret\n");
@@ -467,7 +496,11 @@ fn rpc_server(out: &mut String, procedure: &Procedure) {
             } else {
                 let ty = rust_scalar(&p.ty.text).expect("checked");
                 if sends(p) {
-                    let _ = writeln!(out, "                    let mut {name} = {};\n                    __n += 1;", decode(ty, "rt::get_mr(&mrs, __n)"));
+                    let _ = writeln!(
+                        out,
+                        "                    let mut {name} = {};\n                    __n += 1;",
+                        decode(ty, "rt::get_mr(&mrs, __n)")
+                    );
                 } else {
                     let _ = writeln!(out, "                    let mut {name}: {ty} = Default::default();");
                 }
@@ -479,7 +512,11 @@ fn rpc_server(out: &mut String, procedure: &Procedure) {
             .iter()
             .map(|p| {
                 let name = ident(&p.name.text);
-                if returns(p) { format!("&mut {name}") } else { name }
+                if returns(p) {
+                    format!("&mut {name}")
+                } else {
+                    name
+                }
             })
             .collect();
         let call = format!("server.{}({})", ident(&method.name.text), args.join(", "));
@@ -491,11 +528,19 @@ fn rpc_server(out: &mut String, procedure: &Procedure) {
         out.push_str("                    let mut __n = 0usize;\n");
         if let Some(ret) = &method.ret {
             let ty = rust_scalar(&ret.text).expect("checked");
-            let _ = writeln!(out, "                    rt::set_mr(&mut __reply, __n, {});\n                    __n += 1;", encode(ty, "__ret"));
+            let _ = writeln!(
+                out,
+                "                    rt::set_mr(&mut __reply, __n, {});\n                    __n += 1;",
+                encode(ty, "__ret")
+            );
         }
         for p in method.params.iter().filter(|p| returns(p)) {
             let ty = rust_scalar(&p.ty.text).expect("checked");
-            let _ = writeln!(out, "                    rt::set_mr(&mut __reply, __n, {});\n                    __n += 1;", encode(ty, &ident(&p.name.text)));
+            let _ = writeln!(
+                out,
+                "                    rt::set_mr(&mut __reply, __n, {});\n                    __n += 1;",
+                encode(ty, &ident(&p.name.text))
+            );
         }
         out.push_str("                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)\n                }\n");
     }

@@ -89,7 +89,12 @@ impl Loader<'_> {
                         let candidate = normalise(&dir.join(p));
                         match self.files.read(&candidate) {
                             Some(text) => Some((candidate, text)),
-                            None => return err(&import.pos, format!("import '{p}' not found (looked for {})", candidate.display())),
+                            None => {
+                                return err(
+                                    &import.pos,
+                                    format!("import '{p}' not found (looked for {})", candidate.display()),
+                                )
+                            }
                         }
                     }
                 };
@@ -149,11 +154,15 @@ mod tests {
     fn each_file_is_read_once_and_spliced_in_place() {
         let mut files = MemoryFiles::default();
         files
-            .add("sys/top.camkes", "import \"if/a.idl4\"; import \"./if/../if/a.idl4\"; import <lib.camkes>; procedure Z {}")
+            .add(
+                "sys/top.camkes",
+                "import \"if/a.idl4\"; import \"./if/../if/a.idl4\"; import <lib.camkes>; procedure Z {}",
+            )
             .add("sys/if/a.idl4", "procedure A {}")
             .add("lib/lib.camkes", "import \"lib2.camkes\"; procedure L {}")
             .add("lib/lib2.camkes", "procedure L2 {}");
-        let items = load(Path::new("sys/top.camkes"), &[PathBuf::from("nowhere"), PathBuf::from("lib")], &files).unwrap();
+        let items =
+            load(Path::new("sys/top.camkes"), &[PathBuf::from("nowhere"), PathBuf::from("lib")], &files).unwrap();
         let names: Vec<_> = items
             .iter()
             .map(|i| match i {
@@ -167,7 +176,9 @@ mod tests {
     #[test]
     fn import_cycles_terminate() {
         let mut files = MemoryFiles::default();
-        files.add("a.camkes", "import \"b.camkes\"; procedure A {}").add("b.camkes", "import \"a.camkes\"; procedure B {}");
+        files
+            .add("a.camkes", "import \"b.camkes\"; procedure A {}")
+            .add("b.camkes", "import \"a.camkes\"; procedure B {}");
         assert_eq!(load(Path::new("a.camkes"), &[], &files).unwrap().len(), 2);
     }
 }

@@ -36,15 +36,14 @@ pub struct Token {
 
 /// Longest first, so `<<` wins over `<`.
 const PUNCT: &[&str] = &[
-    "**", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "->", "<-", "{", "}", "(", ")", "[", "]", ";", ",",
-    ".", "=", "<", ">", ":", "?", "|", "&", "^", "!", "~", "+", "-", "*", "/", "%",
+    "**", "<<", ">>", "<=", ">=", "==", "!=", "&&", "||", "->", "<-", "{", "}", "(", ")", "[", "]", ";", ",", ".", "=",
+    "<", ">", ":", "?", "|", "&", "^", "!", "~", "+", "-", "*", "/", "%",
 ];
 
 /// Directives that would need the C preprocessor, which our subset does not
 /// run; rejecting them keeps a file meaning the same with and without cpp.
-const CPP_DIRECTIVES: &[&str] = &[
-    "define", "undef", "include", "if", "ifdef", "ifndef", "elif", "else", "endif", "error", "pragma", "warning",
-];
+const CPP_DIRECTIVES: &[&str] =
+    &["define", "undef", "include", "if", "ifdef", "ifndef", "elif", "else", "endif", "error", "pragma", "warning"];
 
 struct Lexer<'a> {
     chars: Vec<char>,
@@ -112,11 +111,8 @@ impl Lexer<'_> {
                 (Some('#'), _) if self.at_line_start() => {
                     let start = self.pos();
                     let line: String = self.chars[self.at + 1..].iter().take_while(|c| **c != '\n').collect();
-                    let word: String = line
-                        .trim_start()
-                        .chars()
-                        .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
-                        .collect();
+                    let word: String =
+                        line.trim_start().chars().take_while(|c| c.is_ascii_alphanumeric() || *c == '_').collect();
                     if CPP_DIRECTIVES.contains(&word.as_str()) {
                         return err(
                             &start,
@@ -168,7 +164,10 @@ impl Lexer<'_> {
             return Ok(Tok::Float(format!("{digits}.{fraction}").parse().expect("digits")));
         }
         if digits.len() > 1 && digits.starts_with('0') {
-            return err(&pos, format!("decimal literal '{digits}' has a leading zero (write it without, or as 0x hex)"));
+            return err(
+                &pos,
+                format!("decimal literal '{digits}' has a leading zero (write it without, or as 0x hex)"),
+            );
         }
         self.no_trailing_letters(&pos)?;
         digits.parse().map(Tok::Int).or_else(|_| err(&pos, "integer literal is too large"))

@@ -34,7 +34,11 @@ pub struct Output {
 }
 
 /// Loads and checks `root` without emitting anything (`camkes check`).
-pub fn check_file(root: &Path, import_paths: &[PathBuf], files: &dyn imports::SourceFiles) -> diag::Result<check::System> {
+pub fn check_file(
+    root: &Path,
+    import_paths: &[PathBuf],
+    files: &dyn imports::SourceFiles,
+) -> diag::Result<check::System> {
     check_file_with(root, import_paths, &[], files)
 }
 

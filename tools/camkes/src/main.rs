@@ -69,7 +69,8 @@ fn run(args: Args) -> Result<(), String> {
         camkes::check_file_with(&args.input, &args.import_paths, &settings, &DiskFiles).map_err(|d| d.to_string())?;
         return Ok(());
     }
-    let output = camkes::compile_with(&args.input, &args.import_paths, &settings, &DiskFiles).map_err(|d| d.to_string())?;
+    let output =
+        camkes::compile_with(&args.input, &args.import_paths, &settings, &DiskFiles).map_err(|d| d.to_string())?;
     let write = |path: &PathBuf, bytes: &[u8]| {
         if std::fs::read(path).is_ok_and(|old| old == bytes) {
             return Ok(());

@@ -71,7 +71,9 @@ mod tests {
 
     #[test]
     fn rejects_what_is_not_one_setting() {
-        for bad in ["netstack", "netstack.dhcp", "netstack.dhcp=", "a.b=1; c.d=2", "a.b.c=1", "} assembly { a.b=1", "=1"] {
+        for bad in
+            ["netstack", "netstack.dhcp", "netstack.dhcp=", "a.b=1; c.d=2", "a.b.c=1", "} assembly { a.b=1", "=1"]
+        {
             let e = parse_setting(bad).unwrap_err().to_string();
             assert!(e.contains("--set"), "{bad}: {e}");
         }

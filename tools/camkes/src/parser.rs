@@ -8,22 +8,113 @@ use crate::lexer::{Tok, Token};
 
 /// Upstream's reserved words: none of them can be a name.
 pub const KEYWORDS: &[&str] = &[
-    "assembly", "attribute", "Buf", "char", "component", "composition", "configuration", "connection",
-    "connector", "consumes", "control", "dataport", "Dataport", "Dataports", "emits", "Event", "Events",
-    "export", "False", "false", "from", "group", "hardware", "has", "import", "in", "include", "inout", "int",
-    "integer", "int64_t", "maybe", "mutex", "out", "procedure", "Procedure", "Procedures", "provides", "refin",
-    "semaphore", "schedule", "binary_semaphore", "signed", "struct", "string", "ticks", "thread", "threads",
-    "True", "true", "to", "uint64_t", "unsigned", "us", "uses", "void", "with",
+    "assembly",
+    "attribute",
+    "Buf",
+    "char",
+    "component",
+    "composition",
+    "configuration",
+    "connection",
+    "connector",
+    "consumes",
+    "control",
+    "dataport",
+    "Dataport",
+    "Dataports",
+    "emits",
+    "Event",
+    "Events",
+    "export",
+    "False",
+    "false",
+    "from",
+    "group",
+    "hardware",
+    "has",
+    "import",
+    "in",
+    "include",
+    "inout",
+    "int",
+    "integer",
+    "int64_t",
+    "maybe",
+    "mutex",
+    "out",
+    "procedure",
+    "Procedure",
+    "Procedures",
+    "provides",
+    "refin",
+    "semaphore",
+    "schedule",
+    "binary_semaphore",
+    "signed",
+    "struct",
+    "string",
+    "ticks",
+    "thread",
+    "threads",
+    "True",
+    "true",
+    "to",
+    "uint64_t",
+    "unsigned",
+    "us",
+    "uses",
+    "void",
+    "with",
 ];
 
 /// C keywords: upstream rejects them as method, parameter, attribute and
 /// setting names because those become C identifiers in its glue.
 pub const C_KEYWORDS: &[&str] = &[
-    "asm", "auto", "break", "case", "char", "const", "continue", "default", "do", "double", "else", "enum",
-    "extern", "float", "for", "goto", "if", "inline", "int", "long", "register", "restrict", "return", "short",
-    "signed", "sizeof", "static", "struct", "switch", "typedef", "union", "unsigned", "void", "volatile",
-    "while", "_Bool", "_Complex", "_Imaginary", "_Alignas", "_Alignof", "_Atomic", "_Generic", "_Noreturn",
-    "_Static_assert", "_Thread_local",
+    "asm",
+    "auto",
+    "break",
+    "case",
+    "char",
+    "const",
+    "continue",
+    "default",
+    "do",
+    "double",
+    "else",
+    "enum",
+    "extern",
+    "float",
+    "for",
+    "goto",
+    "if",
+    "inline",
+    "int",
+    "long",
+    "register",
+    "restrict",
+    "return",
+    "short",
+    "signed",
+    "sizeof",
+    "static",
+    "struct",
+    "switch",
+    "typedef",
+    "union",
+    "unsigned",
+    "void",
+    "volatile",
+    "while",
+    "_Bool",
+    "_Complex",
+    "_Imaginary",
+    "_Alignas",
+    "_Alignof",
+    "_Atomic",
+    "_Generic",
+    "_Noreturn",
+    "_Static_assert",
+    "_Thread_local",
 ];
 
 struct Parser {
@@ -161,7 +252,10 @@ impl Parser {
                 "assembly" => Item::Assembly(self.assembly()?),
                 "struct" => return err(&pos, "struct definitions are not supported by this compiler"),
                 "composition" | "configuration" => {
-                    return err(&pos, format!("a top-level '{word}' block is not supported; put it inside assembly {{ }}"))
+                    return err(
+                        &pos,
+                        format!("a top-level '{word}' block is not supported; put it inside assembly {{ }}"),
+                    )
                 }
                 _ => return self.unexpected("a top-level item (import, procedure, component, connector or assembly)"),
             };
@@ -179,7 +273,10 @@ impl Parser {
             Tok::Str(_) => Ok(ImportPath::Relative(self.strings())),
             _ => err(
                 &self.pos(),
-                format!("{what} path must be quoted (\"file\") or in angle brackets (<file>), found {}", describe(&self.peek().tok)),
+                format!(
+                    "{what} path must be quoted (\"file\") or in angle brackets (<file>), found {}",
+                    describe(&self.peek().tok)
+                ),
             ),
         }
     }
@@ -343,7 +440,10 @@ impl Parser {
                         Tok::Ident(w) if w == "consumes" => InterfaceKind::Consumes,
                         Tok::Ident(w) if w == "dataport" => InterfaceKind::Dataport,
                         Tok::Ident(w) if w == "provides" || w == "emits" => {
-                            return err(&self.pos(), format!("'maybe' can only qualify uses, consumes or dataport, not '{w}'"))
+                            return err(
+                                &self.pos(),
+                                format!("'maybe' can only qualify uses, consumes or dataport, not '{w}'"),
+                            )
                         }
                         _ => return self.unexpected("'uses', 'consumes' or 'dataport' after 'maybe'"),
                     };
@@ -667,7 +767,9 @@ impl Parser {
             };
             let pos = self.bump().pos;
             let right = self.binary(level + 1)?;
-            left = fold(op, left, right).ok_or(()).or_else(|_| err(&pos, format!("cannot fold '{op}' in this constant expression")))?;
+            left = fold(op, left, right)
+                .ok_or(())
+                .or_else(|_| err(&pos, format!("cannot fold '{op}' in this constant expression")))?;
         }
     }
 
@@ -690,7 +792,9 @@ impl Parser {
         if self.is_punct("**") {
             let pos = self.bump().pos;
             let exponent = self.unary()?;
-            return fold("**", base, exponent).ok_or(()).or_else(|_| err(&pos, "cannot fold '**' in this constant expression"));
+            return fold("**", base, exponent)
+                .ok_or(())
+                .or_else(|_| err(&pos, "cannot fold '**' in this constant expression"));
         }
         Ok(base)
     }
@@ -854,7 +958,8 @@ mod tests {
 
     #[test]
     fn dataport_sizes_are_canonical() {
-        let items = parse_text("component C { dataport Buf(0x1000) a; dataport Buf(2*4096) b; dataport Buf c; }").unwrap();
+        let items =
+            parse_text("component C { dataport Buf(0x1000) a; dataport Buf(2*4096) b; dataport Buf c; }").unwrap();
         let Item::Component(c) = &items[0] else { panic!() };
         let spellings: Vec<_> = c.interfaces.iter().map(|i| i.type_name.text.as_str()).collect();
         assert_eq!(spellings, ["Buf(4096)", "Buf(8192)", "Buf"]);

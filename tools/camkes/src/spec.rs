@@ -8,9 +8,8 @@ use crate::ast::InterfaceKind;
 use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
 use crate::diag::{err, Result};
 use system_spec::{
-    Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, Rights, SystemSpec,
-    frame_size, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT,
-    PAGE_SIZE,
+    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, Rights, SystemSpec,
+    DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
 };
 
 /// Where a component type's interfaces live: the same for every instance.
@@ -37,8 +36,12 @@ impl TypeLayout {
     /// to its [`frame_size`] and followed by an unmapped guard page.
     pub fn of(component: &ComponentType) -> TypeLayout {
         let n = component.decl.interfaces.len();
-        let mut layout =
-            TypeLayout { slot: vec![None; n], irq_handler_slot: vec![None; n], vaddr: vec![None; n], first_free_slot: 0 };
+        let mut layout = TypeLayout {
+            slot: vec![None; n],
+            irq_handler_slot: vec![None; n],
+            vaddr: vec![None; n],
+            first_free_slot: 0,
+        };
         let mut next_slot = FIRST_INTERFACE_SLOT;
         let mut next_vaddr = DATAPORT_BASE;
         for (i, decl) in component.decl.interfaces.iter().enumerate() {
@@ -80,7 +83,12 @@ pub fn build(system: &System) -> Result<SystemSpec> {
         if layout.first_free_slot > 1 << cnode_size_bits {
             return err(
                 &inst.name.pos,
-                format!("instance '{}' needs {} CSpace slots but cnode_size_bits = {cnode_size_bits} gives {}", inst.name.text, layout.first_free_slot, 1u64 << cnode_size_bits),
+                format!(
+                    "instance '{}' needs {} CSpace slots but cnode_size_bits = {cnode_size_bits} gives {}",
+                    inst.name.text,
+                    layout.first_free_slot,
+                    1u64 << cnode_size_bits
+                ),
             );
         }
         components.push(Some(Component {
@@ -148,7 +156,11 @@ pub fn build(system: &System) -> Result<SystemSpec> {
                 let first = &conn.from[0];
                 let size = dataport_size(&system.component_of(first.instance).decl.interfaces[first.interface]);
                 let (object, cached, ends) = if conn.connector == ConnectorKind::SharedData {
-                    (spec.add_object(name, ObjectKind::Frames { size }), true, conn.from.iter().chain(&conn.to).collect::<Vec<_>>())
+                    (
+                        spec.add_object(name, ObjectKind::Frames { size }),
+                        true,
+                        conn.from.iter().chain(&conn.to).collect::<Vec<_>>(),
+                    )
                 } else {
                     let hw = &conn.to[0];
                     let mmio = &system.instances[hw.instance].config.mmio[&hw.interface];
@@ -159,8 +171,14 @@ pub fn build(system: &System) -> Result<SystemSpec> {
                     )
                 };
                 for end in ends {
-                    let vaddr = layouts[system.instances[end.instance].component].vaddr[end.interface].expect("dataport");
-                    let access = system.instances[end.instance].config.access.get(&end.interface).copied().unwrap_or(Access::ReadWrite);
+                    let vaddr =
+                        layouts[system.instances[end.instance].component].vaddr[end.interface].expect("dataport");
+                    let access = system.instances[end.instance]
+                        .config
+                        .access
+                        .get(&end.interface)
+                        .copied()
+                        .unwrap_or(Access::ReadWrite);
                     let c = components[end.instance].as_mut().expect("software");
                     c.mappings.push(Mapping { object, vaddr, access, cached });
                     c.interfaces[end.interface].binding = Binding::Dataport { vaddr, size, access };
@@ -215,7 +233,8 @@ pub fn build(system: &System) -> Result<SystemSpec> {
         .collect();
     for (i, inst) in system.instances.iter().enumerate() {
         if let Some(c) = components[i].as_mut() {
-            c.may_restart = inst.config.may_restart.iter().map(|&t| spec_index[t].expect("checked: software")).collect();
+            c.may_restart =
+                inst.config.may_restart.iter().map(|&t| spec_index[t].expect("checked: software")).collect();
         }
     }
     for c in components.iter_mut().flatten() {
@@ -252,11 +271,16 @@ pub fn describe(spec: &SystemSpec) -> String {
         }
         for cap in &c.caps {
             let o = &spec.objects[cap.object.0 as usize];
-            let _ = writeln!(out, "  slot {} -> #{} {} {:?} badge {}", cap.slot, cap.object.0, o.name, cap.rights, cap.badge);
+            let _ = writeln!(
+                out,
+                "  slot {} -> #{} {} {:?} badge {}",
+                cap.slot, cap.object.0, o.name, cap.rights, cap.badge
+            );
         }
         for m in &c.mappings {
             let o = &spec.objects[m.object.0 as usize];
-            let _ = writeln!(out, "  map {:#x} -> #{} {} {:?} cached={}", m.vaddr, m.object.0, o.name, m.access, m.cached);
+            let _ =
+                writeln!(out, "  map {:#x} -> #{} {} {:?} cached={}", m.vaddr, m.object.0, o.name, m.access, m.cached);
         }
         for i in &c.interfaces {
             let _ = writeln!(out, "  interface {}: {:?}", i.name, i.binding);

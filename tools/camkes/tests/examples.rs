@@ -33,7 +33,11 @@ fn snapshots(out: &camkes::Output, dir: &str) {
             continue;
         }
         let expected = std::fs::read_to_string(&path).unwrap_or_else(|_| panic!("missing snapshot {}", path.display()));
-        assert!(expected == *text, "{} is out of date: rerun with UPDATE_SNAPSHOTS=1 and review the diff", path.display());
+        assert!(
+            expected == *text,
+            "{} is out of date: rerun with UPDATE_SNAPSHOTS=1 and review the diff",
+            path.display()
+        );
     }
 }
 
@@ -142,7 +146,8 @@ fn iolite_system_compiles() {
         .collect();
     assert!(irqs.contains(&(11, true, false)), "{irqs:?}");
     // PCI configuration space belongs to pci_config alone (address/data pair).
-    let pci_ports = spec.objects.iter().position(|o| o.kind == ObjectKind::IoPorts { first: 0xcf8, last: 0xcff }).unwrap();
+    let pci_ports =
+        spec.objects.iter().position(|o| o.kind == ObjectKind::IoPorts { first: 0xcf8, last: 0xcff }).unwrap();
     let holders: Vec<_> = spec
         .components
         .iter()
@@ -177,7 +182,10 @@ fn the_cli_reports_errors_in_the_documented_form() {
     let output = std::process::Command::new(env!("CARGO_BIN_EXE_camkes")).arg("check").arg(&bad).output().unwrap();
     assert_eq!(output.status.code(), Some(1));
     let stderr = String::from_utf8(output.stderr).unwrap();
-    assert_eq!(stderr, format!("{}:2:9: error: 'maybe' can only qualify uses, consumes or dataport, not 'provides'\n", bad.display()));
+    assert_eq!(
+        stderr,
+        format!("{}:2:9: error: 'maybe' can only qualify uses, consumes or dataport, not 'provides'\n", bad.display())
+    );
 
     let spec_out = dir.join("out/hello.spec");
     let glue_out = dir.join("glue");

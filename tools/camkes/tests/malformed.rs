@@ -732,7 +732,8 @@ fn run(case: &Case) -> Result<(), String> {
         Ok(_) => return Err(format!("{}: compiled, expected '{}'", case.name, case.message)),
         Err(d) => d,
     };
-    let at = if case.at.matches(':').count() == 1 { format!("sys/main.camkes:{}", case.at) } else { case.at.to_string() };
+    let at =
+        if case.at.matches(':').count() == 1 { format!("sys/main.camkes:{}", case.at) } else { case.at.to_string() };
     let got_at = format!("{}:{}:{}", diag.pos.file, diag.pos.line, diag.pos.col);
     if !diag.message.contains(case.message) || got_at != at {
         return Err(format!("{}:\n  want {at}: ...{}...\n  got  {diag}", case.name, case.message));

@@ -147,14 +147,18 @@ fn stricter_rules_are_explained() {
     assert!(compile(RPC).unwrap_err().contains("'has mutex' is not supported"));
     assert!(compile(HARDWARE).unwrap_err().contains("'has semaphore' is not supported"));
     // Without the semaphore, the hardware example compiles.
-    let text = HARDWARE.replace("    has semaphore rx_ready;\n", "").replace("        uart_drv.rx_ready_value      = 0;\n", "");
+    let text = HARDWARE
+        .replace("    has semaphore rx_ready;\n", "")
+        .replace("        uart_drv.rx_ready_value      = 0;\n", "");
     let out = compile(&text).unwrap();
     let kinds: Vec<_> = out.spec.objects.iter().map(|o| o.kind.clone()).collect();
     assert!(kinds.contains(&ObjectKind::DeviceFrames { paddr: 0xFED00000, size: 0x1000 }));
     assert!(kinds.contains(&ObjectKind::IoPorts { first: 0x3f8, last: 0x3ff }));
     // One thread per component: per-interface thread attributes are refused.
     let text = RPC.replace("    has mutex lock;\n", "");
-    assert!(compile(&text).unwrap_err().contains("per-interface thread attribute 'store.kv_priority' is not supported"));
+    assert!(compile(&text)
+        .unwrap_err()
+        .contains("per-interface thread attribute 'store.kv_priority' is not supported"));
     let text = text.replace("        store.kv_priority     = 150;     // interface thread of store.kv\n", "");
     assert!(compile(&text).unwrap_err().contains("'store.heap_size' is not supported"));
 }

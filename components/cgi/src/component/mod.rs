@@ -39,7 +39,10 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use cgi::{Component, Counters, Env, FragmentSource, Programs};
 use component_runtime::{log, warn};
 use fs::proto;
-use iolite::{Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
+use iolite::{
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion,
+    RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
+};
 use netstack::link::{self, CounterPage};
 
 component_runtime::component_entry!(main);
@@ -178,7 +181,9 @@ fn collect() -> Counters {
         all.push(cgi::chan::parse_counters("httpd", &text));
     }
     // SAFETY: the counter pages, mapped read-only; we only load from them.
-    let (stk, drv) = unsafe { (CounterPage::at(glue::stack_stats::VADDR as *const u8), CounterPage::at(glue::drv_stats::VADDR as *const u8)) };
+    let (stk, drv) = unsafe {
+        (CounterPage::at(glue::stack_stats::VADDR as *const u8), CounterPage::at(glue::drv_stats::VADDR as *const u8))
+    };
     all.components.extend(counter_page("netstack", stk, link::STACK_NAMES));
     all.components.extend(counter_page("netdrv", drv, link::DRV_NAMES));
     let mut v = [0u64; 12];
@@ -216,14 +221,34 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): mapped as the assembly declares for as long as
     // we run, used only through this domain.
     unsafe {
-        d.add_owned_pool(CGI_POOL, rw(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE), meta(glue::cgi_pool::SIZE), Trust::Trusted)
-            .expect("cgi pool");
-        d.add_foreign_pool(HTTPD_POOL, ro(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(glue::app_pool::SIZE), Trust::Trusted)
-            .expect("httpd pool");
-        d.add_foreign_pool(SOCK_POOL, ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE), meta(glue::sock_pool::SIZE), Trust::Trusted)
-            .expect("sock pool");
-        d.add_foreign_pool(FILE_POOL, ro(glue::file_pool::VADDR, glue::file_pool::SIZE), meta(glue::file_pool::SIZE), Trust::Trusted)
-            .expect("file pool");
+        d.add_owned_pool(
+            CGI_POOL,
+            rw(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
+            meta(glue::cgi_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("cgi pool");
+        d.add_foreign_pool(
+            HTTPD_POOL,
+            ro(glue::app_pool::VADDR, glue::app_pool::SIZE),
+            meta(glue::app_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("httpd pool");
+        d.add_foreign_pool(
+            SOCK_POOL,
+            ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE),
+            meta(glue::sock_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("sock pool");
+        d.add_foreign_pool(
+            FILE_POOL,
+            ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
+            meta(glue::file_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("file pool");
     }
     // A fresh start at fs: it takes back what an earlier incarnation held
     // and sets our channel up again.
@@ -251,7 +276,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // after we publish the generation below.
     let (requests, mut replies, control) = unsafe {
         iolite::init_channel(rw(base, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP).expect("channel A");
-        iolite::init_channel(rw(base + cgi::chan::B_OFF, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP).expect("channel B");
+        iolite::init_channel(rw(base + cgi::chan::B_OFF, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP)
+            .expect("channel B");
         let rx = ChannelRx::attach(
             d,
             HTTPD,
@@ -264,8 +290,15 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
             Some(CGI_POOL),
         )
         .expect("channel A");
-        let tx = ChannelTx::attach(d, HTTPD, rw(base + cgi::chan::B_OFF, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP, NoNotify)
-            .expect("channel B");
+        let tx = ChannelTx::attach(
+            d,
+            HTTPD,
+            rw(base + cgi::chan::B_OFF, n),
+            cgi::chan::FWD_CAP,
+            cgi::chan::REL_CAP,
+            NoNotify,
+        )
+        .expect("channel B");
         (rx, tx, cgi::chan::Control::at(base as *mut u8))
     };
     let mut requests = requests;
@@ -305,7 +338,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
 }
 
 /// Runs one request; `(id, output, ok)`.
-fn run(d: &'static Domain, programs: &mut Programs<'static, FsFragments>, agg: Aggregate<'static>, tag: u64) -> (u32, Aggregate<'static>, bool) {
+fn run(
+    d: &'static Domain,
+    programs: &mut Programs<'static, FsFragments>,
+    agg: Aggregate<'static>,
+    tag: u64,
+) -> (u32, Aggregate<'static>, bool) {
     let (id, env, body): (u32, Env, _) = match cgi::wire::decode_request(agg, tag) {
         Ok(x) => x,
         Err(_) => return (cgi::wire::split_request_tag(tag).0, Aggregate::new(d), false),
@@ -348,7 +386,9 @@ fn run(d: &'static Domain, programs: &mut Programs<'static, FsFragments>, agg: A
             (id, blob(d, size).unwrap_or_else(|| Aggregate::new(d)), true)
         }
         "/cgi-bin/slow" => {
-            let ms = cgi::programs::query_param(env.get_str("QUERY_STRING").unwrap_or(""), "ms").and_then(|v| v.parse().ok()).unwrap_or(1000u64);
+            let ms = cgi::programs::query_param(env.get_str("QUERY_STRING").unwrap_or(""), "ms")
+                .and_then(|v| v.parse().ok())
+                .unwrap_or(1000u64);
             spin_ms(ms.min(60_000));
             match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\nslept {ms} ms\n")) {
                 Ok(a) => (id, a, true),
@@ -356,7 +396,8 @@ fn run(d: &'static Domain, programs: &mut Programs<'static, FsFragments>, agg: A
             }
         }
         _ => {
-            let counters = if script == "/cgi-bin/stats" || script == "/cgi-bin/page" { collect() } else { Counters::default() };
+            let counters =
+                if script == "/cgi-bin/stats" || script == "/cgi-bin/page" { collect() } else { Counters::default() };
             match programs.run(&env, body, &counters) {
                 Ok(out) => (id, out, true),
                 Err(e) => {
@@ -373,7 +414,10 @@ fn blob(d: &'static Domain, size: usize) -> Option<Aggregate<'static>> {
     static mut BLOBS: Vec<(usize, Aggregate<'static>)> = Vec::new();
     // SAFETY: the component is single-threaded; only this function touches it.
     let blobs = unsafe { &mut *core::ptr::addr_of_mut!(BLOBS) };
-    let mut head = cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: application/octet-stream\r\nCache-Control: no-store\r\n\r\n")).ok()?;
+    let mut head = cgi::gen::generate(d, CGI_POOL, |w| {
+        write!(w, "Content-Type: application/octet-stream\r\nCache-Control: no-store\r\n\r\n")
+    })
+    .ok()?;
     if size == 0 {
         return Some(head);
     }

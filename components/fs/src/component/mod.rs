@@ -41,8 +41,10 @@ include!(concat!(env!("IOLITE_GLUE_DIR"), "/fs.rs"));
 /// Where `simulate --disk` puts the disk, reached through the pci_config
 /// server (it alone holds the 0xCF8/0xCFC pair, and lets fs touch only the
 /// function the assembly grants).
-const BLK: pci::Device<pci::ThroughServer> =
-    pci::Device::new(pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32), pci::Function::new(0, 5, 0));
+const BLK: pci::Device<pci::ThroughServer> = pci::Device::new(
+    pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32),
+    pci::Function::new(0, 5, 0),
+);
 const VIRTIO_VENDOR: u16 = 0x1af4;
 /// Legacy (transitional) virtio-blk.
 const VIRTIO_BLK_DEVICE: u16 = 0x1001;
@@ -92,12 +94,16 @@ fn bring_up(start: &'static StartInfo) -> Result<VirtioBlk, alloc::string::Strin
         return Err(format!("no disk at {BLK}: boot with simulate --disk <image>"));
     }
     if (vendor, device) != (VIRTIO_VENDOR, VIRTIO_BLK_DEVICE) {
-        return Err(format!("{BLK} is {vendor:04x}:{device:04x}, not a legacy virtio-blk ({VIRTIO_VENDOR:04x}:{VIRTIO_BLK_DEVICE:04x})"));
+        return Err(format!(
+            "{BLK} is {vendor:04x}:{device:04x}, not a legacy virtio-blk ({VIRTIO_VENDOR:04x}:{VIRTIO_BLK_DEVICE:04x})"
+        ));
     }
     let read = |r| BLK.read(r).map_err(|e| format!("PCI configuration access failed: {e:?}"));
     let bar0 = read(pci::REG_BAR0)?;
     if bar0 & 1 == 0 {
-        return Err(format!("{BLK}: BAR0 {bar0:#x} is not an I/O BAR (modern-only device? simulate uses disable-modern=on)"));
+        return Err(format!(
+            "{BLK}: BAR0 {bar0:#x} is not an I/O BAR (modern-only device? simulate uses disable-modern=on)"
+        ));
     }
     let base = (bar0 & 0xfffc) as u16;
     let line = read(pci::REG_INTERRUPT)? & 0xff;
@@ -199,7 +205,8 @@ fn open_channel(d: &'static Domain, i: usize) -> ChannelTx<'static, NoNotify> {
     // SAFETY: per channel_region; nobody uses the rings until we answer.
     unsafe { iolite::init_channel(channel_region(i), proto::FWD_CAP, proto::REL_CAP) }.expect("channel");
     // SAFETY: initialised above; the only sender.
-    unsafe { ChannelTx::attach(d, PeerId(i as u8), channel_region(i), proto::FWD_CAP, proto::REL_CAP, NoNotify) }.expect("channel")
+    unsafe { ChannelTx::attach(d, PeerId(i as u8), channel_region(i), proto::FWD_CAP, proto::REL_CAP, NoNotify) }
+        .expect("channel")
 }
 
 /// The calling client's index (from the RPC badge; unknown badges are
@@ -232,7 +239,12 @@ impl Server {
     /// After a request: print the evictions it caused (when logging).
     fn end(&mut self) {
         for ev in self.fs.cache().take_evictions() {
-            log!("evict {} {} {}", ev.key.file, ev.key.offset, if ev.referenced { "referenced" } else { "unreferenced" });
+            log!(
+                "evict {} {} {}",
+                ev.key.file,
+                ev.key.offset,
+                if ev.referenced { "referenced" } else { "unreferenced" }
+            );
         }
     }
 
@@ -246,7 +258,10 @@ impl Server {
         let end = size.min(offset.saturating_add(length));
         let mut pos = offset;
         while pos < end {
-            let agg = self.fs.read_shared(&file, pos, (end - pos).min(usize::MAX as u64) as usize).map_err(ErrorCode::from)?;
+            let agg = self
+                .fs
+                .read_shared(&file, pos, (end - pos).min(usize::MAX as u64) as usize)
+                .map_err(ErrorCode::from)?;
             if agg.is_empty() {
                 break;
             }
@@ -326,7 +341,15 @@ impl glue::fs::FsIoLite for Server {
         }
     }
 
-    fn stat(&mut self, path: &str, size: &mut u64, mtime: &mut u64, kind: &mut u32, ino: &mut u32, generation: &mut u32) -> i32 {
+    fn stat(
+        &mut self,
+        path: &str,
+        size: &mut u64,
+        mtime: &mut u64,
+        kind: &mut u32,
+        ino: &mut u32,
+        generation: &mut u32,
+    ) -> i32 {
         self.begin();
         let r = match self.fs.stat(path.as_bytes()) {
             Ok(st) => {

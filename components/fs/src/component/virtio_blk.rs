@@ -131,10 +131,13 @@ impl VirtioBlk {
         out8(port(reg::DEVICE_STATUS), STATUS_ACKNOWLEDGE)?;
         out8(port(reg::DEVICE_STATUS), STATUS_ACKNOWLEDGE | STATUS_DRIVER)?;
         // No optional features: plain 512-byte-sector reads are all we use.
-        let _host = glue::blk_ports::in32(port(reg::HOST_FEATURES)).map_err(|e| InitError::Port(port(reg::HOST_FEATURES), e))?;
-        glue::blk_ports::out32(port(reg::GUEST_FEATURES), 0).map_err(|e| InitError::Port(port(reg::GUEST_FEATURES), e))?;
+        let _host = glue::blk_ports::in32(port(reg::HOST_FEATURES))
+            .map_err(|e| InitError::Port(port(reg::HOST_FEATURES), e))?;
+        glue::blk_ports::out32(port(reg::GUEST_FEATURES), 0)
+            .map_err(|e| InitError::Port(port(reg::GUEST_FEATURES), e))?;
         glue::blk_ports::out16(port(reg::QUEUE_SELECT), 0).map_err(|e| InitError::Port(port(reg::QUEUE_SELECT), e))?;
-        let qsize = glue::blk_ports::in16(port(reg::QUEUE_SIZE)).map_err(|e| InitError::Port(port(reg::QUEUE_SIZE), e))?;
+        let qsize =
+            glue::blk_ports::in16(port(reg::QUEUE_SIZE)).map_err(|e| InitError::Port(port(reg::QUEUE_SIZE), e))?;
         let (bytes, used_off) = ring_layout(qsize);
         if qsize == 0 || !qsize.is_power_of_two() || bytes > RING_MAX {
             let _ = out8(port(reg::DEVICE_STATUS), STATUS_FAILED);
@@ -145,7 +148,8 @@ impl VirtioBlk {
         unsafe { core::ptr::write_bytes(dma.add(RING_OFF), 0, RING_MAX) };
         fence(Ordering::SeqCst);
         let pfn = (dma_phys + RING_OFF as u64) >> 12;
-        glue::blk_ports::out32(port(reg::QUEUE_ADDRESS), pfn as u32).map_err(|e| InitError::Port(port(reg::QUEUE_ADDRESS), e))?;
+        glue::blk_ports::out32(port(reg::QUEUE_ADDRESS), pfn as u32)
+            .map_err(|e| InitError::Port(port(reg::QUEUE_ADDRESS), e))?;
         out8(port(reg::DEVICE_STATUS), STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_DRIVER_OK)?;
         let lo = glue::blk_ports::in32(port(reg::CONFIG)).map_err(|e| InitError::Port(port(reg::CONFIG), e))?;
         let hi = glue::blk_ports::in32(port(reg::CONFIG + 4)).map_err(|e| InitError::Port(port(reg::CONFIG + 4), e))?;
@@ -210,7 +214,12 @@ impl VirtioBlk {
             self.dma.add(STATUS_OFF).write_volatile(0xff);
             self.desc(0).write_volatile(Desc { addr: hdr_phys, len: 16, flags: DESC_NEXT, next: 1 });
             self.desc(1).write_volatile(Desc { addr: phys, len: len as u32, flags: DESC_NEXT | DESC_WRITE, next: 2 });
-            self.desc(2).write_volatile(Desc { addr: self.dma_phys + STATUS_OFF as u64, len: 1, flags: DESC_WRITE, next: 0 });
+            self.desc(2).write_volatile(Desc {
+                addr: self.dma_phys + STATUS_OFF as u64,
+                len: 1,
+                flags: DESC_WRITE,
+                next: 0,
+            });
             // Available ring: flags u16, idx u16, ring[q] u16.
             let avail = self.dma.add(RING_OFF + 16 * q).cast::<u16>();
             avail.add(2 + usize::from(self.avail_idx) % q).write_volatile(0);

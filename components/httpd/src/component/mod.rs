@@ -44,8 +44,8 @@ use component_runtime::{error, log, warn};
 use fs::proto::{self, ErrorCode as FsErr};
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust,
-    BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
+    RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::api::{ErrorCode, Event, Request};
 use netstack::link::{self, PairControl};
@@ -293,16 +293,36 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): the dataports are mapped as the assembly
     // declares for as long as we run, used only through this domain.
     unsafe {
-        d.add_owned_pool(HTTPD_POOL, rw(glue::app_pool::VADDR, glue::app_pool::SIZE), meta(glue::app_pool::SIZE), Trust::Trusted)
-            .expect("httpd pool");
-        d.add_foreign_pool(SOCK_POOL, ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE), meta(glue::sock_pool::SIZE), Trust::Trusted)
-            .expect("sock pool");
-        d.add_foreign_pool(FILE_POOL, ro(glue::file_pool::VADDR, glue::file_pool::SIZE), meta(glue::file_pool::SIZE), Trust::Trusted)
-            .expect("file pool");
+        d.add_owned_pool(
+            HTTPD_POOL,
+            rw(glue::app_pool::VADDR, glue::app_pool::SIZE),
+            meta(glue::app_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("httpd pool");
+        d.add_foreign_pool(
+            SOCK_POOL,
+            ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE),
+            meta(glue::sock_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("sock pool");
+        d.add_foreign_pool(
+            FILE_POOL,
+            ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
+            meta(glue::file_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("file pool");
         // CGI output: the cgi can rewrite its buffers, so nothing keys a
         // cache on them and headers are parsed from a private copy.
-        d.add_foreign_pool(CGI_POOL, ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE), meta(glue::cgi_pool::SIZE), Trust::Untrusted)
-            .expect("cgi pool");
+        d.add_foreign_pool(
+            CGI_POOL,
+            ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
+            meta(glue::cgi_pool::SIZE),
+            Trust::Untrusted,
+        )
+        .expect("cgi pool");
     }
 
     // --- the netstack pair: we run above netstack, so we set it up now,
@@ -312,7 +332,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // netstack only, which attaches after we set the magic.
     let (events, requests, control) = unsafe {
         iolite::init_channel(rw(base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("pair A");
-        iolite::init_channel(rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("pair B");
+        iolite::init_channel(rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP)
+            .expect("pair B");
         let events = ChannelRx::attach(
             d,
             NETSTACK,
@@ -325,9 +346,15 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             Some(HTTPD_POOL),
         )
         .expect("events");
-        let requests =
-            ChannelTx::attach(d, NETSTACK, rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
-                .expect("requests");
+        let requests = ChannelTx::attach(
+            d,
+            NETSTACK,
+            rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
+            link::FWD_CAP,
+            link::REL_CAP,
+            NoNotify,
+        )
+        .expect("requests");
         let control = PairControl::at(base as *mut u8);
         PairControl::set(&control.tx_waiting, 0);
         PairControl::set(&control.magic, link::PAIR_MAGIC);
@@ -335,7 +362,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     };
 
     // --- fs: the channel is set up once fs answers a call ---
-    let (mut h, mut s, mut n, mut p, mut q, mut r, mut t, mut u, mut v, mut w, mut x, mut y) = (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
+    let (mut h, mut s, mut n, mut p, mut q, mut r, mut t, mut u, mut v, mut w, mut x, mut y) =
+        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
     glue::fs::stats(&mut h, &mut s, &mut n, &mut p, &mut q, &mut r, &mut t, &mut u, &mut v, &mut w, &mut x, &mut y);
     // SAFETY: fs initialised the channel before answering; we are its only receiver.
     let fs_rx = unsafe {
@@ -607,7 +635,10 @@ impl Httpd {
     /// Whether our pool is fuller than `POOL_LOW_QUARTERS` (copy modes copy
     /// into it): pull no more until netstack returns buffers.
     fn pool_low(&self) -> bool {
-        self.d.pool_stats(HTTPD_POOL).map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * POOL_LOW_QUARTERS).unwrap_or(false)
+        self.d
+            .pool_stats(HTTPD_POOL)
+            .map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * POOL_LOW_QUARTERS)
+            .unwrap_or(false)
     }
 
     fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi::Failure)> {

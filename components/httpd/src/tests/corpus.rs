@@ -23,7 +23,8 @@ fn corpus() -> Vec<Case> {
     for line in index.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
         let mut cols = line.split('\t');
         let file = cols.next().unwrap().to_string();
-        let expect = cols.next().unwrap_or_else(|| panic!("{file}: no expectation")).split(',').map(String::from).collect();
+        let expect =
+            cols.next().unwrap_or_else(|| panic!("{file}: no expectation")).split(',').map(String::from).collect();
         let bytes = std::fs::read(dir.join(&file)).unwrap_or_else(|e| panic!("{file}: {e}"));
         cases.push(Case { file, bytes, expect });
     }
@@ -56,7 +57,12 @@ fn statuses(mut b: &[u8]) -> Vec<u16> {
             .find(|h| h.name.eq_ignore_ascii_case("content-length"))
             .map_or(0, |h| std::str::from_utf8(h.value).unwrap().parse().unwrap());
         let rest = &b[n..];
-        let body = if (100..200).contains(&code) || code == 204 || code == 304 || rest.starts_with(b"HTTP/1.1 ") || rest.is_empty() {
+        let body = if (100..200).contains(&code)
+            || code == 204
+            || code == 304
+            || rest.starts_with(b"HTTP/1.1 ")
+            || rest.is_empty()
+        {
             0
         } else {
             cl

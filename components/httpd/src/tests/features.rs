@@ -86,7 +86,12 @@ fn index_html_for_directories_and_redirects() {
 fn source_errors_map_to_statuses() {
     let d = domain();
     let mut h = Harness::new(d);
-    for (e, status) in [(SourceError::Forbidden, 403), (SourceError::Busy, 503), (SourceError::Failed, 500), (SourceError::NotFound, 404)] {
+    for (e, status) in [
+        (SourceError::Forbidden, 403),
+        (SourceError::Busy, 503),
+        (SourceError::Failed, 500),
+        (SourceError::NotFound, 404),
+    ] {
         h.srv.source_mut().fail = Some(("/style.css".into(), e));
         let (r, closed) = h.roundtrip(&req("/style.css", ""));
         assert_eq!(r[0].status, status);
@@ -310,7 +315,11 @@ fn errors_and_limits() {
     check(&mut h, b"GET / FOO/1.1\r\nHost: t\r\n\r\n", 400);
     check(&mut h, b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 411);
     check(&mut h, b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 501);
-    check(&mut h, b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n", 400);
+    check(
+        &mut h,
+        b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
+        400,
+    );
     check(&mut h, b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd", 400);
     check(&mut h, b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: -1\r\n\r\n", 400);
     check(&mut h, b"GET / HTTP/1.1\r\nHost: t\r\nExpect: teapot\r\n\r\n", 417);
@@ -335,8 +344,15 @@ fn path_traversal_never_leaves_the_root() {
     let d = domain();
     let mut h = Harness::new(d);
     for bad in [
-        "/../etc/passwd", "/..", "/%2e%2e/%2e%2e/etc/passwd", "/sub/../../x", "/%2E%2E%2Fetc", "/sub%2f..%2f..%2fx",
-        "/..%5c..%5cwindows", "/sub/%00.txt", "/.%2e/x",
+        "/../etc/passwd",
+        "/..",
+        "/%2e%2e/%2e%2e/etc/passwd",
+        "/sub/../../x",
+        "/%2E%2E%2Fetc",
+        "/sub%2f..%2f..%2fx",
+        "/..%5c..%5cwindows",
+        "/sub/%00.txt",
+        "/.%2e/x",
     ] {
         let (r, _) = h.roundtrip(&req(bad, ""));
         assert_eq!(r[0].status, 400, "{bad}");
@@ -558,7 +574,12 @@ fn cgi_failures_timeouts_and_redirects() {
     assert_eq!(answer(&mut h, c, k.id, Ok(b"this is not a CGI header")).0[0].status, 502);
     // Status and extra fields honoured.
     let (c, k) = call(&mut h, "/cgi-bin/x", "");
-    let (r, _) = answer(&mut h, c, k.id, Ok(b"Status: 418 Short and stout\r\nContent-Type: text/plain\r\nX-Tea: yes\r\n\r\ntea"));
+    let (r, _) = answer(
+        &mut h,
+        c,
+        k.id,
+        Ok(b"Status: 418 Short and stout\r\nContent-Type: text/plain\r\nX-Tea: yes\r\n\r\ntea"),
+    );
     assert_eq!((r[0].status, r[0].header("X-Tea"), r[0].body.as_slice()), (418, Some("yes"), &b"tea"[..]));
     // Client redirect → 302 with Location.
     let (c, k) = call(&mut h, "/cgi-bin/x", "");
@@ -616,7 +637,8 @@ fn each_connection_keeps_its_own_peer_for_cgi() {
     let d = domain();
     let mut h = Harness::new(d);
     let peers = [Remote { addr: [10, 0, 2, 2], port: 40001 }, Remote { addr: [192, 168, 7, 9], port: 65535 }];
-    let conns: Vec<ConnId> = peers.iter().map(|&p| h.srv.accept(Some(p)).unwrap_or_else(|_| panic!("refused"))).collect();
+    let conns: Vec<ConnId> =
+        peers.iter().map(|&p| h.srv.accept(Some(p)).unwrap_or_else(|_| panic!("refused"))).collect();
     // Requests in the opposite order of the accepts: the peer follows the
     // connection, not the order of events.
     for (&c, p) in conns.iter().zip(peers).rev() {

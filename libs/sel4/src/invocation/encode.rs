@@ -14,9 +14,7 @@
 //! [`CapData`](crate::CapData) when the layout matters (guards, port ranges).
 
 use super::labels;
-use crate::types::{
-    CPtr, CapRights, MessageInfo, ObjectType, PrioProps, UserContext, VmAttributes, Word,
-};
+use crate::types::{CPtr, CapRights, MessageInfo, ObjectType, PrioProps, UserContext, VmAttributes, Word};
 
 /// Most words any invocation sends: TCB_WriteRegisters (2 + 19).
 pub const MAX_WORDS: usize = 2 + UserContext::WORDS as usize;
@@ -35,13 +33,7 @@ pub struct Invocation {
 impl Invocation {
     /// An invocation with `label`, no words and no caps.
     pub const fn new(label: Word) -> Self {
-        Invocation {
-            label,
-            words: [0; MAX_WORDS],
-            len: 0,
-            caps: [0; 3],
-            ncaps: 0,
-        }
+        Invocation { label, words: [0; MAX_WORDS], len: 0, caps: [0; 3], ncaps: 0 }
     }
 
     /// Appends a message word.
@@ -117,19 +109,12 @@ pub const fn untyped_retype(
 /// `seL4_TCB_ReadRegisters`: suspend_source is bit 0 and arch_flags bits
 /// 8..16 of MR0, count is MR1.
 pub const fn tcb_read_registers(suspend_source: bool, arch_flags: u8, count: Word) -> Invocation {
-    Invocation::new(labels::TCB_READ_REGISTERS)
-        .word(flag(suspend_source, 0) | (arch_flags as Word) << 8)
-        .word(count)
+    Invocation::new(labels::TCB_READ_REGISTERS).word(flag(suspend_source, 0) | (arch_flags as Word) << 8).word(count)
 }
 
 /// `seL4_TCB_WriteRegisters`: like ReadRegisters, then all 19 registers
 /// (always sent in full, whatever `count` is, as libsel4 does).
-pub const fn tcb_write_registers(
-    resume_target: bool,
-    arch_flags: u8,
-    count: Word,
-    regs: &UserContext,
-) -> Invocation {
+pub const fn tcb_write_registers(resume_target: bool, arch_flags: u8, count: Word, regs: &UserContext) -> Invocation {
     let mut inv = Invocation::new(labels::TCB_WRITE_REGISTERS)
         .word(flag(resume_target, 0) | (arch_flags as Word) << 8)
         .word(count);
@@ -152,15 +137,13 @@ pub const fn tcb_copy_registers(
     transfer_integer: bool,
     arch_flags: u8,
 ) -> Invocation {
-    Invocation::new(labels::TCB_COPY_REGISTERS)
-        .cap(source)
-        .word(
-            flag(suspend_source, 0)
-                | flag(resume_target, 1)
-                | flag(transfer_frame, 2)
-                | flag(transfer_integer, 3)
-                | (arch_flags as Word) << 8,
-        )
+    Invocation::new(labels::TCB_COPY_REGISTERS).cap(source).word(
+        flag(suspend_source, 0)
+            | flag(resume_target, 1)
+            | flag(transfer_frame, 2)
+            | flag(transfer_integer, 3)
+            | (arch_flags as Word) << 8,
+    )
 }
 
 /// `seL4_TCB_Configure`. `fault_ep` is a CPtr in the *configured* thread's
@@ -199,9 +182,7 @@ pub const fn tcb_set_mc_priority(mcp: u8) -> Invocation {
 
 /// `seL4_TCB_SetIPCBuffer`.
 pub const fn tcb_set_ipc_buffer(buffer: Word, buffer_frame: CPtr) -> Invocation {
-    Invocation::new(labels::TCB_SET_IPC_BUFFER)
-        .word(buffer)
-        .cap(buffer_frame)
+    Invocation::new(labels::TCB_SET_IPC_BUFFER).word(buffer).cap(buffer_frame)
 }
 
 /// `seL4_TCB_SetSpace`.
@@ -291,15 +272,7 @@ pub const fn cnode_copy(
     src_depth: u8,
     rights: CapRights,
 ) -> Invocation {
-    cnode_two_slots(
-        labels::CNODE_COPY,
-        dest_index,
-        dest_depth,
-        src_root,
-        src_index,
-        src_depth,
-    )
-    .word(rights.into_word())
+    cnode_two_slots(labels::CNODE_COPY, dest_index, dest_depth, src_root, src_index, src_depth).word(rights.into_word())
 }
 
 /// `seL4_CNode_Mint`.
@@ -312,16 +285,9 @@ pub const fn cnode_mint(
     rights: CapRights,
     badge: Word,
 ) -> Invocation {
-    cnode_two_slots(
-        labels::CNODE_MINT,
-        dest_index,
-        dest_depth,
-        src_root,
-        src_index,
-        src_depth,
-    )
-    .word(rights.into_word())
-    .word(badge)
+    cnode_two_slots(labels::CNODE_MINT, dest_index, dest_depth, src_root, src_index, src_depth)
+        .word(rights.into_word())
+        .word(badge)
 }
 
 /// `seL4_CNode_Move`.
@@ -332,14 +298,7 @@ pub const fn cnode_move(
     src_index: Word,
     src_depth: u8,
 ) -> Invocation {
-    cnode_two_slots(
-        labels::CNODE_MOVE,
-        dest_index,
-        dest_depth,
-        src_root,
-        src_index,
-        src_depth,
-    )
+    cnode_two_slots(labels::CNODE_MOVE, dest_index, dest_depth, src_root, src_index, src_depth)
 }
 
 /// `seL4_CNode_Mutate`.
@@ -351,15 +310,7 @@ pub const fn cnode_mutate(
     src_depth: u8,
     badge: Word,
 ) -> Invocation {
-    cnode_two_slots(
-        labels::CNODE_MUTATE,
-        dest_index,
-        dest_depth,
-        src_root,
-        src_index,
-        src_depth,
-    )
-    .word(badge)
+    cnode_two_slots(labels::CNODE_MUTATE, dest_index, dest_depth, src_root, src_index, src_depth).word(badge)
 }
 
 /// `seL4_CNode_Rotate`.
@@ -395,11 +346,7 @@ pub const fn cnode_rotate(
 /// answers IllegalOperation, use [`irq_control_get_ioapic`]). `irq` is a C
 /// `int`: 32 bits in the low half of MR0.
 pub const fn irq_control_get(irq: i32, root: CPtr, index: Word, depth: u8) -> Invocation {
-    Invocation::new(labels::IRQ_ISSUE_IRQ_HANDLER)
-        .word(irq as u32 as Word)
-        .cap(root)
-        .word(index)
-        .word(depth as Word)
+    Invocation::new(labels::IRQ_ISSUE_IRQ_HANDLER).word(irq as u32 as Word).cap(root).word(index).word(depth as Word)
 }
 
 /// `seL4_IRQControl_GetIOAPIC`.
@@ -467,18 +414,13 @@ pub const fn irq_handler_clear() -> Invocation {
 
 /// `seL4_DomainSet_Set`.
 pub const fn domain_set_set(domain: u8, thread: CPtr) -> Invocation {
-    Invocation::new(labels::DOMAIN_SET_SET)
-        .word(domain as Word)
-        .cap(thread)
+    Invocation::new(labels::DOMAIN_SET_SET).word(domain as Word).cap(thread)
 }
 
 // x86 paging
 
 const fn map_table(label: Word, vroot: CPtr, vaddr: Word, attr: VmAttributes) -> Invocation {
-    Invocation::new(label)
-        .cap(vroot)
-        .word(vaddr)
-        .word(attr.into_word())
+    Invocation::new(label).cap(vroot).word(vaddr).word(attr.into_word())
 }
 
 /// `seL4_X86_PDPT_Map` (into a PML4).
@@ -518,9 +460,7 @@ pub const fn x86_page_table_unmap() -> Invocation {
 
 /// `seL4_X86_IOPageTable_Map` (needs an IOMMU, which this kernel lacks).
 pub const fn x86_io_page_table_map(iospace: CPtr, ioaddr: Word) -> Invocation {
-    Invocation::new(labels::X86_IO_PAGE_TABLE_MAP)
-        .cap(iospace)
-        .word(ioaddr)
+    Invocation::new(labels::X86_IO_PAGE_TABLE_MAP).cap(iospace).word(ioaddr)
 }
 
 /// `seL4_X86_IOPageTable_Unmap`.
@@ -529,25 +469,13 @@ pub const fn x86_io_page_table_unmap() -> Invocation {
 }
 
 /// `seL4_X86_Page_Map`.
-pub const fn x86_page_map(
-    vroot: CPtr,
-    vaddr: Word,
-    rights: CapRights,
-    attr: VmAttributes,
-) -> Invocation {
-    Invocation::new(labels::X86_PAGE_MAP)
-        .cap(vroot)
-        .word(vaddr)
-        .word(rights.into_word())
-        .word(attr.into_word())
+pub const fn x86_page_map(vroot: CPtr, vaddr: Word, rights: CapRights, attr: VmAttributes) -> Invocation {
+    Invocation::new(labels::X86_PAGE_MAP).cap(vroot).word(vaddr).word(rights.into_word()).word(attr.into_word())
 }
 
 /// `seL4_X86_Page_Remap`: change rights/attributes of a mapped page.
 pub const fn x86_page_remap(vroot: CPtr, rights: CapRights, attr: VmAttributes) -> Invocation {
-    Invocation::new(labels::X86_PAGE_REMAP)
-        .cap(vroot)
-        .word(rights.into_word())
-        .word(attr.into_word())
+    Invocation::new(labels::X86_PAGE_REMAP).cap(vroot).word(rights.into_word()).word(attr.into_word())
 }
 
 /// `seL4_X86_Page_Unmap`.
@@ -557,10 +485,7 @@ pub const fn x86_page_unmap() -> Invocation {
 
 /// `seL4_X86_Page_MapIO` (needs an IOMMU, which this kernel lacks).
 pub const fn x86_page_map_io(iospace: CPtr, rights: CapRights, ioaddr: Word) -> Invocation {
-    Invocation::new(labels::X86_PAGE_MAP_IO)
-        .cap(iospace)
-        .word(rights.into_word())
-        .word(ioaddr)
+    Invocation::new(labels::X86_PAGE_MAP_IO).cap(iospace).word(rights.into_word()).word(ioaddr)
 }
 
 /// `seL4_X86_Page_GetAddress`; the reply's MR0 is the physical address.
@@ -569,17 +494,8 @@ pub const fn x86_page_get_address() -> Invocation {
 }
 
 /// `seL4_X86_ASIDControl_MakePool`.
-pub const fn x86_asid_control_make_pool(
-    untyped: CPtr,
-    root: CPtr,
-    index: Word,
-    depth: u8,
-) -> Invocation {
-    Invocation::new(labels::X86_ASID_CONTROL_MAKE_POOL)
-        .cap(untyped)
-        .cap(root)
-        .word(index)
-        .word(depth as Word)
+pub const fn x86_asid_control_make_pool(untyped: CPtr, root: CPtr, index: Word, depth: u8) -> Invocation {
+    Invocation::new(labels::X86_ASID_CONTROL_MAKE_POOL).cap(untyped).cap(root).word(index).word(depth as Word)
 }
 
 /// `seL4_X86_ASIDPool_Assign`.
@@ -606,23 +522,17 @@ pub const fn x86_io_port_in32(port: u16) -> Invocation {
 
 /// `seL4_X86_IOPort_Out8` (port and data are full words in 5.0's XML).
 pub const fn x86_io_port_out8(port: u16, data: u8) -> Invocation {
-    Invocation::new(labels::X86_IO_PORT_OUT8)
-        .word(port as Word)
-        .word(data as Word)
+    Invocation::new(labels::X86_IO_PORT_OUT8).word(port as Word).word(data as Word)
 }
 
 /// `seL4_X86_IOPort_Out16`.
 pub const fn x86_io_port_out16(port: u16, data: u16) -> Invocation {
-    Invocation::new(labels::X86_IO_PORT_OUT16)
-        .word(port as Word)
-        .word(data as Word)
+    Invocation::new(labels::X86_IO_PORT_OUT16).word(port as Word).word(data as Word)
 }
 
 /// `seL4_X86_IOPort_Out32`.
 pub const fn x86_io_port_out32(port: u16, data: u32) -> Invocation {
-    Invocation::new(labels::X86_IO_PORT_OUT32)
-        .word(port as Word)
-        .word(data as Word)
+    Invocation::new(labels::X86_IO_PORT_OUT32).word(port as Word).word(data as Word)
 }
 
 #[cfg(test)]
@@ -645,12 +555,7 @@ mod tests {
 
     #[test]
     fn page_map_vroot_is_cap_then_vaddr_rights_attr() {
-        let inv = x86_page_map(
-            3,
-            0x40_0000,
-            CapRights::read_write(),
-            VmAttributes::CacheDisabled,
-        );
+        let inv = x86_page_map(3, 0x40_0000, CapRights::read_write(), VmAttributes::CacheDisabled);
         assert_eq!(inv.label(), 37);
         assert_eq!(inv.caps(), &[3]);
         assert_eq!(inv.words(), &[0x40_0000, 3, 2]);
@@ -669,12 +574,7 @@ mod tests {
 
     #[test]
     fn write_registers_sends_all_nineteen() {
-        let regs = UserContext {
-            rip: 0x40_1000,
-            rsp: 0x7fff_0000,
-            tls_base: 0x9000,
-            ..Default::default()
-        };
+        let regs = UserContext { rip: 0x40_1000, rsp: 0x7fff_0000, tls_base: 0x9000, ..Default::default() };
         let inv = tcb_write_registers(true, 0, 2, &regs);
         assert_eq!(inv.info(), MessageInfo::new(3, 0, 0, 21));
         assert_eq!(&inv.words()[..4], &[1, 2, 0x40_1000, 0x7fff_0000]);
@@ -691,15 +591,7 @@ mod tests {
 
     #[test]
     fn cnode_depths_take_whole_words() {
-        let inv = cnode_mint(
-            0x100,
-            16,
-            2,
-            0x5,
-            16,
-            CapRights::all(),
-            CapData::badge(7).into_word(),
-        );
+        let inv = cnode_mint(0x100, 16, 2, 0x5, 16, CapRights::all(), CapData::badge(7).into_word());
         assert_eq!(inv.label(), 18);
         assert_eq!(inv.caps(), &[2]);
         assert_eq!(inv.words(), &[0x100, 16, 0x5, 16, 7, 7]);
@@ -719,10 +611,7 @@ mod tests {
         assert_eq!(irq_handler_ack().info(), MessageInfo::new(24, 0, 0, 0));
         let inv = x86_io_port_out8(0x3f8, b'A');
         assert_eq!((inv.label(), inv.words()), (47, &[0x3f8, 0x41][..]));
-        assert_eq!(
-            x86_io_port_in32(0xcfc).info(),
-            MessageInfo::new(46, 0, 0, 1)
-        );
+        assert_eq!(x86_io_port_in32(0xcfc).info(), MessageInfo::new(46, 0, 0, 1));
     }
 
     #[test]

@@ -16,8 +16,7 @@ use crate::constants::MSG_REGISTERS;
 use crate::ipc_buffer::ipc_buffer_mut;
 use crate::syscalls::call;
 use crate::types::{
-    CPtr, CapRights, Error, MessageInfo, ObjectType, PrioProps, Result, UserContext, VmAttributes,
-    Word,
+    CPtr, CapRights, Error, MessageInfo, ObjectType, PrioProps, Result, UserContext, VmAttributes, Word,
 };
 
 /// A successful reply from the kernel.
@@ -98,34 +97,15 @@ pub fn untyped_retype(
     node_offset: Word,
     num_objects: Word,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::untyped_retype(
-            ty,
-            size_bits,
-            root,
-            node_index,
-            node_depth,
-            node_offset,
-            num_objects,
-        ),
-    )
+    invoke_unit(service, encode::untyped_retype(ty, size_bits, root, node_index, node_depth, node_offset, num_objects))
 }
 
 // TCB
 
 /// `seL4_TCB_ReadRegisters`: the first `count` registers of the thread
 /// (the others are returned as 0), optionally suspending it first.
-pub fn tcb_read_registers(
-    service: CPtr,
-    suspend_source: bool,
-    arch_flags: u8,
-    count: Word,
-) -> Result<UserContext> {
-    let r = invoke(
-        service,
-        &encode::tcb_read_registers(suspend_source, arch_flags, count),
-    )?;
+pub fn tcb_read_registers(service: CPtr, suspend_source: bool, arch_flags: u8, count: Word) -> Result<UserContext> {
+    let r = invoke(service, &encode::tcb_read_registers(suspend_source, arch_flags, count))?;
     let n = (r.info.length() as usize).min(UserContext::LEN);
     let mut words = [0; UserContext::LEN];
     for (i, w) in words.iter_mut().enumerate().take(n) {
@@ -143,10 +123,7 @@ pub fn tcb_write_registers(
     count: Word,
     regs: &UserContext,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::tcb_write_registers(resume_target, arch_flags, count, regs),
-    )
+    invoke_unit(service, encode::tcb_write_registers(resume_target, arch_flags, count, regs))
 }
 
 /// `seL4_TCB_CopyRegisters`: copy registers from `source` into `service`.
@@ -161,14 +138,7 @@ pub fn tcb_copy_registers(
 ) -> Result<()> {
     invoke_unit(
         service,
-        encode::tcb_copy_registers(
-            source,
-            suspend_source,
-            resume_target,
-            transfer_frame,
-            transfer_integer,
-            arch_flags,
-        ),
+        encode::tcb_copy_registers(source, suspend_source, resume_target, transfer_frame, transfer_integer, arch_flags),
     )
 }
 
@@ -229,16 +199,7 @@ pub fn tcb_set_space(
     vspace_root: CPtr,
     vspace_root_data: Word,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::tcb_set_space(
-            fault_ep,
-            cspace_root,
-            cspace_root_data,
-            vspace_root,
-            vspace_root_data,
-        ),
-    )
+    invoke_unit(service, encode::tcb_set_space(fault_ep, cspace_root, cspace_root_data, vspace_root, vspace_root_data))
 }
 
 /// `seL4_TCB_Suspend`.
@@ -294,12 +255,7 @@ pub fn cnode_copy(
     src_depth: u8,
     rights: CapRights,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::cnode_copy(
-            dest_index, dest_depth, src_root, src_index, src_depth, rights,
-        ),
-    )
+    invoke_unit(service, encode::cnode_copy(dest_index, dest_depth, src_root, src_index, src_depth, rights))
 }
 
 /// `seL4_CNode_Mint`: copy with rights and capability data `badge`: the
@@ -317,12 +273,7 @@ pub fn cnode_mint(
     rights: CapRights,
     badge: Word,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::cnode_mint(
-            dest_index, dest_depth, src_root, src_index, src_depth, rights, badge,
-        ),
-    )
+    invoke_unit(service, encode::cnode_mint(dest_index, dest_depth, src_root, src_index, src_depth, rights, badge))
 }
 
 /// `seL4_CNode_Move`.
@@ -334,10 +285,7 @@ pub fn cnode_move(
     src_index: Word,
     src_depth: u8,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::cnode_move(dest_index, dest_depth, src_root, src_index, src_depth),
-    )
+    invoke_unit(service, encode::cnode_move(dest_index, dest_depth, src_root, src_index, src_depth))
 }
 
 /// `seL4_CNode_Mutate`: move, applying capability data.
@@ -350,12 +298,7 @@ pub fn cnode_mutate(
     src_depth: u8,
     badge: Word,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::cnode_mutate(
-            dest_index, dest_depth, src_root, src_index, src_depth, badge,
-        ),
-    )
+    invoke_unit(service, encode::cnode_mutate(dest_index, dest_depth, src_root, src_index, src_depth, badge))
 }
 
 /// `seL4_CNode_Rotate`: pivot -> dest and src -> pivot, atomically.
@@ -414,10 +357,7 @@ pub fn irq_control_get_ioapic(
     polarity: Word,
     vector: Word,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::irq_control_get_ioapic(root, index, depth, ioapic, pin, level, polarity, vector),
-    )
+    invoke_unit(service, encode::irq_control_get_ioapic(root, index, depth, ioapic, pin, level, polarity, vector))
 }
 
 /// `seL4_IRQControl_GetMSI`: a handler cap for MSI `vector` of PCI device
@@ -436,12 +376,7 @@ pub fn irq_control_get_msi(
     handle: Word,
     vector: Word,
 ) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::irq_control_get_msi(
-            root, index, depth, pci_bus, pci_dev, pci_func, handle, vector,
-        ),
-    )
+    invoke_unit(service, encode::irq_control_get_msi(root, index, depth, pci_bus, pci_dev, pci_func, handle, vector))
 }
 
 /// `seL4_IRQHandler_Ack`: re-enable the interrupt after handling it.
@@ -477,12 +412,7 @@ pub fn x86_pdpt_unmap(service: CPtr) -> Result<()> {
 }
 
 /// `seL4_X86_PageDirectory_Map`.
-pub fn x86_page_directory_map(
-    service: CPtr,
-    vroot: CPtr,
-    vaddr: Word,
-    attr: VmAttributes,
-) -> Result<()> {
+pub fn x86_page_directory_map(service: CPtr, vroot: CPtr, vaddr: Word, attr: VmAttributes) -> Result<()> {
     invoke_unit(service, encode::x86_page_directory_map(vroot, vaddr, attr))
 }
 
@@ -499,12 +429,7 @@ pub fn x86_page_directory_get_status_bits(service: CPtr, vaddr: Word) -> Result<
 }
 
 /// `seL4_X86_PageTable_Map`.
-pub fn x86_page_table_map(
-    service: CPtr,
-    vroot: CPtr,
-    vaddr: Word,
-    attr: VmAttributes,
-) -> Result<()> {
+pub fn x86_page_table_map(service: CPtr, vroot: CPtr, vaddr: Word, attr: VmAttributes) -> Result<()> {
     invoke_unit(service, encode::x86_page_table_map(vroot, vaddr, attr))
 }
 
@@ -516,23 +441,12 @@ pub fn x86_page_table_unmap(service: CPtr) -> Result<()> {
 /// `seL4_X86_Page_Map`: map frame `service` at `vaddr` in `vroot`. If a
 /// paging structure is missing the error is `FailedLookup` and reply MR
 /// [`MAPPING_LOOKUP_LEVEL_MR`](crate::MAPPING_LOOKUP_LEVEL_MR) says which.
-pub fn x86_page_map(
-    service: CPtr,
-    vroot: CPtr,
-    vaddr: Word,
-    rights: CapRights,
-    attr: VmAttributes,
-) -> Result<()> {
+pub fn x86_page_map(service: CPtr, vroot: CPtr, vaddr: Word, rights: CapRights, attr: VmAttributes) -> Result<()> {
     invoke_unit(service, encode::x86_page_map(vroot, vaddr, rights, attr))
 }
 
 /// `seL4_X86_Page_Remap`.
-pub fn x86_page_remap(
-    service: CPtr,
-    vroot: CPtr,
-    rights: CapRights,
-    attr: VmAttributes,
-) -> Result<()> {
+pub fn x86_page_remap(service: CPtr, vroot: CPtr, rights: CapRights, attr: VmAttributes) -> Result<()> {
     invoke_unit(service, encode::x86_page_remap(vroot, rights, attr))
 }
 
@@ -548,17 +462,8 @@ pub fn x86_page_get_address(service: CPtr) -> Result<Word> {
 
 /// `seL4_X86_ASIDControl_MakePool`: turn a 4 KiB untyped into an ASID pool
 /// whose cap goes to (root, index, depth).
-pub fn x86_asid_control_make_pool(
-    service: CPtr,
-    untyped: CPtr,
-    root: CPtr,
-    index: Word,
-    depth: u8,
-) -> Result<()> {
-    invoke_unit(
-        service,
-        encode::x86_asid_control_make_pool(untyped, root, index, depth),
-    )
+pub fn x86_asid_control_make_pool(service: CPtr, untyped: CPtr, root: CPtr, index: Word, depth: u8) -> Result<()> {
+    invoke_unit(service, encode::x86_asid_control_make_pool(untyped, root, index, depth))
 }
 
 /// `seL4_X86_ASIDPool_Assign`: give the PML4 `vroot` an ASID from pool
