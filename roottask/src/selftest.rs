@@ -102,12 +102,14 @@ pub fn thread_and_ipc(objects: &mut ObjectAllocator<'_>) -> Result<(), Failure> 
     )?;
 
     let stack_top = core::ptr::addr_of!(WORKER_STACK) as Word + WORKER_STACK_BYTES as Word;
-    let mut regs = sel4::UserContext::default();
-    regs.rip = worker_main as *const () as Word;
-    // As if `call` had pushed a return address: rsp + 8 is 16-byte aligned.
-    regs.rsp = stack_top - 8;
-    regs.rdi = endpoint;
-    regs.rsi = WORKER_IPC_BUFFER;
+    let regs = sel4::UserContext {
+        rip: worker_main as *const () as Word,
+        // As if `call` had pushed a return address: rsp + 8 is 16-byte aligned.
+        rsp: stack_top - 8,
+        rdi: endpoint,
+        rsi: WORKER_IPC_BUFFER,
+        ..Default::default()
+    };
     invoke("TCB_WriteRegisters", sel4::tcb_write_registers(tcb, false, 0, sel4::UserContext::WORDS, &regs))?;
     #[cfg(feature = "debug")]
     sel4::debug_name_thread(tcb, "worker");

@@ -524,7 +524,7 @@ impl Driver {
             self.rx_next = (i + 1) % RING;
             let Some(mut buf) = self.rx_bufs[i].take() else { continue };
             let len = len as usize;
-            if status & RXD_EOP == 0 || errors != 0 || len < 14 || len > RX_BUF {
+            if status & RXD_EOP == 0 || errors != 0 || !(14..=RX_BUF).contains(&len) {
                 self.c[C::RxDropped as usize] += 1;
                 self.rx_bufs[i] = Some(buf); // reuse as is
                 continue;

@@ -225,7 +225,7 @@ mod tests {
         for o in [TxOffload::None, TxOffload::TcpChecksum { start: 34, offset: 50 }] {
             assert_eq!(decode_offload(encode_offload(o)), o);
         }
-        assert!(PAIR_BYTES <= 0x80000, "pair dataports in netecho.camkes are 512 KiB");
+        const { assert!(PAIR_BYTES <= 0x80000, "pair dataports in netecho.camkes are 512 KiB") };
         assert!(core::mem::size_of::<CounterPage>() <= 4096);
         assert!(DRV_NAMES.len() <= 126 && STACK_NAMES.len() <= 126);
     }

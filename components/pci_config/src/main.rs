@@ -58,7 +58,7 @@ impl Server {
         let function = pci::Function::from_bdf(bdf);
         let granted = function.filter(|f| {
             offset < 256
-                && offset % 4 == 0
+                && offset.is_multiple_of(4)
                 && self.grants.iter().flatten().any(|g| g.badge == badge && g.function == *f)
         });
         if granted.is_none() {

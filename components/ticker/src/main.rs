@@ -129,13 +129,13 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         let _ = glue::irq::acknowledge();
         ticks += 1;
         store(0, ticks, Ordering::Release);
-        if httpd_every != 0 && ticks % httpd_every == 0 {
+        if httpd_every != 0 && ticks.is_multiple_of(httpd_every) {
             glue::to_httpd::emit();
         }
-        if net_every != 0 && ticks % net_every == 0 {
+        if net_every != 0 && ticks.is_multiple_of(net_every) {
             glue::to_net::emit();
         }
-        if drv_every != 0 && ticks % drv_every == 0 {
+        if drv_every != 0 && ticks.is_multiple_of(drv_every) {
             glue::to_drv::emit();
         }
     }

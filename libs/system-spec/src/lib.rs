@@ -74,7 +74,7 @@ pub const LARGE_PAGE_SIZE: u64 = 2 << 20;
 /// multiple of it, [`PAGE_SIZE`] otherwise. Device regions always use
 /// [`PAGE_SIZE`] frames.
 pub const fn frame_size(size: u64) -> u64 {
-    if size != 0 && size % LARGE_PAGE_SIZE == 0 {
+    if size != 0 && size.is_multiple_of(LARGE_PAGE_SIZE) {
         LARGE_PAGE_SIZE
     } else {
         PAGE_SIZE

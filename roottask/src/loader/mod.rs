@@ -413,10 +413,12 @@ impl System {
         )?;
         #[cfg(feature = "debug")]
         sel4::debug_name_thread(tcb, &component.name);
-        let mut regs = sel4::UserContext::default();
-        regs.rip = image.entry;
-        regs.rsp = start::STACK_TOP;
-        regs.rdi = start::START_INFO_VADDR;
+        let regs = sel4::UserContext {
+            rip: image.entry,
+            rsp: start::STACK_TOP,
+            rdi: start::START_INFO_VADDR,
+            ..Default::default()
+        };
         invoke("TCB_WriteRegisters", sel4::tcb_write_registers(tcb, true, 0, sel4::UserContext::WORDS, &regs))?;
         instance.tcb = Some(tcb);
         Ok(())

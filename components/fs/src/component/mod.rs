@@ -155,8 +155,8 @@ fn serve(mut dev: VirtioBlk) -> ! {
     let peers: Vec<PeerId> = (0..CLIENTS).map(|i| PeerId(i as u8)).collect();
     d.set_pool_acl(FS_POOL, &peers).expect("acl");
     let mut clients = Vec::new();
-    for i in 0..CLIENTS {
-        d.set_quota(peers[i], POOL_PAGES).expect("quota");
+    for (i, &peer) in peers.iter().enumerate() {
+        d.set_quota(peer, POOL_PAGES).expect("quota");
         clients.push(open_channel(d, i));
     }
 

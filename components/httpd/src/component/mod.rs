@@ -433,9 +433,8 @@ impl Httpd {
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
         self.sent_to_net = true;
         if self.outq.is_empty() {
-            match self.requests.send(agg, tag, 0) {
-                Ok(()) => return,
-                Err((_, agg)) => self.outq.push_back((tag, agg)),
+            if let Err((_, agg)) = self.requests.send(agg, tag, 0) {
+                self.outq.push_back((tag, agg));
             }
         } else {
             self.outq.push_back((tag, agg));
