@@ -23,7 +23,7 @@
 //!   this shows that the supervisor refuses); and for bench/web
 //!   `/cgi-bin/blob?size=N` (N bytes made once and kept, sent by reference).
 //!   With `cgi.test_hooks = 1` (test images only) also `/cgi-bin/fshog`:
-//!   opens a file until fs refuses and reads it, keeping every buffer,
+//!   opens files until fs refuses and reads them, keeping every buffer,
 //!   until fs refuses again; it shows that fs's per-client open-file table
 //!   and quota stop a client from starving the others.
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
@@ -405,8 +405,8 @@ fn run(
         }
         "/cgi-bin/fshog" if TEST_HOOKS => {
             let query = env.get_str("QUERY_STRING").unwrap_or("");
-            let path = cgi::programs::query_param(query, "path").unwrap_or("/index.html");
-            let report = fs_hog(d, &mut programs.fragments_mut().rx, path);
+            let paths = cgi::programs::query_param(query, "path").unwrap_or("/index.html");
+            let report = fs_hog(d, &mut programs.fragments_mut().rx, paths);
             match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\n{report}\n")) {
                 Ok(a) => (id, a, true),
                 Err(_) => (id, Aggregate::new(d), false),
@@ -463,19 +463,22 @@ fn blob(d: &'static Domain, size: usize) -> Option<Aggregate<'static>> {
     Some(head)
 }
 
-/// `/cgi-bin/fshog` (test hook): opens `path` until fs refuses, then reads
-/// the open files, keeping every buffer received, until fs refuses again.
+/// `/cgi-bin/fshog` (test hook): opens the comma-separated `paths` in turn
+/// until fs refuses, then reads the open files, keeping every buffer
+/// received, until fs refuses again (distinct files: the quota counts
+/// distinct buffers).
 /// Handles and buffers stay with this incarnation (a restart gives them
 /// back: fs `reset`). Reports `opened=N open_error=E held_bytes=B
 /// held_buffers=K read_error=F` (errors as fs returns them, -(code)).
-fn fs_hog(d: &'static Domain, rx: &mut ChannelRx<'static, NoNotify>, path: &str) -> String {
+fn fs_hog(d: &'static Domain, rx: &mut ChannelRx<'static, NoNotify>, paths: &str) -> String {
     static mut HOARD: Vec<Aggregate<'static>> = Vec::new();
     // SAFETY: the component is single-threaded; only this function touches it.
     let hoard = unsafe { &mut *core::ptr::addr_of_mut!(HOARD) };
     let mut handles = Vec::new();
+    let mut paths = paths.split(',').cycle();
     let open_error = loop {
         let (mut size, mut ino) = (0, 0);
-        let h = glue::fs::open(path, &mut size, &mut ino);
+        let h = glue::fs::open(paths.next().unwrap_or(""), &mut size, &mut ino);
         if h < 0 {
             break h;
         }
