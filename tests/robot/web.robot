@@ -105,6 +105,29 @@ Error Statuses
     Raw Request Should Give    GET / HTTP/1.1\\r\\nHost: t\\r\\nX-Big: ${big}\\r\\n\\r\\n    431
     Raw Request Should Give    GET / HTTP/2.0\\r\\nHost: t\\r\\n\\r\\n    505
 
+The CGI Maps No Pool With Other Clients' Requests; The fs Hog Is A Test Hook
+    # From the compiled spec: the cgi's mappings (section "component cgi" of
+    # system.txt) include no pool that holds raw network data or httpd's
+    # buffers, only the pool of requests httpd hands it.
+    ${spec}=    Get File    ${BUILD_DIR}/system/system.txt
+    ${maps}=    Evaluate    [l.split(" -> ")[1].split()[1] for l in $spec.split("\\ncomponent cgi ")[1].split("\\ncomponent ")[0].splitlines() if l.strip().startswith("map ")]
+    Log    ${maps}
+    FOR    ${pool}    IN    sock_pool    app_pool    rx_pool    hdr_pool
+        List Should Not Contain Value    ${maps}    ${pool}
+    END
+    List Should Contain Value    ${maps}    cgi_req_pool
+    # A POST body reaches the cgi as a counted copy (and is echoed intact).
+    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo    method=POST    body=only-mine
+    Should Be Equal As Integers    ${status}    200
+    Should End With    ${body}    ${{b"only-mine"}}
+    ${j}=    Stats Json
+    Should Be True    ${j}[httpd][cgi_body_bytes_copied] >= 9
+    # Honest traffic: no grant was ever refused.
+    Should Be Equal As Integers    ${j}[httpd][rejected_descriptors]    0
+    Should Be Equal As Integers    ${j}[netstack][tcp_rejected_descriptors]    0
+    # The default image has no test programs.
+    Status Should Be    /cgi-bin/fshog    404
+
 100 Requests On One Keep-Alive Connection
     ${n}=    Keep Alive Requests    100
     Should Be Equal As Integers    ${n}    100

@@ -1,13 +1,15 @@
 //! The httpd ↔ cgi messages on their IO-Lite channels.
 //!
 //! * **Request** (httpd → cgi): one aggregate `env ++ body` with
-//!   `tag = id << 32 | env_len`. `env` is [`Env::encode`] (in httpd's pool),
-//!   `body` is the POST body exactly as it arrived from the network (by
-//!   reference; absent for GET/HEAD). `FLAG_EOF` is set.
+//!   `tag = id << 32 | env_len`. `env` is [`Env::encode`], `body` the POST
+//!   body (absent for GET/HEAD), both in the pool the caller names: on the
+//!   system, httpd's CGI request pool, which holds only what httpd hands
+//!   the cgi (it copies the body there from netstack's socket pool, whose
+//!   other buffers hold other clients' requests). `FLAG_EOF` is set.
 //! * **Reply** (cgi → httpd): one aggregate, the program's output (CGI
 //!   header, empty line, body), with `tag = id` and `FLAG_EOF`. The body's
-//!   fragments may be slices of the fs pool and the echo body slices of the
-//!   netstack pool: the CGI forwards references, it does not copy them.
+//!   fragments may be slices of the fs pool and the echo body slices of
+//!   the request pool: the CGI forwards references, it does not copy them.
 //!
 //! httpd is the only sender of requests and the cgi the only sender of
 //! replies; each side validates what it receives.
@@ -37,7 +39,7 @@ pub fn encode_request<'d>(
     body: Option<Aggregate<'d>>,
 ) -> Result<(Aggregate<'d>, u64), iolite::Error> {
     // The environment is metadata built by the server (not payload): it is
-    // written once into a packed object of httpd's pool.
+    // written once into a packed object of `pool`.
     let bytes = env.encode();
     let mut agg = d.pack(pool, bytes.len(), |buf| buf.copy_from_slice(&bytes))?;
     let tag = request_tag(id, agg.len());

@@ -20,6 +20,7 @@
 extern crate alloc;
 
 pub mod cache;
+pub mod clients;
 pub mod device;
 pub mod error;
 pub mod ext2;

@@ -644,6 +644,138 @@ mod tests {
         assert!(live.eq_bytes(b"live data"));
     }
 
+    /// A hostile sender (httpd) feeding a network stack's receive end:
+    /// whatever it forges is rejected and counted, nothing of it is
+    /// delivered, and its honest messages keep flowing in order.
+    #[test]
+    fn hostile_sender_cannot_forge_references() {
+        const RX: PoolId = 21; // netdrv's receive pool (net reads it)
+        const HDR: PoolId = 22; // net's frame headers
+        const SOCK: PoolId = 23; // net's received data (lent to http)
+        const APP: PoolId = 24; // http's pool
+        const FILE: PoolId = 1; // fs's file cache
+        const NET_DRV: PeerId = PeerId(0);
+        const NET_HTTP: PeerId = PeerId(1);
+        const NET_OTHER: PeerId = PeerId(2);
+        const HTTP_NET: PeerId = PeerId(0);
+        const DRV_NET: PeerId = PeerId(0);
+        let (drv, net, http, fs) = (Domain::new(), Domain::new(), Domain::new(), Domain::new());
+        let rx_pool = own(&drv, RX, 8);
+        let hdr_pool = own(&net, HDR, 8);
+        let sock_pool = own(&net, SOCK, 8);
+        let app_pool = own(&http, APP, 8);
+        let file_pool = own(&fs, FILE, 8);
+        map(&net, RX, rx_pool);
+        map(&net, APP, app_pool);
+        map(&net, FILE, file_pool);
+        map(&http, SOCK, sock_pool);
+        map(&http, FILE, file_pool);
+        let _ = hdr_pool;
+        // http maps app, file and sock: its grant list at net.
+        net.set_peer_pools(NET_HTTP, &[APP, FILE, SOCK]).unwrap();
+        assert_eq!(net.set_peer_pools(NET_HTTP, &[APP, 77]).unwrap_err(), Error::UnknownPool);
+
+        // Live buffers http might try to name.
+        let header = make(&net, HDR, b"frame header");
+        let frame = make(&drv, RX, b"someone else's frame");
+        let frame = net.accept(&drv.lend(frame, DRV_NET, 0, 0).unwrap(), NET_DRV).unwrap();
+        let others = make(&net, SOCK, b"Authorization: Basic c2VjcmV0");
+        let to_other = net.lend(others.duplicate().unwrap(), NET_OTHER, 0, 0).unwrap();
+        let kept = make(&net, SOCK, b"never lent to anybody");
+        let returned = make(&net, SOCK, b"lent to http, returned");
+        let mine = make(&net, SOCK, b"GET / HTTP/1.1");
+        let (s_hdr, s_frame, s_other, s_kept, s_ret) =
+            (header.descs()[0], frame.descs()[0], others.descs()[0], kept.descs()[0], returned.descs()[0]);
+        // http receives `returned` and gives it back, and keeps `mine`.
+        let got = http.accept(&net.lend(returned.duplicate().unwrap(), HTTP_NET, 0, 0).unwrap(), HTTP_NET).unwrap();
+        drop(got);
+        http.drain_returns(HTTP_NET, |r| net.apply_release(&r, NET_HTTP).is_ok()).unwrap();
+        let mine_at_http =
+            http.accept(&net.lend(mine.duplicate().unwrap(), NET_HTTP, 0, 0).unwrap(), HTTP_NET).unwrap();
+        let file = make(&fs, FILE, b"a cached file");
+        let file_at_http = http.accept(&fs.lend(file, PeerId(0), 0, 0).unwrap(), PeerId(1)).unwrap();
+        let app = make(&http, APP, b"HTTP/1.1 200 OK");
+        let s_app = app.descs()[0];
+
+        // The channel http -> net; http writes raw descriptors.
+        let r = chan(64, 64);
+        let (fwd, relr) = split(r, 64, 64).unwrap();
+        // SAFETY: the test plays the hostile sender on a fresh channel.
+        let mut evil = unsafe { RingProducer::<AggDesc>::attach(fwd, 64).unwrap() };
+        let mut evil_rel = unsafe { RingConsumer::<RelDesc>::attach(relr, 64).unwrap() };
+        let mut rx = unsafe {
+            ChannelRx::attach(&net, NET_HTTP, r, 64, 64, NoNotify, CopyMode::IoLite, Boundary::AppToNet, None).unwrap()
+        };
+        let one = |s: SliceDesc| {
+            let mut d = AggDesc { nslices: 1, ..AggDesc::default() };
+            d.slices[0] = s;
+            d
+        };
+        let forged = [
+            (one(s_hdr), Error::ForeignPool),   // net's header pool: http does not map it
+            (one(s_frame), Error::ForeignPool), // netdrv's receive pool
+            (one(SliceDesc { pool: 99, ..s_app }), Error::UnknownPool), // no such pool
+            (one(s_other), Error::NotGranted),  // lent to another client, not to http
+            (one(s_kept), Error::NotGranted),   // never lent
+            (one(s_ret), Error::NotGranted),    // lent once, returned since
+            (one(SliceDesc { gen: s_app.gen + 1, ..s_app }), Error::GenerationMismatch),
+            (one(SliceDesc { gen: s_app.gen.wrapping_sub(1), ..s_app }), Error::GenerationMismatch),
+        ];
+        let mut mixed = one(mine_at_http.descs()[0]);
+        mixed.nslices = 2;
+        mixed.slices[1] = s_hdr;
+        let mut expected = 0;
+        for (k, (d, e)) in forged.iter().chain([(mixed, Error::ForeignPool)].iter()).enumerate() {
+            evil.push(*d).unwrap();
+            assert_eq!(rx.recv().unwrap_err(), *e, "forgery {k}");
+            // Honest traffic continues: a reply header, then the request
+            // back (net's own buffer, which it lent to http).
+            let honest = if k % 2 == 0 { app.duplicate().unwrap() } else { mine_at_http.duplicate().unwrap() };
+            evil.push(http.lend(honest, HTTP_NET, k as u64, 0).unwrap()).unwrap();
+            let m = rx.recv().unwrap().unwrap();
+            assert_eq!(m.tag, k as u64);
+            let want: &[u8] = if k % 2 == 0 { b"HTTP/1.1 200 OK" } else { b"GET / HTTP/1.1" };
+            assert_eq!(bytes(&m.agg), want);
+            expected += 1;
+            while let Some(rel) = evil_rel.pop().unwrap() {
+                let _ = http.apply_release(&rel, HTTP_NET);
+            }
+        }
+        // Guessing every generation of a buffer net never lent gets nothing.
+        for gen in 1..64 {
+            evil.push(one(SliceDesc { gen, ..s_kept })).unwrap();
+            assert!(rx.recv().is_err());
+            while let Some(rel) = evil_rel.pop().unwrap() {
+                let _ = http.apply_release(&rel, HTTP_NET);
+            }
+        }
+        // A file fragment http was lent by fs is fine (net cannot check fs's
+        // grants, only that http maps the pool), and so is its own pool.
+        evil.push(http.lend(file_at_http, HTTP_NET, 99, 0).unwrap()).unwrap();
+        assert_eq!(bytes(&rx.recv().unwrap().unwrap().agg), b"a cached file");
+        assert!(rx.recv().unwrap().is_none());
+
+        let st = net.stats();
+        assert_eq!(st.rejected_foreign_pool, 4);
+        // Of the 63 guesses, the one that hit the live generation was refused
+        // as not granted, the others as stale.
+        assert_eq!(st.rejected_not_granted, 3 + 1);
+        assert_eq!(st.rejected_descriptors, forged.len() as u64 + 1 + 63);
+        assert_eq!(net.peer_rejections(NET_HTTP).unwrap(), st.rejected_descriptors);
+        assert_eq!(net.peer_rejections(NET_DRV).unwrap(), 0);
+        // Only honest bytes arrived: 5 headers, 4 requests, the fragment,
+        // and the frame netdrv sent.
+        assert_eq!(expected, 9);
+        assert_eq!(st.bytes_by_ref_received, 5 * 15 + 4 * 14 + 13 + 20);
+        // net's own buffers are as they were: held by net (and `others`
+        // by the other client), by nobody else.
+        assert_eq!(net.holds(SOCK, s_kept.buf).unwrap(), crate::Holds { local: 1, lent: 0, received: 0 });
+        assert_eq!(net.holds(HDR, s_hdr.buf).unwrap(), crate::Holds { local: 1, lent: 0, received: 0 });
+        assert_eq!(net.holds(SOCK, s_other.buf).unwrap().lent, 1);
+        assert!(header.eq_bytes(b"frame header") && kept.eq_bytes(b"never lent to anybody"));
+        assert_eq!(to_other.slices()[0], s_other);
+    }
+
     #[test]
     fn full_release_ring_drains_over_several_flushes() {
         let (fs, http) = domains();

@@ -61,6 +61,11 @@ struct Peer {
     quota: u32,
     held_bufs: u32,
     refusals: u64,
+    /// Bit `k` set: the peer may reference slices of the pool in this
+    /// domain's pool slot `k` ([`Domain::set_peer_pools`]).
+    pools: u32,
+    /// Descriptors from this peer that validation rejected.
+    rejected: u64,
 }
 
 /// Counters of one domain ("zero copy" is measured, not claimed).
@@ -84,8 +89,16 @@ pub struct Stats {
     pub alloc_failures: u64,
     /// Sends refused because a peer's quota was reached.
     pub quota_refusals: u64,
-    /// Incoming descriptors rejected by validation.
+    /// Incoming descriptors rejected by validation (every reason, the two
+    /// below included).
     pub rejected_descriptors: u64,
+    /// Of those, descriptors with a slice of a pool outside the sender's
+    /// grant list ([`Domain::set_peer_pools`]) or not mapped here.
+    pub rejected_foreign_pool: u64,
+    /// Of those, descriptors with a slice of one of our own buffers that we
+    /// had not lent to that sender (a reference it cannot have been
+    /// granted).
+    pub rejected_not_granted: u64,
     /// Incoming releases that did not match a hold we granted.
     pub bad_releases: u64,
     /// Release messages handed to channels for sending.
@@ -144,6 +157,8 @@ struct Counters {
     alloc_failures: Cell<u64>,
     quota_refusals: Cell<u64>,
     rejected: Cell<u64>,
+    rejected_foreign_pool: Cell<u64>,
+    rejected_not_granted: Cell<u64>,
     bad_releases: Cell<u64>,
     releases_sent: Cell<u64>,
     releases_received: Cell<u64>,
@@ -173,7 +188,14 @@ impl Domain {
         Self {
             pools: RefCell::new([const { None }; MAX_POOLS]),
             peers: RefCell::new(
-                [Peer { state: PeerState::Active, quota: u32::MAX, held_bufs: 0, refusals: 0 }; MAX_PEERS],
+                [Peer {
+                    state: PeerState::Active,
+                    quota: u32::MAX,
+                    held_bufs: 0,
+                    refusals: 0,
+                    pools: u32::MAX,
+                    rejected: 0,
+                }; MAX_PEERS],
             ),
             dirty: RefCell::new(Dirty { list: [(0, 0); DIRTY_CAP], len: 0, overflow: false }),
             c: Counters::default(),
@@ -280,6 +302,8 @@ impl Domain {
             alloc_failures: self.c.alloc_failures.get(),
             quota_refusals: self.c.quota_refusals.get(),
             rejected_descriptors: self.c.rejected.get(),
+            rejected_foreign_pool: self.c.rejected_foreign_pool.get(),
+            rejected_not_granted: self.c.rejected_not_granted.get(),
             bad_releases: self.c.bad_releases.get(),
             releases_sent: self.c.releases_sent.get(),
             releases_received: self.c.releases_received.get(),
@@ -464,6 +488,36 @@ impl Domain {
         Ok(self.peers.borrow()[p.idx()?].state)
     }
 
+    /// The grant list of peer `p`: the pools whose slices `p` may reference
+    /// in what it sends us. A slice of any other pool is rejected
+    /// ([`Error::ForeignPool`], counted in [`Stats::rejected_foreign_pool`]),
+    /// even one of a pool mapped here. Every pool must be registered first
+    /// (`UnknownPool` otherwise). By default a peer may reference every
+    /// pool this domain knows; the system composition narrows each channel
+    /// end to the pools its sender maps (README "Grant lists").
+    ///
+    /// Independently of the list, a slice of a pool this domain *owns* is
+    /// accepted from `p` only while `p` holds a grant of that buffer from
+    /// us ([`Error::NotGranted`]).
+    pub fn set_peer_pools(&self, p: PeerId, pools: &[PoolId]) -> Result<()> {
+        let i = p.idx()?;
+        let mut mask = 0u32;
+        {
+            let table = self.pools.borrow();
+            for id in pools {
+                let e = table.iter().flatten().find(|e| e.id == *id).ok_or(Error::UnknownPool)?;
+                mask |= 1 << e.slot;
+            }
+        }
+        self.peers.borrow_mut()[i].pools = mask;
+        Ok(())
+    }
+
+    /// Descriptors from peer `p` that validation rejected.
+    pub fn peer_rejections(&self, p: PeerId) -> Result<u64> {
+        Ok(self.peers.borrow()[p.idx()?].rejected)
+    }
+
     /// Turns an aggregate into a wire descriptor granting its holds to peer
     /// `p` (the holds move from this domain's aggregates to `lent[p]`).
     /// On error (peer down, quota reached) the aggregate is handed back
@@ -569,8 +623,16 @@ impl Domain {
     /// reference (a copying receiver counts them as copied).
     pub(crate) fn accept_holds(&self, nslices: u32, slices: &[SliceDesc], p: PeerId) -> Result<()> {
         let r = self.accept_inner(nslices, slices, p);
-        if r.is_err() {
+        if let Err(e) = r {
             bump(&self.c.rejected, 1);
+            match e {
+                Error::ForeignPool | Error::UnknownPool => bump(&self.c.rejected_foreign_pool, 1),
+                Error::NotGranted => bump(&self.c.rejected_not_granted, 1),
+                _ => {}
+            }
+            if let Ok(i) = p.idx() {
+                self.peers.borrow_mut()[i].rejected += 1;
+            }
         }
         r
     }
@@ -581,9 +643,13 @@ impl Domain {
 
     fn accept_inner(&self, nslices: u32, slices: &[SliceDesc], p: PeerId) -> Result<()> {
         let i = p.idx()?;
-        if self.peers.borrow()[i].state != PeerState::Active {
-            return Err(Error::PeerDown);
-        }
+        let granted_pools = {
+            let peer = self.peers.borrow()[i];
+            if peer.state != PeerState::Active {
+                return Err(Error::PeerDown);
+            }
+            peer.pools
+        };
         if nslices as usize > MAX_SLICES || slices.len() != nslices as usize {
             return Err(Error::TooManySlices);
         }
@@ -591,8 +657,19 @@ impl Domain {
             let pools = self.pools.borrow();
             for (k, s) in slices.iter().enumerate() {
                 let e = pools.iter().flatten().find(|e| e.id == s.pool).ok_or(Error::UnknownPool)?;
+                if granted_pools & (1 << e.slot) == 0 {
+                    return Err(Error::ForeignPool);
+                }
                 e.validate(s)?;
                 let m = &e.meta[s.buf as usize];
+                // Our own buffer comes back only from a peer we lent it to
+                // (and that has not returned it all): `validate` matched the
+                // current generation, and our counts are of that generation.
+                // A peer could otherwise name any live buffer of our pool,
+                // e.g. make a network stack send its own receive buffers.
+                if e.owned && m.lent[i] == 0 {
+                    return Err(Error::NotGranted);
+                }
                 if !e.owned
                     && m.state == BufState::Held
                     && m.gen != s.gen

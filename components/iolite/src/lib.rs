@@ -120,6 +120,13 @@ pub enum Error {
     InvalidArgument,
     /// The peer is not in the ACL of a slice's pool (it cannot read it).
     NotInAcl,
+    /// A received slice names a pool outside the sender's grant list
+    /// ([`Domain::set_peer_pools`]).
+    ForeignPool,
+    /// A received slice names one of the receiver's own buffers that the
+    /// receiver had not lent to the sender: a reference the sender cannot
+    /// have been granted.
+    NotGranted,
 }
 
 impl core::fmt::Display for Error {

@@ -78,6 +78,28 @@ const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
 const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
 const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
+const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+
+/// The pool ids of a grant list (our dataports' names, checked against the
+/// connections by the compiler).
+fn pool_ids(names: &[&str]) -> alloc::vec::Vec<PoolId> {
+    names
+        .iter()
+        .map(|name| match *name {
+            "rx_pool" => RX_POOL,
+            "hdr_pool" => HDR_POOL,
+            "sock_pool" => SOCK_POOL,
+            "app_pool" => APP_POOL,
+            "file_pool" if FILE_POOL != 0 => FILE_POOL,
+            "cgi_pool" if CGI_POOL != 0 => CGI_POOL,
+            "cgi_req_pool" if CGI_REQ_POOL != 0 => CGI_REQ_POOL,
+            other => {
+                error!("grant list names {other}, which is no pool here");
+                component_runtime::exit(1)
+            }
+        })
+        .collect()
+}
 const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
 const POLL: bool = glue::attributes::POLL != 0;
@@ -298,7 +320,19 @@ impl Driver {
                 )
                 .expect("cgi pool");
             }
+            if CGI_REQ_POOL != 0 {
+                d.add_foreign_pool(
+                    CGI_REQ_POOL,
+                    ro(glue::cgi_req_pool::VADDR, glue::cgi_req_pool::SIZE),
+                    meta(pages_of(glue::cgi_req_pool::SIZE)),
+                    Trust::Trusted,
+                )
+                .expect("cgi request pool");
+            }
         }
+        // Frames from netstack may point only into these pools, and into
+        // our own only where we lent the buffer to netstack.
+        d.set_peer_pools(NETSTACK, &pool_ids(glue::attributes::LINK_REFS)).expect("link grant list");
 
         // --- the link with netstack (netstack, above us, set it up) ---
         let link_base = glue::link::VADDR as *mut u8;

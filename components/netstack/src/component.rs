@@ -25,6 +25,7 @@ extern crate alloc;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
+use alloc::vec::Vec;
 use component_runtime::{error, log};
 use iolite::{
     Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
@@ -46,6 +47,28 @@ const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
 /// cache, CGI output); id 0 = not in this assembly (`maybe` dataport).
 const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
+const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+
+/// The pool ids of a grant list (our dataports' names, checked against the
+/// connections by the compiler).
+fn pool_ids(names: &[&str]) -> Vec<PoolId> {
+    names
+        .iter()
+        .map(|name| match *name {
+            "rx_pool" => RX_POOL,
+            "hdr_pool" => HDR_POOL,
+            "sock_pool" => SOCK_POOL,
+            "app_pool" => APP_POOL,
+            "file_pool" if FILE_POOL != 0 => FILE_POOL,
+            "cgi_pool" if CGI_POOL != 0 => CGI_POOL,
+            "cgi_req_pool" if CGI_REQ_POOL != 0 => CGI_REQ_POOL,
+            other => {
+                error!("grant list names {other}, which is no pool here");
+                component_runtime::exit(1)
+            }
+        })
+        .collect()
+}
 /// 1: the assembly maps the NIC's registers (`nic_regs`) so that we can
 /// raise its interrupt (ICS) when a round netdrv did not start queued
 /// frames: netdrv waits for its interrupt only, and would otherwise post
@@ -249,7 +272,21 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             )
             .expect("cgi pool");
         }
+        if CGI_REQ_POOL != 0 {
+            d.add_foreign_pool(
+                CGI_REQ_POOL,
+                ro(glue::cgi_req_pool::VADDR, glue::cgi_req_pool::SIZE),
+                meta(glue::cgi_req_pool::SIZE),
+                Trust::Trusted,
+            )
+            .expect("cgi request pool");
+        }
     }
+    // What each peer may reference in what it sends us: netdrv its received
+    // frames, the client the pools it maps (never our headers or netdrv's
+    // receive pool), and our own buffers only where we lent them to it.
+    d.set_peer_pools(NETDRV, &pool_ids(glue::attributes::LINK_REFS)).expect("link grant list");
+    d.set_peer_pools(CLIENT, &pool_ids(glue::attributes::CLIENT_REFS)).expect("client grant list");
     // A client may hold this many of our buffers (received data) at once.
     let _ = d.set_quota(CLIENT, glue::attributes::CLIENT_QUOTA as u32);
 
@@ -562,6 +599,9 @@ impl Node {
             s.tx_deferred,
             s.accept_deferred,
             self.stack.socket_memory() as u64,
+            ds.rejected_descriptors,
+            ds.rejected_foreign_pool,
+            ds.rejected_not_granted,
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

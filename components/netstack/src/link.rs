@@ -214,6 +214,9 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_tx_deferred",
     "tcp_accept_deferred",
     "tcp_socket_bytes",
+    "tcp_rejected_descriptors",
+    "tcp_rejected_foreign_pool",
+    "tcp_rejected_not_granted",
 ];
 
 #[cfg(test)]

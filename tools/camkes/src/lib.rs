@@ -17,6 +17,7 @@ pub mod imports;
 pub mod lexer;
 pub mod overrides;
 pub mod parser;
+pub mod refs;
 pub mod spec;
 
 use std::path::{Path, PathBuf};
@@ -54,6 +55,7 @@ pub fn check_file_with(
     overrides::apply(&mut items, settings)?;
     let system = check::check(items, &imports::normalise(root).display().to_string())?;
     glue::check_supported(&system)?;
+    refs::check(&system)?;
     Ok(system)
 }
 

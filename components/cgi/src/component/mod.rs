@@ -1,7 +1,9 @@
 //! The cgi component: CGI programs in their own protection domain.
 //!
 //! * **Requests** arrive from httpd on channel A of `cgi_chan`
-//!   (`cgi::wire`: env ++ body, the body by reference in netstack's pool),
+//!   (`cgi::wire`: env ++ body, both in httpd's CGI request pool
+//!   `req_pool`, which holds nothing but what httpd hands us: we map no
+//!   pool with other clients' requests),
 //!   **replies** go back on channel B: the program's output as one
 //!   aggregate, generated parts in our (untrusted) pool, echoed bodies and
 //!   page fragments forwarded by reference. A program that fails answers
@@ -20,6 +22,10 @@
 //!   NAME and prints the answer: the assembly grants us no restarts, so
 //!   this shows that the supervisor refuses); and for bench/web
 //!   `/cgi-bin/blob?size=N` (N bytes made once and kept, sent by reference).
+//!   With `cgi.test_hooks = 1` (test images only) also `/cgi-bin/fshog`:
+//!   opens files until fs refuses and reads them, keeping every buffer,
+//!   until fs refuses again; it shows that fs's per-client open-file table
+//!   and quota stop a client from starving the others.
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
 //!
@@ -50,8 +56,9 @@ component_runtime::global_heap!(2 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/cgi.rs"));
 
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const HTTPD_POOL: PoolId = glue::attributes::HTTPD_POOL_ID as PoolId;
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
+const REQ_POOL: PoolId = glue::attributes::REQ_POOL_ID as PoolId;
+/// The test programs (`/cgi-bin/fshog`): test images only.
+const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 const FILE_POOL: PoolId = proto::FS_POOL;
 const HTTPD: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
@@ -75,6 +82,20 @@ unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
 unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
     // SAFETY: per the contract.
     unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
+}
+
+/// The pool ids of a grant list (our dataports' names, checked against the
+/// connections by the compiler).
+fn pool_ids(names: &[&str]) -> Vec<PoolId> {
+    names
+        .iter()
+        .map(|name| match *name {
+            "cgi_pool" => CGI_POOL,
+            "req_pool" => REQ_POOL,
+            "file_pool" => FILE_POOL,
+            other => panic!("grant list names {other}, which is no pool here"),
+        })
+        .collect()
 }
 
 fn clock_word(i: usize) -> u64 {
@@ -229,19 +250,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         )
         .expect("cgi pool");
         d.add_foreign_pool(
-            HTTPD_POOL,
-            ro(glue::app_pool::VADDR, glue::app_pool::SIZE),
-            meta(glue::app_pool::SIZE),
+            REQ_POOL,
+            ro(glue::req_pool::VADDR, glue::req_pool::SIZE),
+            meta(glue::req_pool::SIZE),
             Trust::Trusted,
         )
-        .expect("httpd pool");
-        d.add_foreign_pool(
-            SOCK_POOL,
-            ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE),
-            meta(glue::sock_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("sock pool");
+        .expect("request pool");
         d.add_foreign_pool(
             FILE_POOL,
             ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
@@ -250,6 +264,10 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         )
         .expect("file pool");
     }
+    // What each peer may reference in what it sends us (the assembly's
+    // grant lists): httpd its request pool, fs its file cache.
+    d.set_peer_pools(HTTPD, &pool_ids(glue::attributes::CGI_CHAN_REFS)).expect("httpd grant list");
+    d.set_peer_pools(FS, &pool_ids(glue::attributes::FS_CHANNEL_REFS)).expect("fs grant list");
     // A fresh start at fs: it takes back what an earlier incarnation held
     // and sets our channel up again.
     glue::fs::reset();
@@ -385,6 +403,15 @@ fn run(
                 .min(1 << 20);
             (id, blob(d, size).unwrap_or_else(|| Aggregate::new(d)), true)
         }
+        "/cgi-bin/fshog" if TEST_HOOKS => {
+            let query = env.get_str("QUERY_STRING").unwrap_or("");
+            let paths = cgi::programs::query_param(query, "path").unwrap_or("/index.html");
+            let report = fs_hog(d, &mut programs.fragments_mut().rx, paths);
+            match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\n{report}\n")) {
+                Ok(a) => (id, a, true),
+                Err(_) => (id, Aggregate::new(d), false),
+            }
+        }
         "/cgi-bin/slow" => {
             let ms = cgi::programs::query_param(env.get_str("QUERY_STRING").unwrap_or(""), "ms")
                 .and_then(|v| v.parse().ok())
@@ -434,4 +461,62 @@ fn blob(d: &'static Domain, size: usize) -> Option<Aggregate<'static>> {
     let body = blobs.iter().find(|(n, _)| *n == size)?.1.duplicate().ok()?;
     head.append(body).ok()?;
     Some(head)
+}
+
+/// `/cgi-bin/fshog` (test hook): opens the comma-separated `paths` in turn
+/// until fs refuses, then reads the open files, keeping every buffer
+/// received, until fs refuses again (distinct files: the quota counts
+/// distinct buffers).
+/// Handles and buffers stay with this incarnation (a restart gives them
+/// back: fs `reset`). Reports `opened=N open_error=E held_bytes=B
+/// held_buffers=K read_error=F` (errors as fs returns them, -(code)).
+fn fs_hog(d: &'static Domain, rx: &mut ChannelRx<'static, NoNotify>, paths: &str) -> String {
+    static mut HOARD: Vec<Aggregate<'static>> = Vec::new();
+    // SAFETY: the component is single-threaded; only this function touches it.
+    let hoard = unsafe { &mut *core::ptr::addr_of_mut!(HOARD) };
+    let mut handles = Vec::new();
+    let mut paths = paths.split(',').cycle();
+    let open_error = loop {
+        let (mut size, mut ino) = (0, 0);
+        let h = glue::fs::open(paths.next().unwrap_or(""), &mut size, &mut ino);
+        if h < 0 {
+            break h;
+        }
+        handles.push((h as u32, size));
+        if handles.len() >= 4096 {
+            break 0;
+        }
+    };
+    let mut read_error = 0;
+    let mut tag = 1u64 << 48;
+    'files: for &(h, size) in &handles {
+        let mut off = 0;
+        while off < size {
+            tag += 1;
+            let n = glue::fs::read(h, off, size - off, tag);
+            if n <= 0 {
+                read_error = n;
+                break 'files;
+            }
+            let mut got = 0i64;
+            while got < n {
+                match rx.recv() {
+                    Ok(Some(m)) if m.tag == tag => {
+                        got += m.agg.len() as i64;
+                        hoard.push(m.agg);
+                    }
+                    Ok(Some(_)) => {}
+                    _ => break 'files,
+                }
+            }
+            off += n as u64;
+        }
+    }
+    let held: usize = hoard.iter().map(|a| a.len()).sum();
+    let buffers = d.pool_stats(FILE_POOL).map(|s| s.buffers_in_use).unwrap_or(0);
+    log!("fshog: {} open, {held} bytes held", handles.len());
+    alloc::format!(
+        "opened={} open_error={open_error} held_bytes={held} held_buffers={buffers} read_error={read_error}",
+        handles.len()
+    )
 }

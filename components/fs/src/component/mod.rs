@@ -4,7 +4,11 @@
 //! Clients: the RPC badge `b` (1, 2, … in the order of the connection's
 //! `from` ends) names client `b`, whose channel is the dataport `channel`
 //! (client 1) or `channel2` (client 2; the attribute `clients` says how many
-//! there are, 1 or 2). Handles are per client. A client that (re)starts calls
+//! there are, 1 or 2). Each client has its own open-file table and its own
+//! quota of buffers it may hold at once, sized by the assembly
+//! (`client_files`, `client_quota`, one entry per client; `fs::clients`):
+//! a client that exhausts its share gets errors (`TooManyOpen`,
+//! `ChannelBusy`), the others are unaffected. A client that (re)starts calls
 //! `reset` first: fs then forgets what it had lent to the old incarnation and
 //! sets its channel up afresh (a restartable client, e.g. the cgi).
 //!
@@ -26,6 +30,7 @@ use alloc::vec::Vec;
 
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
+use fs::clients::{queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode, FS_POOL};
 use fs::{Config, File, Fs};
 use iolite::{BufMeta, ChannelTx, Domain, NoNotify, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
@@ -60,8 +65,24 @@ const _: () = assert!(glue::channel2::SIZE >= proto::CHANNEL_BYTES, "channel2 da
 /// How many clients (channels) the assembly connects.
 const CLIENTS: usize = if glue::attributes::CLIENTS >= 2 { 2 } else { 1 };
 
-/// Open files at once.
-const MAX_OPEN: usize = 64;
+/// Client `i`'s open-file table size and quota (distinct buffers held at
+/// once), from the assembly.
+const CLIENT_FILES: &[i64] = glue::attributes::CLIENT_FILES;
+const CLIENT_QUOTA: &[i64] = glue::attributes::CLIENT_QUOTA;
+const _: () = assert!(CLIENT_FILES.len() >= CLIENTS && CLIENT_QUOTA.len() >= CLIENTS, "a share per client");
+const _: () = {
+    let mut i = 0;
+    let mut sum = 0;
+    while i < CLIENTS {
+        // One read is up to MAX_SLICES buffers: a smaller quota could never
+        // be served.
+        assert!(CLIENT_QUOTA[i] >= iolite::MAX_SLICES as i64, "client_quota below one read");
+        assert!(CLIENT_FILES[i] > 0, "client_files: at least one file");
+        sum += CLIENT_QUOTA[i];
+        i += 1;
+    }
+    assert!(sum <= POOL_PAGES as i64, "client quotas exceed the pool");
+};
 /// Largest directory listing (one buffer).
 const MAX_LISTING: usize = 256 << 10;
 
@@ -156,9 +177,10 @@ fn serve(mut dev: VirtioBlk) -> ! {
     d.set_pool_acl(FS_POOL, &peers).expect("acl");
     let mut clients = Vec::new();
     for (i, &peer) in peers.iter().enumerate() {
-        d.set_quota(peer, POOL_PAGES).expect("quota");
+        d.set_quota(peer, CLIENT_QUOTA[i] as u32).expect("quota");
         clients.push(open_channel(d, i));
     }
+    let sizes: Vec<usize> = CLIENT_FILES[..CLIENTS].iter().map(|&n| n as usize).collect();
 
     let budget = glue::attributes::CACHE_BUDGET.max(0) as usize;
     let mut cfg = Config::with_budget(budget);
@@ -182,8 +204,8 @@ fn serve(mut dev: VirtioBlk) -> ! {
         POOL_PAGES,
         mode_name()
     );
-    let mut server = Server { fs, clients, d, files: Vec::new(), admin: glue::attributes::ADMIN != 0, resets: 0 };
-    server.files.resize_with(MAX_OPEN, || None);
+    let mut server =
+        Server { fs, clients, d, files: OpenFiles::new(&sizes), admin: glue::attributes::ADMIN != 0, resets: 0 };
     log!("ready");
     glue::fs::run(&mut server)
 }
@@ -219,8 +241,8 @@ struct Server {
     fs: Fs<'static, VirtioBlk>,
     clients: Vec<ChannelTx<'static, NoNotify>>,
     d: &'static Domain,
-    /// Open files and the client that opened each.
-    files: Vec<Option<(usize, File)>>,
+    /// Each client's open files.
+    files: OpenFiles<File>,
     admin: bool,
     resets: u64,
 }
@@ -250,36 +272,8 @@ impl Server {
 
     fn read_file(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<i64, ErrorCode> {
         let client = caller();
-        let file = match self.files.get(handle as usize) {
-            Some(Some((owner, f))) if *owner == client => f.clone(),
-            _ => return Err(ErrorCode::BadHandle),
-        };
-        let size = file.stat().size;
-        let end = size.min(offset.saturating_add(length));
-        let mut pos = offset;
-        while pos < end {
-            let agg = self
-                .fs
-                .read_shared(&file, pos, (end - pos).min(usize::MAX as u64) as usize)
-                .map_err(ErrorCode::from)?;
-            if agg.is_empty() {
-                break;
-            }
-            let n = agg.len() as u64;
-            let flags = if pos + n >= size { FLAG_EOF } else { 0 };
-            match self.clients[client].send(agg, tag, flags) {
-                Ok(()) => pos += n,
-                Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _)) => break,
-                Err((e, _)) => {
-                    error!("send: {e:?}");
-                    return Err(ErrorCode::Io);
-                }
-            }
-        }
-        if pos == offset && pos < end {
-            return Err(ErrorCode::ChannelBusy);
-        }
-        Ok((pos - offset) as i64)
+        let file = self.files.get(client, handle)?.clone();
+        queue_range(&mut self.fs, &mut self.clients[client], &file, offset, length, tag)
     }
 
     fn list(&mut self, path: &str, tag: u64) -> Result<i64, ErrorCode> {
@@ -321,23 +315,19 @@ impl glue::fs::FsIoLite for Server {
         self.begin();
         let r = (|| {
             let file = self.fs.open(path.as_bytes()).map_err(ErrorCode::from)?;
-            let slot = self.files.iter().position(Option::is_none).ok_or(ErrorCode::TooManyOpen)?;
             let st = file.stat();
+            let handle = self.files.open(caller(), file)?;
             (*size, *ino) = (st.size, st.ino);
-            self.files[slot] = Some((caller(), file));
-            Ok(slot as i64)
+            Ok(i64::from(handle))
         })();
         self.end();
         ret(r)
     }
 
     fn close(&mut self, handle: u32) -> i32 {
-        match self.files.get_mut(handle as usize) {
-            Some(f @ Some(_)) if f.as_ref().is_some_and(|(owner, _)| *owner == caller()) => {
-                *f = None;
-                0
-            }
-            _ => ErrorCode::BadHandle.ret() as i32,
+        match self.files.close(caller(), handle) {
+            Ok(()) => 0,
+            Err(e) => e.ret() as i32,
         }
     }
 
@@ -415,11 +405,7 @@ impl glue::fs::FsIoLite for Server {
         // forwarded fragments at most, which the cache still holds), its
         // files close, and its channel starts empty.
         let dropped = self.d.peer_died(PeerId(client as u8)).unwrap_or(0);
-        for f in self.files.iter_mut() {
-            if f.as_ref().is_some_and(|(owner, _)| *owner == client) {
-                *f = None;
-            }
-        }
+        self.files.close_all(client);
         self.clients[client] = open_channel(self.d, client);
         self.resets += 1;
         log!("client {} reset ({} buffers released)", client + 1, dropped);

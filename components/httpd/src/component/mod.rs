@@ -14,7 +14,11 @@
 //! * **cgi** (`cgi_chan`: requests A, replies B, control block; see
 //!   `cgi::chan`): the cgi runs below us (a CGI that spins harms nobody
 //!   above it). Requests go on A and we signal `cgi_go`; it answers on B and
-//!   signals our `wake`. When the cgi restarts (a fault, restarted by the
+//!   signals our `wake`. A request is its environment and body in our CGI
+//!   request pool (`cgi_req_pool`), the only pool of ours the cgi maps: we
+//!   copy the body there from netstack's socket pool (counted as
+//!   `cgi_body_bytes_copied`), so the cgi sees its own requests and no
+//!   other client's bytes. When the cgi restarts (a fault, restarted by the
 //!   supervisor) it bumps the generation in the control block and wakes us:
 //!   every request the dead incarnation had not answered gets 502, we forget
 //!   its holds and attach to the fresh channels. No answer within
@@ -58,6 +62,23 @@ const HTTPD_POOL: PoolId = glue::attributes::HTTPD_POOL_ID as PoolId;
 const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
 const FILE_POOL: PoolId = proto::FS_POOL;
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
+const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+
+/// The pool ids of a grant list (our dataports' names, checked against the
+/// connections by the compiler).
+fn pool_ids(names: &[&str]) -> Vec<PoolId> {
+    names
+        .iter()
+        .map(|name| match *name {
+            "app_pool" => HTTPD_POOL,
+            "sock_pool" => SOCK_POOL,
+            "file_pool" => FILE_POOL,
+            "cgi_pool" => CGI_POOL,
+            "cgi_req_pool" => CGI_REQ_POOL,
+            other => panic!("grant list names {other}, which is no pool here"),
+        })
+        .collect()
+}
 const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const CGI: PeerId = PeerId(2);
@@ -276,6 +297,8 @@ struct Httpd {
     // counters of the component (beyond the server's)
     static_copied: u64,
     cgi_copied: u64,
+    /// Request bodies copied into the CGI request pool.
+    cgi_body_copied: u64,
     request_copied: u64,
     send_errors: u64,
     cgi_restarts: u64,
@@ -323,7 +346,21 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             Trust::Untrusted,
         )
         .expect("cgi pool");
+        d.add_owned_pool(
+            CGI_REQ_POOL,
+            rw(glue::cgi_req_pool::VADDR, glue::cgi_req_pool::SIZE),
+            meta(glue::cgi_req_pool::SIZE),
+            Trust::Trusted,
+        )
+        .expect("cgi request pool");
     }
+    // Who may read the CGI request pool (echoed bodies go to the network).
+    d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
+    // What each peer may reference in what it sends us (the assembly's
+    // grant lists); our own buffers only where we lent them to that peer.
+    d.set_peer_pools(NETSTACK, &pool_ids(glue::attributes::CLIENT_REFS)).expect("netstack grant list");
+    d.set_peer_pools(FS, &pool_ids(glue::attributes::FS_CHANNEL_REFS)).expect("fs grant list");
+    d.set_peer_pools(CGI, &pool_ids(glue::attributes::CGI_CHAN_REFS)).expect("cgi grant list");
 
     // --- the netstack pair: we run above netstack, so we set it up now,
     // before anything that could block ---
@@ -409,6 +446,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         last_tick: 0,
         static_copied: 0,
         cgi_copied: 0,
+        cgi_body_copied: 0,
         request_copied: 0,
         send_errors: 0,
         cgi_restarts: 0,
@@ -648,17 +686,25 @@ impl Httpd {
             self.cgi_unavailable += 1;
             return Err((call_id, cgi::Failure::Unavailable));
         };
+        // The body arrived in netstack's socket pool, which holds every
+        // client's bytes: the cgi gets a copy in the pool that holds only
+        // what we hand it (one contiguous buffer, so env + body fit one
+        // aggregate). It stays by reference from there on (an echo goes
+        // back out without another copy).
         let body = match call.body {
-            Some(mut b) if b.slice_count() > 8 => {
-                // env + body must fit one aggregate.
-                if b.flatten(HTTPD_POOL).is_err() {
+            Some(b) => match b.copy_to_pool(CGI_REQ_POOL) {
+                Ok(copy) => {
+                    self.cgi_body_copied += copy.len() as u64;
+                    Some(copy)
+                }
+                Err(_) => {
+                    self.cgi_unavailable += 1;
                     return Err((call_id, cgi::Failure::Unavailable));
                 }
-                Some(b)
-            }
-            b => b,
+            },
+            None => None,
         };
-        let (msg, tag) = match cgi::wire::encode_request(self.d, HTTPD_POOL, call_id, &call.env, body) {
+        let (msg, tag) = match cgi::wire::encode_request(self.d, CGI_REQ_POOL, call_id, &call.env, body) {
             Ok(m) => m,
             Err(_) => return Err((call_id, cgi::Failure::Unavailable)),
         };
@@ -799,6 +845,11 @@ impl Httpd {
         c.set("static_bytes_copied", self.static_copied);
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);
+        c.set("cgi_body_bytes_copied", self.cgi_body_copied);
+        let st = self.d.stats();
+        c.set("rejected_descriptors", st.rejected_descriptors);
+        c.set("rejected_foreign_pool", st.rejected_foreign_pool);
+        c.set("rejected_not_granted", st.rejected_not_granted);
         c.set("send_errors", self.send_errors);
         c.set("cgi_restarts", self.cgi_restarts);
         c.set("cgi_restart_requests", self.cgi_restart_requests);

@@ -21,10 +21,14 @@ pub mod glue {
     pub mod attributes {
         /// `attribute int cgi_pool_id;`
         pub const CGI_POOL_ID: i64 = 25;
-        /// `attribute int httpd_pool_id;`
-        pub const HTTPD_POOL_ID: i64 = 24;
-        /// `attribute int sock_pool_id;`
-        pub const SOCK_POOL_ID: i64 = 23;
+        /// `attribute int req_pool_id;`
+        pub const REQ_POOL_ID: i64 = 26;
+        /// `attribute string cgi_chan_refs[];`
+        pub const CGI_CHAN_REFS: &[&str] = &["req_pool"];
+        /// `attribute string fs_channel_refs[];`
+        pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
+        /// `attribute int test_hooks;`
+        pub const TEST_HOOKS: i64 = 0;
     }
 
     /// `consumes CgiWake wake;`, connected by seL4Notification.
@@ -230,31 +234,13 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(8388608) app_pool;`, connected by seL4SharedData.
-    pub mod app_pool {
+    /// `dataport Buf(1048576) req_pool;`, connected by seL4SharedData.
+    pub mod req_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100600000;
+        pub const VADDR: usize = 0x100401000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x800000;
-        /// This component's rights to the dataport.
-        pub type Rights = rt::ReadOnly;
-
-        /// The dataport, mapped read-only.
-        pub fn get() -> rt::Dataport<rt::ReadOnly> {
-            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
-            // (system spec, same layout function).
-            unsafe { rt::Dataport::new(VADDR, SIZE) }
-        }
-    }
-
-    /// `dataport Buf(4194304) sock_pool;`, connected by seL4SharedData.
-    pub mod sock_pool {
-        use super::rt;
-        /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101000000;
-        /// The size in bytes.
-        pub const SIZE: usize = 0x400000;
+        pub const SIZE: usize = 0x100000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 
@@ -270,7 +256,7 @@ pub mod glue {
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101600000;
+        pub const VADDR: usize = 0x100600000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -288,7 +274,7 @@ pub mod glue {
     pub mod fs_channel {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a01000;
+        pub const VADDR: usize = 0x100a01000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -306,7 +292,7 @@ pub mod glue {
     pub mod cgi_chan {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a12000;
+        pub const VADDR: usize = 0x100a12000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -324,7 +310,7 @@ pub mod glue {
     pub mod httpd_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a33000;
+        pub const VADDR: usize = 0x100a33000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -342,7 +328,7 @@ pub mod glue {
     pub mod stack_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a35000;
+        pub const VADDR: usize = 0x100a35000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -360,7 +346,7 @@ pub mod glue {
     pub mod drv_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a37000;
+        pub const VADDR: usize = 0x100a37000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -378,7 +364,7 @@ pub mod glue {
     pub mod clock {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a39000;
+        pub const VADDR: usize = 0x100a39000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.

@@ -27,6 +27,10 @@ pub mod glue {
         pub const ADMIN: i64 = 0;
         /// `attribute int clients;`
         pub const CLIENTS: i64 = 2;
+        /// `attribute int client_files[];`
+        pub const CLIENT_FILES: &[i64] = &[48, 16];
+        /// `attribute int client_quota[];`
+        pub const CLIENT_QUOTA: &[i64] = &[640, 64];
     }
 
     /// `provides FsIoLite fs;`, connected by seL4RPCCall.

@@ -25,6 +25,14 @@ pub mod glue {
         pub const SOCK_POOL_ID: i64 = 23;
         /// `attribute int cgi_pool_id;`
         pub const CGI_POOL_ID: i64 = 25;
+        /// `attribute int cgi_req_pool_id;`
+        pub const CGI_REQ_POOL_ID: i64 = 26;
+        /// `attribute string client_refs[];`
+        pub const CLIENT_REFS: &[&str] = &["sock_pool"];
+        /// `attribute string fs_channel_refs[];`
+        pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
+        /// `attribute string cgi_chan_refs[];`
+        pub const CGI_CHAN_REFS: &[&str] = &["cgi_pool", "file_pool", "cgi_req_pool"];
         /// `attribute int port;`
         pub const PORT: i64 = 80;
     }
@@ -297,11 +305,29 @@ pub mod glue {
         }
     }
 
+    /// `dataport Buf(1048576) cgi_req_pool;`, connected by seL4SharedData.
+    pub mod cgi_req_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x101a01000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x100000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
     /// `dataport Buf(524288) client;`, connected by seL4SharedData.
     pub mod client {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a01000;
+        pub const VADDR: usize = 0x101b02000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -319,7 +345,7 @@ pub mod glue {
     pub mod fs_channel {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a82000;
+        pub const VADDR: usize = 0x101b83000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -337,7 +363,7 @@ pub mod glue {
     pub mod cgi_chan {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101a93000;
+        pub const VADDR: usize = 0x101b94000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -355,7 +381,7 @@ pub mod glue {
     pub mod httpd_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101ab4000;
+        pub const VADDR: usize = 0x101bb5000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -373,7 +399,7 @@ pub mod glue {
     pub mod clock {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101ab6000;
+        pub const VADDR: usize = 0x101bb7000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.

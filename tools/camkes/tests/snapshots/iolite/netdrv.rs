@@ -23,6 +23,10 @@ pub mod glue {
         pub const FILE_POOL_ID: i64 = 1;
         /// `attribute int cgi_pool_id;`
         pub const CGI_POOL_ID: i64 = 25;
+        /// `attribute int cgi_req_pool_id;`
+        pub const CGI_REQ_POOL_ID: i64 = 26;
+        /// `attribute string link_refs[];`
+        pub const LINK_REFS: &[&str] = &["hdr_pool", "app_pool", "file_pool", "cgi_pool", "cgi_req_pool"];
         /// `attribute int rx_pool_id;`
         pub const RX_POOL_ID: i64 = 21;
         /// `attribute int hdr_pool_id;`
@@ -280,6 +284,24 @@ pub mod glue {
         pub const VADDR: usize = 0x101e00000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(1048576) cgi_req_pool;`, connected by seL4SharedData.
+    pub mod cgi_req_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x102201000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x100000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 

@@ -1,0 +1,285 @@
+//! What fs keeps per client: its own open-file table and its own quota of
+//! buffers, both sized by the assembly (`fs.client_files`,
+//! `fs.client_quota`), so that one client exhausting its share gets an
+//! error and the others are unaffected: a CGI that opens files in a loop,
+//! or reads and keeps every buffer, cannot starve the web server.
+//!
+//! * [`OpenFiles`]: one table per client; handles index the caller's own
+//!   table, so a client can neither use nor close another's files, and a
+//!   full table is [`ErrorCode::TooManyOpen`] for that client only.
+//! * The quota is the IO-Lite one (`Domain::set_quota`: distinct buffers a
+//!   peer may hold from fs at once). [`queue_range`] turns a refusal into
+//!   a short count, or [`ErrorCode::ChannelBusy`] when nothing fits.
+
+use alloc::vec::Vec;
+
+use iolite::{ChannelTx, Notify, FLAG_EOF};
+
+use crate::proto::ErrorCode;
+use crate::{BlockDevice, File, Fs};
+
+/// Per-client open-file tables.
+#[derive(Debug)]
+pub struct OpenFiles<F> {
+    tables: Vec<Vec<Option<F>>>,
+}
+
+impl<F> OpenFiles<F> {
+    /// One table per client, client `i` with room for `sizes[i]` files.
+    pub fn new(sizes: &[usize]) -> Self {
+        let tables = sizes
+            .iter()
+            .map(|&n| {
+                let mut t = Vec::new();
+                t.resize_with(n, || None);
+                t
+            })
+            .collect();
+        Self { tables }
+    }
+
+    /// Number of clients.
+    pub fn clients(&self) -> usize {
+        self.tables.len()
+    }
+
+    fn table(&mut self, client: usize) -> Result<&mut Vec<Option<F>>, ErrorCode> {
+        self.tables.get_mut(client).ok_or(ErrorCode::BadHandle)
+    }
+
+    /// Puts `file` in `client`'s table: its handle there, or `TooManyOpen`
+    /// when that table is full (other clients' tables do not matter).
+    pub fn open(&mut self, client: usize, file: F) -> Result<u32, ErrorCode> {
+        let t = self.table(client)?;
+        let slot = t.iter().position(Option::is_none).ok_or(ErrorCode::TooManyOpen)?;
+        t[slot] = Some(file);
+        Ok(slot as u32)
+    }
+
+    /// `client`'s file `handle`.
+    pub fn get(&self, client: usize, handle: u32) -> Result<&F, ErrorCode> {
+        self.tables
+            .get(client)
+            .and_then(|t| t.get(handle as usize))
+            .and_then(Option::as_ref)
+            .ok_or(ErrorCode::BadHandle)
+    }
+
+    /// Closes `client`'s file `handle`.
+    pub fn close(&mut self, client: usize, handle: u32) -> Result<(), ErrorCode> {
+        let f = self.table(client)?.get_mut(handle as usize).ok_or(ErrorCode::BadHandle)?;
+        f.take().map(drop).ok_or(ErrorCode::BadHandle)
+    }
+
+    /// Closes every file of `client` (it restarted); returns how many.
+    pub fn close_all(&mut self, client: usize) -> usize {
+        let Ok(t) = self.table(client) else { return 0 };
+        t.iter_mut().filter_map(Option::take).count()
+    }
+
+    /// Files `client` has open.
+    pub fn open_count(&self, client: usize) -> usize {
+        self.tables.get(client).map_or(0, |t| t.iter().flatten().count())
+    }
+}
+
+/// Queues `[offset, offset + length)` of `file` (clipped at its end) on a
+/// client's channel as aggregates of the cache's buffers, each tagged
+/// `tag`, the one that reaches the end of the file with `FLAG_EOF`
+/// (`FsIoLite.read`). Returns the bytes queued: less than asked when the
+/// channel is full or the client holds its whole quota, and
+/// `ChannelBusy` if not one byte could be queued.
+pub fn queue_range<'d, D: BlockDevice, N: Notify>(
+    fs: &mut Fs<'d, D>,
+    tx: &mut ChannelTx<'d, N>,
+    file: &File,
+    offset: u64,
+    length: u64,
+    tag: u64,
+) -> Result<i64, ErrorCode> {
+    let size = file.stat().size;
+    let end = size.min(offset.saturating_add(length));
+    let mut pos = offset;
+    while pos < end {
+        let agg = fs.read_shared(file, pos, (end - pos).min(usize::MAX as u64) as usize).map_err(ErrorCode::from)?;
+        if agg.is_empty() {
+            break;
+        }
+        let n = agg.len() as u64;
+        let flags = if pos + n >= size { FLAG_EOF } else { 0 };
+        match tx.send(agg, tag, flags) {
+            Ok(()) => pos += n,
+            Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _)) => break,
+            Err(_) => return Err(ErrorCode::Io),
+        }
+    }
+    if pos == offset && pos < end {
+        return Err(ErrorCode::ChannelBusy);
+    }
+    Ok((pos - offset) as i64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::proto::{self, FS_POOL};
+    use crate::testutil::{domain, map_pool, mkfs, own_pool, TempDir};
+    use crate::Config;
+    use iolite::{init_channel, Boundary, ChannelRx, CopyMode, Domain, NoNotify, PeerId, RwRegion};
+
+    #[test]
+    fn each_client_has_its_own_table() {
+        let mut t = OpenFiles::new(&[3, 2]);
+        let a: Vec<u32> = (0..3).map(|i| t.open(0, i).unwrap()).collect();
+        assert_eq!(t.open(0, 9), Err(ErrorCode::TooManyOpen), "client 0's table is full");
+        // ... which does not concern client 1.
+        let b0 = t.open(1, 10).unwrap();
+        let b1 = t.open(1, 11).unwrap();
+        assert_eq!(t.open(1, 12), Err(ErrorCode::TooManyOpen));
+        assert_eq!((t.open_count(0), t.open_count(1)), (3, 2));
+        // Handles name the caller's own files only.
+        assert_eq!(*t.get(0, a[1]).unwrap(), 1);
+        assert_eq!(*t.get(1, b1).unwrap(), 11);
+        assert_eq!(t.get(1, 2), Err(ErrorCode::BadHandle), "client 1 has no handle 2 (client 0 has)");
+        assert_eq!(t.close(1, 2), Err(ErrorCode::BadHandle));
+        assert_eq!(t.get(7, 0), Err(ErrorCode::BadHandle), "no such client");
+        // Closing frees a slot for its owner.
+        t.close(0, a[0]).unwrap();
+        assert_eq!(t.close(0, a[0]), Err(ErrorCode::BadHandle), "closed twice");
+        assert_eq!(t.open(0, 20).unwrap(), a[0]);
+        // A restarted client loses its files, the other keeps them.
+        assert_eq!(t.close_all(1), 2);
+        assert_eq!(t.get(1, b0), Err(ErrorCode::BadHandle));
+        assert_eq!(*t.get(0, a[2]).unwrap(), 2);
+    }
+
+    fn chan() -> RwRegion {
+        let r = crate::testutil::region(proto::CHANNEL_BYTES.div_ceil(4096) as u32);
+        // SAFETY: a fresh region, larger than the channel.
+        unsafe { init_channel(r, proto::FWD_CAP, proto::REL_CAP).unwrap() };
+        r
+    }
+
+    /// fs with two clients, as the assembly sets them up: each with its
+    /// own table and quota. Client 2 (a CGI) opens a file until refused
+    /// and reads it, keeping every buffer, until refused: client 1 (the
+    /// web server) opens and reads every file as before, byte for byte.
+    #[test]
+    fn a_client_that_exhausts_its_share_does_not_starve_the_other() {
+        let t = TempDir::new("clients");
+        let site = t.0.join("site");
+        std::fs::create_dir_all(&site).unwrap();
+        let big: Vec<u8> = (0..1_000_000u32).map(|i| (i * 7 + i / 251) as u8).collect();
+        std::fs::write(site.join("big.bin"), &big).unwrap();
+        std::fs::write(site.join("index.html"), b"<h1>hello</h1>\n").unwrap();
+        let img = mkfs(&site, 4096, 4096);
+
+        let d: &'static Domain = domain();
+        let pool = own_pool(d, FS_POOL, 512);
+        let mut fs = Fs::mount(img, d, FS_POOL, Config::with_budget(512 * 4096)).unwrap();
+        let (web, cgi): (&'static Domain, &'static Domain) = (domain(), domain());
+        map_pool(web, FS_POOL, pool);
+        map_pool(cgi, FS_POOL, pool);
+        let (web_peer, cgi_peer) = (PeerId(0), PeerId(1));
+        // The assembly's shares: 8 files and 64 buffers, 2 files and 20
+        // (at least one read's worth: an aggregate has up to 16 buffers).
+        let mut files = OpenFiles::new(&[8, 2]);
+        d.set_quota(web_peer, 64).unwrap();
+        d.set_quota(cgi_peer, 20).unwrap();
+        let (rw, rc) = (chan(), chan());
+        // SAFETY: fresh channels, one sender and one receiver each.
+        let (mut tx_web, mut tx_cgi, mut rx_web, mut rx_cgi) = unsafe {
+            (
+                ChannelTx::attach(d, web_peer, rw, proto::FWD_CAP, proto::REL_CAP, NoNotify).unwrap(),
+                ChannelTx::attach(d, cgi_peer, rc, proto::FWD_CAP, proto::REL_CAP, NoNotify).unwrap(),
+                ChannelRx::attach(
+                    web,
+                    PeerId(0),
+                    rw,
+                    proto::FWD_CAP,
+                    proto::REL_CAP,
+                    NoNotify,
+                    CopyMode::IoLite,
+                    Boundary::FileCacheToApp,
+                    None,
+                )
+                .unwrap(),
+                ChannelRx::attach(
+                    cgi,
+                    PeerId(0),
+                    rc,
+                    proto::FWD_CAP,
+                    proto::REL_CAP,
+                    NoNotify,
+                    CopyMode::IoLite,
+                    Boundary::FileCacheToApp,
+                    None,
+                )
+                .unwrap(),
+            )
+        };
+
+        // The hog: opens until refused...
+        let mut hog = Vec::new();
+        let refused = loop {
+            let f = fs.open(b"big.bin").unwrap();
+            match files.open(1, f) {
+                Ok(h) => hog.push(h),
+                Err(e) => break e,
+            }
+        };
+        assert_eq!((hog.len(), refused), (2, ErrorCode::TooManyOpen));
+        // ... then reads and keeps everything until refused.
+        let mut kept = Vec::new();
+        let mut refusal = None;
+        'hog: for &h in &hog {
+            let f = files.get(1, h).unwrap().clone();
+            let mut off = 0;
+            while off < big.len() as u64 {
+                match queue_range(&mut fs, &mut tx_cgi, &f, off, u64::MAX, 7) {
+                    Ok(n) => off += n as u64,
+                    Err(e) => {
+                        refusal = Some(e);
+                        break 'hog;
+                    }
+                }
+                while let Some(m) = rx_cgi.recv().unwrap() {
+                    kept.push(m.agg);
+                }
+            }
+        }
+        assert_eq!(refusal, Some(ErrorCode::ChannelBusy), "the hog's quota ends its reads");
+        let hoarded = d.peer_held_buffers(cgi_peer).unwrap();
+        assert!(hoarded > 0 && hoarded <= 20, "{hoarded} buffers: within its quota");
+        assert!(kept.iter().map(|a| a.len()).sum::<usize>() < 2 * big.len(), "it could not read everything");
+        assert!(d.peer_refusals(cgi_peer).unwrap() > 0);
+
+        // The web server is unaffected: opens and reads whole files, over
+        // and over (releasing as it goes), byte for byte.
+        for round in 0..5 {
+            for (path, want) in [(&b"big.bin"[..], &big[..]), (b"index.html", b"<h1>hello</h1>\n")] {
+                let h = files.open(0, fs.open(path).unwrap()).unwrap();
+                let f = files.get(0, h).unwrap().clone();
+                let mut got = Vec::new();
+                while (got.len() as u64) < want.len() as u64 {
+                    let n = queue_range(&mut fs, &mut tx_web, &f, got.len() as u64, u64::MAX, round).unwrap();
+                    assert!(n > 0);
+                    while let Some(m) = rx_web.recv().unwrap() {
+                        got.extend(m.agg.slices().flat_map(|s| s.iter().copied()));
+                    }
+                    rx_web.flush_releases().unwrap();
+                    tx_web.poll_releases().unwrap();
+                }
+                assert_eq!(got, want, "round {round}");
+                files.close(0, h).unwrap();
+            }
+        }
+        assert_eq!(d.peer_refusals(web_peer).unwrap(), 0);
+        // The hog still holds its share; a restart gives it all back.
+        assert_eq!(d.peer_held_buffers(cgi_peer).unwrap(), hoarded);
+        drop(kept);
+        assert_eq!(files.close_all(1), 2);
+        d.peer_died(cgi_peer).unwrap();
+        assert_eq!(d.peer_held_buffers(cgi_peer).unwrap(), 0);
+    }
+}
