@@ -218,6 +218,8 @@ fn spin_ms(ms: u64) {
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     init_heap();
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    // Unpredictable generations, different in every incarnation.
+    d.seed_generations(start.seed);
     // SAFETY (all pools): mapped as the assembly declares for as long as
     // we run, used only through this domain.
     unsafe {
@@ -302,6 +304,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         (rx, tx, cgi::chan::Control::at(base as *mut u8))
     };
     let mut requests = requests;
+    // Pages our dead predecessor left in use (responses httpd, netstack or
+    // the NIC may still be sending) stay quarantined until the supervisor
+    // says every peer settled that death; the pool's generations go on.
+    let quarantined = d.quarantined_pages(CGI_POOL).unwrap_or(0);
+    let mut death_watch = DeathWatch::new(start.instance as usize, quarantined);
+    death_watch.poll(d);
     let generation = control.start_generation();
     log!("ready (generation {generation}, restart {})", start.restarts);
     glue::done::emit();
@@ -312,6 +320,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         let _ = requests.flush_releases();
         let _ = programs.fragments_mut().rx.flush_releases();
         glue::wake::wait();
+        death_watch.poll(d);
         let mut answered = 0;
         loop {
             let r = match requests.recv() {
@@ -333,6 +342,40 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
             control.answered.fetch_add(answered, Ordering::Relaxed);
             replies.flush();
             glue::done::emit();
+        }
+    }
+}
+
+/// Our own deaths, from the system events page: the quarantine of the
+/// pages an earlier incarnation left in use ends when its death is settled.
+struct DeathWatch {
+    me: usize,
+    /// The death we started after (0: first start), while its pages are
+    /// still quarantined.
+    waiting: Option<u64>,
+}
+
+impl DeathWatch {
+    fn new(me: usize, quarantined: u32) -> DeathWatch {
+        let page = component_runtime::events::page();
+        let death = page.filter(|p| me < p.len()).map_or(0, |p| p.state(me).0);
+        if quarantined > 0 {
+            log!("{quarantined} pool pages of the dead incarnation quarantined until its death is settled");
+        }
+        let waiting = (quarantined > 0).then_some(death);
+        if waiting.is_some() && page.is_none() {
+            warn!("no system events page: the quarantine never ends (set cgi.system_events)");
+        }
+        DeathWatch { me, waiting }
+    }
+
+    fn poll(&mut self, d: &Domain) {
+        let Some(death) = self.waiting else { return };
+        let Some(page) = component_runtime::events::page() else { return };
+        if page.state(self.me).1 >= death {
+            let n = d.end_quarantine(CGI_POOL).unwrap_or(0);
+            log!("death {death} settled: {n} quarantined pool pages free again");
+            self.waiting = None;
         }
     }
 }
