@@ -19,7 +19,9 @@
 //!   `/cgi-bin/restart?component=NAME` (asks the supervisor to restart
 //!   NAME and prints the answer: the assembly grants us no restarts, so
 //!   this shows that the supervisor refuses); and for bench/web
-//!   `/cgi-bin/blob?size=N` (N bytes made once and kept, sent by reference).
+//!   `/cgi-bin/blob?size=N` (N bytes made once and kept, sent by reference);
+//!   `/cgi-bin/pattern?seed=S&size=N` (N bytes depending on S, made afresh
+//!   for each request: `cgi::gen::pattern`) for the death protocol's tests.
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
 //!
@@ -428,6 +430,21 @@ fn run(
                 .min(1 << 20);
             (id, blob(d, size).unwrap_or_else(|| Aggregate::new(d)), true)
         }
+        "/cgi-bin/pattern" => {
+            // `size` bytes (at most 1 MiB) that depend on `seed`, made
+            // afresh for every request in new pages of our pool: tests hold
+            // one response while others fill the pool with other seeds
+            // (`cgi::gen::pattern`).
+            let query = env.get_str("QUERY_STRING").unwrap_or("");
+            let param = |k, default| {
+                cgi::programs::query_param(query, k).and_then(|v| v.parse::<usize>().ok()).unwrap_or(default)
+            };
+            let (seed, size) = (param("seed", 0) as u32, param("size", 1024).min(1 << 20));
+            match pattern(d, seed, size) {
+                Some(a) => (id, a, true),
+                None => (id, Aggregate::new(d), false),
+            }
+        }
         "/cgi-bin/slow" => {
             let ms = cgi::programs::query_param(env.get_str("QUERY_STRING").unwrap_or(""), "ms")
                 .and_then(|v| v.parse().ok())
@@ -450,6 +467,20 @@ fn run(
             }
         }
     }
+}
+
+/// Header + a fresh body of `/cgi-bin/pattern?seed=S&size=N`.
+fn pattern(d: &'static Domain, seed: u32, size: usize) -> Option<Aggregate<'static>> {
+    let mut head = cgi::gen::generate(d, CGI_POOL, |w| {
+        write!(w, "Content-Type: application/octet-stream\r\nCache-Control: no-store\r\n\r\n")
+    })
+    .ok()?;
+    if size > 0 {
+        let mut b = d.alloc(CGI_POOL, size).ok()?;
+        cgi::gen::pattern(seed, &mut b.writable()[..size]);
+        head.append(b.seal(size).ok()?).ok()?;
+    }
+    Some(head)
 }
 
 /// Header + the cached body of `/cgi-bin/blob?size=N`.
