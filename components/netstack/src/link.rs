@@ -214,6 +214,8 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_tx_deferred",
     "tcp_accept_deferred",
     "tcp_socket_bytes",
+    "tcp_tx_stale_withheld",
+    "tcp_tx_stale_resets",
 ];
 
 #[cfg(test)]
