@@ -16,6 +16,7 @@ mod loader;
 mod objects;
 mod selftest;
 mod supervisor;
+mod time;
 mod vspace;
 
 /// The spec and component ELFs, embedded by build.rs.
@@ -53,6 +54,7 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
         );
     }
     bootinfo::report(bootinfo);
+    time::init(bootinfo.arch_info() as u64);
 
     let mut objects = objects::ObjectAllocator::new(bootinfo);
     match selftest::thread_and_ipc(&mut objects) {

@@ -12,97 +12,328 @@
 //! does not answer in time restarted. The target may be running (a CGI
 //! spinning); the restart suspends its thread before tearing it down.
 //! Undeclared requests are refused and logged.
+//!
+//! **Deaths** (a fault, an exit, a restart on request) run the system side
+//! of the IO-Lite death protocol (`component_runtime::events`): the
+//! component's death count goes up in the system events page and every
+//! subscriber that shares a dataport with it is signalled. Each of them
+//! confirms once it no longer uses anything the dead incarnation gave it;
+//! when all have (and any of them that died meanwhile has settled too), the
+//! death is *settled*: the page says so and the peers and the new
+//! incarnation are signalled, which ends their quarantines.
+//!
+//! **Restart policy** (per component, from the assembly): the first
+//! restart after a quiet window is immediate, each further one within
+//! `restart_window_ms` waits `restart_backoff_ms` doubled per restart, and
+//! a component that dies more than `restart_limit` times within the window
+//! is held down (stopped and reported) while the rest keeps running. The
+//! rebuild runs at the restarted component's own priority, so it delays
+//! nobody that component could not delay anyway; only receiving and
+//! bookkeeping run at the root task's top priority. While a restart waits
+//! out its back-off the supervisor polls its endpoint at the lowest
+//! priority (seL4 without MCS gives it no timeout), which uses only CPU
+//! time nobody else wants, and only for the length of the back-off.
 
-use crate::loader::System;
+use crate::loader::{events_page, System};
+use crate::time::now_ms;
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use component_runtime::events::SUPERVISOR_SETTLED_LABEL;
 use component_runtime::restart::{self, RestartError, SUPERVISOR_RESTART_LABEL};
 use component_runtime::start::{MAX_NAME_LEN, SUPERVISOR_EXIT_LABEL};
 use component_runtime::{error, log};
+use core::sync::atomic::Ordering;
 use sel4::{Fault, MessageInfo, Word};
 
-/// Serves faults forever.
+/// The root task's priority: seL4 starts it at the top (255).
+const TOP_PRIORITY: u8 = 255;
+/// Where the supervisor waits out a back-off: above only the idle thread.
+const IDLE_PRIORITY: u8 = 1;
+
+/// What the supervisor knows of one instance besides the loader's record.
+#[derive(Default)]
+struct Life {
+    deaths: u64,
+    settled: u64,
+    /// Peers that have not confirmed the latest death yet.
+    pending: Vec<usize>,
+    /// (peer, its death): peers that died while pending; settled only
+    /// after their own death is.
+    waits_for: Vec<(usize, u64)>,
+    /// Times (ms) of the deaths within the restart window.
+    failures: VecDeque<u64>,
+    /// A restart waiting out its back-off: when (ms).
+    restart_at: Option<u64>,
+    held_down: bool,
+}
+
+struct Supervisor<'s> {
+    system: &'s mut System,
+    lives: Vec<Life>,
+}
+
+/// Serves faults and requests forever.
 pub fn run(system: &mut System) -> ! {
     component_runtime::set_component_name("supervisor");
+    let lives = (0..system.instances.len()).map(|_| Life::default()).collect();
+    let mut sup = Supervisor { system, lives };
     loop {
-        let (info, badge, mrs) = sel4::recv(system.fault_endpoint);
-        let Some(position) = system.instances.iter().position(|i| i.index as u64 + 1 == badge) else {
-            error!("message with unknown badge {badge:#x} on the fault endpoint (label {})", info.label());
-            continue;
-        };
-        let name = system.instances[position].name.clone();
-        if info.label() == SUPERVISOR_EXIT_LABEL {
-            match system.stop(position) {
-                Ok(()) => log!("component {name} exited (status {})", mrs[0]),
-                Err(e) => error!("could not stop component {name} after its exit: {e}"),
-            }
-            continue;
-        }
-        if info.label() == SUPERVISOR_RESTART_LABEL {
-            let result = restart_request(system, position, info, mrs);
-            // The requester waits in its Call; label 0 is success.
-            let label = result.err().map_or(0, |e| e as Word);
-            sel4::reply(MessageInfo::new(label, 0, 0, 0), [0; 4]);
-            continue;
-        }
-        let fault = Fault::from_received(info, &mrs);
-        log!("FAULT in component {name}: {}", describe(&fault));
-        if system.instances[position].restartable {
-            match system.restart(position) {
-                Ok(()) => log!("restarted component {name} (restart {})", system.instances[position].restarts),
-                Err(e) => error!("could not restart component {name}: {e}"),
-            }
-        } else {
-            match system.stop(position) {
-                Ok(()) => log!("component {name} stopped (not restartable)"),
-                Err(e) => error!("could not stop component {name}: {e}"),
-            }
-        }
+        let (info, badge, mrs) = sup.next_message();
+        sup.handle(info, badge, mrs);
     }
 }
 
-/// Carries out a restart request of the instance at `requester` if the
-/// assembly grants it; logs the outcome either way.
-fn restart_request(
-    system: &mut System,
-    requester: usize,
-    info: MessageInfo,
-    mrs: [Word; 4],
-) -> Result<(), RestartError> {
-    let who = system.instances[requester].name.clone();
-    let n = info.length() as usize;
-    if n > restart::MAX_REQUEST_WORDS {
-        error!("malformed restart request from {who} ({n} words): refused");
-        return Err(RestartError::Malformed);
-    }
-    let mut words = [0; restart::MAX_REQUEST_WORDS];
-    for (i, w) in words.iter_mut().enumerate().take(n) {
-        *w = if i < 4 { mrs[i] } else { sel4::get_mr(i) };
-    }
-    let mut buf = [0u8; MAX_NAME_LEN];
-    let name = match restart::decode_request(&words[..n], &mut buf) {
-        Ok(name) => name,
-        Err(e) => {
-            error!("malformed restart request from {who}: refused");
-            return Err(e);
-        }
-    };
-    let Some(target) = system.instances.iter().position(|i| i.name == name) else {
-        error!("{who} asked to restart component {name}, which does not exist: refused");
-        return Err(RestartError::NoSuchComponent);
-    };
-    if !system.may_restart(requester, target) {
-        error!("{who} may not restart component {name} (not granted by the assembly's {who}.may_restart): refused");
-        return Err(RestartError::Refused);
-    }
-    match system.restart(target) {
-        Ok(()) => {
-            log!("restarted component {name} at the request of {who} (restart {})", system.instances[target].restarts);
-            Ok(())
-        }
-        Err(e) => {
-            error!("could not restart component {name} at the request of {who}: {e}");
-            Err(RestartError::Failed)
+impl Supervisor<'_> {
+    /// Blocks for the next message; while restarts wait out a back-off,
+    /// polls at the lowest priority and carries them out when due.
+    fn next_message(&mut self) -> (MessageInfo, Word, [Word; 4]) {
+        loop {
+            self.run_due_restarts();
+            if self.lives.iter().all(|l| l.restart_at.is_none()) {
+                return sel4::recv(self.system.fault_endpoint);
+            }
+            set_priority(IDLE_PRIORITY);
+            loop {
+                let (info, badge, mrs) = sel4::nb_recv(self.system.fault_endpoint);
+                if badge != 0 {
+                    set_priority(TOP_PRIORITY);
+                    return (info, badge, mrs);
+                }
+                let now = now_ms();
+                if self.lives.iter().any(|l| l.restart_at.is_some_and(|t| t <= now)) {
+                    set_priority(TOP_PRIORITY);
+                    break;
+                }
+                sel4::yield_now();
+            }
         }
     }
+
+    fn handle(&mut self, info: MessageInfo, badge: Word, mrs: [Word; 4]) {
+        let system = &mut *self.system;
+        let Some(position) = system.instances.iter().position(|i| i.index as u64 + 1 == badge) else {
+            error!("message with unknown badge {badge:#x} on the fault endpoint (label {})", info.label());
+            return;
+        };
+        let name = system.instances[position].name.clone();
+        match info.label() {
+            SUPERVISOR_EXIT_LABEL => {
+                match system.stop(position) {
+                    Ok(()) => log!("component {name} exited (status {})", mrs[0]),
+                    Err(e) => error!("could not stop component {name} after its exit: {e}"),
+                }
+                self.died(position);
+            }
+            SUPERVISOR_RESTART_LABEL => {
+                let result = self.restart_request(position, info, mrs);
+                // The requester waits in its Call; label 0 is success. It
+                // is answered before the rebuild, which may wait.
+                let label = result.err().map_or(0, |e| e as Word);
+                sel4::reply(MessageInfo::new(label, 0, 0, 0), [0; 4]);
+                self.run_due_restarts();
+            }
+            SUPERVISOR_SETTLED_LABEL => self.confirmed(position, mrs[0] as usize, mrs[1]),
+            _ => {
+                let fault = Fault::from_received(info, &mrs);
+                log!("FAULT in component {name}: {}", describe(&fault));
+                if system.instances[position].restartable {
+                    if let Some(tcb) = system.instances[position].tcb {
+                        let _ = sel4::tcb_suspend(tcb);
+                    }
+                    self.died(position);
+                    self.schedule_restart(position);
+                    self.run_due_restarts();
+                } else {
+                    match system.stop(position) {
+                        Ok(()) => log!("component {name} stopped (not restartable)"),
+                        Err(e) => error!("could not stop component {name}: {e}"),
+                    }
+                    self.died(position);
+                }
+            }
+        }
+    }
+
+    /// A death of the instance at `position`: count it, tell its peers.
+    fn died(&mut self, position: usize) {
+        let index = self.system.instances[position].index;
+        let life = &mut self.lives[position];
+        life.deaths += 1;
+        let death = life.deaths;
+        life.pending = self.system.event_peers(position);
+        life.waits_for.clear();
+        // Peers waiting for this one to confirm now wait for its death to
+        // settle instead (it can confirm nothing any more).
+        for (p, other) in self.lives.iter_mut().enumerate() {
+            if p != position && other.pending.contains(&position) {
+                other.pending.retain(|&q| q != position);
+                other.waits_for.push((position, death));
+            }
+        }
+        if let Some(r) = events_page().records.get(index) {
+            r.deaths.store(death, Ordering::Release);
+        }
+        for p in self.lives[position].pending.clone() {
+            self.system.signal_events(p);
+        }
+        self.try_settle();
+    }
+
+    /// A peer says it no longer uses what death `death` of the component
+    /// with spec index `index` gave it.
+    fn confirmed(&mut self, from: usize, index: usize, death: u64) {
+        let Some(target) = self.system.instances.iter().position(|i| i.index == index) else { return };
+        let life = &mut self.lives[target];
+        if death == life.deaths && life.pending.contains(&from) {
+            life.pending.retain(|&q| q != from);
+            self.try_settle();
+        }
+    }
+
+    /// Settles every death whose peers have all confirmed, until nothing
+    /// changes (a settlement may complete another's wait).
+    fn try_settle(&mut self) {
+        loop {
+            let ready = (0..self.lives.len()).find(|&p| {
+                let l = &self.lives[p];
+                l.settled < l.deaths
+                    && l.pending.is_empty()
+                    && l.waits_for.iter().all(|&(q, d)| self.lives[q].settled >= d)
+            });
+            let Some(p) = ready else { return };
+            let life = &mut self.lives[p];
+            life.settled = life.deaths;
+            life.waits_for.clear();
+            let index = self.system.instances[p].index;
+            if let Some(r) = events_page().records.get(index) {
+                r.settled.store(life.settled, Ordering::Release);
+            }
+            for q in self.system.event_peers(p) {
+                self.system.signal_events(q);
+            }
+            self.system.signal_events(p);
+        }
+    }
+
+    /// Applies the restart policy after a death of a restartable instance.
+    fn schedule_restart(&mut self, position: usize) {
+        let policy = self.system.component(position).restart_policy;
+        let name = self.system.instances[position].name.clone();
+        let now = now_ms();
+        let life = &mut self.lives[position];
+        if life.held_down {
+            return;
+        }
+        while life.failures.front().is_some_and(|&t| now.saturating_sub(t) >= policy.window_ms as u64) {
+            life.failures.pop_front();
+        }
+        life.failures.push_back(now);
+        let n = life.failures.len() as u32;
+        if n > policy.limit {
+            life.held_down = true;
+            life.restart_at = None;
+            let span = now - life.failures.front().copied().unwrap_or(now);
+            if let Err(e) = self.system.stop(position) {
+                error!("could not stop component {name}: {e}");
+            }
+            error!(
+                "component {name} held down after {} restarts in {}.{} s (limit {} in {} ms); the others keep running",
+                n - 1,
+                span / 1000,
+                span % 1000 / 100,
+                policy.limit,
+                policy.window_ms
+            );
+            return;
+        }
+        if life.restart_at.is_some() {
+            return; // already waiting
+        }
+        let delay = if n <= 1 { 0 } else { (policy.backoff_ms as u64) << (n - 2).min(20) };
+        let delay = delay.min(policy.window_ms as u64);
+        if delay > 0 {
+            log!("component {name} died {n} times in {} ms: restart in {delay} ms (back-off)", policy.window_ms);
+        }
+        life.restart_at = Some(now + delay);
+    }
+
+    /// Rebuilds every instance whose back-off is over.
+    fn run_due_restarts(&mut self) {
+        let now = now_ms();
+        for position in 0..self.lives.len() {
+            if !self.lives[position].restart_at.is_some_and(|t| t <= now) {
+                continue;
+            }
+            self.lives[position].restart_at = None;
+            let name = self.system.instances[position].name.clone();
+            let requested = core::mem::take(&mut self.system.instances[position].restart_requester);
+            // The rebuild runs at the component's own priority (bounded
+            // work that must not delay anyone the component could not).
+            set_priority(self.system.component(position).priority.max(IDLE_PRIORITY));
+            let result = self.system.restart(position);
+            set_priority(TOP_PRIORITY);
+            let restarts = self.system.instances[position].restarts;
+            match (result, requested) {
+                (Ok(()), Some(who)) => log!("restarted component {name} at the request of {who} (restart {restarts})"),
+                (Ok(()), None) => log!("restarted component {name} (restart {restarts})"),
+                (Err(e), _) => error!("could not restart component {name}: {e}"),
+            }
+        }
+    }
+
+    /// Carries out a restart request of the instance at `requester` if the
+    /// assembly grants it; logs the outcome either way.
+    fn restart_request(&mut self, requester: usize, info: MessageInfo, mrs: [Word; 4]) -> Result<(), RestartError> {
+        let system = &mut *self.system;
+        let who = system.instances[requester].name.clone();
+        let n = info.length() as usize;
+        if n > restart::MAX_REQUEST_WORDS {
+            error!("malformed restart request from {who} ({n} words): refused");
+            return Err(RestartError::Malformed);
+        }
+        let mut words = [0; restart::MAX_REQUEST_WORDS];
+        for (i, w) in words.iter_mut().enumerate().take(n) {
+            *w = if i < 4 { mrs[i] } else { sel4::get_mr(i) };
+        }
+        let mut buf = [0u8; MAX_NAME_LEN];
+        let name = match restart::decode_request(&words[..n], &mut buf) {
+            Ok(name) => name,
+            Err(e) => {
+                error!("malformed restart request from {who}: refused");
+                return Err(e);
+            }
+        };
+        let Some(target) = system.instances.iter().position(|i| i.name == name) else {
+            error!("{who} asked to restart component {name}, which does not exist: refused");
+            return Err(RestartError::NoSuchComponent);
+        };
+        if !system.may_restart(requester, target) {
+            error!("{who} may not restart component {name} (not granted by the assembly's {who}.may_restart): refused");
+            return Err(RestartError::Refused);
+        }
+        if self.lives[target].held_down {
+            error!("{who} asked to restart component {name}, which is held down: refused");
+            return Err(RestartError::Failed);
+        }
+        if self.lives[target].restart_at.is_some() {
+            return Ok(()); // already dead and waiting for its restart
+        }
+        // Stop it at once (it may spin); the rebuild follows the policy.
+        if let Some(tcb) = system.instances[target].tcb {
+            let _ = sel4::tcb_suspend(tcb);
+        }
+        system.instances[target].restart_requester = Some(who);
+        self.died(target);
+        self.schedule_restart(target);
+        if self.lives[target].held_down {
+            return Err(RestartError::Failed);
+        }
+        Ok(())
+    }
+}
+
+fn set_priority(priority: u8) {
+    let _ = sel4::tcb_set_priority(sel4::CAP_INIT_THREAD_TCB, priority);
 }
 
 /// One line: the fault type, the address and the instruction pointer.

@@ -111,3 +111,22 @@ pub fn bytes_escape(w: &mut dyn fmt::Write, b: &[u8]) -> fmt::Result {
     }
     Ok(())
 }
+
+/// The bytes `/cgi-bin/pattern?seed=S&size=N` answers with (a test hook):
+/// 16-byte records `SSSSSSSSOOOOOOOO`, the seed and the record's byte
+/// offset in lower-case hex, the last record cut at `buf.len()`. Every
+/// response of another seed differs in every record, so a reference that
+/// shows another response's pages cannot go unnoticed, and the offset says
+/// where a wrong byte came from.
+pub fn pattern(seed: u32, buf: &mut [u8]) {
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let mut rec = [0u8; 16];
+    for (i, chunk) in buf.chunks_mut(16).enumerate() {
+        let off = (i * 16) as u32;
+        for k in 0..8 {
+            rec[k] = HEX[(seed >> (28 - 4 * k)) as usize & 15];
+            rec[8 + k] = HEX[(off >> (28 - 4 * k)) as usize & 15];
+        }
+        chunk.copy_from_slice(&rec[..chunk.len()]);
+    }
+}

@@ -441,3 +441,14 @@ fn counter_pages_and_the_restart_generation() {
     assert_eq!(ctl.generation(), 2);
     const { assert!(chan::REGION_BYTES <= 0x20000) };
 }
+
+#[test]
+fn pattern_is_seed_and_offset_in_hex() {
+    let mut b = [0u8; 40];
+    crate::gen::pattern(0xdead_beef, &mut b);
+    assert_eq!(&b, b"deadbeef00000000deadbeef00000010deadbeef");
+    let (mut x, mut y) = (vec![0u8; 4096], vec![0u8; 4096]);
+    crate::gen::pattern(1, &mut x);
+    crate::gen::pattern(2, &mut y);
+    assert!(x.chunks(16).zip(y.chunks(16)).all(|(a, b)| a != b));
+}

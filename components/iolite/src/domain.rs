@@ -147,6 +147,10 @@ struct Dirty {
     list: [(u8, u32); DIRTY_CAP],
     len: usize,
     overflow: bool,
+    /// Per peer: buffers whose `taint` has that peer's bit (see
+    /// [`Domain::tainted`]); kept here because every hold change passes
+    /// through [`settle`], which sees this struct.
+    tainted: [u32; MAX_PEERS],
 }
 
 #[derive(Default)]
@@ -174,6 +178,16 @@ pub struct Domain {
     peers: RefCell<[Peer; MAX_PEERS]>,
     dirty: RefCell<Dirty>,
     c: Counters,
+    seed: Cell<u64>,
+}
+
+fn mix_seed(seed: u64, pool: PoolId) -> u64 {
+    let x = (seed ^ 0x9E37_79B9_7F4A_7C15).wrapping_mul(0xBF58_476D_1CE4_E5B9) ^ (pool as u64).rotate_left(29);
+    if x == 0 {
+        1
+    } else {
+        x
+    }
 }
 
 impl Default for Domain {
@@ -197,8 +211,9 @@ impl Domain {
                     rejected: 0,
                 }; MAX_PEERS],
             ),
-            dirty: RefCell::new(Dirty { list: [(0, 0); DIRTY_CAP], len: 0, overflow: false }),
+            dirty: RefCell::new(Dirty { list: [(0, 0); DIRTY_CAP], len: 0, overflow: false, tainted: [0; MAX_PEERS] }),
             c: Counters::default(),
+            seed: Cell::new(0x6A09_E667_F3BC_C908),
         }
     }
 
@@ -217,7 +232,11 @@ impl Domain {
     /// Registers a pool this domain owns (produces into). `region` is the
     /// pool's dataport mapped read-write here; `meta` is private bookkeeping
     /// with at least one entry per data page ([`PoolLayout::fitting`]).
-    /// The pool's header area is (re)initialised: call once, at start.
+    /// Call once, at start. The pool's header is kept: on a fresh dataport
+    /// (all zero) every page is free; after a restart of this component the
+    /// pages its earlier incarnation left in use are quarantined until
+    /// [`Domain::end_quarantine`], and every page continues its generation
+    /// counter (README "Death").
     ///
     /// [`PoolLayout::fitting`]: crate::PoolLayout::fitting
     pub fn add_owned_pool(
@@ -227,7 +246,31 @@ impl Domain {
         meta: &'static mut [BufMeta],
         trust: Trust,
     ) -> Result<()> {
-        self.add_pool(PoolEntry::new_owned(id, region, meta, trust)?)
+        let mut e = PoolEntry::new_owned(id, region, meta, trust)?;
+        e.rng = mix_seed(self.seed.get(), id);
+        self.add_pool(e)
+    }
+
+    /// Seeds the random tags of the generations this domain issues (every
+    /// owned pool, present and future). Components pass the per-incarnation
+    /// seed the root task gives them, so generations cannot be predicted.
+    pub fn seed_generations(&self, seed: u64) {
+        self.seed.set(seed);
+        for e in self.pools.borrow_mut().iter_mut().flatten() {
+            e.rng = mix_seed(seed, e.id);
+        }
+    }
+
+    /// Pages of an owned pool still quarantined from an earlier incarnation.
+    pub fn quarantined_pages(&self, pool: PoolId) -> Result<u32> {
+        self.with_pool(pool, |e, _| e.quarantined)
+    }
+
+    /// Ends the quarantine of an owned pool's pages left in use by an
+    /// earlier incarnation: call it once the system says every consumer of
+    /// that incarnation released them. Returns how many pages it freed.
+    pub fn end_quarantine(&self, pool: PoolId) -> Result<u32> {
+        self.with_pool(pool, |e, _| if e.owned { Ok(e.end_quarantine()) } else { Err(Error::NotOwner) })?
     }
 
     /// Registers a foreign pool this domain may read (it is in the pool's
@@ -842,15 +885,19 @@ impl Domain {
     // ----------------------------------------------------------------
     // Peer death.
 
-    /// Peer `p` died (the loader will restart it). Holds it granted to us are
-    /// forgotten (there is nobody to return them to); holds we granted to it
-    /// are *quarantined*: kept, so their buffers are not reused while
-    /// components downstream of `p` may still read them, until
-    /// [`Domain::peer_settled`]. Sends to and descriptors from `p` are refused
-    /// meanwhile. Returns the number of buffers in quarantine.
+    /// Peer `p` died. Holds it granted to us are forgotten (there is nobody
+    /// to return them to); buffers we still use after that are *tainted* by
+    /// `p` (we may have forwarded them: see [`Domain::tainted`]). Holds we
+    /// granted to it are *quarantined*: kept, so their buffers are not
+    /// reused while components downstream of `p` may still read them, until
+    /// [`Domain::peer_settled`]. Sends to and descriptors from `p` are
+    /// refused until [`Domain::peer_restarted`] (or `peer_settled`).
+    /// Returns the number of buffers in quarantine for `p`.
     pub fn peer_failed(&self, p: PeerId) -> Result<u32> {
         let i = p.idx()?;
-        self.peers.borrow_mut()[i].state = PeerState::Dying;
+        let mut peers = self.peers.borrow_mut();
+        peers[i].state = PeerState::Dying;
+        peers[i].held_bufs = 0;
         let mut pools = self.pools.borrow_mut();
         let mut dirty = self.dirty.borrow_mut();
         let mut quarantined = 0;
@@ -858,13 +905,22 @@ impl Domain {
             for buf in 0..e.layout.pages {
                 let m = &mut e.meta[buf as usize];
                 if m.lent[i] > 0 {
+                    m.quar[i] = m.quar[i].saturating_add(m.lent[i]);
+                    m.lent[i] = 0;
+                }
+                if m.quar[i] > 0 {
                     quarantined += 1;
                 }
                 if m.recv[i] > 0 || m.ret[i] > 0 {
+                    let granted = m.recv[i] > 0;
                     m.recv[i] = 0;
                     m.ret[i] = 0;
                     if m.primary == i as u8 {
                         m.primary = NO_PEER;
+                    }
+                    if granted && !e.owned && m.local + m.lent_total() > 0 && m.taint & 1 << i == 0 {
+                        m.taint |= 1 << i;
+                        dirty.tainted[i] += 1;
                     }
                     settle(e, &mut dirty, buf);
                 }
@@ -873,34 +929,51 @@ impl Domain {
         Ok(quarantined)
     }
 
-    /// Ends the quarantine of peer `p`: every hold it still had is dropped
-    /// (buffers nobody else holds return to their pool), and the slot is
-    /// active again for the restarted incarnation, with no holds. Call it when
-    /// the system knows nobody still uses data obtained through the dead
-    /// peer (directly after [`Domain::peer_failed`] if `p` forwarded nothing).
+    /// The dead peer `p` is back (a new incarnation attached): its slot is
+    /// active again, with no holds. What the old incarnation was lent stays
+    /// quarantined until [`Domain::peer_settled`].
+    pub fn peer_restarted(&self, p: PeerId) -> Result<()> {
+        let i = p.idx()?;
+        let mut peers = self.peers.borrow_mut();
+        peers[i].state = PeerState::Active;
+        peers[i].held_bufs = 0;
+        Ok(())
+    }
+
+    /// Buffers granted to us by peer `p` before it died that we still use
+    /// (locally or lent on). While this is not 0, components downstream of
+    /// us may still read data that came through `p`; once it is 0 we can
+    /// tell the supervisor that we have settled `p`'s death.
+    pub fn tainted(&self, p: PeerId) -> Result<u32> {
+        Ok(self.dirty.borrow().tainted[p.idx()?])
+    }
+
+    /// Ends the quarantine of peer `p`: every hold lent to its dead
+    /// incarnation(s) is dropped (buffers nobody else holds return to their
+    /// pool). A slot still dying becomes active again, with no holds. Call
+    /// it when the system knows nobody still uses data obtained through the
+    /// dead peer (directly after [`Domain::peer_failed`] if `p` forwarded
+    /// nothing). Returns the number of buffers whose holds were dropped.
     pub fn peer_settled(&self, p: PeerId) -> Result<u32> {
         let i = p.idx()?;
         let mut peers = self.peers.borrow_mut();
-        if peers[i].state == PeerState::Active {
-            drop(peers);
-            self.peer_failed(p)?;
-            peers = self.peers.borrow_mut();
-        }
         let mut pools = self.pools.borrow_mut();
         let mut dirty = self.dirty.borrow_mut();
         let mut dropped = 0;
         for e in pools.iter_mut().flatten() {
             for buf in 0..e.layout.pages {
                 let m = &mut e.meta[buf as usize];
-                if m.lent[i] > 0 {
-                    m.lent[i] = 0;
+                if m.quar[i] > 0 {
+                    m.quar[i] = 0;
                     dropped += 1;
                     settle(e, &mut dirty, buf);
                 }
             }
         }
-        peers[i].held_bufs = 0;
-        peers[i].state = PeerState::Active;
+        if peers[i].state == PeerState::Dying {
+            peers[i].held_bufs = 0;
+            peers[i].state = PeerState::Active;
+        }
         Ok(dropped)
     }
 
@@ -955,13 +1028,24 @@ fn settle(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
 #[inline]
 fn settled(e: &PoolEntry, buf: u32) -> bool {
     let m = &e.meta[buf as usize];
-    m.local > 0 && m.recv_total() <= if e.owned { 0 } else { m.local }
+    m.local > 0 && m.recv_total() <= if e.owned { 0 } else { m.local } && m.taint == 0
 }
 
 fn settle_slow(e: &mut PoolEntry, d: &mut Dirty, buf: u32) {
     let slot = e.slot;
     let m = &mut e.meta[buf as usize];
-    let total = m.local + m.lent_total();
+    let used = m.local + m.lent_total();
+    if used == 0 && m.taint != 0 {
+        // Nothing here uses what a dead peer gave us any more.
+        for (p, n) in d.tainted.iter_mut().enumerate() {
+            if m.taint & 1 << p != 0 {
+                *n -= 1;
+            }
+        }
+        m.taint = 0;
+    }
+    // Quarantined holds keep the buffer (and our received holds on it).
+    let total = used + m.quar_total();
     let recv = m.recv_total();
     // An owner needs no holds on its own buffers (its own counts keep them
     // alive), so it returns every received hold at once. Anyone else keeps
@@ -1106,6 +1190,7 @@ impl Drop for BufMut<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::pool::{gen_counter, gen_is_live};
     use crate::testutil::{bytes, make, map, meta, own, pool_region};
     use std::vec::Vec;
 
@@ -1188,7 +1273,9 @@ mod tests {
         assert_eq!(fs.stats().buffers_in_use, 0);
         let b = make(&fs, FS_POOL, b"new");
         let s1 = b.descs()[0];
-        assert_eq!((s1.buf, s1.gen), (s0.buf, s0.gen + 1), "same slot, next generation");
+        assert_eq!(s1.buf, s0.buf, "same slot");
+        assert_eq!(gen_counter(s1.gen), gen_counter(s0.gen) + 1, "next generation");
+        assert!(gen_is_live(s1.gen) && s1.gen != s0.gen);
         assert_eq!(fs.published(FS_POOL, s1.buf).unwrap(), (s1.gen, 3));
         // Replaying the old descriptor is detected.
         assert_eq!(http.accept(&desc, HTTP_FS).unwrap_err(), Error::GenerationMismatch);
@@ -1774,5 +1861,171 @@ mod tests {
         assert_eq!(d.pool_trust(7).unwrap(), Trust::Untrusted);
         assert_eq!(d.add_foreign_pool(7, r.read_only(), meta(2), Trust::Trusted).unwrap_err(), Error::InvalidArgument);
         assert_eq!(d.add_owned_pool(8, r, meta(1), Trust::Trusted).unwrap_err(), Error::BadRegion, "meta too small");
+    }
+
+    /// The owner of a pool dies and a new incarnation registers the same
+    /// region (the dataport survives): pages a consumer still reads are
+    /// quarantined, every generation continues its counter, and a stale
+    /// reference never validates against new contents.
+    #[test]
+    fn restarted_owner_quarantines_and_never_repeats_generations() {
+        let region = pool_region(4);
+        let old = Domain::new();
+        old.seed_generations(1);
+        old.add_owned_pool(FS_POOL, region, meta(4), Trust::Untrusted).unwrap();
+        let http = Domain::new();
+        map(&http, FS_POOL, region);
+        // Old incarnation: page 0 held by the consumer, page 1 freed
+        // after two uses, pages 2-3 never used.
+        let held =
+            http.accept(&old.lend(make(&old, FS_POOL, b"held response"), FS_HTTP, 0, 0).unwrap(), HTTP_FS).unwrap();
+        let s_held = held.descs()[0];
+        let mut freed = Vec::new();
+        for _ in 0..2 {
+            let a = make(&old, FS_POOL, b"gone");
+            freed.push(a.descs()[0]);
+        }
+        let s_freed = *freed.last().unwrap();
+        assert_eq!(s_held.buf, 0);
+        assert_eq!((s_freed.buf, gen_counter(s_freed.gen)), (2, 1));
+        let freed_desc = {
+            let mut d = AggDesc::default();
+            d.nslices = 1;
+            d.slices[0] = s_freed;
+            d
+        };
+        // The owner dies (its memory is gone) and comes back on the same region.
+        std::mem::forget(old);
+        let new = Domain::new();
+        new.seed_generations(2);
+        new.add_owned_pool(FS_POOL, region, meta(4), Trust::Untrusted).unwrap();
+        assert_eq!(new.quarantined_pages(FS_POOL).unwrap(), 1);
+        assert_eq!(new.pool_stats(FS_POOL).unwrap().free_pages, 3);
+        // It fills every free page; the held page is never handed out.
+        let fresh: Vec<_> = (0..3).map(|i| make(&new, FS_POOL, &[b'a' + i; 64])).collect();
+        assert!(fresh.iter().all(|a| a.descs()[0].buf != s_held.buf));
+        assert_eq!(new.alloc(FS_POOL, 1).unwrap_err(), Error::PoolExhausted);
+        assert_eq!(bytes(&held), b"held response", "the consumer's bytes did not change");
+        // The still-held reference re-validates (same contents); the freed
+        // one does not, though page 2 is live again: its counter went on.
+        assert_eq!(http.published(FS_POOL, s_held.buf).unwrap().0, s_held.gen);
+        let again = fresh.iter().find(|a| a.descs()[0].buf == s_freed.buf).unwrap().descs()[0];
+        assert_eq!(gen_counter(again.gen), gen_counter(s_freed.gen) + 1);
+        assert_eq!(http.accept(&freed_desc, HTTP_FS).unwrap_err(), Error::GenerationMismatch);
+        // The consumer settles; the system ends the quarantine.
+        drop(held);
+        drop(fresh);
+        assert_eq!(new.end_quarantine(FS_POOL).unwrap(), 1);
+        assert_eq!(new.pool_stats(FS_POOL).unwrap().free_pages, 4);
+        // Page 0 is reused with the next counter, never with the old generation.
+        let all: Vec<_> = (0..4).map(|_| make(&new, FS_POOL, b"x")).collect();
+        let p0 = all.iter().find(|a| a.descs()[0].buf == 0).unwrap().descs()[0];
+        assert_eq!(gen_counter(p0.gen), gen_counter(s_held.gen) + 1);
+        assert_ne!(p0.gen, s_held.gen);
+        assert!(http.published(FS_POOL, 0).unwrap().0 != s_held.gen);
+    }
+
+    /// Generations over many reallocations and re-registrations of one
+    /// page: the counter strictly increases, the tag is never 0, and tags
+    /// differ between seeds (they cannot be predicted from the counter).
+    #[test]
+    fn generations_are_monotonic_across_incarnations_and_tagged() {
+        let region = pool_region(1);
+        let mut last_counter = 0;
+        let mut seen = std::collections::HashSet::new();
+        let mut tags = std::collections::HashSet::new();
+        for incarnation in 0..20u64 {
+            let d = Domain::new();
+            d.seed_generations(incarnation.wrapping_mul(0x1234_5678_9abc) ^ 77);
+            d.add_owned_pool(FS_POOL, region, meta(1), Trust::Trusted).unwrap();
+            assert_eq!(d.quarantined_pages(FS_POOL).unwrap(), 0, "everything was freed");
+            for _ in 0..50 {
+                let g = make(&d, FS_POOL, b"x").descs()[0].gen;
+                assert!(gen_is_live(g));
+                assert!(gen_counter(g) > last_counter, "counter goes up across incarnations");
+                last_counter = gen_counter(g);
+                assert!(seen.insert(g), "generation {g:#x} repeated");
+                tags.insert(g >> crate::pool::GEN_COUNTER_BITS);
+            }
+        }
+        assert!(tags.len() > 500, "tags look random ({} distinct of 1000)", tags.len());
+    }
+
+    /// fs lends a buffer to cgi, which forwards it to http, which lends it
+    /// to tcp. cgi dies: fs quarantines what cgi had, http's use is tainted
+    /// by cgi until tcp releases it; the new cgi is served at once; only
+    /// after the system settles does fs get its buffer back.
+    #[test]
+    fn death_with_forwarded_buffers_quarantines_until_consumers_release() {
+        const FS_CGI: PeerId = PeerId(1);
+        const CGI_FS: PeerId = PeerId(0);
+        const CGI_HTTP: PeerId = PeerId(1);
+        const HTTP_CGI: PeerId = PeerId(2);
+        let (fs, http, tcp) = system();
+        let cgi = Domain::new();
+        map(&cgi, FS_POOL, region_of(&fs, FS_POOL));
+        let a = make(&fs, FS_POOL, b"fragment");
+        let c = cgi.accept(&fs.lend(a, FS_CGI, 0, 0).unwrap(), CGI_FS).unwrap();
+        let h = http.accept(&cgi.lend(c, CGI_HTTP, 0, 0).unwrap(), HTTP_CGI).unwrap();
+        let t = tcp.accept(&http.lend(h, HTTP_TCP, 0, 0).unwrap(), TCP_HTTP).unwrap();
+        // cgi dies.
+        std::mem::forget(cgi);
+        assert_eq!(fs.peer_failed(FS_CGI).unwrap(), 1);
+        assert_eq!(http.peer_failed(HTTP_CGI).unwrap(), 0);
+        assert_eq!(http.tainted(HTTP_CGI).unwrap(), 1, "http lent it on to tcp");
+        // The new cgi is served at once; the quarantined buffer is not freed.
+        fs.peer_restarted(FS_CGI).unwrap();
+        http.peer_restarted(HTTP_CGI).unwrap();
+        let b = make(&fs, FS_POOL, b"for the new cgi");
+        fs.lend(b, FS_CGI, 0, 0).unwrap();
+        assert_eq!(fs.stats().buffers_in_use, 2);
+        assert_eq!(bytes(&t), b"fragment");
+        // tcp releases (its segment was ACKed): http is no longer tainted.
+        drop(t);
+        pump(&tcp, TCP_HTTP, &http, HTTP_TCP);
+        assert_eq!(http.tainted(HTTP_CGI).unwrap(), 0);
+        assert_eq!(http.pool_stats(FS_POOL).unwrap().buffers_in_use, 0);
+        // The supervisor publishes "settled": fs drops the quarantine only.
+        assert_eq!(fs.peer_settled(FS_CGI).unwrap(), 1);
+        assert_eq!(fs.stats().buffers_in_use, 1, "the new incarnation's buffer stays lent");
+        assert_eq!(fs.peer_held_buffers(FS_CGI).unwrap(), 1);
+    }
+
+    /// A buffer a dead peer lent back to us (echo) while we had lent it to
+    /// that peer: our quarantine must not keep our own taint alive
+    /// (no self-deadlock).
+    #[test]
+    fn quarantine_does_not_keep_taint_alive() {
+        const HTTP_CGI: PeerId = PeerId(2);
+        const CGI_HTTP: PeerId = PeerId(0);
+        let (_fs, http, tcp) = system();
+        // tcp's received data: http got it from tcp (pool 2 is http's, so
+        // use fs's pool 1 as "tcp's" foreign pool seen from http).
+        let cgi = Domain::new();
+        map(&cgi, HTTP_POOL, region_of(&http, HTTP_POOL));
+        map(&cgi, FS_POOL, region_of(&_fs, FS_POOL));
+        let body = make(&_fs, FS_POOL, b"posted body");
+        let h = http.accept(&_fs.lend(body, FS_HTTP, 0, 0).unwrap(), HTTP_FS).unwrap();
+        let c = cgi.accept(&http.lend(h, HTTP_CGI, 0, 0).unwrap(), CGI_HTTP).unwrap();
+        let back = http.accept(&cgi.lend(c, CGI_HTTP, 0, 0).unwrap(), HTTP_CGI).unwrap();
+        let t = tcp.accept(&http.lend(back, HTTP_TCP, 0, 0).unwrap(), TCP_HTTP).unwrap();
+        std::mem::forget(cgi);
+        assert_eq!(http.peer_failed(HTTP_CGI).unwrap(), 1);
+        assert_eq!(http.tainted(HTTP_CGI).unwrap(), 1);
+        drop(t);
+        pump(&tcp, TCP_HTTP, &http, HTTP_TCP);
+        assert_eq!(http.tainted(HTTP_CGI).unwrap(), 0, "quarantined holds are not uses");
+        assert_eq!(_fs.stats().buffers_in_use, 1, "still quarantined in http");
+        assert_eq!(http.peer_settled(HTTP_CGI).unwrap(), 1);
+        pump(&http, HTTP_FS, &_fs, FS_HTTP);
+        assert_eq!(_fs.stats().buffers_in_use, 0);
+    }
+
+    fn region_of(d: &Domain, pool: PoolId) -> RwRegion {
+        let pools = d.pools.borrow();
+        let e = pools.iter().flatten().find(|e| e.id == pool).unwrap();
+        let base = e.data_ptr(0, 0) as usize - e.layout.header_bytes();
+        // SAFETY: the leaked host region behind the pool, alive for the test.
+        unsafe { RwRegion::from_raw_parts(base as *mut u8, e.layout.region_bytes()) }.unwrap()
     }
 }

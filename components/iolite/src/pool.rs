@@ -41,7 +41,52 @@ pub enum Trust {
     Untrusted,
 }
 
+/// Bits of a generation that count the reallocations of its head page.
+///
+/// A generation is `tag << GEN_COUNTER_BITS | counter`: `counter` goes up
+/// by one on every allocation of the page and survives a restart of the
+/// owner (the pool header is kept, see [`PoolEntry::new_owned`]), so a
+/// ⟨buf, gen⟩ never repeats before the page was reallocated 2^20 times;
+/// `tag` is drawn at random for every allocation ([`Domain::seed_generations`])
+/// and is never 0, so a generation cannot be guessed from the last one and
+/// a published generation with tag 0 means "no live buffer starts here".
+///
+/// [`Domain::seed_generations`]: crate::Domain::seed_generations
+pub const GEN_COUNTER_BITS: u32 = 20;
+const GEN_COUNTER_MASK: u32 = (1 << GEN_COUNTER_BITS) - 1;
+
+/// Whether a published generation names a live buffer (its tag is not 0).
+pub const fn gen_is_live(gen: u32) -> bool {
+    gen >> GEN_COUNTER_BITS != 0
+}
+
+/// The reallocation counter part of a generation.
+pub const fn gen_counter(gen: u32) -> u32 {
+    gen & GEN_COUNTER_MASK
+}
+
+/// `BufHdr::sealed` of a page that belongs to a live buffer starting at an
+/// earlier page (its `gen` carries the page's own counter with tag 0).
+const TAIL_MARK: u32 = u32::MAX;
+
+/// xorshift64*: the tag source; not cryptographic, but seeded per
+/// incarnation by the root task (RDRAND where the CPU has it, else the TSC).
+fn next_random(state: &mut u64) -> u64 {
+    let mut x = *state;
+    x ^= x >> 12;
+    x ^= x << 25;
+    x ^= x >> 27;
+    *state = x;
+    x.wrapping_mul(0x2545_F491_4F6C_DD1D)
+}
+
 /// Shared per-page header, written by the owner, read by the ACL members.
+///
+/// Head of a live buffer: `gen` (tag != 0) and the sealed length. Page of
+/// a live buffer after its head: `gen` = the page's counter (tag 0),
+/// `sealed` = `TAIL_MARK`. Free page: `gen` = its counter (tag 0),
+/// `sealed` = 0. The counters stay in the header when the page is freed, so
+/// an owner that restarts continues them.
 #[repr(C)]
 pub(crate) struct BufHdr {
     gen: AtomicU32,
@@ -90,6 +135,10 @@ pub(crate) enum BufState {
     Sealed,
     /// Foreign pool: we hold references to the buffer starting here.
     Held,
+    /// Owned pool: the page was in use when this incarnation registered the
+    /// pool (an earlier incarnation's buffer that consumers may still read);
+    /// not allocatable until [`Domain::end_quarantine`](crate::Domain::end_quarantine).
+    Quarantined,
 }
 
 /// "No peer" marker for [`BufMeta::primary`].
@@ -115,6 +164,13 @@ pub struct BufMeta {
     pub(crate) recv: [u16; MAX_PEERS],
     /// Holds to be returned to each peer at the next flush.
     pub(crate) ret: [u32; MAX_PEERS],
+    /// Holds lent to each peer before it died, kept until the system says
+    /// that nobody downstream of it still uses them
+    /// ([`Domain::peer_settled`](crate::Domain::peer_settled)).
+    pub(crate) quar: [u16; MAX_PEERS],
+    /// Bit `p`: peer `p` granted us this buffer and died while we still used
+    /// it (we may have forwarded it); cleared when we no longer use it.
+    pub(crate) taint: u8,
 }
 
 impl BufMeta {
@@ -129,6 +185,8 @@ impl BufMeta {
         lent: [0; MAX_PEERS],
         recv: [0; MAX_PEERS],
         ret: [0; MAX_PEERS],
+        quar: [0; MAX_PEERS],
+        taint: 0,
     };
 
     /// All zero bits (so a static table of them lives in `.bss`); not a
@@ -144,6 +202,8 @@ impl BufMeta {
         lent: [0; MAX_PEERS],
         recv: [0; MAX_PEERS],
         ret: [0; MAX_PEERS],
+        quar: [0; MAX_PEERS],
+        taint: 0,
     };
 
     pub(crate) fn lent_total(&self) -> u32 {
@@ -154,6 +214,9 @@ impl BufMeta {
     }
     pub(crate) fn ret_total(&self) -> u32 {
         self.ret.iter().sum()
+    }
+    pub(crate) fn quar_total(&self) -> u32 {
+        self.quar.iter().map(|&x| x as u32).sum()
     }
 }
 
@@ -183,17 +246,52 @@ pub(crate) struct PoolEntry {
     pub pages_in_use: u32,
     pub high_water: u32,
     pub pack: Option<Pack>,
+    /// Pages left in use by an earlier incarnation ([`BufState::Quarantined`]).
+    pub quarantined: u32,
+    /// Tag source ([`next_random`]).
+    pub rng: u64,
 }
 
 impl PoolEntry {
+    /// Registers an owned pool. The header is *kept*: a dataport starts
+    /// zeroed (every page free, counters 0), and after a restart of the
+    /// owner it still describes the dead incarnation's buffers. Their pages
+    /// are quarantined (consumers may still read them: they are neither
+    /// rewritten nor unpublished) and every page continues its counter, so
+    /// no ⟨buf, gen⟩ of the old incarnation is ever issued again.
     pub fn new_owned(id: PoolId, region: RwRegion, meta: &'static mut [BufMeta], trust: Trust) -> Result<Self> {
-        let e = Self::new(id, region.as_ptr(), region.len(), meta, trust, true)?;
+        let mut e = Self::new(id, region.as_ptr(), region.len(), meta, trust, true)?;
         for i in 0..e.layout.pages {
-            e.hdr(i).gen.store(0, Ordering::Relaxed);
-            e.hdr(i).sealed.store(0, Ordering::Relaxed);
+            let (gen, sealed) = e.published(i);
+            let m = &mut e.meta[i as usize];
+            m.gen = gen_counter(gen);
+            if gen_is_live(gen) || sealed != 0 {
+                m.state = BufState::Quarantined;
+                e.quarantined += 1;
+            }
         }
-        core::sync::atomic::fence(Ordering::Release);
+        e.pages_in_use = e.quarantined;
+        e.high_water = e.quarantined;
         Ok(e)
+    }
+
+    /// Frees the pages an earlier incarnation left in use (see
+    /// [`PoolEntry::new_owned`]); returns how many.
+    pub fn end_quarantine(&mut self) -> u32 {
+        let n = self.quarantined;
+        if n == 0 {
+            return 0;
+        }
+        for i in 0..self.layout.pages {
+            if self.meta[i as usize].state == BufState::Quarantined {
+                self.meta[i as usize].state = BufState::Free;
+                self.hdr(i).gen.store(self.meta[i as usize].gen, Ordering::Release);
+                self.hdr(i).sealed.store(0, Ordering::Release);
+            }
+        }
+        self.quarantined = 0;
+        self.pages_in_use -= n;
+        n
     }
 
     pub fn new_foreign(id: PoolId, region: RoRegion, meta: &'static mut [BufMeta], trust: Trust) -> Result<Self> {
@@ -229,6 +327,8 @@ impl PoolEntry {
             pages_in_use: 0,
             high_water: 0,
             pack: None,
+            quarantined: 0,
+            rng: 0x9E37_79B9_7F4A_7C15 ^ (id as u64) << 32,
         })
     }
 
@@ -266,7 +366,7 @@ impl PoolEntry {
             return Err(Error::BadBuffer);
         }
         let (gen, sealed) = self.published(s.buf);
-        if gen == 0 {
+        if !gen_is_live(gen) {
             return Err(Error::BadBuffer);
         }
         if gen != s.gen {
@@ -315,18 +415,23 @@ impl PoolEntry {
 
     fn take(&mut self, head: u32, npages: u32) -> u32 {
         for p in head + 1..head + npages {
-            let m = &mut self.meta[p as usize];
-            m.state = BufState::Tail;
-            self.hdr(p).gen.store(0, Ordering::Relaxed);
-            self.hdr(p).sealed.store(0, Ordering::Relaxed);
+            self.meta[p as usize].state = BufState::Tail;
+            let counter = gen_counter(self.meta[p as usize].gen);
+            self.hdr(p).gen.store(counter, Ordering::Relaxed);
+            self.hdr(p).sealed.store(TAIL_MARK, Ordering::Relaxed);
         }
+        let tag = loop {
+            let t = (next_random(&mut self.rng) >> 40) as u32 & ((1 << (32 - GEN_COUNTER_BITS)) - 1);
+            if t != 0 {
+                break t;
+            }
+        };
         let m = &mut self.meta[head as usize];
-        // Generations are per head page and never reused, so ⟨buf, gen⟩
-        // names contents system-wide; 0 is skipped (it means "no buffer").
-        m.gen = m.gen.wrapping_add(1);
-        if m.gen == 0 {
-            m.gen = 1;
-        }
+        // The counter part goes up on every allocation of the page (and
+        // across incarnations), so ⟨buf, gen⟩ names contents system-wide;
+        // the random tag makes the next generation unguessable.
+        let counter = (gen_counter(m.gen) + 1) & GEN_COUNTER_MASK;
+        m.gen = tag << GEN_COUNTER_BITS | counter;
         m.npages = npages;
         m.state = BufState::Writing;
         m.local = 0;
@@ -342,10 +447,15 @@ impl PoolEntry {
     /// Returns a buffer's pages to the free list.
     pub fn free(&mut self, head: u32) {
         let n = self.meta[head as usize].npages;
-        self.hdr(head).gen.store(0, Ordering::Release);
+        // Unpublished (tag 0), but the counter stays for the next
+        // allocation, in this incarnation or the next.
+        self.hdr(head).gen.store(gen_counter(self.meta[head as usize].gen), Ordering::Release);
         self.hdr(head).sealed.store(0, Ordering::Release);
         for p in head..head + n {
             self.meta[p as usize].state = BufState::Free;
+            if p != head {
+                self.hdr(p).sealed.store(0, Ordering::Release);
+            }
         }
         self.meta[head as usize].npages = 0;
         self.in_use -= 1;

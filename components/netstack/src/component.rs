@@ -26,7 +26,7 @@ extern crate alloc;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use component_runtime::{error, log};
+use component_runtime::{error, log, warn};
 use iolite::{
     Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
     RoRegion, RwRegion, Trust,
@@ -468,6 +468,12 @@ impl Node {
                 }
             }
             self.stack.poll(now_ms(), &mut self.port);
+            if let Some(s) = self.stack.take_stale() {
+                warn!(
+                    "pool {} buffer {} is no longer generation {:#x}: its segments withheld, the connection reset",
+                    s.pool, s.buf, s.gen
+                );
+            }
             self.polls += 1;
             self.session.poll(&mut self.stack);
             let mut delivered = 0;
@@ -602,6 +608,8 @@ impl Node {
             ds.rejected_descriptors,
             ds.rejected_foreign_pool,
             ds.rejected_not_granted,
+            s.tx_stale_withheld,
+            s.tx_stale_resets,
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

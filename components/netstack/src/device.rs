@@ -17,7 +17,7 @@
 //! driver's TX buffer), as a conventional stack does; counted.
 
 use alloc::vec::Vec;
-use iolite::{Aggregate, Domain, PoolId, MAX_SLICES};
+use iolite::{Aggregate, Domain, PoolId, SliceDesc, Trust, MAX_SLICES};
 use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium};
 use smoltcp::time::Instant;
 
@@ -42,6 +42,11 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
     /// pool full): it keeps the segments and emits them on a later poll, so
     /// the owner must poll again once the driver gives buffers back.
     pub blocked: bool,
+    /// Set by `zero_copy_payload` when the segment must not be sent at all
+    /// (its bytes are no longer what the connection queued).
+    pub withhold: bool,
+    /// The last stale slice found this poll (for the owner's report).
+    pub stale: Option<SliceDesc>,
 }
 
 /// Pages of the stack's pool that segments smoltcp sends on its own (data,
@@ -202,6 +207,18 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
                 return None;
             }
         };
+        if let Some(s) = stale_slice(self.d, &agg) {
+            // The owner of an untrusted pool reused a page the queue still
+            // references (a restarted producer that ended its quarantine
+            // early, or one that lies): its bytes are not the stream's any
+            // more. Sending them would put another response's bytes on the
+            // wire under a valid checksum; reset the connection instead.
+            self.stats.tx_stale_withheld += 1;
+            c.reset_stale = true;
+            self.withhold = true;
+            self.stale = Some(s);
+            return None;
+        }
         let start = c.front + rel as u64;
         let end = start + t.payload_len as u64;
         if start < c.sent_hi {
@@ -215,6 +232,9 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         let r = f(self.scratch(len));
         let tcp = parse_tcp(&self.scratch[..len], len);
         let payload = tcp.and_then(|t| self.zero_copy_payload(&t));
+        if core::mem::take(&mut self.withhold) {
+            return r;
+        }
         let mut offload = TxOffload::None;
         let hdr_len = match (&tcp, &payload) {
             (Some(t), Some(_)) => t.payload_off,
@@ -299,4 +319,15 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             None => unreachable!("f is called on one of the two paths"),
         }
     }
+}
+
+/// The first slice of `agg` from an untrusted pool whose buffer no longer
+/// has the slice's generation, or is sealed shorter than the slice reaches
+/// (re-read from the owner's published header, as a transmit or
+/// retransmit is about to read the bytes).
+pub(crate) fn stale_slice(d: &Domain, agg: &Aggregate<'_>) -> Option<SliceDesc> {
+    agg.descs().iter().copied().find(|s| {
+        d.pool_trust(s.pool) == Ok(Trust::Untrusted)
+            && !d.published(s.pool, s.buf).is_ok_and(|(gen, sealed)| gen == s.gen && s.off + s.len <= sealed)
+    })
 }

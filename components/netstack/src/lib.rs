@@ -178,6 +178,13 @@ pub struct NetStats {
     /// Zero-copy segments that needed too many slices for one frame and
     /// were sent from a copy instead (not expected in practice).
     pub tx_zero_copy_fallbacks: u64,
+    /// Segments not sent because a slice of an untrusted pool (CGI output)
+    /// no longer had the generation it was queued with: its owner reused
+    /// the page, so the bytes are not the stream's (checked before every
+    /// transmission and retransmission).
+    pub tx_stale_withheld: u64,
+    /// Connections reset for that reason.
+    pub tx_stale_resets: u64,
     /// TCP payload bytes delivered to applications.
     pub rx_payload: u64,
     /// Received payload bytes copied (frame → smoltcp ring → aggregate: 2×).

@@ -217,6 +217,8 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_rejected_descriptors",
     "tcp_rejected_foreign_pool",
     "tcp_rejected_not_granted",
+    "tcp_tx_stale_withheld",
+    "tcp_tx_stale_resets",
 ];
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use iolite::{Aggregate, CopyMode, Domain, Error as IolError};
+use iolite::{Aggregate, CopyMode, Domain, Error as IolError, SliceDesc};
 use smoltcp::iface::{Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, tcp};
 use smoltcp::time::{Duration, Instant};
@@ -108,6 +108,9 @@ pub(crate) struct Conn<'d> {
     /// Copy modes: the send ring went back to the heap (closed by the user
     /// and everything acknowledged).
     pub ring_released: bool,
+    /// A queued slice went stale (see `device::stale_slice`): the
+    /// connection is reset after this poll.
+    pub reset_stale: bool,
 }
 
 /// A DHCP lease as the server gave it ([`NetStack::take_dhcp_change`]).
@@ -169,6 +172,8 @@ pub struct NetStack<'d> {
     scratch: Vec<u8>,
     next_id: ConnId,
     tx_blocked: bool,
+    /// The last stale slice a transmit found ([`NetStack::take_stale`]).
+    last_stale: Option<SliceDesc>,
 }
 
 /// A device that has nothing, used only to create the interface.
@@ -255,6 +260,7 @@ impl<'d> NetStack<'d> {
             scratch: Vec::new(),
             next_id: 1,
             tx_blocked: false,
+            last_stale: None,
         }
     }
 
@@ -411,6 +417,7 @@ impl<'d> NetStack<'d> {
             queue: TxQueue::new(),
             closed_by_user: false,
             ring_released: false,
+            reset_stale: false,
         });
         id
     }
@@ -561,9 +568,14 @@ impl<'d> NetStack<'d> {
             stats: &mut self.stats,
             scratch: &mut self.scratch,
             blocked: false,
+            withhold: false,
+            stale: None,
         };
         let changed = self.iface.poll(now, &mut dev, &mut self.sockets) != PollResult::None;
         self.tx_blocked = dev.blocked;
+        if let Some(s) = dev.stale {
+            self.last_stale = Some(s);
+        }
         self.after_poll();
         changed
     }
@@ -580,6 +592,12 @@ impl<'d> NetStack<'d> {
         // Release what was acknowledged.
         for c in self.conns.iter_mut() {
             let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
+            if c.reset_stale && s.state() != TcpState::Closed {
+                // Nothing more of this stream can be vouched for: a reset
+                // tells the peer so (it never sees the stale bytes).
+                s.abort();
+                self.stats.tx_stale_resets += 1;
+            }
             if c.zero_copy {
                 let acked = c.queue.len().saturating_sub(s.send_queue());
                 c.queue.trim(acked);
@@ -641,6 +659,13 @@ impl<'d> NetStack<'d> {
                 None => {}
             }
         }
+    }
+
+    /// The last slice of an untrusted pool found stale on transmit since
+    /// the last call (its segment was withheld and the connection reset;
+    /// counted in `tx_stale_withheld`, `tx_stale_resets`).
+    pub fn take_stale(&mut self) -> Option<SliceDesc> {
+        self.last_stale.take()
     }
 
     /// The DHCP lease obtained (or renewed: `Some(lease)`) or lost

@@ -14,6 +14,7 @@
 
 pub mod console;
 pub mod entry;
+pub mod events;
 #[cfg(feature = "heap")]
 pub mod heap;
 mod panic;

@@ -18,6 +18,10 @@ pub const STACK_TOP: u64 = 0x0000_7000_0000_0000;
 pub const START_INFO_MAGIC: u64 = u64::from_le_bytes(*b"IOLSTART");
 /// `StartInfo::flags`: the kernel is a debug build with seL4_DebugPutChar.
 pub const START_FLAG_DEBUG_KERNEL: u64 = 1 << 0;
+/// `StartInfo::flags`: the system events page is mapped at
+/// [`EVENTS_VADDR`](crate::events::EVENTS_VADDR) (the assembly subscribes
+/// this component, see [`crate::events`]).
+pub const START_FLAG_EVENTS: u64 = 1 << 1;
 /// Message label of [`exit`](crate::exit)'s call to the supervisor; far
 /// from the kernel's fault labels (0..=5) so the two cannot be confused.
 pub const SUPERVISOR_EXIT_LABEL: u64 = 0xE417;
@@ -53,6 +57,10 @@ pub struct StartInfo {
     /// Every dataport is physically contiguous, so a driver can give a
     /// device any address inside one (DMA) from these records alone.
     pub dataports: [DataportRecord; MAX_DATAPORTS],
+    /// Random bits for this incarnation (the root task's RDRAND where the
+    /// CPU has it, mixed with its TSC): e.g. the tags of the IO-Lite
+    /// generations the component issues, so they cannot be predicted.
+    pub seed: u64,
 }
 
 /// Most dataports one component can have (the start page's table size).
@@ -91,6 +99,7 @@ impl StartInfo {
             name: bytes,
             dataport_count: 0,
             dataports: [DataportRecord::default(); MAX_DATAPORTS],
+            seed: 0,
         }
     }
 
@@ -124,6 +133,17 @@ impl StartInfo {
         let len = (self.name_len as usize).min(MAX_NAME_LEN);
         core::str::from_utf8(&self.name[..len]).ok()
     }
+}
+
+/// Whether the loader mapped the system events page into this component.
+pub fn has_events() -> bool {
+    if crate::supervisor_slot() == 0 {
+        return false; // the root task, or a host build
+    }
+    // SAFETY: a component started by the loader has its start page mapped
+    // read-only here for its whole life (the entry macro checked it).
+    let start = unsafe { &*(START_INFO_VADDR as *const StartInfo) };
+    start.magic == START_INFO_MAGIC && start.flags & START_FLAG_EVENTS != 0
 }
 
 #[cfg(test)]

@@ -53,7 +53,7 @@ pub use validate::SpecError;
 
 /// Bumped whenever the encoded form changes, so a loader never misreads a
 /// spec written by a different compiler.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The first bytes of an encoded spec; they make a stray blob fail loudly.
 pub const MAGIC: [u8; 8] = *b"IOLSPEC\0";
@@ -100,6 +100,22 @@ pub const DEFAULT_STACK_SIZE: u64 = 16384;
 /// CNode size (log2 of the slot count) when the assembly sets no
 /// `cnode_size_bits`: 256 slots leave plenty of room after the interfaces.
 pub const DEFAULT_CNODE_SIZE_BITS: u8 = 8;
+
+/// The badge bit the supervisor signals a component's system-events
+/// notification with ([`Component::events`]); far above the bits the
+/// compiler gives emitters (one per `from` end).
+pub const SYSTEM_EVENT_BADGE: u64 = 1 << 40;
+
+/// Restarts within [`DEFAULT_RESTART_WINDOW_MS`] after which a component is
+/// held down (`<instance>.restart_limit`).
+pub const DEFAULT_RESTART_LIMIT: u32 = 5;
+/// The window of the restart limit, in milliseconds
+/// (`<instance>.restart_window_ms`).
+pub const DEFAULT_RESTART_WINDOW_MS: u32 = 10_000;
+/// The back-off before the second restart within the window, doubled for
+/// every further one (`<instance>.restart_backoff_ms`); the first restart
+/// after a quiet window is immediate.
+pub const DEFAULT_RESTART_BACKOFF_MS: u32 = 100;
 
 /// The largest IOAPIC vector seL4 on x86_64 accepts for a user IRQ.
 pub const MAX_IRQ_VECTOR: u32 = 107;
@@ -215,6 +231,21 @@ pub struct Component {
     /// ["name", ...];`, our own attribute). Each is restartable and not
     /// this component; the supervisor refuses any other request.
     pub may_restart: Vec<u32>,
+    /// Whether the component subscribes to system events
+    /// (`<instance>.system_events`, our own attribute): the loader maps the
+    /// system events page into it, and the supervisor expects it to confirm
+    /// the deaths of components it shares a dataport with.
+    pub events: bool,
+    /// The notification the supervisor signals (badge
+    /// [`SYSTEM_EVENT_BADGE`]) when the page changes
+    /// (`system_events = "<consumed notification>"`); `None` for a
+    /// subscriber that polls the page itself (`system_events = "poll"`,
+    /// e.g. an RPC server, on every call).
+    pub events_notification: Option<ObjectId>,
+    /// Restart policy (our own attributes `restart_limit`,
+    /// `restart_window_ms`, `restart_backoff_ms`); see
+    /// [`DEFAULT_RESTART_LIMIT`].
+    pub restart_policy: RestartPolicy,
     /// log2 of the number of CSpace slots.
     pub cnode_size_bits: u8,
     /// The first slot the spec does not use; the loader may put its own caps
@@ -227,6 +258,27 @@ pub struct Component {
     /// Every interface of the component type, in declaration order, and what
     /// it is bound to.
     pub interfaces: Vec<Interface>,
+}
+
+/// How the supervisor restarts a `restartable` component.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RestartPolicy {
+    /// More deaths than this within `window_ms` hold the component down.
+    pub limit: u32,
+    /// The window, in milliseconds.
+    pub window_ms: u32,
+    /// Delay before the second restart in the window; doubles per restart.
+    pub backoff_ms: u32,
+}
+
+impl Default for RestartPolicy {
+    fn default() -> Self {
+        RestartPolicy {
+            limit: DEFAULT_RESTART_LIMIT,
+            window_ms: DEFAULT_RESTART_WINDOW_MS,
+            backoff_ms: DEFAULT_RESTART_BACKOFF_MS,
+        }
+    }
 }
 
 /// A capability in a component's CSpace.

@@ -132,6 +132,12 @@ pub enum SpecError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// `events` names an object that is not a notification the component
+    /// can receive on.
+    BadEvents {
+        /// The component.
+        component: String,
+    },
     /// An interface's binding disagrees with the caps or mappings.
     BadInterface {
         /// The component.
@@ -193,6 +199,9 @@ impl fmt::Display for SpecError {
             BadRestartGrant { component, target, reason } => {
                 write!(f, "component '{component}' may restart component #{target}: {reason}")
             }
+            BadEvents { component } => {
+                write!(f, "component '{component}': its system events object is not a notification it receives on")
+            }
             BadInterface { component, interface, reason } => {
                 write!(f, "component '{component}', interface '{interface}': {reason}")
             }
@@ -223,6 +232,15 @@ impl SystemSpec {
                 return Err(SpecError::DuplicateComponent(component.name.clone()));
             }
             self.validate_component(component)?;
+            if component.events_notification.is_some() && !component.events {
+                return Err(SpecError::BadEvents { component: component.name.clone() });
+            }
+            if let Some(events) = component.events_notification {
+                let receives = component.caps.iter().any(|c| c.object == events && c.rights.read);
+                if !matches!(self.object(events).map(|o| &o.kind), Some(ObjectKind::Notification)) || !receives {
+                    return Err(SpecError::BadEvents { component: component.name.clone() });
+                }
+            }
             for (k, &target) in component.may_restart.iter().enumerate() {
                 let bad = |reason| SpecError::BadRestartGrant { component: component.name.clone(), target, reason };
                 match self.components.get(target as usize) {

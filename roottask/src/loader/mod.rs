@@ -20,6 +20,7 @@ use crate::vspace::{self, MapError, Scratch};
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
+use component_runtime::events::{self, EventsPage, EVENTS_MAGIC};
 use component_runtime::start::{self, StartInfo};
 use sel4::{CPtr, CapData, CapRights, ObjectType, VmAttributes, Word};
 use system_spec::{Access, Component, ObjectKind, SystemSpec, LARGE_PAGE_SIZE};
@@ -91,14 +92,21 @@ pub struct Instance {
     pub restartable: bool,
     /// How many times it has been restarted.
     pub restarts: u64,
+    /// Who asked for the restart that is pending, if another component did.
+    pub restart_requester: Option<String>,
     /// Its TCB (in the loader's CSpace), while it exists.
     pub tcb: Option<CPtr>,
     memory: ComponentMemory,
     /// Loader slots holding the frame capabilities mapped into this
-    /// component's dataports; derived from the global frames, so revoking
-    /// the private untyped does not delete them: `destroy` does.
+    /// component's dataports (and, last, the events page); derived from the
+    /// global frames, so revoking the private untyped does not delete them:
+    /// `destroy` does.
     shared_copies: core::ops::Range<CPtr>,
 }
+
+/// Where the root task keeps the system events page mapped (read-write),
+/// next to the loader's scratch window (same page table).
+const EVENTS_ROOT_VADDR: u64 = crate::vspace::Scratch::VADDR + 0x1000;
 
 /// The loaded system: global objects and every instance.
 pub struct System {
@@ -111,6 +119,11 @@ pub struct System {
     pub instances: Vec<Instance>,
     scratch: Scratch,
     debug_kernel: bool,
+    /// The system events page's frame (the root task's own mapping).
+    events_frame: CPtr,
+    /// Per spec component: the supervisor's capability to its events
+    /// notification, badged `SYSTEM_EVENT_BADGE`.
+    events_caps: Vec<Option<CPtr>>,
 }
 
 impl System {
@@ -132,7 +145,75 @@ impl System {
                 .map_err(|e| LoadError(format!("object {}: {e}", object.name)))?;
             objects.push(loaded);
         }
-        let mut system = System { spec, elves, objects, fault_endpoint, instances: Vec::new(), scratch, debug_kernel };
+        // The system events page: one frame, read-write here, read-only in
+        // every subscriber (component_runtime::events).
+        let events_frame = global.object(ObjectType::X86_4K, 0)?;
+        vspace::map_frame(
+            global,
+            sel4::CAP_INIT_THREAD_VSPACE,
+            events_frame,
+            EVENTS_ROOT_VADDR,
+            CapRights::read_write(),
+            VmAttributes::DEFAULT,
+        )?;
+        {
+            let page = events_page();
+            let n = spec.components.len().min(events::MAX_COMPONENTS);
+            if spec.components.len() > events::MAX_COMPONENTS {
+                component_runtime::error!(
+                    "{} components: only the first {} have system event records",
+                    spec.components.len(),
+                    events::MAX_COMPONENTS
+                );
+            }
+            for (i, c) in spec.components.iter().take(n).enumerate() {
+                let r = &page.records[i];
+                let len = c.name.len().min(events::RECORD_NAME_LEN);
+                // SAFETY: nothing reads the names before the components
+                // start; the page is ours (mapped read-write above).
+                unsafe {
+                    core::ptr::copy_nonoverlapping(c.name.as_ptr(), r.name.as_ptr() as *mut u8, len);
+                }
+                r.name_len.store(len as u64, core::sync::atomic::Ordering::Release);
+            }
+            page.count.store(n as u64, core::sync::atomic::Ordering::Release);
+            page.magic.store(EVENTS_MAGIC, core::sync::atomic::Ordering::Release);
+        }
+        let mut events_caps = Vec::with_capacity(spec.components.len());
+        for c in &spec.components {
+            let cap = match c.events_notification.map(|o| &objects[o.0 as usize]) {
+                Some(&Loaded::Notification(n)) => {
+                    let slot = global.slot()?;
+                    invoke(
+                        "CNode_Mint (events notification)",
+                        sel4::cnode_mint(
+                            sel4::CAP_INIT_THREAD_CNODE,
+                            slot,
+                            64,
+                            sel4::CAP_INIT_THREAD_CNODE,
+                            n,
+                            64,
+                            CapRights::new(false, false, true),
+                            CapData::badge(system_spec::SYSTEM_EVENT_BADGE).into_word(),
+                        ),
+                    )?;
+                    Some(slot)
+                }
+                _ => None,
+            };
+            events_caps.push(cap);
+        }
+        let mut system = System {
+            spec,
+            elves,
+            objects,
+            fault_endpoint,
+            instances: Vec::new(),
+            scratch,
+            debug_kernel,
+            events_frame,
+            events_caps,
+        };
         for index in 0..system.spec.components.len() {
             let component = &system.spec.components[index];
             let name = component.name.clone();
@@ -149,6 +230,7 @@ impl System {
                 name,
                 restartable,
                 restarts: 0,
+                restart_requester: None,
                 tcb: None,
                 memory: memory.0,
                 shared_copies: memory.1,
@@ -170,6 +252,38 @@ impl System {
         });
         self.instances[position] = instance;
         result
+    }
+
+    /// The spec's description of the instance at `position`.
+    pub fn component(&self, position: usize) -> &Component {
+        &self.spec.components[self.instances[position].index]
+    }
+
+    /// The instances that share a dataport with the one at `position` and
+    /// subscribe to system events: who must hear of its death.
+    pub fn event_peers(&self, position: usize) -> Vec<usize> {
+        let me = self.component(position);
+        (0..self.instances.len())
+            .filter(|&p| p != position)
+            .filter(|&p| {
+                let other = self.component(p);
+                other.events
+                    && other.mappings.iter().any(|m| {
+                        matches!(self.objects[m.object.0 as usize], Loaded::Frames(_))
+                            && me.mappings.iter().any(|n| n.object == m.object)
+                    })
+            })
+            .collect()
+    }
+
+    /// Signals the system-events notification of the instance at
+    /// `position`, if it subscribes and runs.
+    pub fn signal_events(&mut self, position: usize) {
+        if self.instances[position].tcb.is_none() {
+            return;
+        }
+        let Some(slot) = self.events_caps[self.instances[position].index] else { return };
+        sel4::signal(slot);
     }
 
     /// Whether the assembly lets the instance at `requester` ask for a
@@ -203,7 +317,7 @@ impl System {
         // separately placed area (image, stack, IPC buffer, start page,
         // each dataport), one table, directory and PDPT at its edges.
         let mapped = pages + dataport_pages(component);
-        let areas = component.interfaces.len() as u64 + 4;
+        let areas = component.interfaces.len() as u64 + 5;
         let structures = mapped.div_ceil(512) + 3 * areas + 1;
         let bytes: u64 = (pages + structures) * elf::PAGE
             + (1 << ObjectType::Tcb.size_bits(0))
@@ -216,7 +330,7 @@ impl System {
         let size_bits = (bytes + slack).next_power_of_two().trailing_zeros() as Word;
         let untyped = global.object(ObjectType::Untyped, size_bits)?;
         let slots = global.slots(pages + structures + 8)?;
-        let shared = global.slots(dataport_frames(&self.spec, component))?;
+        let shared = global.slots(dataport_frames(&self.spec, component) + 1)?;
         Ok((ComponentMemory::new(untyped, slots), shared))
     }
 
@@ -277,7 +391,9 @@ impl System {
         let flags = if self.debug_kernel { start::START_FLAG_DEBUG_KERNEL } else { 0 };
         // The fault endpoint goes in the CNode's last slot (see below).
         let fault_slot = (1u64 << component.cnode_size_bits) - 1;
+        let flags = if component.events { flags | start::START_FLAG_EVENTS } else { flags };
         let mut info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
+        info.seed = random_seed();
         for mapping in &component.mappings {
             let Loaded::Frames(frames) = &self.objects[mapping.object.0 as usize] else { continue };
             let Some(&first) = frames.caps.first() else { continue };
@@ -340,6 +456,27 @@ impl System {
                 }
                 copy_slot += 1;
             }
+        }
+
+        // The system events page, read-only, in the last reserved slot.
+        if component.events {
+            let slot = instance.shared_copies.end - 1;
+            if copy_slot > slot {
+                return Err(LoadError("more dataport pages than reserved".into()));
+            }
+            invoke(
+                "CNode_Copy (events page)",
+                sel4::cnode_copy(
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    slot,
+                    64,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    self.events_frame,
+                    64,
+                    CapRights::read_only(),
+                ),
+            )?;
+            vspace::map_frame(memory, pml4, slot, events::EVENTS_VADDR, CapRights::read_only(), VmAttributes::DEFAULT)?;
         }
 
         // The CSpace: exactly the spec's capabilities, plus the fault
@@ -438,12 +575,56 @@ impl System {
     }
 }
 
+/// The system events page, as the root task maps it.
+pub fn events_page() -> &'static EventsPage {
+    // SAFETY: mapped read-write at EVENTS_ROOT_VADDR by `System::boot`
+    // before any use and never unmapped; EventsPage is atomics and bytes.
+    unsafe { &*(EVENTS_ROOT_VADDR as *const EventsPage) }
+}
+
+/// 64 random bits for a new incarnation: RDRAND where the CPU has it,
+/// mixed with the TSC (which alone is only hard to predict, not random).
+fn random_seed() -> u64 {
+    let tsc = crate::time::rdtsc();
+    let mut x = tsc.wrapping_mul(0x9E37_79B9_7F4A_7C15);
+    if let Some(r) = rdrand() {
+        x ^= r;
+    }
+    x ^ x >> 31
+}
+
+#[cfg(target_arch = "x86_64")]
+fn rdrand() -> Option<u64> {
+    // CPUID.1:ECX bit 30 says whether RDRAND exists.
+    let leaf = core::arch::x86_64::__cpuid(1);
+    if leaf.ecx & (1 << 30) == 0 {
+        return None;
+    }
+    for _ in 0..10 {
+        let (value, ok): (u64, u8);
+        // SAFETY: RDRAND exists (checked above); it only writes the registers.
+        unsafe {
+            core::arch::asm!("rdrand {v}", "setc {ok}", v = out(reg) value, ok = out(reg_byte) ok, options(nomem, nostack));
+        }
+        if ok == 1 {
+            return Some(value);
+        }
+    }
+    None
+}
+
+#[cfg(not(target_arch = "x86_64"))]
+fn rdrand() -> Option<u64> {
+    None
+}
+
 fn placeholder() -> Instance {
     Instance {
         index: usize::MAX,
         name: String::new(),
         restartable: false,
         restarts: 0,
+        restart_requester: None,
         tcb: None,
         memory: ComponentMemory::new(0, 0..0),
         shared_copies: 0..0,

@@ -221,6 +221,16 @@ pub struct InstanceConfig {
     pub may_restart: Vec<usize>,
     /// The names as written, with where each is, until resolved.
     may_restart_names: Vec<Value>,
+    /// `system_events`: the consumed notification interface (index) the
+    /// supervisor signals on a peer's death and settlement, and where the
+    /// setting is (for errors found when the spec is laid out).
+    pub system_events: Option<(Option<usize>, crate::diag::Pos)>,
+    /// `restart_limit`, `restart_window_ms`, `restart_backoff_ms`.
+    pub restart_limit: Option<u32>,
+    /// See `restart_limit`.
+    pub restart_window_ms: Option<u32>,
+    /// See `restart_limit`.
+    pub restart_backoff_ms: Option<u32>,
     /// Dataport rights by interface index.
     pub access: HashMap<usize, Access>,
     /// Device memory by (hardware) interface index.
@@ -792,6 +802,36 @@ impl Checker {
                     config.restartable = int_in(&s.value, &label, 0, 1)? == 1;
                     return Ok(());
                 }
+                "restart_limit" => {
+                    config.restart_limit = Some(int_in(&s.value, &label, 1, 1000)? as u32);
+                    return Ok(());
+                }
+                "restart_window_ms" => {
+                    config.restart_window_ms = Some(int_in(&s.value, &label, 1, 3_600_000)? as u32);
+                    return Ok(());
+                }
+                "restart_backoff_ms" => {
+                    config.restart_backoff_ms = Some(int_in(&s.value, &label, 0, 600_000)? as u32);
+                    return Ok(());
+                }
+                "system_events" => {
+                    let name = string_value(&s.value, &label)?;
+                    if name == "poll" {
+                        config.system_events = Some((None, s.value.pos.clone()));
+                        return Ok(());
+                    }
+                    let Some(i) = component
+                        .interface(name)
+                        .filter(|&i| component.decl.interfaces[i].kind == InterfaceKind::Consumes)
+                    else {
+                        return err(
+                            &s.value.pos,
+                            format!("{label} must name a 'consumes' interface of component '{}' (or be \"poll\"), not '{name}'", component.decl.name.text),
+                        );
+                    };
+                    config.system_events = Some((Some(i), s.value.pos.clone()));
+                    return Ok(());
+                }
                 "may_restart" => {
                     let ValueKind::List(names) = &s.value.kind else {
                         return err(
@@ -914,6 +954,10 @@ impl Checker {
                 "_stack_size",
                 "restartable",
                 "may_restart",
+                "system_events",
+                "restart_limit",
+                "restart_window_ms",
+                "restart_backoff_ms",
                 "max_priority",
                 "_max_priority",
                 "cnode_size_bits",

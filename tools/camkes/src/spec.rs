@@ -8,8 +8,9 @@ use crate::ast::InterfaceKind;
 use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
 use crate::diag::{err, Result};
 use system_spec::{
-    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, Rights, SystemSpec,
-    DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
+    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, RestartPolicy, Rights,
+    SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS,
+    DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
 };
 
 /// Where a component type's interfaces live: the same for every instance.
@@ -101,6 +102,13 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             stack_size: round_up(inst.config.stack_size.unwrap_or(DEFAULT_STACK_SIZE)),
             restartable: inst.config.restartable,
             may_restart: Vec::new(),
+            events: false,
+            events_notification: None,
+            restart_policy: RestartPolicy {
+                limit: inst.config.restart_limit.unwrap_or(DEFAULT_RESTART_LIMIT),
+                window_ms: inst.config.restart_window_ms.unwrap_or(DEFAULT_RESTART_WINDOW_MS),
+                backoff_ms: inst.config.restart_backoff_ms.unwrap_or(DEFAULT_RESTART_BACKOFF_MS),
+            },
             cnode_size_bits,
             first_free_slot: layout.first_free_slot,
             caps: Vec::new(),
@@ -235,6 +243,24 @@ pub fn build(system: &System) -> Result<SystemSpec> {
         if let Some(c) = components[i].as_mut() {
             c.may_restart =
                 inst.config.may_restart.iter().map(|&t| spec_index[t].expect("checked: software")).collect();
+            // The supervisor signals the notification behind the named
+            // interface with SYSTEM_EVENT_BADGE, far above the emitters'
+            // bits (at most 28 `from` ends).
+            if let Some((interface, pos)) = &inst.config.system_events {
+                c.events = true;
+                let Some(interface) = interface else { continue };
+                let Binding::EventConsumer { slot } = c.interfaces[*interface].binding else {
+                    return err(
+                        pos,
+                        format!(
+                            "'{}.system_events' names interface '{}', which is not connected to a notification",
+                            inst.name.text, c.interfaces[*interface].name
+                        ),
+                    );
+                };
+                let cap = c.caps.iter().find(|cap| cap.slot == slot).expect("a consumer has its cap");
+                c.events_notification = Some(cap.object);
+            }
         }
     }
     for c in components.iter_mut().flatten() {
@@ -268,6 +294,29 @@ pub fn describe(spec: &SystemSpec) -> String {
         if !c.may_restart.is_empty() {
             let names: Vec<&str> = c.may_restart.iter().map(|&t| spec.components[t as usize].name.as_str()).collect();
             let _ = writeln!(out, "  may restart: {}", names.join(", "));
+        }
+        if c.restartable {
+            let p = c.restart_policy;
+            let _ = writeln!(
+                out,
+                "  restart policy: at most {} restarts in {} ms, back-off {} ms doubling",
+                p.limit, p.window_ms, p.backoff_ms
+            );
+        }
+        match (c.events, c.events_notification) {
+            (true, Some(n)) => {
+                let _ = writeln!(
+                    out,
+                    "  system events: the events page (read-only), signalled on #{} {} badge {:#x}",
+                    n.0,
+                    spec.objects[n.0 as usize].name,
+                    system_spec::SYSTEM_EVENT_BADGE
+                );
+            }
+            (true, None) => {
+                let _ = writeln!(out, "  system events: the events page (read-only), polled");
+            }
+            _ => {}
         }
         for cap in &c.caps {
             let o = &spec.objects[cap.object.0 as usize];

@@ -21,7 +21,9 @@
 //!   `/cgi-bin/restart?component=NAME` (asks the supervisor to restart
 //!   NAME and prints the answer: the assembly grants us no restarts, so
 //!   this shows that the supervisor refuses); and for bench/web
-//!   `/cgi-bin/blob?size=N` (N bytes made once and kept, sent by reference).
+//!   `/cgi-bin/blob?size=N` (N bytes made once and kept, sent by reference);
+//!   `/cgi-bin/pattern?seed=S&size=N` (N bytes depending on S, made afresh
+//!   for each request: `cgi::gen::pattern`) for the death protocol's tests.
 //!   With `cgi.test_hooks = 1` (test images only) also `/cgi-bin/fshog`:
 //!   opens files until fs refuses and reads them, keeping every buffer,
 //!   until fs refuses again; it shows that fs's per-client open-file table
@@ -239,6 +241,8 @@ fn spin_ms(ms: u64) {
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     init_heap();
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    // Unpredictable generations, different in every incarnation.
+    d.seed_generations(start.seed);
     // SAFETY (all pools): mapped as the assembly declares for as long as
     // we run, used only through this domain.
     unsafe {
@@ -320,6 +324,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         (rx, tx, cgi::chan::Control::at(base as *mut u8))
     };
     let mut requests = requests;
+    // Pages our dead predecessor left in use (responses httpd, netstack or
+    // the NIC may still be sending) stay quarantined until the supervisor
+    // says every peer settled that death; the pool's generations go on.
+    let quarantined = d.quarantined_pages(CGI_POOL).unwrap_or(0);
+    let mut death_watch = DeathWatch::new(start.instance as usize, quarantined);
+    death_watch.poll(d);
     let generation = control.start_generation();
     log!("ready (generation {generation}, restart {})", start.restarts);
     glue::done::emit();
@@ -330,6 +340,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         let _ = requests.flush_releases();
         let _ = programs.fragments_mut().rx.flush_releases();
         glue::wake::wait();
+        death_watch.poll(d);
         let mut answered = 0;
         loop {
             let r = match requests.recv() {
@@ -351,6 +362,40 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
             control.answered.fetch_add(answered, Ordering::Relaxed);
             replies.flush();
             glue::done::emit();
+        }
+    }
+}
+
+/// Our own deaths, from the system events page: the quarantine of the
+/// pages an earlier incarnation left in use ends when its death is settled.
+struct DeathWatch {
+    me: usize,
+    /// The death we started after (0: first start), while its pages are
+    /// still quarantined.
+    waiting: Option<u64>,
+}
+
+impl DeathWatch {
+    fn new(me: usize, quarantined: u32) -> DeathWatch {
+        let page = component_runtime::events::page();
+        let death = page.filter(|p| me < p.len()).map_or(0, |p| p.state(me).0);
+        if quarantined > 0 {
+            log!("{quarantined} pool pages of the dead incarnation quarantined until its death is settled");
+        }
+        let waiting = (quarantined > 0).then_some(death);
+        if waiting.is_some() && page.is_none() {
+            warn!("no system events page: the quarantine never ends (set cgi.system_events)");
+        }
+        DeathWatch { me, waiting }
+    }
+
+    fn poll(&mut self, d: &Domain) {
+        let Some(death) = self.waiting else { return };
+        let Some(page) = component_runtime::events::page() else { return };
+        if page.state(self.me).1 >= death {
+            let n = d.end_quarantine(CGI_POOL).unwrap_or(0);
+            log!("death {death} settled: {n} quarantined pool pages free again");
+            self.waiting = None;
         }
     }
 }
@@ -412,6 +457,21 @@ fn run(
                 Err(_) => (id, Aggregate::new(d), false),
             }
         }
+        "/cgi-bin/pattern" => {
+            // `size` bytes (at most 1 MiB) that depend on `seed`, made
+            // afresh for every request in new pages of our pool: tests hold
+            // one response while others fill the pool with other seeds
+            // (`cgi::gen::pattern`).
+            let query = env.get_str("QUERY_STRING").unwrap_or("");
+            let param = |k, default| {
+                cgi::programs::query_param(query, k).and_then(|v| v.parse::<usize>().ok()).unwrap_or(default)
+            };
+            let (seed, size) = (param("seed", 0) as u32, param("size", 1024).min(1 << 20));
+            match pattern(d, seed, size) {
+                Some(a) => (id, a, true),
+                None => (id, Aggregate::new(d), false),
+            }
+        }
         "/cgi-bin/slow" => {
             let ms = cgi::programs::query_param(env.get_str("QUERY_STRING").unwrap_or(""), "ms")
                 .and_then(|v| v.parse().ok())
@@ -434,6 +494,20 @@ fn run(
             }
         }
     }
+}
+
+/// Header + a fresh body of `/cgi-bin/pattern?seed=S&size=N`.
+fn pattern(d: &'static Domain, seed: u32, size: usize) -> Option<Aggregate<'static>> {
+    let mut head = cgi::gen::generate(d, CGI_POOL, |w| {
+        write!(w, "Content-Type: application/octet-stream\r\nCache-Control: no-store\r\n\r\n")
+    })
+    .ok()?;
+    if size > 0 {
+        let mut b = d.alloc(CGI_POOL, size).ok()?;
+        cgi::gen::pattern(seed, &mut b.writable()[..size]);
+        head.append(b.seal(size).ok()?).ok()?;
+    }
+    Some(head)
 }
 
 /// Header + the cached body of `/cgi-bin/blob?size=N`.

@@ -9,8 +9,13 @@
 //! (`client_files`, `client_quota`, one entry per client; `fs::clients`):
 //! a client that exhausts its share gets errors (`TooManyOpen`,
 //! `ChannelBusy`), the others are unaffected. A client that (re)starts calls
-//! `reset` first: fs then forgets what it had lent to the old incarnation and
-//! sets its channel up afresh (a restartable client, e.g. the cgi).
+//! `reset` first: fs then sets its channel up afresh (a restartable client,
+//! e.g. the cgi) and quarantines what it had lent to the old incarnation,
+//! which may have forwarded those pages (the cgi passes file fragments on
+//! to httpd, netstack and the NIC): they are neither evicted for reuse nor
+//! freed until the system events page says that every death that had
+//! happened by then is settled (`component_runtime::events`; fs polls the
+//! page on every call, `fs.system_events = "poll"`).
 //!
 //! Lines it prints (stable; tests/robot/filesystem.robot waits for some):
 //!
@@ -103,7 +108,7 @@ fn main(start: &'static StartInfo) -> ! {
             component_runtime::exit(1)
         }
     };
-    serve(dev)
+    serve(dev, start.seed)
 }
 
 /// Finds, checks and enables the disk; resets it and sets up its queue.
@@ -153,7 +158,7 @@ fn bring_up(start: &'static StartInfo) -> Result<VirtioBlk, alloc::string::Strin
     Ok(dev)
 }
 
-fn serve(mut dev: VirtioBlk) -> ! {
+fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
     use fs::BlockDevice;
     // Step one of bring-up, kept as a check: the superblock's magic, read
     // raw from sector 2 (bytes 1024.. of the disk).
@@ -167,6 +172,7 @@ fn serve(mut dev: VirtioBlk) -> ! {
     }
 
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    d.seed_generations(seed);
     let pool = glue::pool::get();
     // SAFETY: the pool dataport is mapped read-write for as long as we run
     // and is used only through the IO-Lite library from here on.
@@ -204,8 +210,16 @@ fn serve(mut dev: VirtioBlk) -> ! {
         POOL_PAGES,
         mode_name()
     );
-    let mut server =
-        Server { fs, clients, d, files: OpenFiles::new(&sizes), admin: glue::attributes::ADMIN != 0, resets: 0 };
+    let mut server = Server {
+        fs,
+        clients,
+        d,
+        files: OpenFiles::new(&sizes),
+        admin: glue::attributes::ADMIN != 0,
+        resets: 0,
+        events: component_runtime::events::Watcher::new(),
+        quarantines: Vec::new(),
+    };
     log!("ready");
     glue::fs::run(&mut server)
 }
@@ -245,6 +259,13 @@ struct Server {
     files: OpenFiles<File>,
     admin: bool,
     resets: u64,
+    /// The system events page, if the assembly subscribes us.
+    events: Option<component_runtime::events::Watcher>,
+    /// Clients whose dead incarnation's holds are quarantined, each with
+    /// the death counts of every component when it came back: the
+    /// quarantine ends when all of those deaths are settled (its own is
+    /// among them: the supervisor counts a death before the rebuild).
+    quarantines: Vec<(usize, Vec<u64>)>,
 }
 
 impl Server {
@@ -256,6 +277,32 @@ impl Server {
                 error!("release ring: {e:?}");
             }
         }
+        self.poll_events();
+    }
+
+    /// Confirms peers' deaths (we receive no buffers, so nothing of ours
+    /// is tainted by a dead peer) and ends quarantines that are settled.
+    fn poll_events(&mut self) {
+        let Some(w) = self.events.as_mut() else { return };
+        let mut died = Vec::new();
+        w.poll(|e| {
+            if let component_runtime::events::Event::Died { component, death } = e {
+                died.push((component, death));
+            }
+        });
+        for (component, death) in died {
+            component_runtime::events::confirm_settled(component, death);
+        }
+        let page = w.page();
+        let d = self.d;
+        self.quarantines.retain(|(client, deaths)| {
+            let settled = deaths.iter().enumerate().all(|(i, &death)| page.state(i).1 >= death);
+            if settled {
+                let n = d.peer_settled(PeerId(*client as u8)).unwrap_or(0);
+                log!("client {} settled: {n} quarantined buffers released", client + 1);
+            }
+            !settled
+        });
     }
 
     /// After a request: print the evictions it caused (when logging).
@@ -401,14 +448,31 @@ impl glue::fs::FsIoLite for Server {
 
     fn reset(&mut self) -> i32 {
         let client = caller();
-        // The old incarnation is gone: what we lent it comes back now (it
-        // forwarded fragments at most, which the cache still holds), its
-        // files close, and its channel starts empty.
-        let dropped = self.d.peer_died(PeerId(client as u8)).unwrap_or(0);
+        // The old incarnation is gone: its files close, and its channel
+        // starts empty. What we lent it may have been forwarded and still
+        // be in use downstream: it stays quarantined until the system says
+        // so (without an events page, we can only release it at once).
+        let peer = PeerId(client as u8);
+        let dropped = match self.events.as_ref() {
+            Some(w) => {
+                let page = w.page();
+                let deaths = (0..page.len()).map(|i| page.state(i).0).collect();
+                let n = self.d.peer_failed(peer).unwrap_or(0);
+                let _ = self.d.peer_restarted(peer);
+                self.quarantines.retain(|(c, _)| *c != client);
+                self.quarantines.push((client, deaths));
+                log!("client {} reset ({} buffers quarantined)", client + 1, n);
+                None
+            }
+            None => Some(self.d.peer_died(peer).unwrap_or(0)),
+        };
         self.files.close_all(client);
         self.clients[client] = open_channel(self.d, client);
         self.resets += 1;
-        log!("client {} reset ({} buffers released)", client + 1, dropped);
+        if let Some(dropped) = dropped {
+            log!("client {} reset ({} buffers released)", client + 1, dropped);
+        }
+        self.poll_events();
         0
     }
 

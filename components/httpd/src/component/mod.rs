@@ -308,6 +308,19 @@ struct Httpd {
     cgi_restart_failures: u64,
     cgi_unavailable: u64,
     wakeups: u64,
+    /// The system events page (deaths of our peers), if the assembly
+    /// subscribes us.
+    sys_events: Option<component_runtime::events::Watcher>,
+    /// The cgi's record in it.
+    cgi_index: Option<usize>,
+    /// The cgi died and its channel slot refuses everything until the new
+    /// incarnation attaches (`Domain::peer_restarted`).
+    cgi_dying: bool,
+    /// A death of the cgi we still have to confirm to the supervisor, once
+    /// nothing we or netstack hold came from it (`Domain::tainted`).
+    cgi_unconfirmed: Option<u64>,
+    /// The cgi's latest death we saw.
+    cgi_death: u64,
 }
 
 fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
@@ -454,7 +467,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_restart_failures: 0,
         cgi_unavailable: 0,
         wakeups: 0,
+        sys_events: component_runtime::events::Watcher::new(),
+        cgi_index: None,
+        cgi_dying: false,
+        cgi_unconfirmed: None,
+        cgi_death: 0,
     };
+    me.cgi_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(CGI_INSTANCE));
     me.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(d));
     me.publish();
     loop {
@@ -480,6 +499,7 @@ impl Httpd {
     }
 
     fn round(&mut self, bits: u64) {
+        self.check_events();
         self.check_cgi();
         self.handle_events();
         self.handle_cgi_replies();
@@ -680,6 +700,7 @@ impl Httpd {
 
     fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi::Failure)> {
         let call_id = call.id;
+        self.check_events();
         self.check_cgi();
         self.publish();
         let Some(c) = &mut self.cgi else {
@@ -779,6 +800,66 @@ impl Httpd {
         }
     }
 
+    /// Deaths and settlements of our peers (the system events page): the
+    /// death protocol's peer side for the cgi.
+    fn check_events(&mut self) {
+        let Some(w) = self.sys_events.as_mut() else { return };
+        let mut seen = Vec::new();
+        w.poll(|e| seen.push(e));
+        for e in seen {
+            match e {
+                component_runtime::events::Event::Died { component, death } if Some(component) == self.cgi_index => {
+                    self.cgi_died(death);
+                }
+                component_runtime::events::Event::Settled { component, death } if Some(component) == self.cgi_index => {
+                    if death == self.cgi_death {
+                        // Nobody downstream of the dead cgi uses what it
+                        // had any more: what we lent it comes back.
+                        let n = self.d.peer_settled(CGI).unwrap_or(0);
+                        log!("cgi death {death} settled: {n} buffers lent to it released");
+                    }
+                }
+                component_runtime::events::Event::Died { component, death } => {
+                    // Not restartable in this assembly and no channel of
+                    // ours carries its data but through the peers we
+                    // track: nothing of ours waits for it.
+                    component_runtime::events::confirm_settled(component, death);
+                }
+                component_runtime::events::Event::Settled { .. } => {}
+            }
+        }
+        self.confirm_cgi_death();
+    }
+
+    /// The cgi died: stop using its channels, fail what it left unanswered,
+    /// forget what it granted us and quarantine what we lent it.
+    fn cgi_died(&mut self, death: u64) {
+        self.cgi_death = death;
+        self.cgi = None;
+        let failed = self.cgi_pending.len();
+        for (call_id, id) in core::mem::take(&mut self.cgi_pending) {
+            self.srv.cgi_reply(id, call_id, Err(cgi::Failure::Fault));
+            self.ready.push(id);
+        }
+        let quarantined = self.d.peer_failed(CGI).unwrap_or(0);
+        self.cgi_dying = true;
+        self.cgi_unconfirmed = Some(death);
+        log!(
+            "cgi died (death {death}): {failed} requests failed with 502, {quarantined} buffers lent to it quarantined, {} still in use downstream",
+            self.d.tainted(CGI).unwrap_or(0)
+        );
+    }
+
+    /// Confirms the cgi's latest death once nothing it gave us is in use
+    /// here or downstream (netstack and the NIC return their holds to us).
+    fn confirm_cgi_death(&mut self) {
+        let (Some(death), Some(index)) = (self.cgi_unconfirmed, self.cgi_index) else { return };
+        if self.d.tainted(CGI).unwrap_or(0) == 0 {
+            self.cgi_unconfirmed = None;
+            component_runtime::events::confirm_settled(index, death);
+        }
+    }
+
     /// Attaches to the cgi's channels when a (new) incarnation published
     /// them; fails what the old one left unanswered.
     fn check_cgi(&mut self) {
@@ -795,9 +876,22 @@ impl Httpd {
                 self.srv.cgi_reply(id, call_id, Err(cgi::Failure::Fault));
                 self.ready.push(id);
             }
-            // The dead incarnation returns nothing: forget what it granted
-            // us, and take back what we lent it.
-            let _ = self.d.peer_died(CGI);
+            if self.sys_events.is_none() {
+                // No death protocol in this assembly: forget what the dead
+                // incarnation granted us, and take back what we lent it.
+                let _ = self.d.peer_died(CGI);
+            } else {
+                if !self.cgi_dying {
+                    // Its death is not in the page yet (cannot happen: the
+                    // supervisor counts it before the rebuild); be safe.
+                    let death = self.cgi_death + 1;
+                    self.cgi_died(death);
+                }
+                // The new incarnation is served; what the old one had stays
+                // quarantined until its death is settled.
+                let _ = self.d.peer_restarted(CGI);
+                self.cgi_dying = false;
+            }
             self.cgi_restarts += 1;
             log!("cgi restarted (generation {g}): {failed} requests failed with 502");
         }

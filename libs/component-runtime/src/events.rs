@@ -1,0 +1,181 @@
+//! System events: the supervisor tells a component's peers that it died,
+//! and when every peer has settled that death (the system side of the
+//! IO-Lite death protocol, `components/iolite/README.md` "Death").
+//!
+//! A component subscribes in the assembly (`<instance>.system_events =
+//! "<consumed notification>"`). The loader then maps one page, written only
+//! by the supervisor, read-only at [`EVENTS_VADDR`] in every subscriber,
+//! and the supervisor signals the named notification with
+//! `system_spec::SYSTEM_EVENT_BADGE` whenever the page changes. The page
+//! holds one [`Record`] per component of the system spec (in spec order):
+//!
+//! * `deaths`: how many times the component died (fault, exit, or a
+//!   restart on request). It goes up before the component is rebuilt.
+//! * `settled`: the highest death number that every peer has *settled*:
+//!   each subscriber that shares a dataport with the dead component
+//!   confirmed ([`confirm_settled`]) that it no longer uses anything it got
+//!   from the dead incarnation (`iolite::Domain::tainted` is 0), directly
+//!   or through components downstream of it (hop-by-hop holds).
+//!
+//! A peer reacts to `Died` with `Domain::peer_failed` (what it lent the
+//! dead incarnation is quarantined), confirms once its taint is gone, and
+//! on `Settled` drops the quarantine (`Domain::peer_settled`). The
+//! restarted component itself keeps its pool pages of the dead incarnation
+//! quarantined until its own death is settled (`Domain::end_quarantine`).
+
+use core::sync::atomic::{AtomicU64, Ordering};
+
+/// Where the loader maps the events page in a subscriber.
+pub const EVENTS_VADDR: u64 = crate::start::START_INFO_VADDR + 0x6000;
+/// Marks a valid events page ("IOLEVNTS").
+pub const EVENTS_MAGIC: u64 = u64::from_le_bytes(*b"IOLEVNTS");
+/// Components the page has records for (the first ones of the spec).
+pub const MAX_COMPONENTS: usize = 48;
+/// Longest name a record carries.
+pub const RECORD_NAME_LEN: usize = 48;
+/// Message label of [`confirm_settled`]'s send to the supervisor.
+pub const SUPERVISOR_SETTLED_LABEL: u64 = 0xE419;
+
+/// One component's record.
+#[repr(C)]
+pub struct Record {
+    /// Deaths so far.
+    pub deaths: AtomicU64,
+    /// Highest death every peer has settled.
+    pub settled: AtomicU64,
+    /// Length of `name`.
+    pub name_len: AtomicU64,
+    /// The instance name (written once, before any component starts).
+    pub name: [u8; RECORD_NAME_LEN],
+}
+
+/// The page.
+#[repr(C)]
+pub struct EventsPage {
+    /// [`EVENTS_MAGIC`].
+    pub magic: AtomicU64,
+    /// Valid records.
+    pub count: AtomicU64,
+    /// One per component, in spec order.
+    pub records: [Record; MAX_COMPONENTS],
+}
+
+const _: () = assert!(core::mem::size_of::<EventsPage>() <= 4096);
+
+impl EventsPage {
+    /// The component called `name`, if it has a record.
+    pub fn index_of(&self, name: &str) -> Option<usize> {
+        (0..self.len()).find(|&i| self.name(i) == Some(name))
+    }
+
+    /// Number of valid records.
+    pub fn len(&self) -> usize {
+        (self.count.load(Ordering::Acquire) as usize).min(MAX_COMPONENTS)
+    }
+
+    /// True if there is no record.
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The name of record `i`.
+    pub fn name(&self, i: usize) -> Option<&str> {
+        let r = self.records.get(i)?;
+        let n = (r.name_len.load(Ordering::Acquire) as usize).min(RECORD_NAME_LEN);
+        core::str::from_utf8(&r.name[..n]).ok()
+    }
+
+    /// (deaths, settled) of record `i`.
+    pub fn state(&self, i: usize) -> (u64, u64) {
+        let r = &self.records[i];
+        (r.deaths.load(Ordering::Acquire), r.settled.load(Ordering::Acquire))
+    }
+}
+
+/// The events page, if the loader mapped one here (the assembly subscribes
+/// this component).
+pub fn page() -> Option<&'static EventsPage> {
+    if !crate::start::has_events() {
+        return None;
+    }
+    // SAFETY: the loader mapped the page read-only at EVENTS_VADDR for the
+    // component's life (START_FLAG_EVENTS); only atomics are read from it
+    // after start, and the names were written before we started.
+    let p = unsafe { &*(EVENTS_VADDR as *const EventsPage) };
+    (p.magic.load(Ordering::Acquire) == EVENTS_MAGIC).then_some(p)
+}
+
+/// What changed since the last [`Watcher::poll`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// Component `component` died (its `death`-th death).
+    Died {
+        /// Record index.
+        component: usize,
+        /// Its death number.
+        death: u64,
+    },
+    /// Every peer settled death number `death` of `component`.
+    Settled {
+        /// Record index.
+        component: usize,
+        /// The settled death number.
+        death: u64,
+    },
+}
+
+/// Remembers what a component has seen of the events page.
+pub struct Watcher {
+    page: &'static EventsPage,
+    seen: [(u64, u64); MAX_COMPONENTS],
+}
+
+impl Watcher {
+    /// A watcher that treats the current state as seen, so a fresh
+    /// incarnation does not act on deaths that happened before it started;
+    /// `None` without an events page.
+    pub fn new() -> Option<Watcher> {
+        let page = page()?;
+        let mut seen = [(0, 0); MAX_COMPONENTS];
+        for (i, s) in seen.iter_mut().enumerate().take(page.len()) {
+            *s = page.state(i);
+        }
+        Some(Watcher { page, seen })
+    }
+
+    /// The page.
+    pub fn page(&self) -> &'static EventsPage {
+        self.page
+    }
+
+    /// Calls `f` for every death and settlement published since the last
+    /// poll (a death first, then its settlement, per component).
+    pub fn poll(&mut self, mut f: impl FnMut(Event)) {
+        for i in 0..self.page.len() {
+            let (deaths, settled) = self.page.state(i);
+            let seen = &mut self.seen[i];
+            if deaths > seen.0 {
+                seen.0 = deaths;
+                f(Event::Died { component: i, death: deaths });
+            }
+            if settled > seen.1 {
+                seen.1 = settled;
+                f(Event::Settled { component: i, death: settled });
+            }
+        }
+    }
+}
+
+/// Tells the supervisor that this component no longer uses anything it got
+/// from death number `death` of component `component` (record index). The
+/// supervisor ignores confirmations of deaths that are not the latest or
+/// from components that are not peers of the dead one. Does not wait for
+/// an answer.
+pub fn confirm_settled(component: usize, death: u64) {
+    let slot = crate::supervisor_slot();
+    if slot == 0 {
+        return;
+    }
+    let info = sel4::MessageInfo::new(SUPERVISOR_SETTLED_LABEL, 0, 0, 2);
+    sel4::send(slot, info, [component as u64, death, 0, 0]);
+}
