@@ -27,6 +27,7 @@
 
 extern crate alloc;
 
+pub mod chunked;
 pub mod date;
 pub mod hcache;
 pub mod mime;

@@ -9,9 +9,12 @@
 //! 2. syntax (httparse) → 400; a well-formed but unsupported version
 //!    (`HTTP/2.0`, `HTTP/0.9`, `HTTP/1.2`) → 505;
 //! 3. framing: a bad or conflicting Content-Length → 400; Transfer-Encoding
-//!    with Content-Length, or in an HTTP/1.0 request → 400; TE `chunked`
-//!    → 411; any other TE → 501 (see README: request bodies must have a
-//!    Content-Length);
+//!    with Content-Length, or in an HTTP/1.0 request → 400 (smuggling,
+//!    RFC 9112 §6.1); codings (all TE lines together, case-insensitive)
+//!    whose last is not `chunked`, or `chunked` twice → 400 (§6.3: the
+//!    length cannot be determined); `chunked` last after another coding
+//!    (`gzip, chunked`) → 501 (§6.1: a coding we do not understand);
+//!    `chunked` alone → a chunked body ([`crate::chunked`]);
 //! 4. Host: missing or repeated in HTTP/1.1, or malformed → 400;
 //! 5. method other than GET, HEAD, POST → 501 (with `Allow`);
 //! 6. target (see [`crate::path`]) → 400;
@@ -61,8 +64,10 @@ pub struct Request {
     pub host: Option<String>,
     /// Whether the connection stays open after this request.
     pub keep_alive: bool,
-    /// Body length (0 without Content-Length).
+    /// Body length (0 without Content-Length; 0 for a chunked body).
     pub content_length: u64,
+    /// The body has the chunked transfer coding.
+    pub chunked: bool,
     /// `Expect: 100-continue` was sent.
     pub expect_continue: bool,
 }
@@ -171,7 +176,7 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
     // 3. Framing.
     let mut content_length: Option<u64> = None;
     let mut te = false;
-    let mut te_chunked_last = false;
+    let mut codings: Vec<&[u8]> = Vec::new();
     let mut hosts = 0;
     let mut host_value: &[u8] = b"";
     let mut close = false;
@@ -191,11 +196,7 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
             content_length = Some(len);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
             te = true;
-            if let Some(last) = tokens(v).last() {
-                te_chunked_last = last.eq_ignore_ascii_case(b"chunked");
-            } else {
-                te_chunked_last = false;
-            }
+            codings.extend(tokens(v));
         } else if name.eq_ignore_ascii_case("host") {
             hosts += 1;
             host_value = v;
@@ -212,7 +213,18 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
         if content_length.is_some() || minor == 0 {
             return reject(400);
         }
-        return reject(if te_chunked_last { 411 } else { 501 });
+        let is_chunked = |c: &&[u8]| c.eq_ignore_ascii_case(b"chunked");
+        match codings.split_last() {
+            Some((last, rest)) if is_chunked(last) => {
+                if rest.iter().any(is_chunked) {
+                    return reject(400);
+                }
+                if !rest.is_empty() {
+                    return reject(501);
+                }
+            }
+            _ => return reject(400),
+        }
     }
     // 4. Host.
     if (minor == 1 && hosts != 1) || hosts > 1 || (hosts == 1 && !valid_host(host_value)) {
@@ -244,5 +256,8 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
         .or_else(|| (hosts == 1 && !host_value.is_empty()).then(|| String::from_utf8_lossy(host_value).into_owned()));
     let keep_alive = if minor == 1 { !close } else { keep && !close };
     let headers = req.headers.iter().map(|h| (String::from(h.name), h.value.trim_ascii().to_vec())).collect();
-    Head::Done(Request { method, target, minor, headers, host, keep_alive, content_length, expect_continue }, n)
+    Head::Done(
+        Request { method, target, minor, headers, host, keep_alive, content_length, chunked: te, expect_continue },
+        n,
+    )
 }

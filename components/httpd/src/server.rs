@@ -21,6 +21,7 @@ use cgi::gen::generate;
 use cgi::output::reason;
 use iolite::{Aggregate, Domain, PoolId};
 
+use crate::chunked::{Decoder, Step};
 use crate::hcache::{HeaderCache, Lookup};
 use crate::mime::content_type;
 use crate::path::parse_target;
@@ -163,9 +164,18 @@ struct CgiWait {
     redirects: u8,
 }
 
-enum State {
+/// A chunked request body being decoded: the framing decoder and the data
+/// so far (the client's slices, by reference).
+struct ChunkedBody<'d> {
+    req: Box<Request>,
+    dec: Decoder,
+    body: Aggregate<'d>,
+}
+
+enum State<'d> {
     Reading,
     Body(Box<Request>),
+    Chunked(Box<ChunkedBody<'d>>),
     Cgi(CgiWait),
     Closing,
 }
@@ -175,7 +185,7 @@ struct Conn<'d, F> {
     inq_len: usize,
     scan: Vec<u8>,
     outq: VecDeque<Out<'d, F>>,
-    state: State,
+    state: State<'d>,
     req_start: Option<u64>,
     last_active: u64,
     remote: Option<Remote>,
@@ -331,7 +341,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             return;
         }
         let script = format!("/cgi-bin/{name}");
-        let headers: Vec<(&str, &[u8])> = req.headers.iter().map(|(n, v)| (n.as_str(), v.as_slice())).collect();
+        // The body reaches the CGI decoded, with its length: its transfer
+        // coding is ours, not the program's (RFC 3875 §4.1.18).
+        let headers: Vec<(&str, &[u8])> = req
+            .headers
+            .iter()
+            .filter(|(n, _)| !n.eq_ignore_ascii_case("transfer-encoding"))
+            .map(|(n, v)| (n.as_str(), v.as_slice()))
+            .collect();
         let host = req.host.as_deref().unwrap_or("");
         let host = if host.starts_with('[') {
             host.split_inclusive(']').next().unwrap_or(host)
@@ -565,9 +582,15 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                             return;
                         }
                     };
+                    conn.refill(self.cfg.scan_cap(), &mut self.stats);
                     conn.req_start = None;
                     conn.continue_sent = false;
                     self.handle(conn, *req, Some(body));
+                }
+                State::Chunked(_) => {
+                    if !self.chunked_step(conn) {
+                        return;
+                    }
                 }
                 State::Reading => {
                     if conn.outq.len() >= self.cfg.max_pipeline {
@@ -598,7 +621,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         Head::Done(req, n) => {
                             self.stats.requests += 1;
                             conn.consume(n, &mut self.stats, self.cfg.scan_cap());
-                            if req.content_length > 0 {
+                            if req.chunked {
+                                let dec =
+                                    Decoder::new(self.cfg.limits.max_body as u64, self.cfg.limits.max_header_bytes);
+                                let body = Aggregate::new(self.d);
+                                conn.state = State::Chunked(Box::new(ChunkedBody { req: Box::new(req), dec, body }));
+                            } else if req.content_length > 0 {
                                 conn.state = State::Body(Box::new(req));
                             } else {
                                 conn.req_start = None;
@@ -606,6 +634,68 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                             }
                         }
                     }
+                }
+            }
+        }
+    }
+
+    /// Decodes as much of a chunked body as has arrived. `true` when the
+    /// request was handled (the caller goes on with the next one), `false`
+    /// when it must wait for input (or the connection is closing).
+    fn chunked_step(&mut self, conn: &mut Conn<'d, S::File>) -> bool {
+        let cap = self.cfg.scan_cap();
+        loop {
+            let State::Chunked(cb) = &mut conn.state else { return false };
+            match cb.dec.step(&conn.scan) {
+                Step::Skip(n) => conn.consume(n, &mut self.stats, cap),
+                Step::Data(n) if conn.inq_len > 0 => {
+                    let k = (n as usize).min(conn.inq_len);
+                    let piece = match conn.take(k, self.pool, &mut self.stats) {
+                        Ok(p) => p,
+                        Err(_) => {
+                            self.reject(conn, 500);
+                            return false;
+                        }
+                    };
+                    conn.refill(cap, &mut self.stats);
+                    let State::Chunked(cb) = &mut conn.state else { return false };
+                    cb.dec.took(k as u64);
+                    if let Err((_, piece)) = cb.body.append(piece) {
+                        // More chunks than an aggregate has slices.
+                        self.stats.bodies_flattened += 1;
+                        if cb.body.flatten(self.pool).is_err() || cb.body.append(piece).is_err() {
+                            self.reject(conn, 500);
+                            return false;
+                        }
+                    }
+                }
+                Step::NeedMore | Step::Data(_) => {
+                    if conn.eof {
+                        // Cut off by a half-close: nothing to answer.
+                        conn.outq.push_back(Out::Close);
+                        conn.state = State::Closing;
+                    } else if cb.req.expect_continue && !conn.continue_sent {
+                        conn.continue_sent = true;
+                        if let Some(a) = self.gen(|w| w.write_str("HTTP/1.1 100 Continue\r\n\r\n")) {
+                            conn.outq.push_back(Out::Data(a));
+                        }
+                    }
+                    return false;
+                }
+                Step::Done(n) => {
+                    conn.consume(n, &mut self.stats, cap);
+                    let State::Chunked(cb) = core::mem::replace(&mut conn.state, State::Reading) else {
+                        unreachable!()
+                    };
+                    let ChunkedBody { req, body, .. } = *cb;
+                    conn.req_start = None;
+                    conn.continue_sent = false;
+                    self.handle(conn, *req, Some(body));
+                    return true;
+                }
+                Step::Error(status) => {
+                    self.reject(conn, status);
+                    return false;
                 }
             }
         }
@@ -645,6 +735,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                                 new.method = Method::Get;
                             }
                             new.content_length = 0;
+                            new.chunked = false;
                             if new.target.path.starts_with("/cgi-bin/") {
                                 self.dispatch_cgi(conn, Box::new(new), None, w.redirects + 1);
                                 return;
@@ -1050,7 +1141,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                     self.core.cgi_done(conn, w, Err(cgi::Failure::Timeout));
                     self.core.process(conn);
                 }
-                State::Reading | State::Body(_) => {
+                State::Reading | State::Body(_) | State::Chunked(_) => {
                     if conn.req_start.is_some_and(|t| now.saturating_sub(t) >= cfg_req) {
                         self.core.stats.request_timeouts += 1;
                         self.core.reject(conn, 408);

@@ -14,6 +14,7 @@ use crate::{Action, CgiCall, Clock, Config, ConnId, FileSource, FileStat, Kind, 
 
 mod corpus;
 mod features;
+mod protocol;
 
 pub const HTTPD_POOL: PoolId = 2;
 pub const FS_POOL: PoolId = 1;
