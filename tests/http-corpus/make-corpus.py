@@ -223,6 +223,21 @@ case("chunked-smuggled-request", post(b"%x\r\n" % len(get()) + get() + b"\r\n0\r
 case("chunked-expect-continue", post(b"", b"Expect: 100-continue\r\n" + TE), "100,wait,408,close", "100 before a chunked body that never comes")
 case("chunked-lf-only", post(b"5\nhello\n0\n\n", TE), "200", "LF alone ends chunk lines too")
 
+# --- preconditions (RFC 9110 13) -----------------------------------------------------------
+case("if-match-star", get(extra=b"If-Match: *\r\n"), "200", "any current version")
+case("if-match-other", get(extra=b"If-Match: \"nope\"\r\n"), "412", "no tag matches")
+case("if-match-list", get(extra=b"If-Match: \"a\", \"b\", W/\"c\"\r\n"), "412", "none of a list matches")
+case("if-match-missing-file", get(path=b"/missing", extra=b"If-Match: *\r\n"), "404", "preconditions are for existing resources (13.2.1)")
+case("ius-earlier", get(extra=b"If-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\n"), "412", "modified since")
+case("ius-later", get(extra=b"If-Unmodified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n"), "200", "not modified since")
+case("ius-garbage", get(extra=b"If-Unmodified-Since: soon\r\n"), "200", "invalid date ignored")
+case("ius-with-if-match", get(extra=b"If-Match: *\r\nIf-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\n"), "200", "IUS ignored with If-Match")
+case("if-match-before-inm", get(extra=b"If-Match: \"nope\"\r\nIf-None-Match: *\r\n"), "412", "If-Match is evaluated first")
+case("ius-before-ims", get(extra=b"If-Unmodified-Since: Sat, 01 Jan 2000 00:00:00 GMT\r\nIf-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n"), "412", "IUS is evaluated before IMS")
+case("ims-later", get(extra=b"If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n"), "304", "not modified")
+case("inm-other-ims-later", get(extra=b"If-None-Match: \"nope\"\r\nIf-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n"), "200", "INM present: IMS ignored")
+case("if-range-weak", get(path=b"/file-1k.txt", extra=b"Range: bytes=0-9\r\nIf-Range: W/\"x\"\r\n"), "200", "weak tags never match If-Range")
+
 os.makedirs(HERE, exist_ok=True)
 for f in os.listdir(HERE):
     if f.endswith(".http"):

@@ -32,6 +32,7 @@ pub mod date;
 pub mod hcache;
 pub mod mime;
 pub mod path;
+pub mod preconditions;
 pub mod range;
 pub mod request;
 pub mod server;

@@ -25,6 +25,7 @@ use crate::chunked::{Decoder, Step};
 use crate::hcache::{HeaderCache, Lookup};
 use crate::mime::content_type;
 use crate::path::parse_target;
+use crate::preconditions::{self, Conditions, Outcome};
 use crate::range::{self, RangeSpec};
 use crate::request::{parse_head, Head, Method, Request};
 use crate::source::{Clock, FileSource, FileStat, Kind, SourceError};
@@ -216,14 +217,6 @@ pub struct Server<'d, S: FileSource<'d>, C> {
 
 fn etag(st: &FileStat) -> String {
     format!("\"{:x}-{:x}-{:x}-{:x}\"", st.ino, st.generation, st.mtime, st.size)
-}
-
-/// Weak comparison (RFC 9110 §8.8.3.2) of our tag against an
-/// If-None-Match list.
-fn etag_listed(list: &[u8], ours: &str) -> bool {
-    list.split(|&b| b == b',')
-        .map(|t| t.trim_ascii())
-        .any(|t| t == b"*" || t.strip_prefix(b"W/").unwrap_or(t) == ours.as_bytes())
 }
 
 impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
@@ -420,13 +413,19 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         let tag = etag(&st);
         let lm = date::format(st.mtime);
         let lm = core::str::from_utf8(&lm).unwrap_or("");
-        // Conditionals (RFC 9110 §13.2.2): If-None-Match wins over
-        // If-Modified-Since.
-        let not_modified = match (req.header("if-none-match"), req.header("if-modified-since")) {
-            (Some(inm), _) => etag_listed(inm, &tag),
-            (None, Some(ims)) => date::parse(ims).is_some_and(|t| st.mtime <= t),
-            (None, None) => false,
+        let conds = Conditions {
+            if_match: req.header("if-match"),
+            if_unmodified_since: req.header("if-unmodified-since"),
+            if_none_match: req.header("if-none-match"),
+            if_modified_since: req.header("if-modified-since"),
         };
+        let outcome = preconditions::evaluate(&conds, true, &tag, st.mtime);
+        if outcome == Outcome::Failed {
+            self.src.close(f);
+            self.push_simple(conn, 412, head, mode, "");
+            return;
+        }
+        let not_modified = outcome == Outcome::NotModified;
         if not_modified {
             self.src.close(f);
             let Some(mut a) = self.prefix(304, reason(304), mode) else { return conn.outq.push_back(Out::Close) };
@@ -441,7 +440,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             Some(r) if req.method == Method::Get => {
                 let current = match req.header("if-range") {
                     None => true,
-                    Some(v) if v.starts_with(b"\"") => v == tag.as_bytes(),
+                    Some(v) if v.trim_ascii_start().starts_with(b"\"") || v.starts_with(b"W/") => {
+                        preconditions::strong_match(v, &tag)
+                    }
                     Some(v) => date::parse(v) == Some(st.mtime),
                 };
                 if current {

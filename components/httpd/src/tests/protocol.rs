@@ -148,3 +148,49 @@ fn chunked_body_with_many_chunks() {
     assert_eq!(bytes(&body), want);
     assert!(h.srv.stats().bodies_flattened >= 1);
 }
+
+#[test]
+fn preconditions_in_the_order_of_rfc_9110() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let tag = h.get("/file-1k.txt").header("ETag").unwrap().to_string();
+    let lm = h.get("/file-1k.txt").header("Last-Modified").unwrap().to_string();
+    let earlier = "Sat, 01 Jan 2000 00:00:00 GMT";
+    let weak = format!("W/{tag}");
+    let mut status = |extra: String| {
+        let (r, _) = h.roundtrip(&req_with("/file-1k.txt", &extra));
+        assert_eq!(r.len(), 1);
+        if r[0].status == 200 {
+            assert_eq!(r[0].body, content(1024, 1), "{extra}");
+        }
+        (r[0].status, r[0].header("Content-Range").map(String::from))
+    };
+    for (extra, want) in [
+        (format!("If-Match: {tag}\r\n"), 200),
+        ("If-Match: *\r\n".to_string(), 200),
+        (format!("If-Match: \"a\", {tag}\r\n"), 200),
+        ("If-Match: \"a\", \"b\"\r\n".to_string(), 412),
+        (format!("If-Match: {weak}\r\n"), 412),
+        (format!("If-Unmodified-Since: {lm}\r\n"), 200),
+        (format!("If-Unmodified-Since: {earlier}\r\n"), 412),
+        (format!("If-Match: {tag}\r\nIf-Unmodified-Since: {earlier}\r\n"), 200),
+        (format!("If-Match: \"a\"\r\nIf-None-Match: {tag}\r\n"), 412),
+        (format!("If-None-Match: {weak}\r\n"), 304),
+        (format!("If-Unmodified-Since: {lm}\r\nIf-None-Match: {tag}\r\n"), 304),
+        (format!("If-Unmodified-Since: {earlier}\r\nIf-Modified-Since: {lm}\r\n"), 412),
+        (format!("If-None-Match: \"a\"\r\nIf-Modified-Since: {lm}\r\n"), 200),
+    ] {
+        assert_eq!(status(extra.clone()).0, want, "{extra}");
+    }
+    // If-Range: strong comparison only; a weak or other tag gets the whole file.
+    assert_eq!(status(format!("Range: bytes=0-9\r\nIf-Range: {tag}\r\n")), (206, Some("bytes 0-9/1024".into())));
+    assert_eq!(status(format!("Range: bytes=0-9\r\nIf-Range: {weak}\r\n")), (200, None));
+    assert_eq!(status(format!("Range: bytes=0-9\r\nIf-Range: {lm}\r\n")).0, 206);
+    // Preconditions do not turn a 404 into a 412 (RFC 9110 §13.2.1).
+    let (r, _) = h.roundtrip(&req_with("/missing", "If-Match: \"a\"\r\n"));
+    assert_eq!(r[0].status, 404);
+}
+
+fn req_with(path: &str, extra: &str) -> Vec<u8> {
+    format!("GET {path} HTTP/1.1\r\nHost: t\r\n{extra}\r\n").into_bytes()
+}
