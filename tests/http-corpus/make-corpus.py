@@ -132,8 +132,11 @@ for m in [b"PUT", b"DELETE", b"TRACE", b"PATCH", b"BREW", b"get", b"M" * 100]:
     name = m.decode().lower() if len(m) < 10 else "long-method"
     if m == b"get":
         name = "lowercase-get"
-    case("method-" + name, get(method=m), "501,close", "not implemented (Allow: GET, HEAD, POST)")
-case("method-options-asterisk", b"OPTIONS * HTTP/1.1\r\n" + H + b"\r\n", "501,close", "OPTIONS is not implemented")
+    if m in (b"PUT", b"DELETE", b"TRACE", b"PATCH"):
+        case("method-" + name, get(method=m), "405", "known, not allowed here (Allow: GET, HEAD, OPTIONS)")
+    else:
+        case("method-" + name, get(method=m), "501,close", "not implemented (Allow: GET, HEAD, POST, OPTIONS)")
+case("method-options-asterisk", b"OPTIONS * HTTP/1.1\r\n" + H + b"\r\n", "200", "the server's methods in Allow (RFC 9110 9.3.7)")
 case("method-connect", b"CONNECT example.org:443 HTTP/1.1\r\nHost: example.org:443\r\n\r\n", "501,close", "no proxying")
 case("method-bad-char", get(method=b"GE(T"), "400,close", "not a token")
 case("post-static", post(b"x=1", b"Content-Length: 3\r\n", path=b"/index.html"), "405", "static files take GET and HEAD")
@@ -237,6 +240,29 @@ case("ius-before-ims", get(extra=b"If-Unmodified-Since: Sat, 01 Jan 2000 00:00:0
 case("ims-later", get(extra=b"If-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n"), "304", "not modified")
 case("inm-other-ims-later", get(extra=b"If-None-Match: \"nope\"\r\nIf-Modified-Since: Fri, 01 Jan 2100 00:00:00 GMT\r\n"), "200", "INM present: IMS ignored")
 case("if-range-weak", get(path=b"/file-1k.txt", extra=b"Range: bytes=0-9\r\nIf-Range: W/\"x\"\r\n"), "200", "weak tags never match If-Range")
+
+# --- Host, OPTIONS, 405, Expect ---------------------------------------------------------------
+def host(v):
+    return b"GET /index.html HTTP/1.1\r\nHost: " + v + b"\r\n\r\n"
+case("host-port", host(b"localhost:8080"), "200", "host and port")
+case("host-empty-port", host(b"localhost:"), "200", "empty port is allowed (RFC 3986 3.2.3)")
+case("host-ipv6", host(b"[::1]:80"), "200", "IP literal")
+case("host-port-letters", host(b"localhost:80a"), "400,close", "port is digits")
+case("host-port-too-big", host(b"localhost:65536"), "400,close", "port over 65535")
+case("host-two-colons", host(b"a:1:2"), "400,close", "two ports")
+case("host-empty-label", host(b"a..b"), "400,close", "empty label")
+case("host-only-port", host(b":80"), "400,close", "no host")
+case("host-ipv6-unclosed", host(b"[::1"), "400,close", "unclosed IP literal")
+case("host-userinfo", host(b"user@host"), "400,close", "userinfo is not part of Host")
+case("host-trailing-dot", host(b"localhost."), "200", "a fully qualified name")
+case("absolute-form-bad-port", get(path=b"http://example.org:99999/index.html"), "400,close", "authority checked as Host")
+case("options-file", get(method=b"OPTIONS"), "200", "Allow: GET, HEAD, OPTIONS")
+case("options-cgi", get(method=b"OPTIONS", path=b"/cgi-bin/echo"), "200", "Allow: GET, HEAD, POST, OPTIONS")
+case("options-asterisk-1.0", b"OPTIONS * HTTP/1.0\r\n\r\n", "200,close", "asterisk-form in HTTP/1.0")
+case("put-with-body", post(b"hello", b"Content-Length: 5\r\n", path=b"/index.html").replace(b"POST", b"PUT", 1), "405", "body read, framing kept")
+case("delete-cgi", get(method=b"DELETE", path=b"/cgi-bin/echo"), "405", "Allow: GET, HEAD, POST, OPTIONS")
+case("expect-continue-upper", post(b"hello", b"Expect: 100-Continue\r\nContent-Length: 5\r\n"), "200", "expectation is case-insensitive; body already here")
+case("expect-continue-get", get(extra=b"Expect: 100-continue\r\n"), "200", "no body: no 100")
 
 os.makedirs(HERE, exist_ok=True)
 for f in os.listdir(HERE):

@@ -15,9 +15,12 @@
 //!    length cannot be determined); `chunked` last after another coding
 //!    (`gzip, chunked`) → 501 (§6.1: a coding we do not understand);
 //!    `chunked` alone → a chunked body ([`crate::chunked`]);
-//! 4. Host: missing or repeated in HTTP/1.1, or malformed → 400;
-//! 5. method other than GET, HEAD, POST → 501 (with `Allow`);
-//! 6. target (see [`crate::path`]) → 400;
+//! 4. Host: missing or repeated in HTTP/1.1, or malformed (bad characters,
+//!    empty labels, a port that is not 0..=65535 digits) → 400;
+//! 5. method other than GET, HEAD, POST, OPTIONS, PUT, DELETE, PATCH,
+//!    TRACE → 501 (with `Allow`); the last four are 405 per resource;
+//! 6. target (see [`crate::path`]; `*` for OPTIONS only; the authority of
+//!    an absolute-form target checked as Host) → 400;
 //! 7. Content-Length over `max_body` → 413;
 //! 8. `Expect` other than `100-continue` → 417.
 
@@ -27,7 +30,9 @@ use alloc::vec::Vec;
 use crate::path::{parse_target, Target};
 use crate::Limits;
 
-/// Request methods the server implements.
+/// Request methods the server recognises. GET, HEAD, POST (CGI) and
+/// OPTIONS are served; the other standard ones are refused per resource
+/// with 405 and `Allow` (RFC 9110 §15.5.6).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Method {
     /// GET.
@@ -36,6 +41,16 @@ pub enum Method {
     Head,
     /// POST (CGI only).
     Post,
+    /// OPTIONS (RFC 9110 §9.3.7).
+    Options,
+    /// PUT (405).
+    Put,
+    /// DELETE (405).
+    Delete,
+    /// PATCH (405).
+    Patch,
+    /// TRACE (405).
+    Trace,
 }
 
 impl Method {
@@ -45,6 +60,11 @@ impl Method {
             Method::Get => "GET",
             Method::Head => "HEAD",
             Method::Post => "POST",
+            Method::Options => "OPTIONS",
+            Method::Put => "PUT",
+            Method::Delete => "DELETE",
+            Method::Patch => "PATCH",
+            Method::Trace => "TRACE",
         }
     }
 }
@@ -136,8 +156,51 @@ fn tokens(v: &[u8]) -> impl Iterator<Item = &[u8]> {
     v.split(|&b| b == b',').map(|t| t.trim_ascii()).filter(|t| !t.is_empty())
 }
 
-fn valid_host(h: &[u8]) -> bool {
-    h.len() <= 255 && h.iter().all(|&b| b.is_ascii_alphanumeric() || b".-_:[]".contains(&b)) && h.first() != Some(&b':')
+/// `uri-host [ ":" port ]` (RFC 9110 §7.2, RFC 3986 §3.2.2): an IP
+/// literal in brackets, or a reg-name / IPv4 address of unreserved
+/// characters without empty labels; the port, if any, digits only and at
+/// most 65535. Empty is allowed (RFC 9112 §3.2).
+pub fn valid_host(h: &[u8]) -> bool {
+    if h.is_empty() {
+        return true;
+    }
+    if h.len() > 255 {
+        return false;
+    }
+    let port = if let Some(rest) = h.strip_prefix(b"[") {
+        let Some(end) = rest.iter().position(|&b| b == b']') else { return false };
+        let lit = &rest[..end];
+        if lit.is_empty() || !lit.iter().all(|&b| b.is_ascii_hexdigit() || b == b':' || b == b'.') {
+            return false;
+        }
+        match &rest[end + 1..] {
+            [] => None,
+            [b':', port @ ..] => Some(port),
+            _ => return false,
+        }
+    } else {
+        let (host, port) = match h.iter().position(|&b| b == b':') {
+            Some(i) => (&h[..i], Some(&h[i + 1..])),
+            None => (h, None),
+        };
+        // One trailing dot (a fully qualified name) is allowed.
+        let name = host.strip_suffix(b".").unwrap_or(host);
+        let labels_ok = name
+            .split(|&b| b == b'.')
+            .all(|l| !l.is_empty() && l.iter().all(|&b| b.is_ascii_alphanumeric() || b"-_~".contains(&b)));
+        if host.is_empty() || !labels_ok {
+            return false;
+        }
+        port
+    };
+    match port {
+        None | Some([]) => true,
+        Some(p) => {
+            p.len() <= 5
+                && p.iter().all(u8::is_ascii_digit)
+                && p.iter().fold(0u32, |a, &b| a * 10 + u32::from(b - b'0')) <= 65535
+        }
+    }
 }
 
 /// Looks at `buf` (the start of the connection's unparsed input).
@@ -235,10 +298,23 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
         "POST" => Method::Post,
+        "OPTIONS" => Method::Options,
+        "PUT" => Method::Put,
+        "DELETE" => Method::Delete,
+        "PATCH" => Method::Patch,
+        "TRACE" => Method::Trace,
         _ => return reject(501),
     };
-    // 6. Target.
-    let Ok(target) = parse_target(raw_target) else { return reject(400) };
+    // 6. Target (asterisk-form only for OPTIONS, RFC 9112 §3.2.4).
+    let target = if raw_target == b"*" && method == Method::Options {
+        Target { path: String::from("*"), query: String::new(), authority: None }
+    } else {
+        let Ok(t) = parse_target(raw_target) else { return reject(400) };
+        if t.authority.as_deref().is_some_and(|a| !valid_host(a.as_bytes())) {
+            return reject(400);
+        }
+        t
+    };
     // 7. Body size.
     let content_length = content_length.unwrap_or(0);
     if content_length > lim.max_body as u64 {

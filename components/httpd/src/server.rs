@@ -31,6 +31,11 @@ use crate::request::{parse_head, Head, Method, Request};
 use crate::source::{Clock, FileSource, FileStat, Kind, SourceError};
 use crate::{date, Config, SERVER};
 
+/// Methods of static files (405 and OPTIONS).
+const ALLOW_STATIC: &str = "GET, HEAD, OPTIONS";
+/// Methods of CGI programs and of the server as a whole (`OPTIONS *`).
+const ALLOW_CGI: &str = "GET, HEAD, POST, OPTIONS";
+
 /// A connection, as named by the server.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
 pub struct ConnId(pub u32);
@@ -287,7 +292,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     /// A refused request: error response, then close.
     fn reject(&mut self, conn: &mut Conn<'d, S::File>, status: u16) {
         let extra = match status {
-            501 => "Allow: GET, HEAD, POST\r\n",
+            501 => "Allow: GET, HEAD, POST, OPTIONS\r\n",
             _ => "",
         };
         self.push_simple(conn, status, false, ConnMode::Close, extra);
@@ -298,13 +303,32 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     fn handle(&mut self, conn: &mut Conn<'d, S::File>, req: Request, body: Option<Aggregate<'d>>) {
         let mode = ConnMode::of(&req);
         let path = &req.target.path;
-        if path == "/cgi-bin" || path.starts_with("/cgi-bin/") {
-            self.dispatch_cgi(conn, Box::new(req), body, 0);
-            return;
+        let cgi = path == "/cgi-bin" || path.starts_with("/cgi-bin/");
+        let allow = if cgi || path == "*" { ALLOW_CGI } else { ALLOW_STATIC };
+        match req.method {
+            Method::Get | Method::Head | Method::Post if cgi => {
+                self.dispatch_cgi(conn, Box::new(req), body, 0);
+                return;
+            }
+            Method::Get | Method::Head => {
+                drop(body); // a body on GET/HEAD is read and ignored
+                let path = req.target.path.clone();
+                self.serve_static(conn, &req, &path, mode);
+            }
+            Method::Options => {
+                // RFC 9110 §9.3.7: what the resource (or, for `*`, the
+                // server) supports, and no content.
+                let Some(mut a) = self.prefix(200, reason(200), mode) else { return conn.outq.push_back(Out::Close) };
+                match self.gen(|w| write!(w, "Allow: {allow}\r\nContent-Length: 0\r\n\r\n")).map(|t| a.append(t)) {
+                    Some(Ok(())) => conn.outq.push_back(Out::Data(a)),
+                    _ => conn.outq.push_back(Out::Close),
+                }
+            }
+            _ => {
+                let extra = format!("Allow: {allow}\r\n");
+                self.push_simple(conn, 405, req.method == Method::Head, mode, &extra);
+            }
         }
-        drop(body); // a body on GET/HEAD is read and ignored
-        let path = req.target.path.clone();
-        self.serve_static(conn, &req, &path, mode);
         if mode == ConnMode::Close {
             conn.outq.push_back(Out::Close);
             conn.state = State::Closing;
@@ -375,8 +399,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
 
     fn serve_static(&mut self, conn: &mut Conn<'d, S::File>, req: &Request, path: &str, mode: ConnMode) {
         let head = req.method == Method::Head;
-        if req.method == Method::Post {
-            self.push_simple(conn, 405, false, mode, "Allow: GET, HEAD\r\n");
+        if !matches!(req.method, Method::Get | Method::Head) {
+            self.push_simple(conn, 405, false, mode, &format!("Allow: {ALLOW_STATIC}\r\n"));
             return;
         }
         let opened = match self.src.open(path) {

@@ -194,3 +194,34 @@ fn preconditions_in_the_order_of_rfc_9110() {
 fn req_with(path: &str, extra: &str) -> Vec<u8> {
     format!("GET {path} HTTP/1.1\r\nHost: t\r\n{extra}\r\n").into_bytes()
 }
+
+#[test]
+fn options_405_and_host() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    for (raw, status, allow) in [
+        (&b"OPTIONS * HTTP/1.1\r\nHost: t\r\n\r\n"[..], 200, Some("GET, HEAD, POST, OPTIONS")),
+        (b"OPTIONS /index.html HTTP/1.1\r\nHost: t\r\n\r\n", 200, Some("GET, HEAD, OPTIONS")),
+        (b"OPTIONS /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n", 200, Some("GET, HEAD, POST, OPTIONS")),
+        (b"PUT /index.html HTTP/1.1\r\nHost: t\r\nContent-Length: 2\r\n\r\nab", 405, Some("GET, HEAD, OPTIONS")),
+        (b"DELETE /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n", 405, Some("GET, HEAD, POST, OPTIONS")),
+        (b"TRACE / HTTP/1.1\r\nHost: t\r\n\r\n", 405, Some("GET, HEAD, OPTIONS")),
+        (b"GET * HTTP/1.1\r\nHost: t\r\n\r\n", 400, None),
+        (b"GET / HTTP/1.1\r\nHost: t:99999\r\n\r\n", 400, None),
+        (b"GET / HTTP/1.1\r\nHost: t:8x\r\n\r\n", 400, None),
+        (b"GET / HTTP/1.1\r\nHost: [::1\r\n\r\n", 400, None),
+        (b"GET / HTTP/1.1\r\nHost: a..b\r\n\r\n", 400, None),
+        (b"GET / HTTP/1.1\r\nHost: [::1]:8080\r\n\r\n", 200, None),
+        (b"GET http://t:0x1/ HTTP/1.1\r\nHost: t\r\n\r\n", 400, None),
+    ] {
+        let (r, closed) = h.roundtrip(raw);
+        let what = String::from_utf8_lossy(raw);
+        assert_eq!(r[0].status, status, "{what}");
+        assert_eq!(r[0].header("Allow"), allow, "{what}");
+        assert_eq!(closed, status == 400, "{what}");
+        if status == 200 && allow.is_some() {
+            assert_eq!(r[0].header("Content-Length"), Some("0"));
+            assert!(r[0].body.is_empty());
+        }
+    }
+}
