@@ -193,7 +193,7 @@ case("cgi-proxy-header", get(path=b"/cgi-bin/echo", extra=b"Proxy: http://evil.e
 # --- ranges and conditionals -------------------------------------------------------------
 case("range-first-byte", get(path=b"/file-1k.txt", extra=b"Range: bytes=0-0\r\n"), "206", "single byte")
 case("range-past-end", get(path=b"/file-1k.txt", extra=b"Range: bytes=5000-\r\n"), "416", "unsatisfiable")
-case("range-multiple", get(path=b"/file-1k.txt", extra=b"Range: bytes=0-1,3-4\r\n"), "200", "several ranges: whole file")
+case("range-multiple", get(path=b"/file-1k.txt", extra=b"Range: bytes=0-1,3-4\r\n"), "206", "several ranges: multipart/byteranges")
 case("range-garbage", get(path=b"/file-1k.txt", extra=b"Range: bytes=z-\r\n"), "200", "invalid Range ignored")
 case("range-huge-start", get(path=b"/file-1k.txt", extra=b"Range: bytes=999999999999999999999999-\r\n"), "416", "saturated start")
 case("range-reversed", get(path=b"/file-1k.txt", extra=b"Range: bytes=9-1\r\n"), "200", "last < first: ignored")
@@ -263,6 +263,17 @@ case("put-with-body", post(b"hello", b"Content-Length: 5\r\n", path=b"/index.htm
 case("delete-cgi", get(method=b"DELETE", path=b"/cgi-bin/echo"), "405", "Allow: GET, HEAD, POST, OPTIONS")
 case("expect-continue-upper", post(b"hello", b"Expect: 100-Continue\r\nContent-Length: 5\r\n"), "200", "expectation is case-insensitive; body already here")
 case("expect-continue-get", get(extra=b"Expect: 100-continue\r\n"), "200", "no body: no 100")
+
+# --- multiple ranges (RFC 9110 14.6) ----------------------------------------------------------
+R = b"/file-1k.txt"
+case("ranges-three", get(path=R, extra=b"Range: bytes=0-9,100-199,-10\r\n"), "206", "three parts")
+case("ranges-one-unsatisfiable", get(path=R, extra=b"Range: bytes=0-9,5000-6000\r\n"), "206", "unsatisfiable part dropped: single part")
+case("ranges-all-unsatisfiable", get(path=R, extra=b"Range: bytes=5000-,6000-\r\n"), "416", "none satisfiable")
+case("ranges-overlap-over-size", get(path=R, extra=b"Range: bytes=0-800,200-1023\r\n"), "200", "adds up to more than the file: whole file")
+case("ranges-seventeen", get(path=R, extra=b"Range: bytes=" + b",".join(b"%d-%d" % (i, i) for i in range(17)) + b"\r\n"), "200", "more than 16 ranges: whole file")
+case("ranges-empty-elements", get(path=R, extra=b"Range: bytes=,0-1,,2-3,\r\n"), "206", "empty list elements skipped")
+case("ranges-head", get(method=b"HEAD", path=R, extra=b"Range: bytes=0-1,3-4\r\n"), "200", "Range is for GET only")
+case("ranges-if-range-stale", get(path=R, extra=b"Range: bytes=0-1,3-4\r\nIf-Range: \"stale\"\r\n"), "200", "If-Range mismatch: whole file")
 
 os.makedirs(HERE, exist_ok=True)
 for f in os.listdir(HERE):

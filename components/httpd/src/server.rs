@@ -158,7 +158,14 @@ impl ConnMode {
 
 enum Out<'d, F> {
     Data(Aggregate<'d>),
-    File { f: F, off: u64, end: u64 },
+    /// File bytes `off..end`, then each of `parts` (multipart/byteranges:
+    /// a generated part header, then that range of the same file).
+    File {
+        f: F,
+        off: u64,
+        end: u64,
+        parts: VecDeque<(Aggregate<'d>, u64, u64)>,
+    },
     Cgi(CgiCall<'d>),
     Close,
 }
@@ -211,6 +218,7 @@ struct Core<'d, S: FileSource<'d>, C> {
     stats: HttpStats,
     date: (u64, [u8; 29]),
     next_cgi: u32,
+    next_boundary: u64,
 }
 
 /// The HTTP server state machine (see the module docs).
@@ -479,6 +487,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         };
         let ctype = content_type(&path);
         match spec {
+            RangeSpec::Multi(ranges) => self.multipart(conn, f, &st, &ranges, ctype, &tag, lm, mode),
             RangeSpec::Unsatisfiable => {
                 self.src.close(f);
                 let extra = format!("Content-Range: bytes */{}\r\n", st.size);
@@ -498,7 +507,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 match tail.map(|t| a.append(t)) {
                     Some(Ok(())) => {
                         conn.outq.push_back(Out::Data(a));
-                        conn.outq.push_back(Out::File { f, off: start, end: end + 1 });
+                        conn.outq.push_back(Out::File { f, off: start, end: end + 1, parts: VecDeque::new() });
                     }
                     _ => {
                         self.src.close(f);
@@ -542,7 +551,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         if head || st.size == 0 {
                             self.src.close(f);
                         } else {
-                            conn.outq.push_back(Out::File { f, off: 0, end: st.size });
+                            conn.outq.push_back(Out::File { f, off: 0, end: st.size, parts: VecDeque::new() });
                         }
                     }
                     _ => {
@@ -557,7 +566,19 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     /// Reads the next piece of the file at the front of the queue.
     /// `Err` = the file failed or shrank: the response cannot be completed.
     fn pull_file(&mut self, conn: &mut Conn<'d, S::File>) -> Result<Aggregate<'d>, ()> {
-        let Some(Out::File { f, off, end }) = conn.outq.front_mut() else { return Err(()) };
+        let Some(Out::File { f, off, end, parts }) = conn.outq.front_mut() else { return Err(()) };
+        if *off >= *end {
+            // The next part's header (and after the last range, the closing
+            // delimiter as a part without bytes).
+            let Some((hdr, s, e)) = parts.pop_front() else { return Err(()) };
+            (*off, *end) = (s, e);
+            if s >= e && parts.is_empty() {
+                if let Some(Out::File { f, .. }) = conn.outq.pop_front() {
+                    self.src.close(f);
+                }
+            }
+            return Ok(hdr);
+        }
         let want = (*end - *off).min(self.cfg.read_chunk as u64) as usize;
         let r = self.src.read(f, *off, want);
         let agg = match r {
@@ -570,13 +591,75 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             }
         };
         *off += agg.len() as u64;
-        if *off >= *end {
+        if *off >= *end && parts.is_empty() {
             if let Some(Out::File { f, .. }) = conn.outq.pop_front() {
                 self.src.close(f);
             }
         }
         self.stats.body_bytes_by_ref += agg.len() as u64;
         Ok(agg)
+    }
+
+    /// A `multipart/byteranges` 206 (RFC 9110 §14.6): the header and each
+    /// part's header are generated into our pool, the file's bytes follow
+    /// by reference (the file is read once per range, lazily).
+    #[allow(clippy::too_many_arguments)]
+    fn multipart(
+        &mut self,
+        conn: &mut Conn<'d, S::File>,
+        f: S::File,
+        st: &FileStat,
+        ranges: &[(u64, u64)],
+        ctype: &str,
+        tag: &str,
+        lm: &str,
+        mode: ConnMode,
+    ) {
+        self.next_boundary = self.next_boundary.wrapping_add(1);
+        // Hex digits of a per-server counter and the file's version: no
+        // line of a part header has this form, and a file would have to
+        // contain it on its own line to confuse a client.
+        let boundary = format!("iolite-{:016x}{:08x}", self.next_boundary, st.mtime as u32 ^ st.ino);
+        let size = st.size;
+        let heads: Vec<String> = ranges
+            .iter()
+            .map(|(s, e)| {
+                format!("\r\n--{boundary}\r\nContent-Type: {ctype}\r\nContent-Range: bytes {s}-{e}/{size}\r\n\r\n")
+            })
+            .collect();
+        let closing = format!("\r\n--{boundary}--\r\n");
+        let len: u64 = heads.iter().map(|h| h.len() as u64).sum::<u64>()
+            + ranges.iter().map(|(s, e)| e - s + 1).sum::<u64>()
+            + closing.len() as u64;
+        let Some(mut a) = self.prefix(206, reason(206), mode) else {
+            self.src.close(f);
+            return conn.outq.push_back(Out::Close);
+        };
+        let tail = self.gen(|w| {
+            write!(
+                w,
+                "Content-Type: multipart/byteranges; boundary={boundary}\r\nContent-Length: {len}\r\n\
+                 Last-Modified: {lm}\r\nETag: {tag}\r\nAccept-Ranges: bytes\r\n\r\n"
+            )
+        });
+        let mut parts = VecDeque::new();
+        for (h, (s, e)) in heads.iter().zip(ranges) {
+            match self.gen(|w| w.write_str(h)) {
+                Some(g) => parts.push_back((g, *s, e + 1)),
+                None => break,
+            }
+        }
+        match (self.gen(|w| w.write_str(&closing)), tail.map(|t| a.append(t))) {
+            (Some(c), Some(Ok(()))) if parts.len() == ranges.len() => {
+                parts.push_back((c, size, size));
+                conn.outq.push_back(Out::Data(a));
+                conn.outq.push_back(Out::File { f, off: 0, end: 0, parts });
+            }
+            _ => {
+                self.src.close(f);
+                conn.outq.push_back(Out::Close);
+            }
+        }
     }
 
     /// Parses and handles as many requests as the buffered input holds.
@@ -928,6 +1011,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 stats: HttpStats::default(),
                 date: (u64::MAX, [0; 29]),
                 next_cgi: 1,
+                next_boundary: 0,
             },
             conns: BTreeMap::new(),
             next_conn: 1,
@@ -1074,8 +1158,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 Action::Close
             }
             Out::Cgi(call) => Action::Cgi(call),
-            Out::File { f, off, end } => {
-                conn.outq.push_front(Out::File { f, off, end });
+            file @ Out::File { .. } => {
+                conn.outq.push_front(file);
                 match core.pull_file(conn) {
                     Ok(a) => Action::Send(a),
                     Err(()) => Self::abort(core, conn),

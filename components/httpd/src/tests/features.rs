@@ -257,8 +257,8 @@ fn single_ranges_206_and_416() {
     assert_eq!((r.status, r.body.as_slice()), (206, &data[16000..]), "across chunk boundaries");
     let r = get(&mut h, "Range: bytes=70000-\r\n");
     assert_eq!((r.status, r.header("Content-Range")), (416, Some("bytes */65536")));
-    let r = get(&mut h, "Range: bytes=0-1,5-6\r\n");
-    assert_eq!((r.status, r.body.len()), (200, 65536), "several ranges: the whole file");
+    let r = get(&mut h, "Range: bytes=0-40000,30000-65535\r\n");
+    assert_eq!((r.status, r.body.len()), (200, 65536), "overlapping ranges over the size: the whole file");
     let r = get(&mut h, "Range: bytes=0-9\r\nIf-Range: \"stale\"\r\n");
     assert_eq!(r.status, 200, "If-Range mismatch");
     let tag = get(&mut h, "").header("ETag").unwrap().to_string();

@@ -225,3 +225,72 @@ fn options_405_and_host() {
         }
     }
 }
+
+/// Parses a multipart/byteranges body into (Content-Range, bytes) parts.
+fn multipart_parts(r: &Resp) -> Vec<(String, Vec<u8>)> {
+    let ct = r.header("Content-Type").unwrap();
+    let boundary = ct.strip_prefix("multipart/byteranges; boundary=").expect("multipart");
+    let delim = format!("\r\n--{boundary}");
+    let body = &r.body;
+    let mut parts = Vec::new();
+    let mut pos = 0;
+    loop {
+        assert_eq!(&body[pos..pos + delim.len()], delim.as_bytes(), "delimiter at {pos}");
+        pos += delim.len();
+        if &body[pos..] == b"--\r\n" {
+            return parts;
+        }
+        assert_eq!(&body[pos..pos + 2], b"\r\n");
+        pos += 2;
+        let head_end = pos + body[pos..].windows(4).position(|w| w == b"\r\n\r\n").unwrap();
+        let head = std::str::from_utf8(&body[pos..head_end]).unwrap();
+        let cr = head.lines().find_map(|l| l.strip_prefix("Content-Range: bytes ")).unwrap().to_string();
+        assert!(head.contains("Content-Type: application/octet-stream"), "{head}");
+        let (range, _) = cr.split_once('/').unwrap();
+        let (s, e) = range.split_once('-').unwrap();
+        let n = e.parse::<usize>().unwrap() - s.parse::<usize>().unwrap() + 1;
+        pos = head_end + 4;
+        parts.push((cr, body[pos..pos + n].to_vec()));
+        pos += n;
+    }
+}
+
+#[test]
+fn multiple_ranges_are_multipart_by_reference() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let data = content(65536, 2);
+    let c = h.connect();
+    h.send(c, &req_with("/file-64k.bin", "Range: bytes=0-9,20000-40000,-5\r\n"));
+    let dr = h.drain(c);
+    let r = parse_responses(&dr.bytes, &|_| false);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].status, 206);
+    assert_eq!(r[0].header("Content-Range"), None);
+    assert_eq!(r[0].header("Content-Length").unwrap().parse::<usize>().unwrap(), r[0].body.len());
+    let parts = multipart_parts(&r[0]);
+    assert_eq!(
+        parts,
+        vec![
+            ("0-9/65536".to_string(), data[..10].to_vec()),
+            ("20000-40000/65536".to_string(), data[20000..40001].to_vec()),
+            ("65531-65535/65536".to_string(), data[65531..].to_vec()),
+        ]
+    );
+    // The file's bytes went out as slices of its cache buffers.
+    let file: Vec<_> = h.srv.source_mut().descs("/file-64k.bin").iter().map(|s| s.buf).collect();
+    let sent_file_bytes: usize = dr
+        .sends
+        .iter()
+        .flat_map(|a| a.descs().to_vec())
+        .filter(|s| file.contains(&s.buf))
+        .map(|s| s.len as usize)
+        .sum();
+    assert_eq!(sent_file_bytes, 10 + 20001 + 5);
+    assert_eq!(d.stats().bytes_copied, 0);
+    assert_eq!(h.srv.source_mut().open.get(), 0, "the file was closed after the last part");
+    // The connection goes on with the next request.
+    h.send(c, &req_with("/style.css", ""));
+    let r = parse_responses(&h.drain(c).bytes, &|_| false);
+    assert_eq!(r[0].body, b"body { color: #222 }\n");
+}
