@@ -42,7 +42,16 @@ def _free_port():
 
 
 def _exchange(port, data, timeout=5.0):
-    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    # QEMU's forwarder refuses while the guest's previous connection is
+    # still being torn down: retry for a while.
+    for attempt in range(40):
+        try:
+            s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+            break
+        except ConnectionRefusedError:
+            if attempt == 39:
+                raise
+            time.sleep(0.25)
     try:
         if data:
             s.sendall(data)
@@ -162,6 +171,8 @@ def _summary(resps, cgi):
 
 
 class NginxDiff:
+    ROBOT_LIBRARY_SCOPE = "SUITE"
+
     def __init__(self, corpus, readme):
         self.corpus = corpus
         self.readme = readme
@@ -174,6 +185,7 @@ class NginxDiff:
         if not os.path.exists(NGINX):
             raise AssertionError("nginx is missing: ./iolite setup installs nginx-light")
         self.dir = tempfile.mkdtemp(prefix="iolite-nginx-")
+        os.chmod(self.dir, 0o755)  # nginx's workers run as www-data
         site = os.path.join(self.dir, "site")
         os.mkdir(site)
         subprocess.run(["debugfs", "-R", "rdump / " + site, site_image], check=True, capture_output=True)
@@ -182,7 +194,6 @@ class NginxDiff:
         with open(conf, "w") as f:
             f.write(f"""
 daemon off;
-master_process off;
 worker_processes 1;
 pid {self.dir}/nginx.pid;
 error_log {self.dir}/error.log;
@@ -205,6 +216,7 @@ http {{
             proxy_http_version 1.1;
             proxy_set_header Host $http_host;
             proxy_set_header Connection "";
+            proxy_ignore_client_abort on;
         }}
     }}
 }}
@@ -267,7 +279,11 @@ http {{
             methods = _methods(data)
             cgi = b" /cgi-bin" in data.split(b"\r\n", 1)[0] or b"/cgi-bin/" in data.split(b"\n", 1)[0]
             ours = _summary(_parse(_exchange(our_port, data), methods), cgi)
-            theirs = _summary(_parse(_exchange(self.port, data), methods), cgi)
+            try:
+                theirs = _summary(_parse(_exchange(self.port, data), methods), cgi)
+            except OSError as e:
+                log = open(os.path.join(self.dir, "error.log"), errors="replace").read()[-2000:]
+                raise AssertionError(f"{name}: nginx: {e} (exit {self.proc.poll()}); error.log: {log}")
             if ours == theirs:
                 same += 1
                 continue
