@@ -6,8 +6,9 @@
 //! 1. request line longer than `max_request_line` → 414; more than
 //!    `max_header_bytes` of header fields or more than `max_headers` fields
 //!    → 431 (both also while the head is still incomplete);
-//! 2. syntax (httparse) → 400; a well-formed but unsupported version
-//!    (`HTTP/2.0`, `HTTP/0.9`, `HTTP/1.2`) → 505;
+//! 2. syntax (httparse) → 400; a well-formed but unsupported major
+//!    version (`HTTP/2.0`, `HTTP/0.9`) → 505; a higher HTTP/1 minor
+//!    (`HTTP/1.2`) is served as HTTP/1.1 (RFC 9110 §2.5);
 //! 3. framing: a bad or conflicting Content-Length → 400; Transfer-Encoding
 //!    with Content-Length, or in an HTTP/1.0 request → 400 (smuggling,
 //!    RFC 9112 §6.1); codings (all TE lines together, case-insensitive)
@@ -18,7 +19,8 @@
 //! 4. Host: missing or repeated in HTTP/1.1, or malformed (bad characters,
 //!    empty labels, a port that is not 0..=65535 digits) → 400;
 //! 5. method other than GET, HEAD, POST, OPTIONS, PUT, DELETE, PATCH,
-//!    TRACE → 501 (with `Allow`); the last four are 405 per resource;
+//!    TRACE → 501 (with `Allow`; a 501 for a transfer coding has none);
+//!    the last four are 405 per resource;
 //! 6. target (see [`crate::path`]; `*` for OPTIONS only; the authority of
 //!    an absolute-form target checked as Host) → 400;
 //! 7. Content-Length over `max_body` → 413;
@@ -114,6 +116,9 @@ impl Request {
 pub struct Reject {
     /// HTTP status.
     pub status: u16,
+    /// The method is the reason (501 for an unknown method): the response
+    /// lists the methods the server has in `Allow`.
+    pub allow: bool,
 }
 
 /// Result of looking at the buffered start of a connection's input.
@@ -132,10 +137,14 @@ pub enum Head {
 const MAX_LEADING_EMPTY: usize = 8;
 
 fn reject(status: u16) -> Head {
-    Head::Reject(Reject { status })
+    Head::Reject(Reject { status, allow: false })
 }
 
-fn version_status(line: &[u8]) -> u16 {
+/// What httparse's version error means: a well-formed `HTTP/d.d` of
+/// another major version is 505; `HTTP/1.d` with a higher minor is to be
+/// served as HTTP/1.1 (RFC 9110 §2.5): `Ok(offset of the minor digit in
+/// the line)`; anything else is 400.
+fn version_status(line: &[u8]) -> Result<usize, u16> {
     let line = line.strip_suffix(b"\r").unwrap_or(line);
     let parts: Vec<&[u8]> = line.split(|&b| b == b' ').collect();
     match parts.as_slice() {
@@ -146,9 +155,13 @@ fn version_status(line: &[u8]) -> u16 {
                 && v[6] == b'.'
                 && v[7].is_ascii_digit() =>
         {
-            505
+            if v[5] == b'1' && v[7] > b'1' {
+                Ok(line.len() - 1)
+            } else {
+                Err(505)
+            }
         }
-        _ => 400,
+        _ => Err(400),
     }
 }
 
@@ -219,7 +232,22 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
     let mut req = httparse::Request::new(&mut hdrs);
     let n = match req.parse(buf) {
         Err(httparse::Error::TooManyHeaders) => return reject(431),
-        Err(httparse::Error::Version) => return reject(version_status(&rest[..line_len])),
+        Err(httparse::Error::Version) => match version_status(&rest[..line_len]) {
+            Err(status) => return reject(status),
+            Ok(minor_at) => {
+                // httparse knows only 1.0 and 1.1: parse a copy of the head
+                // (at most the limits' worth; head bytes, only parsed,
+                // never sent on) with the minor digit read as 1. Same
+                // length, so the head's length holds for the original.
+                let take = buf.len().min(lead + line_len + 1 + lim.max_header_bytes + 4);
+                let mut copy = buf[..take].to_vec();
+                copy[lead + minor_at] = b'1';
+                return match parse_head(&copy, lim) {
+                    Head::Partial if take < buf.len() => reject(431),
+                    other => other,
+                };
+            }
+        },
         Err(_) => return reject(400),
         Ok(httparse::Status::Partial) => {
             if line_end.is_some() && rest.len() - line_len - 1 > lim.max_header_bytes {
@@ -303,7 +331,7 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
         "DELETE" => Method::Delete,
         "PATCH" => Method::Patch,
         "TRACE" => Method::Trace,
-        _ => return reject(501),
+        _ => return Head::Reject(Reject { status: 501, allow: true }),
     };
     // 6. Target (asterisk-form only for OPTIONS, RFC 9112 §3.2.4).
     let target = if raw_target == b"*" && method == Method::Options {

@@ -298,11 +298,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     }
 
     /// A refused request: error response, then close.
-    fn reject(&mut self, conn: &mut Conn<'d, S::File>, status: u16) {
-        let extra = match status {
-            501 => "Allow: GET, HEAD, POST, OPTIONS\r\n",
-            _ => "",
-        };
+    fn reject(&mut self, conn: &mut Conn<'d, S::File>, status: u16, allow: bool) {
+        let extra = if allow { "Allow: GET, HEAD, POST, OPTIONS\r\n" } else { "" };
         self.push_simple(conn, status, false, ConnMode::Close, extra);
         conn.outq.push_back(Out::Close);
         conn.state = State::Closing;
@@ -686,7 +683,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     let body = match conn.take(need, self.pool, &mut self.stats) {
                         Ok(b) => b,
                         Err(_) => {
-                            self.reject(conn, 500);
+                            self.reject(conn, 500, false);
                             return;
                         }
                     };
@@ -723,7 +720,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         }
                         Head::Reject(r) => {
                             self.stats.requests += 1;
-                            self.reject(conn, r.status);
+                            self.reject(conn, r.status, r.allow);
                             return;
                         }
                         Head::Done(req, n) => {
@@ -761,7 +758,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     let piece = match conn.take(k, self.pool, &mut self.stats) {
                         Ok(p) => p,
                         Err(_) => {
-                            self.reject(conn, 500);
+                            self.reject(conn, 500, false);
                             return false;
                         }
                     };
@@ -772,7 +769,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         // More chunks than an aggregate has slices.
                         self.stats.bodies_flattened += 1;
                         if cb.body.flatten(self.pool).is_err() || cb.body.append(piece).is_err() {
-                            self.reject(conn, 500);
+                            self.reject(conn, 500, false);
                             return false;
                         }
                     }
@@ -802,7 +799,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     return true;
                 }
                 Step::Error(status) => {
-                    self.reject(conn, status);
+                    self.reject(conn, status, false);
                     return false;
                 }
             }
@@ -1253,7 +1250,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 State::Reading | State::Body(_) | State::Chunked(_) => {
                     if conn.req_start.is_some_and(|t| now.saturating_sub(t) >= cfg_req) {
                         self.core.stats.request_timeouts += 1;
-                        self.core.reject(conn, 408);
+                        self.core.reject(conn, 408, false);
                     } else if conn.outq.is_empty()
                         && conn.inq_len == 0
                         && now.saturating_sub(conn.last_active) >= cfg_idle

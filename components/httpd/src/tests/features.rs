@@ -310,14 +310,37 @@ fn errors_and_limits() {
     assert_eq!(r.header("Allow"), Some("GET, HEAD, OPTIONS"));
     assert!(!closed, "405 keeps a well-framed connection");
     check(&mut h, b"GET / HTTP/2.0\r\nHost: t\r\n\r\n", 505);
-    check(&mut h, b"GET / HTTP/1.2\r\nHost: t\r\n\r\n", 505);
+    check(&mut h, b"GET / HTTP/0.9\r\nHost: t\r\n\r\n", 505);
+    // A higher HTTP/1 minor is served as HTTP/1.1 (RFC 9110 §2.5): the
+    // same bytes as for 1.1, the connection kept, the next request found.
+    let c = h.connect();
+    h.send(c, b"GET /index.html HTTP/1.1\r\nHost: t\r\n\r\n");
+    let want = parse_responses(&h.drain(c).bytes, &|_| false).remove(0).body;
+    h.srv.closed(c);
+    assert!(!want.is_empty());
+    for v in ["1.2", "1.9"] {
+        let raw = format!("GET /index.html HTTP/{v}\r\nHost: t\r\n\r\nGET /style.css HTTP/1.1\r\nHost: t\r\n\r\n");
+        let c = h.connect();
+        h.send(c, raw.as_bytes());
+        let dr = h.drain(c);
+        let r = parse_responses(&dr.bytes, &|_| false);
+        assert_eq!(r.iter().map(|r| r.status).collect::<Vec<_>>(), [200, 200], "HTTP/{v}");
+        assert!(dr.bytes.starts_with(b"HTTP/1.1 200"), "answered as HTTP/1.1");
+        assert_eq!(r[0].body, want, "HTTP/{v}");
+        assert_eq!(r[1].body, b"body { color: #222 }\n");
+        assert!(!dr.closed, "HTTP/{v}");
+        h.srv.closed(c);
+    }
     check(&mut h, b"GET / HTTP/1.10\r\nHost: t\r\n\r\n", 400);
     check(&mut h, b"GET / FOO/1.1\r\nHost: t\r\n\r\n", 400);
     let (_, closed) =
         check(&mut h, b"POST /index.html HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n0\r\n\r\n", 405);
     assert!(!closed, "a chunked body keeps the framing");
     check(&mut h, b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip\r\n\r\n", 400);
-    check(&mut h, b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501);
+    let (r, closed) =
+        check(&mut h, b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: gzip, chunked\r\n\r\n", 501);
+    assert_eq!(r.header("Allow"), None, "a 501 for a transfer coding is not about methods");
+    assert!(closed);
     check(
         &mut h,
         b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 3\r\nTransfer-Encoding: chunked\r\n\r\n",
