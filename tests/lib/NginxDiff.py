@@ -20,7 +20,9 @@ Cases whose outcome depends on timeouts ("wait" in expected.tsv) are not
 run: the two servers' timeouts are configuration, not protocol.
 
 A difference is justified when components/httpd/README.md lists the case
-in its "Differences from nginx" table with both statuses as observed.
+in its "Differences from nginx" table with both statuses as observed
+(comma-separated per response; "none" when no HTTP/1.x response came).
+A row may list several cases (each in backquotes) sharing one reason.
 """
 import os
 import re
@@ -256,7 +258,8 @@ http {{
         for line in section[1].split("\n## ", 1)[0].splitlines():
             cols = [c.strip() for c in line.strip().strip("|").split("|")]
             if len(cols) >= 4 and cols[0].startswith("`") and cols[0].endswith("`"):
-                table[cols[0].strip("`")] = (cols[1], cols[2])
+                for case in re.findall(r"`([^`]+)`", cols[0]):
+                    table[case] = (cols[1], cols[2])
         return table
 
     def compare_with_nginx(self, our_port):
@@ -287,8 +290,8 @@ http {{
             if ours == theirs:
                 same += 1
                 continue
-            os_ = ",".join(str(r["status"]) for r in ours)
-            ns = ",".join(str(r["status"]) for r in theirs)
+            os_ = ",".join(str(r["status"]) for r in ours) or "none"
+            ns = ",".join(str(r["status"]) for r in theirs) or "none"
             if name in justified and justified[name] == (os_, ns):
                 diff_ok.append(name)
             else:
