@@ -252,7 +252,7 @@ The Index Page Renders In Headless Chromium
 
 The Hostile Corpus Gets The Expected Outcomes
     ${n}=    Run Http Corpus    ${CORPUS}
-    Should Be Equal As Integers    ${n}    147
+    Should Be Equal As Integers    ${n}    209
     Status Should Be    /index.html    200
 
 No Fault Besides The Provoked One
