@@ -462,18 +462,25 @@ impl Driver {
                 continue;
             }
             let icr = if POLL {
+                // netstack's kicks wait on `kick` meanwhile, unread: its
+                // frames go out at the next tick.
                 glue::tick::wait();
-                // The causes latch in ICR while masked (netstack's ICS kicks
-                // among them, harmless here): read for link changes.
+                // The causes latch in ICR while masked: read for link changes.
                 self.regs.read(ICR)
             } else {
-                glue::irq::wait();
-                // Reading ICR clears the causes and so deasserts the level
-                // line before the kernel unmasks it.
-                let icr = self.regs.read(ICR);
-                let _ = glue::irq::acknowledge();
-                self.c[C::Irqs as usize] += 1;
-                icr
+                // The interrupt and netstack's kick share this notification
+                // (`irq_notification`): each has its own badge bit.
+                let bits = glue::irq::wait();
+                if bits & glue::irq::BADGE != 0 {
+                    // Reading ICR clears the causes and so deasserts the
+                    // level line before the kernel unmasks it.
+                    let icr = self.regs.read(ICR);
+                    let _ = glue::irq::acknowledge();
+                    self.c[C::Irqs as usize] += 1;
+                    icr
+                } else {
+                    0
+                }
             };
             woke = rdtsc();
             if icr & INT_LSC != 0 {

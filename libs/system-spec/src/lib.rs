@@ -53,7 +53,7 @@ pub use validate::SpecError;
 
 /// Bumped whenever the encoded form changes, so a loader never misreads a
 /// spec written by a different compiler.
-pub const FORMAT_VERSION: u32 = 2;
+pub const FORMAT_VERSION: u32 = 3;
 
 /// The first bytes of an encoded spec; they make a stray blob fail loudly.
 pub const MAGIC: [u8; 8] = *b"IOLSPEC\0";
@@ -181,6 +181,10 @@ pub struct IoApicIrq {
     /// The notification the IRQ handler is bound to
     /// (`seL4_IRQHandler_SetNotification`).
     pub notification: ObjectId,
+    /// The badge the interrupt signals it with: 1 on a notification of its
+    /// own; one bit of several when the consumer's other notifications
+    /// share the object (e.g. a driver woken by its device and its client).
+    pub badge: u64,
 }
 
 /// One software component instance: one thread in its own address space and
@@ -276,7 +280,8 @@ impl Rights {
 pub enum Access {
     /// Read-only mapping (`_access = "R"`); writes fault.
     ReadOnly,
-    /// Read-write mapping (`_access = "RW"`, or unset).
+    /// Read-write mapping (`_access = "RW"`; unset: the owner's end of a
+    /// shared region, both ends of a channel, a driver's device memory).
     ReadWrite,
 }
 

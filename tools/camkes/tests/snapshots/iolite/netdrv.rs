@@ -71,7 +71,10 @@ pub mod glue {
         }
 
         /// The CSpace slot of the IRQ handler capability.
-        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 5;
+        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 6;
+
+        /// The badge bit `wait()`/`poll()` return when the interrupt fired.
+        pub const BADGE: sel4::Word = 0x2;
 
         /// Re-enables the interrupt after handling it.
         pub fn acknowledge() -> sel4::Result<()> {
@@ -79,11 +82,27 @@ pub mod glue {
         }
     }
 
+    /// `consumes DrvKick kick;`, connected by seL4Notification.
+    pub mod kick {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 2;
+        /// Blocks until the event arrives; returns the badge bits.
+        pub fn wait() -> sel4::Word {
+            sel4::wait(SLOT)
+        }
+
+        /// The badge bits of an event that already arrived, or 0.
+        pub fn poll() -> sel4::Word {
+            sel4::poll(SLOT)
+        }
+    }
+
     /// `uses PciConfigSpace pci_config;`, connected by seL4RPCCall.
     pub mod pci_config {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 2;
+        pub const SLOT: sel4::CPtr = 3;
 
         /// `uint32_t read32(in uint32_t bdf, in uint32_t offset)` (label 0).
         pub fn read32(bdf: u32, offset: u32) -> u32 {
@@ -124,7 +143,7 @@ pub mod glue {
     pub mod wake {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 3;
+        pub const SLOT: sel4::CPtr = 4;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -135,7 +154,7 @@ pub mod glue {
     pub mod tick {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 4;
+        pub const SLOT: sel4::CPtr = 5;
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
