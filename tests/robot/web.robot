@@ -1,9 +1,12 @@
 *** Settings ***
-Documentation       The whole system (camkes/iolite.camkes, issue 7) serving the demo site:
+Documentation       The whole system (camkes/iolite.camkes) serving the demo site:
 ...                 QEMU's e1000 -> netdrv -> netstack -> httpd, files from fs's IO-Lite
 ...                 cache by reference, CGI in its own restartable component. Booted with
 ...                 `simulate --port 8080:80 --disk images/site.img`, so the site is at
 ...                 http://127.0.0.1:8080/ (QEMU forwards it to the guest's port 80).
+...                 The image is tests/variants' webtest: the default image plus the cgi's
+...                 test hooks (cgi.test_hooks = 1: /cgi-bin/crash, spin, slow, restart,
+...                 blob), which the default image does not have (tests/robot/iso.robot).
 ...
 ...                 Serial lines these tests wait for (stable):
 ...                 | [roottask] system started: 7 of 7 components running |
@@ -26,23 +29,24 @@ Documentation       The whole system (camkes/iolite.camkes, issue 7) serving the
 Library             OperatingSystem
 Library             Process
 Library             Collections
-Library             QemuSystem    ${BUILD_DIR}
+Library             QemuSystem    ${WEBTEST_BUILD_DIR}
 Library             WebClient    ${PORT}
 Suite Setup         Boot The Web Image
 Suite Teardown      Stop System
 Test Teardown       Attach Serial Log If Test Failed
+Test Tags           webtest
 
 *** Variables ***
-# The default image (camkes/iolite.camkes); tests/run-all passes its folder.
+# The webtest image (tests/variants); tests/run-all passes its folder.
 # The build puts the site image and its manifest in images/.
-${BUILD_DIR}        ${CURDIR}/../../build
+${WEBTEST_BUILD_DIR}    ${CURDIR}/../../build/variants/webtest
 ${PORT}                 8080
 ${CORPUS}               ${CURDIR}/../http-corpus
 ${CHROMIUM_FLAGS}       --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking --disable-component-update --disable-sync
 
 *** Keywords ***
 Boot The Web Image
-    Start System    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
+    Start System    --port    ${PORT}:80    --disk    ${WEBTEST_BUILD_DIR}/images/site.img
 
 Status Should Be
     [Arguments]    ${path}    ${want}    ${method}=GET    &{headers}
@@ -72,8 +76,14 @@ All Components Start And The Site Answers
     Wait For Serial Line    ^\\[httpd\\] cgi attached \\(generation 1\\)$    timeout=60s
     Wait For Web Server    timeout=90
 
+The Test Image Has The Test Hooks Built In
+    # The counterpart of iso.robot's check that the default image has none.
+    ${elf}=    Get Binary File    ${WEBTEST_BUILD_DIR}/system/elves/cgi.elf
+    ${found}=    Evaluate    [n for n in ("/cgi-bin/crash", "/cgi-bin/spin", "/cgi-bin/slow", "/cgi-bin/restart", "/cgi-bin/blob") if n.encode() in $elf]
+    Length Should Be    ${found}    5
+
 Every Demo File Is Byte Exact
-    ${n}=    Every File Should Be Byte Exact    ${BUILD_DIR}/images/site.manifest
+    ${n}=    Every File Should Be Byte Exact    ${WEBTEST_BUILD_DIR}/images/site.manifest
     Should Be True    ${n} >= 10
 
 Index Page Is Served As The Directory Index
