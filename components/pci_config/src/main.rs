@@ -70,12 +70,10 @@ impl Server {
                 && offset % 4 == 0
                 && self.grants.iter().flatten().any(|g| g.badge == badge && g.function == *f)
         });
-        if granted.is_none() {
-            if self.denial_logged() {
-                match function {
-                    Some(f) => warn!("denied: client {badge} {op} {f} offset {offset:#x}"),
-                    None => warn!("denied: client {badge} {op} bdf {bdf:#x} (not a function number)"),
-                }
+        if granted.is_none() && self.denial_logged() {
+            match function {
+                Some(f) => warn!("denied: client {badge} {op} {f} offset {offset:#x}"),
+                None => warn!("denied: client {badge} {op} bdf {bdf:#x} (not a function number)"),
             }
         }
         granted.map(|f| (f, offset as u8))
