@@ -25,6 +25,8 @@ pub mod glue {
         pub const HTTPD_POOL_ID: i64 = 24;
         /// `attribute int sock_pool_id;`
         pub const SOCK_POOL_ID: i64 = 23;
+        /// `attribute int test_hooks;`
+        pub const TEST_HOOKS: i64 = 0;
     }
 
     /// `consumes CgiWake wake;`, connected by seL4Notification.
