@@ -5,7 +5,9 @@
 //! the 0xCF8/0xCFC address/data pair, which components cannot share
 //! safely), or, for the hardware probe, through those ports directly. Each
 //! implements [`ConfigAccess`]; everything above it (the register layout,
-//! BAR sizing, bus scans, the two address encodings) lives here once.
+//! BAR sizing, bus scans, the two address encodings) lives here once, and
+//! so does what a driver may write ([`DriverPolicy`], which the pci_config
+//! server enforces).
 
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs)]
