@@ -76,6 +76,21 @@ All Components Start And The Site Answers
     Wait For Serial Line    ^\\[httpd\\] cgi attached \\(generation 1\\)$    timeout=60s
     Wait For Web Server    timeout=90
 
+pci_config Refuses Driver Writes Beyond The Command Bits It Needs
+    # netdrv's test hook (netdrv.test_hooks = 1) writes BAR0, the interrupt
+    # line and the command register's SERR# bit, each with its current
+    # value (harmless if let through); pci_config must refuse and log each.
+    # netdrv's own probe (memory decoding, bus mastering) went through: the
+    # site answers.
+    Serial Line Seen    ^\\[pci_config\\] warning: refused write of BAR0 \\(0x10\\) by client 2 \\(00:03\\.0\\): drivers write only the command register$
+    Serial Line Seen    ^\\[netdrv\\] test hook: writing BAR0 was refused$
+    Serial Line Seen    ^\\[pci_config\\] warning: refused write of interrupt line/pin \\(0x3c\\) by client 2 \\(00:03\\.0\\): drivers write only the command register$
+    Serial Line Seen    ^\\[netdrv\\] test hook: writing the interrupt line was refused$
+    Serial Line Seen    ^\\[pci_config\\] warning: refused write of command/status \\(0x4\\) by client 2 \\(00:03\\.0\\): command bits 0x0100 are not a driver's to change$
+    Serial Line Seen    ^\\[netdrv\\] test hook: writing SERR# enable was refused$
+    ${accepted}=    Run Keyword And Return Status    Serial Line Seen    ^\\[netdrv\\] error: test hook: writing .* was accepted
+    Should Not Be True    ${accepted}
+
 The Test Image Has The Test Hooks Built In
     # The counterpart of iso.robot's check that the default image has none:
     # text each hook's code carries (crash, spin, slow, restart, blob).

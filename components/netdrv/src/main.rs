@@ -81,6 +81,10 @@ const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
 const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
 const POLL: bool = glue::attributes::POLL != 0;
+/// Test images only (`netdrv.test_hooks = 1`): after probing, try writes
+/// pci_config must refuse (see `try_forbidden_writes`). A constant, so
+/// the default image has no such code.
+const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 
 /// Counter indices (order of `link::DRV_NAMES`).
 /// (`TxCopied` stays 0: the driver never copies a frame.)
@@ -203,7 +207,36 @@ fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Registers
         pci::REG_COMMAND,
         (command | pci::COMMAND_MEMORY | pci::COMMAND_BUS_MASTER) & !pci::COMMAND_INTX_DISABLE,
     )?;
+    if TEST_HOOKS {
+        try_forbidden_writes()?;
+    }
     Ok(Some(Registers::new()))
+}
+
+/// Writes a driver must not make (BAR0, the interrupt line, a command bit
+/// it does not need), each with the value the register already has, so
+/// that nothing changes even where pci_config let them through. Logs
+/// whether each was refused, for the end-to-end test of pci_config's
+/// policy.
+fn try_forbidden_writes() -> Result<(), pci::Refused> {
+    let serr = 1 << 8;
+    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
+    for (name, register, value) in [
+        ("BAR0", pci::REG_BAR0, E1000.read(pci::REG_BAR0)?),
+        ("the interrupt line", pci::REG_INTERRUPT, E1000.read(pci::REG_INTERRUPT)?),
+        ("SERR# enable", pci::REG_COMMAND, command ^ serr),
+    ] {
+        match E1000.write(register, value) {
+            Err(pci::Refused) => log!("test hook: writing {name} was refused"),
+            Ok(()) => {
+                error!("test hook: writing {name} was accepted");
+                if register == pci::REG_COMMAND {
+                    E1000.write(register, command)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// # Safety

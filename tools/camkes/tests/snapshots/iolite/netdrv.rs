@@ -35,6 +35,8 @@ pub mod glue {
         pub const ITR: i64 = 200;
         /// `attribute int poll;`
         pub const POLL: i64 = 0;
+        /// `attribute int test_hooks;`
+        pub const TEST_HOOKS: i64 = 0;
     }
 
     /// `dataport Buf(131072) regs;`, connected by seL4HardwareMMIO.
