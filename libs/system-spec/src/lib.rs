@@ -197,6 +197,10 @@ pub struct IoApicIrq {
     /// The notification the IRQ handler is bound to
     /// (`seL4_IRQHandler_SetNotification`).
     pub notification: ObjectId,
+    /// The badge the interrupt signals it with: 1 on a notification of its
+    /// own; one bit of several when the consumer's other notifications
+    /// share the object (e.g. a driver woken by its device and its client).
+    pub badge: u64,
 }
 
 /// One software component instance: one thread in its own address space and
@@ -328,7 +332,8 @@ impl Rights {
 pub enum Access {
     /// Read-only mapping (`_access = "R"`); writes fault.
     ReadOnly,
-    /// Read-write mapping (`_access = "RW"`, or unset).
+    /// Read-write mapping (`_access = "RW"`; unset: the owner's end of a
+    /// shared region, both ends of a channel, a driver's device memory).
     ReadWrite,
 }
 

@@ -19,6 +19,7 @@ fn sample() -> SystemSpec {
             active_low: false,
             vector: 20,
             notification: ntfn,
+            badge: 1,
         }),
     );
     let ports = spec.add_object("uart_io", ObjectKind::IoPorts { first: 0x3F8, last: 0x3FF });

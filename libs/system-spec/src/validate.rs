@@ -302,6 +302,9 @@ impl SystemSpec {
                     if irq.vector > MAX_IRQ_VECTOR {
                         return Err(SpecError::BadIrq { object: name(), reason: "IRQ vector must be 0..=107" });
                     }
+                    if irq.badge == 0 || irq.badge >= 1 << 28 {
+                        return Err(SpecError::BadIrq { object: name(), reason: "badge must be 1..2^28" });
+                    }
                     match self.object(irq.notification) {
                         Some(target) if target.kind == ObjectKind::Notification => {}
                         _ => return Err(SpecError::IrqTargetNotNotification { object: name() }),

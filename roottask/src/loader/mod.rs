@@ -30,10 +30,6 @@ use system_spec::{Access, Component, ObjectKind, SystemSpec, LARGE_PAGE_SIZE};
 const IMAGE_LOW: u64 = 0x1000;
 const IMAGE_HIGH: u64 = system_spec::DATAPORT_BASE;
 
-/// The badge an interrupt's notification carries: what the consumer's
-/// `wait()`/`poll()` return when the interrupt has fired.
-const IRQ_BADGE: Word = 1;
-
 /// `CONFIG_RETYPE_FAN_OUT_LIMIT` (kernel-config/common.h): the most objects
 /// one Untyped_Retype may make.
 const RETYPE_FAN_OUT_LIMIT: u64 = 256;
@@ -717,10 +713,11 @@ fn make_object(
             // The kernel signals the notification with the badge of the
             // capability bound here. An unbadged one would deliver badge 0,
             // which a consumer's seL4_Poll cannot tell from "nothing
-            // arrived" (and seL4_Wait returns 0): bind a copy badged 1.
+            // arrived" (and seL4_Wait returns 0): bind a copy badged as the
+            // spec says (1, or its own bit on a shared notification).
             let badged = global.slot()?;
             invoke(
-                "CNode_Mint (IRQ notification, badge 1)",
+                "CNode_Mint (IRQ notification, badged)",
                 sel4::cnode_mint(
                     sel4::CAP_INIT_THREAD_CNODE,
                     badged,
@@ -729,7 +726,7 @@ fn make_object(
                     *notification,
                     64,
                     CapRights::new(false, false, true),
-                    CapData::badge(IRQ_BADGE).into_word(),
+                    CapData::badge(irq.badge as Word).into_word(),
                 ),
             )?;
             invoke("IRQHandler_SetNotification", sel4::irq_handler_set_notification(handler, badged))?;

@@ -7,9 +7,10 @@
 use crate::ast::InterfaceKind;
 use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
 use crate::diag::{err, Result};
+use std::collections::HashMap;
 use system_spec::{
-    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, RestartPolicy, Rights,
-    SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS,
+    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectId, ObjectKind, RestartPolicy,
+    Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS,
     DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
 };
 
@@ -122,7 +123,11 @@ pub fn build(system: &System) -> Result<SystemSpec> {
         }));
     }
 
-    for conn in &system.connections {
+    // A notification object per notification connection, made when first
+    // needed: an interrupt delivered to one (`<irq>_notification`) may come
+    // before it in the assembly, and the IRQ must name an existing object.
+    let mut notifications: HashMap<usize, ObjectId> = HashMap::new();
+    for (index, conn) in system.connections.iter().enumerate() {
         let name = conn.name.text.clone();
         let slot = |instance: usize, interface: usize| {
             layouts[system.instances[instance].component].slot[interface].expect("non-dataport interfaces have slots")
@@ -144,7 +149,8 @@ pub fn build(system: &System) -> Result<SystemSpec> {
                 }
             }
             ConnectorKind::Notification | ConnectorKind::NotificationNative => {
-                let notification = spec.add_object(name, ObjectKind::Notification);
+                let notification =
+                    *notifications.entry(index).or_insert_with(|| spec.add_object(name, ObjectKind::Notification));
                 // One emitter: badge 1. Several (seL4NotificationNative):
                 // badge bit i for the i-th `from`, so signals are told apart.
                 for (index, emitter) in conn.from.iter().enumerate() {
@@ -195,7 +201,21 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             ConnectorKind::HardwareInterrupt => {
                 let hw = &conn.from[0];
                 let irq = &system.instances[hw.instance].config.irq[&hw.interface];
-                let notification = spec.add_object(name.clone(), ObjectKind::Notification);
+                let driver = &conn.to[0];
+                let config = &system.instances[driver.instance].config;
+                // Its own notification, or (`<irq>_notification`) that of
+                // the driver's other event, signalled with its own bit.
+                let notification = match config.irq_into.get(&driver.interface) {
+                    Some((into, _)) => {
+                        let (target, _) = system.connection_of(driver.instance, *into).expect("checked: connected");
+                        let target_name = system.connections[target].name.text.clone();
+                        *notifications
+                            .entry(target)
+                            .or_insert_with(|| spec.add_object(target_name, ObjectKind::Notification))
+                    }
+                    None => spec.add_object(name.clone(), ObjectKind::Notification),
+                };
+                let badge = config.irq_badge[&driver.interface];
                 let handler = spec.add_object(
                     format!("{name}.irq"),
                     ObjectKind::IoApicIrq(IoApicIrq {
@@ -205,9 +225,9 @@ pub fn build(system: &System) -> Result<SystemSpec> {
                         active_low: irq.polarity_low,
                         vector: irq.vector,
                         notification,
+                        badge,
                     }),
                 );
-                let driver = &conn.to[0];
                 let layout = &layouts[system.instances[driver.instance].component];
                 let s = layout.slot[driver.interface].expect("consumes has a slot");
                 let h = layout.irq_handler_slot[driver.interface].expect("interrupt consumers have a handler slot");
@@ -285,6 +305,19 @@ pub fn describe(spec: &SystemSpec) -> String {
     for (i, o) in spec.objects.iter().enumerate() {
         let _ = writeln!(out, "  #{i} {}: {:?}", o.name, o.kind);
     }
+    // Whoever maps a device's registers can program its DMA: say who does.
+    let _ = writeln!(out, "device regions (holder, rights):");
+    for (i, o) in spec.objects.iter().enumerate() {
+        let ObjectKind::DeviceFrames { paddr, size } = o.kind else { continue };
+        let holders: Vec<String> = spec
+            .components
+            .iter()
+            .flat_map(|c| c.mappings.iter().filter(|m| m.object.0 as usize == i).map(move |m| (c, m)))
+            .map(|(c, m)| format!("{} {}", c.name, access_letters(m.access)))
+            .collect();
+        let holders = if holders.is_empty() { "nobody".to_string() } else { holders.join(", ") };
+        let _ = writeln!(out, "  #{i} {} {paddr:#x}+{size:#x}: {holders}", o.name);
+    }
     for c in &spec.components {
         let _ = writeln!(
             out,
@@ -333,6 +366,92 @@ pub fn describe(spec: &SystemSpec) -> String {
         }
         for i in &c.interfaces {
             let _ = writeln!(out, "  interface {}: {:?}", i.name, i.binding);
+        }
+    }
+    let _ = writeln!(out, "rights of every end:");
+    out.push_str(&rights_table(spec));
+    out
+}
+
+/// `component.interface` of the interface `is` picks, or `component.?`.
+fn end_name(c: &Component, is: impl Fn(&Binding) -> bool) -> String {
+    match c.interfaces.iter().find(|i| is(&i.binding)) {
+        Some(i) => format!("{}.{}", c.name, i.name),
+        None => format!("{}.?", c.name),
+    }
+}
+
+fn access_letters(access: Access) -> &'static str {
+    match access {
+        Access::ReadOnly => "R",
+        Access::ReadWrite => "RW",
+    }
+}
+
+fn rights_letters(r: Rights) -> String {
+    let mut s = String::new();
+    for (on, letter) in [(r.read, "R"), (r.write, "W"), (r.grant, "G"), (r.grant_reply, "P")] {
+        if on {
+            s.push_str(letter);
+        }
+    }
+    if s.is_empty() {
+        s.push('-');
+    }
+    s
+}
+
+/// Every end of every object, one line each, in object order: the
+/// object, what it is, who holds it and with which rights (mappings:
+/// `R`/`RW`; capabilities: `R` receive, `W` send, `G` grant, `P`
+/// grant-reply, `-` none, then the badge). Made for review: a change in
+/// anybody's rights is a changed line (`tests/golden/iolite-rights.txt`).
+pub fn rights_table(spec: &SystemSpec) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "# {:<18} {:<28} {:<24} rights", "object", "kind", "end (component.interface)");
+    for (i, o) in spec.objects.iter().enumerate() {
+        let kind = match &o.kind {
+            ObjectKind::Endpoint => "endpoint".to_string(),
+            ObjectKind::Notification => "notification".to_string(),
+            ObjectKind::Frames { size } => format!("frames {size:#x}"),
+            ObjectKind::DeviceFrames { paddr, size } => format!("device {paddr:#x}+{size:#x}"),
+            ObjectKind::IoApicIrq(irq) => format!("irq pin {} badge {:#x}", irq.pin, irq.badge),
+            ObjectKind::IoPorts { first, last } => format!("ports {first:#x}:{last:#x}"),
+        };
+        let mut holders = 0;
+        for c in &spec.components {
+            for m in c.mappings.iter().filter(|m| m.object.0 as usize == i) {
+                let cached = if m.cached { "" } else { " uncached" };
+                let end = end_name(c, |b| matches!(b, Binding::Dataport { vaddr, .. } if *vaddr == m.vaddr));
+                let _ = writeln!(out, "{:<20} {kind:<28} {end:<24} map {}{cached}", o.name, access_letters(m.access));
+                holders += 1;
+            }
+            for cap in c.caps.iter().filter(|cap| cap.object.0 as usize == i) {
+                let badge = if cap.badge != 0 { format!(" badge {:#x}", cap.badge) } else { String::new() };
+                let end = end_name(c, |b| match *b {
+                    Binding::RpcClient { slot }
+                    | Binding::RpcServer { slot }
+                    | Binding::EventEmitter { slot }
+                    | Binding::EventConsumer { slot }
+                    | Binding::InterruptConsumer { slot, .. }
+                    | Binding::IoPortUser { slot } => slot == cap.slot,
+                    _ => false,
+                });
+                let end = if end.ends_with('?') {
+                    end_name(
+                        c,
+                        |b| matches!(b, Binding::InterruptConsumer { irq_handler_slot, .. } if *irq_handler_slot == cap.slot),
+                    )
+                } else {
+                    end
+                };
+                let _ = writeln!(out, "{:<20} {kind:<28} {end:<24} cap {}{badge}", o.name, rights_letters(cap.rights));
+                holders += 1;
+            }
+        }
+        if holders == 0 {
+            let _ = writeln!(out, "{:<20} {kind:<28} {:<24} -", o.name, "(nobody)");
         }
     }
     out

@@ -132,9 +132,20 @@ fn iolite_system_compiles() {
         assert!(names.contains(&expected), "{expected} missing from {names:?}");
     }
     // The e1000's registers are device memory, mapped uncached in netdrv only.
-    assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::DeviceFrames { paddr: 0xfebc0000, size: 0x20000 }));
+    let regs = spec
+        .objects
+        .iter()
+        .position(|o| o.kind == ObjectKind::DeviceFrames { paddr: 0xfebc0000, size: 0x20000 })
+        .unwrap();
+    let holders: Vec<_> = spec
+        .components
+        .iter()
+        .filter(|c| c.mappings.iter().any(|m| m.object.0 as usize == regs))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(holders, ["netdrv"]);
     let netdrv = spec.component("netdrv").unwrap();
-    assert!(netdrv.mappings.iter().any(|m| m.vaddr == DATAPORT_BASE && !m.cached));
+    assert!(netdrv.mappings.iter().any(|m| m.vaddr == DATAPORT_BASE && m.object.0 as usize == regs && !m.cached));
     // The e1000's INTA# as the MADT describes it: pin 11, level, active high.
     let irqs: Vec<_> = spec
         .objects
