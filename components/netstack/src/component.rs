@@ -430,9 +430,7 @@ impl Node {
                     Err(_) => {}
                 }
             }
-            self.stack.poll(now_ms(), &mut self.port);
-            self.polls += 1;
-            self.session.poll(&mut self.stack);
+            self.polls += self.session.run(&mut self.stack, now_ms(), &mut self.port) as u64;
             let mut delivered = 0;
             loop {
                 let (tag, agg) = match self.undelivered.pop_front() {
