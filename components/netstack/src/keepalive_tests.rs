@@ -35,12 +35,12 @@ struct Outcome {
     elapsed_ms: u64,
 }
 
-fn fetch_repeatedly(responses: usize, body: &[u8]) -> Outcome {
+fn fetch_repeatedly(mode: CopyMode, responses: usize, body: &[u8]) -> Outcome {
     let (da, db) = (domain(64, Trust::Trusted), domain(1024, Trust::Trusted));
     let mut client_cfg = cfg(1, 15, CopyMode::IoLite, TxChecksum::Cached);
     client_cfg.recv_window = 4 << 20;
     let mut a = NetStack::new(da, client_cfg, 0);
-    let mut b = NetStack::new(db, cfg(2, 16, CopyMode::IoLite, TxChecksum::Cached), 0);
+    let mut b = NetStack::new(db, cfg(2, 16, mode, TxChecksum::Cached), 0);
     let (mut pa, mut pb) = Port::pair(da, db, 0);
     let file = make(db, body);
 
@@ -124,10 +124,9 @@ fn fetch_repeatedly(responses: usize, body: &[u8]) -> Outcome {
     panic!("{} of {responses} responses after {now} simulated ms", bodies.len());
 }
 
-#[test]
-fn keep_alive_mib_responses_never_wait_for_the_ticker() {
+fn never_waits_for_the_ticker(mode: CopyMode) {
     let body = pattern(1 << 20, 13);
-    let out = fetch_repeatedly(6, &body);
+    let out = fetch_repeatedly(mode, 6, &body);
     for (i, got) in out.bodies.iter().enumerate() {
         assert!(got[..] == body[..], "response {i}: {} bytes, not the file's", got.len());
     }
@@ -138,4 +137,14 @@ fn keep_alive_mib_responses_never_wait_for_the_ticker() {
     );
     // Each response is far quicker than one ticker period.
     assert!(out.elapsed_ms < 6 * TICK_MS / 2, "6 responses took {} simulated ms", out.elapsed_ms);
+}
+
+#[test]
+fn keep_alive_mib_responses_never_wait_for_the_ticker() {
+    never_waits_for_the_ticker(CopyMode::IoLite);
+}
+
+#[test]
+fn keep_alive_mib_responses_never_wait_for_the_ticker_in_posix_mode() {
+    never_waits_for_the_ticker(CopyMode::Posix);
 }
