@@ -54,6 +54,15 @@ class QemuSystem:
     @keyword
     def start_system(self, *simulate_args):
         """Boots the image with ``build/simulate`` and the given arguments."""
+        self._start([], simulate_args)
+
+    @keyword
+    def start_system_in_namespace(self, netns, *simulate_args):
+        """As ``Start System``, inside the network namespace ``netns``
+        (``ip netns exec``; see TapNetwork's ``Create Tap Network``)."""
+        self._start(["ip", "netns", "exec", netns], simulate_args)
+
+    def _start(self, prefix, simulate_args):
         if self.process is not None:
             raise AssertionError("a system is already running; stop it first")
         simulate = os.path.join(self.build_dir, "simulate")
@@ -68,7 +77,7 @@ class QemuSystem:
         self.expected_faults = []
         self.started_at = time.monotonic()
         self.process = subprocess.Popen(
-            [simulate, *simulate_args],
+            [*prefix, simulate, *simulate_args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,

@@ -463,15 +463,13 @@ impl Node {
                     Err(_) => {}
                 }
             }
-            self.stack.poll(now_ms(), &mut self.port);
+            self.polls += self.session.run(&mut self.stack, now_ms(), &mut self.port) as u64;
             if let Some(s) = self.stack.take_stale() {
                 warn!(
                     "pool {} buffer {} is no longer generation {:#x}: its segments withheld, the connection reset",
                     s.pool, s.buf, s.gen
                 );
             }
-            self.polls += 1;
-            self.session.poll(&mut self.stack);
             let mut delivered = 0;
             loop {
                 let (tag, agg) = match self.undelivered.pop_front() {
