@@ -8,8 +8,8 @@ use crate::ast::InterfaceKind;
 use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
 use crate::diag::{err, Result};
 use system_spec::{
-    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, RestartPolicy, Rights,
-    SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS,
+    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, LogRingEnd, LogRingSource, LogServer, Mapping,
+    ObjectKind, RestartPolicy, Rights, SystemSpec, LOG_RING_SIZE, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS,
     DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
 };
 
@@ -104,6 +104,8 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             may_restart: Vec::new(),
             events: false,
             events_notification: None,
+            log_ring: None,
+            log_server: None,
             restart_policy: RestartPolicy {
                 limit: inst.config.restart_limit.unwrap_or(DEFAULT_RESTART_LIMIT),
                 window_ms: inst.config.restart_window_ms.unwrap_or(DEFAULT_RESTART_WINDOW_MS),
@@ -263,6 +265,7 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             }
         }
     }
+    add_log_rings(system, &mut spec, &mut components)?;
     for c in components.iter_mut().flatten() {
         c.caps.sort_by_key(|cap| cap.slot);
         c.mappings.sort_by_key(|m| m.vaddr);
@@ -273,6 +276,46 @@ pub fn build(system: &System) -> Result<SystemSpec> {
         return err(pos, format!("internal error: the generated spec is inconsistent: {e}"));
     }
     Ok(spec)
+}
+
+/// With a log server (`<instance>.log_server = true`): one notification
+/// the server waits on, and for every other component a one-page ring
+/// (read-write in it, read-only in the server: the loader maps both) and a
+/// send-only capability to the notification in its first free slot. Derived
+/// from the instances, so no assembly wires a connection per component.
+fn add_log_rings(system: &System, spec: &mut SystemSpec, components: &mut [Option<Component>]) -> Result<()> {
+    let Some(server) = system.instances.iter().position(|i| i.config.log_server.is_some()) else { return Ok(()) };
+    let name = &system.instances[server].name;
+    if components[server].is_none() {
+        return err(&name.pos, format!("log server '{}' is a hardware component", name.text));
+    }
+    let wake = spec.add_object(format!("{}.log_wake", name.text), ObjectKind::Notification);
+    let claim_slot = |c: &mut Component| -> Result<u64> {
+        let slot = c.first_free_slot;
+        // The loader keeps the last slot for the fault endpoint.
+        if slot + 1 >= 1 << c.cnode_size_bits {
+            return err(&name.pos, format!("instance '{}' has no CSpace slot left for its log capability", c.name));
+        }
+        c.first_free_slot += 1;
+        Ok(slot)
+    };
+    let mut rings = Vec::new();
+    for (i, c) in components.iter_mut().enumerate() {
+        let Some(c) = c.as_mut() else { continue };
+        if i == server {
+            continue;
+        }
+        let ring = spec.add_object(format!("log_ring.{}", c.name), ObjectKind::Frames { size: LOG_RING_SIZE });
+        let signal_slot = claim_slot(c)?;
+        c.caps.push(Cap { slot: signal_slot, object: wake, rights: Rights::WRITE, badge: 1 });
+        c.log_ring = Some(LogRingEnd { ring, signal_slot });
+        rings.push(LogRingSource { name: c.name.clone(), ring });
+    }
+    let c = components[server].as_mut().expect("software");
+    let wait_slot = claim_slot(c)?;
+    c.caps.push(Cap { slot: wait_slot, object: wake, rights: Rights::READ, badge: 0 });
+    c.log_server = Some(LogServer { wait_slot, rings });
+    Ok(())
 }
 
 /// A human-readable listing of the spec, for reviewing what a change to the
@@ -317,6 +360,22 @@ pub fn describe(spec: &SystemSpec) -> String {
                 let _ = writeln!(out, "  system events: the events page (read-only), polled");
             }
             _ => {}
+        }
+        if let Some(end) = &c.log_ring {
+            let _ = writeln!(
+                out,
+                "  log ring: #{} {} (read-write here, read-only in the log server), signal slot {}",
+                end.ring.0, spec.objects[end.ring.0 as usize].name, end.signal_slot
+            );
+        }
+        if let Some(server) = &c.log_server {
+            let names: Vec<&str> = server.rings.iter().map(|r| r.name.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "  log server: waits in slot {}, reads the rings of {} (read-only)",
+                server.wait_slot,
+                names.join(", ")
+            );
         }
         for cap in &c.caps {
             let o = &spec.objects[cap.object.0 as usize];
