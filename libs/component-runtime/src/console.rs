@@ -16,8 +16,8 @@
 //! and in the root task until the server runs, lines go out byte by byte
 //! as above.
 
-use core::fmt;
 use crate::logring::{Ring, LINE_MAX};
+use core::fmt;
 use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// COM1's data register: the port every PC and QEMU's `-serial` use.

@@ -269,9 +269,7 @@ impl SystemSpec {
     /// signal and only the server receives on.
     fn validate_log(&self, c: &Component) -> Result<(), SpecError> {
         let bad = |reason| Err(SpecError::BadLog { component: c.name.clone(), reason });
-        let is_ring = |id: ObjectId| {
-            matches!(self.object(id).map(|o| &o.kind), Some(ObjectKind::Frames { size }) if *size == crate::LOG_RING_SIZE)
-        };
+        let is_ring = |id: ObjectId| matches!(self.object(id).map(|o| &o.kind), Some(ObjectKind::Frames { size }) if *size == crate::LOG_RING_SIZE);
         let servers: alloc::vec::Vec<&Component> = self.components.iter().filter(|c| c.log_server.is_some()).collect();
         if servers.len() > 1 {
             return bad("more than one log server");
@@ -312,7 +310,8 @@ impl SystemSpec {
                 if !is_ring(source.ring) || server.rings[..i].iter().any(|s| s.ring == source.ring) {
                     return bad("a ring that is not a one-page frame object, or listed twice");
                 }
-                let writers = self.components.iter().filter(|w| w.log_ring.as_ref().is_some_and(|e| e.ring == source.ring));
+                let writers =
+                    self.components.iter().filter(|w| w.log_ring.as_ref().is_some_and(|e| e.ring == source.ring));
                 if writers.count() != 1 {
                     return bad("a ring without exactly one writer");
                 }
