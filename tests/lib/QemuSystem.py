@@ -205,6 +205,39 @@ class QemuSystem:
         raise AssertionError(f"no console line so far matches {pattern!r}\n--- last lines ---\n" + self._tail())
 
     @keyword
+    def serial_lines_so_far(self):
+        """Returns every complete console line since the start (a copy)."""
+        with self.lock:
+            return list(self.lines)
+
+    @keyword
+    def console_lines_should_be_whole(self, *names):
+        """Fails unless every console line after the root task's banner that
+        starts with ``[`` starts with one ``[name] `` prefix (lower-case name),
+        and no line carries a prefix of one of ``names`` anywhere but at its
+        start (two components' lines cut into each other). Returns the number
+        of prefixed lines checked."""
+        lines = self.serial_lines_so_far()
+        start = next((i for i, l in enumerate(lines) if l.startswith("Iolite OS root task")), None)
+        if start is None:
+            raise AssertionError("no root task banner on the console")
+        prefix = re.compile(r"^\[[a-z_]+\] ")
+        inner = re.compile(r".\[(" + "|".join(re.escape(n) for n in names) + r")\]")
+        bad = []
+        checked = 0
+        for line in lines[start + 1:]:
+            if line.startswith("["):
+                checked += 1
+                if not prefix.match(line):
+                    bad.append(line)
+                    continue
+            if inner.search(line):
+                bad.append(line)
+        if bad:
+            raise AssertionError("console lines cut into each other or without a prefix:\n" + "\n".join(bad[:20]))
+        return checked
+
+    @keyword
     def serial_should_stay_quiet_about_faults(self, duration="2s"):
         """Keeps reading the console for ``duration`` and fails on any fault message."""
         end = time.monotonic() + _seconds(duration)

@@ -9,7 +9,7 @@ Documentation       The whole system (camkes/iolite.camkes) serving the demo sit
 ...                 blob), which the default image does not have (tests/robot/iso.robot).
 ...
 ...                 Serial lines these tests wait for (stable):
-...                 | [roottask] system started: 7 of 7 components running |
+...                 | [roottask] system started: 8 of 8 components running |
 ...                 | [pci_config] ready: 2 grants (1=00:05.0 2=00:03.0) |
 ...                 | [ticker] PIT at 20 Hz (divisor 59659), boot time T (...) |
 ...                 | [fs] ready |
@@ -69,7 +69,7 @@ Install If Missing
 
 *** Test Cases ***
 All Components Start And The Site Answers
-    Wait For Serial Line    ^\\[roottask\\] system started: 7 of 7 components running    timeout=90s
+    Wait For Serial Line    ^\\[roottask\\] system started: 8 of 8 components running    timeout=90s
     Wait For Serial Line    ^\\[pci_config\\] ready: 2 grants \\(1=00:05\\.0 2=00:03\\.0\\)$
     Wait For Serial Line    ^\\[fs\\] ready$    timeout=60s
     Wait For Serial Line    ^\\[httpd\\] listening on port 80$    timeout=60s
@@ -282,3 +282,20 @@ The Hostile Corpus Gets The Expected Outcomes
 No Fault Besides The Provoked One
     Serial Should Stay Quiet About Faults    2s
     System Should Be Running
+
+Console Lines Of All Components Come Out Whole
+    [Documentation]    By now the boot, the crashes, the timeouts and the restarts above
+    ...    have had every component and the supervisor print, several at once. The
+    ...    log component prints every line whole with its writer's name: no line
+    ...    holds a second prefix, and the lines the tests wait for appear exactly once.
+    Serial Line Seen    ^\\[log\\] printing the lines of 7 components$
+    ${n}=    Console Lines Should Be Whole    roottask    supervisor    log    pci_config    ticker
+    ...    netdrv    netstack    fs    httpd    cgi
+    Should Be True    ${n} >= 25
+    ${lines}=    Serial Lines So Far
+    FOR    ${want}    IN    [netstack] ip 10.0.2.15/24 gw 10.0.2.2    [httpd] listening on port 80
+    ...    [fs] ready    [roottask] system started: 8 of 8 components running; supervising faults
+        ${count}=    Count Values In List    ${lines}    ${want}
+        Should Be Equal As Integers    ${count}    1    ${want}
+    END
+

@@ -35,6 +35,8 @@ fn sample() -> SystemSpec {
         may_restart: vec![],
         events: false,
         events_notification: None,
+        log_ring: None,
+        log_server: None,
         restart_policy: RestartPolicy::default(),
         cnode_size_bits: DEFAULT_CNODE_SIZE_BITS,
         first_free_slot: 1,

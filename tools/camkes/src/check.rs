@@ -228,6 +228,9 @@ pub struct InstanceConfig {
     /// supervisor signals on a peer's death and settlement, and where the
     /// setting is (for errors found when the spec is laid out).
     pub system_events: Option<(Option<usize>, crate::diag::Pos)>,
+    /// `log_server`: this instance prints every other component's lines
+    /// (the compiler gives each of them a log ring and a way to signal it).
+    pub log_server: Option<crate::diag::Pos>,
     /// `restart_limit`, `restart_window_ms`, `restart_backoff_ms`.
     pub restart_limit: Option<u32>,
     /// See `restart_limit`.
@@ -775,6 +778,10 @@ impl Checker {
             }
         }
         self.resolve_restart_grants()?;
+        let mut servers = self.system.instances.iter().filter_map(|i| i.config.log_server.as_ref().map(|p| (i, p)));
+        if let (Some((first, _)), Some((_, pos))) = (servers.next(), servers.next()) {
+            return err(pos, format!("a second log server: '{}' already is one", first.name.text));
+        }
         self.check_instances()?;
         self.check_connections()?;
         self.check_component_types()?;
@@ -862,6 +869,12 @@ impl Checker {
                 }
                 "restartable" => {
                     config.restartable = int_in(&s.value, &label, 0, 1)? == 1;
+                    return Ok(());
+                }
+                "log_server" => {
+                    if int_in(&s.value, &label, 0, 1)? == 1 {
+                        config.log_server = Some(s.value.pos.clone());
+                    }
                     return Ok(());
                 }
                 "restart_limit" => {
@@ -1036,6 +1049,7 @@ impl Checker {
                 "restartable",
                 "may_restart",
                 "system_events",
+                "log_server",
                 "restart_limit",
                 "restart_window_ms",
                 "restart_backoff_ms",

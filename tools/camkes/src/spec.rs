@@ -9,9 +9,10 @@ use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
 use crate::diag::{err, Result};
 use std::collections::HashMap;
 use system_spec::{
-    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectId, ObjectKind, RestartPolicy,
-    Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS,
-    DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
+    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, LogRingEnd, LogRingSource, LogServer, Mapping,
+    ObjectId, ObjectKind, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY,
+    DEFAULT_RESTART_BACKOFF_MS, DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE,
+    FIRST_INTERFACE_SLOT, LOG_RING_SIZE, PAGE_SIZE,
 };
 
 /// Where a component type's interfaces live: the same for every instance.
@@ -105,6 +106,8 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             may_restart: Vec::new(),
             events: false,
             events_notification: None,
+            log_ring: None,
+            log_server: None,
             restart_policy: RestartPolicy {
                 limit: inst.config.restart_limit.unwrap_or(DEFAULT_RESTART_LIMIT),
                 window_ms: inst.config.restart_window_ms.unwrap_or(DEFAULT_RESTART_WINDOW_MS),
@@ -283,6 +286,7 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             }
         }
     }
+    add_log_rings(system, &mut spec, &mut components)?;
     for c in components.iter_mut().flatten() {
         c.caps.sort_by_key(|cap| cap.slot);
         c.mappings.sort_by_key(|m| m.vaddr);
@@ -293,6 +297,46 @@ pub fn build(system: &System) -> Result<SystemSpec> {
         return err(pos, format!("internal error: the generated spec is inconsistent: {e}"));
     }
     Ok(spec)
+}
+
+/// With a log server (`<instance>.log_server = true`): one notification
+/// the server waits on, and for every other component a one-page ring
+/// (read-write in it, read-only in the server: the loader maps both) and a
+/// send-only capability to the notification in its first free slot. Derived
+/// from the instances, so no assembly wires a connection per component.
+fn add_log_rings(system: &System, spec: &mut SystemSpec, components: &mut [Option<Component>]) -> Result<()> {
+    let Some(server) = system.instances.iter().position(|i| i.config.log_server.is_some()) else { return Ok(()) };
+    let name = &system.instances[server].name;
+    if components[server].is_none() {
+        return err(&name.pos, format!("log server '{}' is a hardware component", name.text));
+    }
+    let wake = spec.add_object(format!("{}.log_wake", name.text), ObjectKind::Notification);
+    let claim_slot = |c: &mut Component| -> Result<u64> {
+        let slot = c.first_free_slot;
+        // The loader keeps the last slot for the fault endpoint.
+        if slot + 1 >= 1 << c.cnode_size_bits {
+            return err(&name.pos, format!("instance '{}' has no CSpace slot left for its log capability", c.name));
+        }
+        c.first_free_slot += 1;
+        Ok(slot)
+    };
+    let mut rings = Vec::new();
+    for (i, c) in components.iter_mut().enumerate() {
+        let Some(c) = c.as_mut() else { continue };
+        if i == server {
+            continue;
+        }
+        let ring = spec.add_object(format!("log_ring.{}", c.name), ObjectKind::Frames { size: LOG_RING_SIZE });
+        let signal_slot = claim_slot(c)?;
+        c.caps.push(Cap { slot: signal_slot, object: wake, rights: Rights::WRITE, badge: 1 });
+        c.log_ring = Some(LogRingEnd { ring, signal_slot });
+        rings.push(LogRingSource { name: c.name.clone(), ring });
+    }
+    let c = components[server].as_mut().expect("software");
+    let wait_slot = claim_slot(c)?;
+    c.caps.push(Cap { slot: wait_slot, object: wake, rights: Rights::READ, badge: 0 });
+    c.log_server = Some(LogServer { wait_slot, rings });
+    Ok(())
 }
 
 /// A human-readable listing of the spec, for reviewing what a change to the
@@ -350,6 +394,22 @@ pub fn describe(spec: &SystemSpec) -> String {
                 let _ = writeln!(out, "  system events: the events page (read-only), polled");
             }
             _ => {}
+        }
+        if let Some(end) = &c.log_ring {
+            let _ = writeln!(
+                out,
+                "  log ring: #{} {} (read-write here, read-only in the log server), signal slot {}",
+                end.ring.0, spec.objects[end.ring.0 as usize].name, end.signal_slot
+            );
+        }
+        if let Some(server) = &c.log_server {
+            let names: Vec<&str> = server.rings.iter().map(|r| r.name.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "  log server: waits in slot {}, reads the rings of {} (read-only)",
+                server.wait_slot,
+                names.join(", ")
+            );
         }
         for cap in &c.caps {
             let o = &spec.objects[cap.object.0 as usize];
@@ -446,7 +506,29 @@ pub fn rights_table(spec: &SystemSpec) -> String {
                 } else {
                     end
                 };
+                // The console server's wiring has no interface: name it.
+                let end = if !end.ends_with('?') {
+                    end
+                } else if c.log_ring.as_ref().is_some_and(|r| r.signal_slot == cap.slot) {
+                    format!("{}.(log signal)", c.name)
+                } else if c.log_server.as_ref().is_some_and(|l| l.wait_slot == cap.slot) {
+                    format!("{}.(log wait)", c.name)
+                } else {
+                    end
+                };
                 let _ = writeln!(out, "{:<20} {kind:<28} {end:<24} cap {}{badge}", o.name, rights_letters(cap.rights));
+                holders += 1;
+            }
+        }
+        // Console rings: mapped by the loader outside the dataports,
+        // read-write in their writer, read-only in the log server.
+        for c in &spec.components {
+            if c.log_ring.as_ref().is_some_and(|r| r.ring.0 as usize == i) {
+                let _ = writeln!(out, "{:<20} {kind:<28} {:<24} map RW", o.name, format!("{}.(log ring)", c.name));
+                holders += 1;
+            }
+            if c.log_server.as_ref().is_some_and(|l| l.rings.iter().any(|r| r.ring.0 as usize == i)) {
+                let _ = writeln!(out, "{:<20} {kind:<28} {:<24} map R", o.name, format!("{}.(log rings)", c.name));
                 holders += 1;
             }
         }
