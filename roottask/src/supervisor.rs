@@ -116,6 +116,11 @@ impl Supervisor<'_> {
             return;
         };
         let name = system.instances[position].name.clone();
+        if system.is_log_server(position) {
+            // The log server only ever faults or exits: from here on the
+            // supervisor's reports print directly, until it runs again.
+            component_runtime::console::set_log_ring_enabled(false);
+        }
         match info.label() {
             SUPERVISOR_EXIT_LABEL => {
                 match system.stop(position) {

@@ -54,6 +54,15 @@ class QemuSystem:
     @keyword
     def start_system(self, *simulate_args):
         """Boots the image with ``build/simulate`` and the given arguments."""
+        self._start([], simulate_args)
+
+    @keyword
+    def start_system_in_namespace(self, netns, *simulate_args):
+        """As ``Start System``, inside the network namespace ``netns``
+        (``ip netns exec``; see TapNetwork's ``Create Tap Network``)."""
+        self._start(["ip", "netns", "exec", netns], simulate_args)
+
+    def _start(self, prefix, simulate_args):
         if self.process is not None:
             raise AssertionError("a system is already running; stop it first")
         simulate = os.path.join(self.build_dir, "simulate")
@@ -68,7 +77,7 @@ class QemuSystem:
         self.expected_faults = []
         self.started_at = time.monotonic()
         self.process = subprocess.Popen(
-            [simulate, *simulate_args],
+            [*prefix, simulate, *simulate_args],
             stdin=subprocess.DEVNULL,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
@@ -194,6 +203,39 @@ class QemuSystem:
                 if regex.search(line):
                     return line
         raise AssertionError(f"no console line so far matches {pattern!r}\n--- last lines ---\n" + self._tail())
+
+    @keyword
+    def serial_lines_so_far(self):
+        """Returns every complete console line since the start (a copy)."""
+        with self.lock:
+            return list(self.lines)
+
+    @keyword
+    def console_lines_should_be_whole(self, *names):
+        """Fails unless every console line after the root task's banner that
+        starts with ``[`` starts with one ``[name] `` prefix (lower-case name),
+        and no line carries a prefix of one of ``names`` anywhere but at its
+        start (two components' lines cut into each other). Returns the number
+        of prefixed lines checked."""
+        lines = self.serial_lines_so_far()
+        start = next((i for i, l in enumerate(lines) if l.startswith("Iolite OS root task")), None)
+        if start is None:
+            raise AssertionError("no root task banner on the console")
+        prefix = re.compile(r"^\[[a-z_]+\] ")
+        inner = re.compile(r".\[(" + "|".join(re.escape(n) for n in names) + r")\]")
+        bad = []
+        checked = 0
+        for line in lines[start + 1:]:
+            if line.startswith("["):
+                checked += 1
+                if not prefix.match(line):
+                    bad.append(line)
+                    continue
+            if inner.search(line):
+                bad.append(line)
+        if bad:
+            raise AssertionError("console lines cut into each other or without a prefix:\n" + "\n".join(bad[:20]))
+        return checked
 
     @keyword
     def serial_should_stay_quiet_about_faults(self, duration="2s"):

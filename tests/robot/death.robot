@@ -13,16 +13,21 @@ Documentation       The death protocol in the running system (components/iolite/
 ...                 | [cgi] death D settled: P quarantined pool pages free again |
 ...                 | [supervisor] component cgi died N times in W ms: restart in T ms (back-off) |
 ...                 | [supervisor] error: component cgi held down after N restarts in S s (...) |
+...
+...                 It crashes the cgi on purpose (/cgi-bin/crash) and needs its
+...                 per-request patterns (/cgi-bin/pattern): test hooks, so it runs on
+...                 the test image (tests/variants: webtest).
 Library             OperatingSystem
-Library             QemuSystem    ${BUILD_DIR}
+Library             QemuSystem    ${WEBTEST_BUILD_DIR}
 Library             WebClient    ${PORT}
 Library             DeathClient    ${PORT}
 Suite Setup         Boot The Web Image
 Suite Teardown      Stop System
 Test Teardown       Attach Serial Log If Test Failed
+Test Tags           webtest
 
 *** Variables ***
-${BUILD_DIR}        ${CURDIR}/../../build
+${WEBTEST_BUILD_DIR}    ${CURDIR}/../../build/variants/webtest
 ${PORT}             8080
 # The held pipeline: 6 MB of static files that QEMU's host socket (about
 # 4 MB) and the guest absorb, then 1 MiB of CGI patterns left in the guest.
@@ -33,7 +38,7 @@ ${PATTERN}          262144
 
 *** Keywords ***
 Boot The Web Image
-    Start System    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
+    Start System    --port    ${PORT}:80    --disk    ${WEBTEST_BUILD_DIR}/images/site.img
     Wait For Serial Line    ^\\[httpd\\] cgi attached \\(generation 1\\)$    timeout=90s
     Wait For Web Server    timeout=90
 
@@ -61,7 +66,7 @@ A Held CGI Response Survives The Restart Of The CGI Byte-Exact
     FOR    ${seed}    IN RANGE    100    116
         Fetch Pattern Exact    ${seed}    ${PATTERN}
     END
-    ${exact}=    Held Pipeline Should Be Exact Or Reset    ${BUILD_DIR}/images/site.manifest
+    ${exact}=    Held Pipeline Should Be Exact Or Reset    ${WEBTEST_BUILD_DIR}/images/site.manifest
     Log    ${exact} held responses arrived byte-exact
     # The old incarnation's pages were still in use downstream when it died
     # (else this test would prove nothing), and stayed quarantined while the
@@ -81,7 +86,7 @@ A Crash Storm Is Backed Off And Held Down While The Rest Keeps Serving
     ${statuses}=    Crash Requests    100    10
     Wait For Serial Line    ^\\[supervisor\\] component cgi died \\d+ times in 10000 ms: restart in \\d+ ms \\(back-off\\)$    timeout=30s
     Wait For Serial Line    ^\\[supervisor\\] error: component cgi held down after \\d+ restarts in [\\d.]+ s    timeout=30s
-    ${n}=    Every File Should Be Byte Exact    ${BUILD_DIR}/images/site.manifest
+    ${n}=    Every File Should Be Byte Exact    ${WEBTEST_BUILD_DIR}/images/site.manifest
     Should Be True    ${n} >= 10
     ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo
     Should Be True    ${status} in (502, 503)    a held-down cgi answers nothing: ${status}

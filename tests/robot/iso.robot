@@ -2,21 +2,47 @@
 Documentation       The bootable ISO (GRUB, multiboot) of the default image, the whole
 ...                 system: it reaches the root task the same way the QEMU -kernel boot
 ...                 does, starts every component and serves the site. This is the image
-...                 for real PCs.
+...                 for real PCs, so it is also where the default image is checked to
+...                 have none of the cgi's test hooks (tests/variants' webtest has them).
+Library             OperatingSystem
 Library             QemuSystem    ${BUILD_DIR}
 Library             WebClient    ${PORT}
-Test Teardown       Stop System And Attach Log If Failed
+Suite Setup         Start System    --iso    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
+Suite Teardown      Stop System
+Test Teardown       Attach Serial Log If Test Failed
 
 *** Variables ***
 ${BUILD_DIR}        ${CURDIR}/../../build
 ${PORT}             8080
+@{HOOKS}            /cgi-bin/crash    /cgi-bin/spin    /cgi-bin/slow?ms=1    /cgi-bin/restart?component=httpd
+...                 /cgi-bin/blob?size=16    /cgi-bin/pattern?seed=1&size=16    /cgi-bin/fshog?path=/index.html
 
 *** Test Cases ***
 ISO Boots The Whole System And Serves The Site
-    Start System    --iso    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
     Wait For Serial Line    Booting all finished, dropped to user space    timeout=90s
     Wait For Serial Line    ^\\[roottask\\] all checks passed    timeout=60s
-    Wait For Serial Line    ^\\[roottask\\] system started: 7 of 7 components running    timeout=60s
+    Wait For Serial Line    ^\\[roottask\\] system started: 8 of 8 components running    timeout=60s
     Wait For Web Server    timeout=90
     ${n}=    Every File Should Be Byte Exact    ${BUILD_DIR}/images/site.manifest
     Log    ${n} site files byte-exact from the ISO boot
+
+The Default Image Answers 404 For Every Test Hook
+    # The cgi runs the library's programs only: each hook is an unknown
+    # program, answered by the library's 404, and nothing crashes, spins
+    # or restarts.
+    FOR    ${hook}    IN    @{HOOKS}
+        ${status}    ${h}    ${body}=    Fetch    ${hook}
+        Should Be Equal As Integers    ${status}    404    GET ${hook}
+        Should Be Equal    ${body}    ${{b"no such program\n"}}    GET ${hook}
+    END
+    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo?after\=hooks
+    Should Be Equal As Integers    ${status}    200
+    Should Contain    ${{$body.decode()}}    QUERY_STRING=after=hooks
+    Serial Should Stay Quiet About Faults    1s
+    # Not just unreachable: absent from the binary. The hook names
+    # themselves may be compared as integers, so look for text each hook's
+    # code carries (its log line, panic message, reply), which webtest's
+    # binary has (tests/robot/web.robot).
+    ${elf}=    Get Binary File    ${BUILD_DIR}/system/elves/cgi.elf
+    ${found}=    Evaluate    list(filter($elf.__contains__, (b"crash requested", b"crashing on purpose", b"spinning forever", b"slept ", b"not restarted: ", b"application/octet-stream")))
+    Should Be Empty    ${found}    the default image's cgi contains test hooks

@@ -1,12 +1,15 @@
 *** Settings ***
-Documentation       The whole system (camkes/iolite.camkes, issue 7) serving the demo site:
+Documentation       The whole system (camkes/iolite.camkes) serving the demo site:
 ...                 QEMU's e1000 -> netdrv -> netstack -> httpd, files from fs's IO-Lite
 ...                 cache by reference, CGI in its own restartable component. Booted with
 ...                 `simulate --port 8080:80 --disk images/site.img`, so the site is at
 ...                 http://127.0.0.1:8080/ (QEMU forwards it to the guest's port 80).
+...                 The image is tests/variants' webtest: the default image plus the cgi's
+...                 test hooks (cgi.test_hooks = 1: /cgi-bin/crash, spin, slow, restart,
+...                 blob), which the default image does not have (tests/robot/iso.robot).
 ...
 ...                 Serial lines these tests wait for (stable):
-...                 | [roottask] system started: 7 of 7 components running |
+...                 | [roottask] system started: 8 of 8 components running |
 ...                 | [pci_config] ready: 2 grants (1=00:05.0 2=00:03.0) |
 ...                 | [ticker] PIT at 20 Hz (divisor 59659), boot time T (...) |
 ...                 | [fs] ready |
@@ -26,23 +29,24 @@ Documentation       The whole system (camkes/iolite.camkes, issue 7) serving the
 Library             OperatingSystem
 Library             Process
 Library             Collections
-Library             QemuSystem    ${BUILD_DIR}
+Library             QemuSystem    ${WEBTEST_BUILD_DIR}
 Library             WebClient    ${PORT}
 Suite Setup         Boot The Web Image
 Suite Teardown      Stop System
 Test Teardown       Attach Serial Log If Test Failed
+Test Tags           webtest
 
 *** Variables ***
-# The default image (camkes/iolite.camkes); tests/run-all passes its folder.
+# The webtest image (tests/variants); tests/run-all passes its folder.
 # The build puts the site image and its manifest in images/.
-${BUILD_DIR}        ${CURDIR}/../../build
+${WEBTEST_BUILD_DIR}    ${CURDIR}/../../build/variants/webtest
 ${PORT}                 8080
 ${CORPUS}               ${CURDIR}/../http-corpus
 ${CHROMIUM_FLAGS}       --headless --no-sandbox --disable-gpu --disable-quic --no-first-run --disable-background-networking --disable-component-update --disable-sync
 
 *** Keywords ***
 Boot The Web Image
-    Start System    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
+    Start System    --port    ${PORT}:80    --disk    ${WEBTEST_BUILD_DIR}/images/site.img
 
 Status Should Be
     [Arguments]    ${path}    ${want}    ${method}=GET    &{headers}
@@ -65,15 +69,37 @@ Install If Missing
 
 *** Test Cases ***
 All Components Start And The Site Answers
-    Wait For Serial Line    ^\\[roottask\\] system started: 7 of 7 components running    timeout=90s
+    Wait For Serial Line    ^\\[roottask\\] system started: 8 of 8 components running    timeout=90s
     Wait For Serial Line    ^\\[pci_config\\] ready: 2 grants \\(1=00:05\\.0 2=00:03\\.0\\)$
     Wait For Serial Line    ^\\[fs\\] ready$    timeout=60s
     Wait For Serial Line    ^\\[httpd\\] listening on port 80$    timeout=60s
     Wait For Serial Line    ^\\[httpd\\] cgi attached \\(generation 1\\)$    timeout=60s
     Wait For Web Server    timeout=90
 
+pci_config Refuses Driver Writes Beyond The Command Bits It Needs
+    # netdrv's test hook (netdrv.test_hooks = 1) writes BAR0, the interrupt
+    # line and the command register's SERR# bit, each with its current
+    # value (harmless if let through); pci_config must refuse and log each.
+    # netdrv's own probe (memory decoding, bus mastering) went through: the
+    # site answers.
+    Serial Line Seen    ^\\[pci_config\\] warning: refused write of BAR0 \\(0x10\\) by client 2 \\(00:03\\.0\\): drivers write only the command register$
+    Serial Line Seen    ^\\[netdrv\\] test hook: writing BAR0 was refused$
+    Serial Line Seen    ^\\[pci_config\\] warning: refused write of interrupt line/pin \\(0x3c\\) by client 2 \\(00:03\\.0\\): drivers write only the command register$
+    Serial Line Seen    ^\\[netdrv\\] test hook: writing the interrupt line was refused$
+    Serial Line Seen    ^\\[pci_config\\] warning: refused write of command/status \\(0x4\\) by client 2 \\(00:03\\.0\\): command bits 0x0100 are not a driver's to change$
+    Serial Line Seen    ^\\[netdrv\\] test hook: writing SERR# enable was refused$
+    ${accepted}=    Run Keyword And Return Status    Serial Line Seen    ^\\[netdrv\\] error: test hook: writing .* was accepted
+    Should Not Be True    ${accepted}
+
+The Test Image Has The Test Hooks Built In
+    # The counterpart of iso.robot's check that the default image has none:
+    # text each hook's code carries (crash, spin, slow, restart, blob).
+    ${elf}=    Get Binary File    ${WEBTEST_BUILD_DIR}/system/elves/cgi.elf
+    ${found}=    Evaluate    list(filter($elf.__contains__, (b"crash requested", b"crashing on purpose", b"spinning forever", b"slept ", b"not restarted: ", b"application/octet-stream")))
+    Length Should Be    ${found}    6
+
 Every Demo File Is Byte Exact
-    ${n}=    Every File Should Be Byte Exact    ${BUILD_DIR}/images/site.manifest
+    ${n}=    Every File Should Be Byte Exact    ${WEBTEST_BUILD_DIR}/images/site.manifest
     Should Be True    ${n} >= 10
 
 Index Page Is Served As The Directory Index
@@ -105,7 +131,7 @@ Error Statuses
     Raw Request Should Give    GET / HTTP/1.1\\r\\nHost: t\\r\\nX-Big: ${big}\\r\\n\\r\\n    431
     Raw Request Should Give    GET / HTTP/2.0\\r\\nHost: t\\r\\n\\r\\n    505
 
-The CGI Maps No Pool With Other Clients' Requests; The fs Hog Is A Test Hook
+The CGI Maps No Pool With Other Clients' Requests
     # From the compiled spec: the cgi's mappings (section "component cgi" of
     # system.txt) include no pool that holds raw network data or httpd's
     # buffers, only the pool of requests httpd hands it.
@@ -125,8 +151,6 @@ The CGI Maps No Pool With Other Clients' Requests; The fs Hog Is A Test Hook
     # Honest traffic: no grant was ever refused.
     Should Be Equal As Integers    ${j}[httpd][rejected_descriptors]    0
     Should Be Equal As Integers    ${j}[netstack][tcp_rejected_descriptors]    0
-    # The default image has no test programs.
-    Status Should Be    /cgi-bin/fshog    404
 
 100 Requests On One Keep-Alive Connection
     ${n}=    Keep Alive Requests    100
@@ -258,3 +282,20 @@ The Hostile Corpus Gets The Expected Outcomes
 No Fault Besides The Provoked One
     Serial Should Stay Quiet About Faults    2s
     System Should Be Running
+
+Console Lines Of All Components Come Out Whole
+    [Documentation]    By now the boot, the crashes, the timeouts and the restarts above
+    ...    have had every component and the supervisor print, several at once. The
+    ...    log component prints every line whole with its writer's name: no line
+    ...    holds a second prefix, and the lines the tests wait for appear exactly once.
+    Serial Line Seen    ^\\[log\\] printing the lines of 7 components$
+    ${n}=    Console Lines Should Be Whole    roottask    supervisor    log    pci_config    ticker
+    ...    netdrv    netstack    fs    httpd    cgi
+    Should Be True    ${n} >= 25
+    ${lines}=    Serial Lines So Far
+    FOR    ${want}    IN    [netstack] ip 10.0.2.15/24 gw 10.0.2.2    [httpd] listening on port 80
+    ...    [fs] ready    [roottask] system started: 8 of 8 components running; supervising faults
+        ${count}=    Count Values In List    ${lines}    ${want}
+        Should Be Equal As Integers    ${count}    1    ${want}
+    END
+

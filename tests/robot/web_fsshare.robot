@@ -4,25 +4,25 @@ Documentation       fs serves each client from its own open-file table and quota
 ...                 that opens files in a loop and keeps every buffer it reads gets errors,
 ...                 and httpd keeps serving the static files byte for byte. The hog is a test
 ...                 hook (/cgi-bin/fshog), so this runs on a test image: the whole system with
-...                 `cgi.test_hooks = 1` (tests/variants: webhooks).
+...                 `cgi.test_hooks = 1` (tests/variants: webtest).
 ...
 ...                 fs's error codes on the wire (fs::proto::ErrorCode): TooManyOpen = 12,
 ...                 ChannelBusy = 13 (the client holds its whole quota).
 Library             OperatingSystem
-Library             QemuSystem    ${WEBHOOKS_BUILD_DIR}
+Library             QemuSystem    ${WEBTEST_BUILD_DIR}
 Library             WebClient    ${PORT}
 Suite Setup         Boot The Test Image
 Suite Teardown      Stop System
 Test Teardown       Attach Serial Log If Test Failed
-Test Tags           webhooks
+Test Tags           webtest
 
 *** Variables ***
-${WEBHOOKS_BUILD_DIR}       ${CURDIR}/../../build/variants/webhooks
+${WEBTEST_BUILD_DIR}       ${CURDIR}/../../build/variants/webtest
 ${PORT}                     8083
 
 *** Keywords ***
 Boot The Test Image
-    Start System    --port    ${PORT}:80    --disk    ${WEBHOOKS_BUILD_DIR}/images/site.img
+    Start System    --port    ${PORT}:80    --disk    ${WEBTEST_BUILD_DIR}/images/site.img
     Wait For Serial Line    ^\\[httpd\\] cgi attached \\(generation 1\\)$    timeout=90s
     Wait For Web Server    timeout=90
 
@@ -38,7 +38,7 @@ Hog Should Report
 *** Test Cases ***
 A CGI That Opens And Hoards Files Gets Errors, Static Files Stay Byte Exact
     # Static files first: the cache is warm and every byte is checked.
-    ${n}=    Every File Should Be Byte Exact    ${WEBHOOKS_BUILD_DIR}/images/site.manifest
+    ${n}=    Every File Should Be Byte Exact    ${WEBTEST_BUILD_DIR}/images/site.manifest
     Should Be True    ${n} >= 10
     # The hog: opens these in turn until fs refuses (its table: 16 files),
     # then reads and keeps every buffer until fs refuses (its quota: 64
@@ -55,7 +55,7 @@ A CGI That Opens And Hoards Files Gets Errors, Static Files Stay Byte Exact
     Should Be Equal As Integers    ${m}[open_error]    -12
     # httpd is unaffected: every file, byte for byte, twice.
     FOR    ${round}    IN RANGE    2
-        ${n}=    Every File Should Be Byte Exact    ${WEBHOOKS_BUILD_DIR}/images/site.manifest
+        ${n}=    Every File Should Be Byte Exact    ${WEBTEST_BUILD_DIR}/images/site.manifest
         Should Be True    ${n} >= 10
     END
     ${status}    ${h}    ${body}=    Fetch    /file-1m.bin

@@ -103,6 +103,10 @@ fn pool_ids(names: &[&str]) -> alloc::vec::Vec<PoolId> {
 const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
 const POLL: bool = glue::attributes::POLL != 0;
+/// Test images only (`netdrv.test_hooks = 1`): after probing, try writes
+/// pci_config must refuse (see `try_forbidden_writes`). A constant, so
+/// the default image has no such code.
+const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 
 /// Counter indices (order of `link::DRV_NAMES`).
 /// (`TxCopied` stays 0: the driver never copies a frame.)
@@ -207,13 +211,12 @@ fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Registers
         }
     }
     let mapped = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
-    match E1000.memory_bar0()? {
-        Some(bar) if bar.base == mapped && bar.size == glue::regs::SIZE as u64 => {}
-        Some(bar) => {
-            error!(
-                "pci {E1000}: bar0 {:#x} size {:#x}, but the assembly maps {mapped:#x} (fix e1000.regs_paddr)",
-                bar.base, bar.size
-            );
+    // Read only: pci_config refuses a driver's BAR writes (sizing), and the
+    // assembly fixes the size (e1000.regs_size, checked by the compiler).
+    match E1000.memory_bar0_base()? {
+        Some(base) if base == mapped => {}
+        Some(base) => {
+            error!("pci {E1000}: bar0 {base:#x}, but the assembly maps {mapped:#x} (fix e1000.regs_paddr)");
             return Ok(None);
         }
         None => {
@@ -226,7 +229,36 @@ fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Registers
         pci::REG_COMMAND,
         (command | pci::COMMAND_MEMORY | pci::COMMAND_BUS_MASTER) & !pci::COMMAND_INTX_DISABLE,
     )?;
+    if TEST_HOOKS {
+        try_forbidden_writes()?;
+    }
     Ok(Some(Registers::new()))
+}
+
+/// Writes a driver must not make (BAR0, the interrupt line, a command bit
+/// it does not need), each with the value the register already has, so
+/// that nothing changes even where pci_config let them through. Logs
+/// whether each was refused, for the end-to-end test of pci_config's
+/// policy.
+fn try_forbidden_writes() -> Result<(), pci::Refused> {
+    let serr = 1 << 8;
+    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
+    for (name, register, value) in [
+        ("BAR0", pci::REG_BAR0, E1000.read(pci::REG_BAR0)?),
+        ("the interrupt line", pci::REG_INTERRUPT, E1000.read(pci::REG_INTERRUPT)?),
+        ("SERR# enable", pci::REG_COMMAND, command ^ serr),
+    ] {
+        match E1000.write(register, value) {
+            Err(pci::Refused) => log!("test hook: writing {name} was refused"),
+            Ok(()) => {
+                error!("test hook: writing {name} was accepted");
+                if register == pci::REG_COMMAND {
+                    E1000.write(register, command)?;
+                }
+            }
+        }
+    }
+    Ok(())
 }
 
 /// # Safety
@@ -496,18 +528,25 @@ impl Driver {
                 continue;
             }
             let icr = if POLL {
+                // netstack's kicks wait on `kick` meanwhile, unread: its
+                // frames go out at the next tick.
                 glue::tick::wait();
-                // The causes latch in ICR while masked (netstack's ICS kicks
-                // among them, harmless here): read for link changes.
+                // The causes latch in ICR while masked: read for link changes.
                 self.regs.read(ICR)
             } else {
-                glue::irq::wait();
-                // Reading ICR clears the causes and so deasserts the level
-                // line before the kernel unmasks it.
-                let icr = self.regs.read(ICR);
-                let _ = glue::irq::acknowledge();
-                self.c[C::Irqs as usize] += 1;
-                icr
+                // The interrupt and netstack's kick share this notification
+                // (`irq_notification`): each has its own badge bit.
+                let bits = glue::irq::wait();
+                if bits & glue::irq::BADGE != 0 {
+                    // Reading ICR clears the causes and so deasserts the
+                    // level line before the kernel unmasks it.
+                    let icr = self.regs.read(ICR);
+                    let _ = glue::irq::acknowledge();
+                    self.c[C::Irqs as usize] += 1;
+                    icr
+                } else {
+                    0
+                }
             };
             woke = rdtsc();
             if icr & INT_LSC != 0 {

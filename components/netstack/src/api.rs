@@ -23,7 +23,7 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use iolite::Aggregate;
 
-use crate::{ConnId, NetError, NetStack, Recv};
+use crate::{ConnId, NetError, NetStack, NicPort, Recv};
 
 const OP_LISTEN: u8 = 1;
 const OP_UNLISTEN: u8 = 2;
@@ -264,13 +264,15 @@ pub struct Session<'d> {
     conns: Vec<SessConn<'d>>,
     events: VecDeque<(Event, Option<Aggregate<'d>>)>,
     max_pending: usize,
+    /// Held-back bytes went into TCP since the stack's last poll.
+    queued_since_poll: bool,
 }
 
 impl<'d> Session<'d> {
     /// A session that holds back at most `max_pending` aggregates per
     /// connection while TCP's send window is full.
     pub fn new(max_pending: usize) -> Self {
-        Self { ports: Vec::new(), conns: Vec::new(), events: VecDeque::new(), max_pending }
+        Self { ports: Vec::new(), conns: Vec::new(), events: VecDeque::new(), max_pending, queued_since_poll: false }
     }
 
     fn error(&mut self, op: u8, id: u32, code: ErrorCode) {
@@ -332,7 +334,7 @@ impl<'d> Session<'d> {
         let c = &mut self.conns[i];
         while let Some(a) = c.pending.pop_front() {
             match stack.send(c.id, a) {
-                Ok(()) => {}
+                Ok(()) => self.queued_since_poll = true,
                 Err((NetError::WouldBlock, mut a)) => {
                     // Send what fits now: an aggregate larger than the whole
                     // send window would otherwise never go (references
@@ -341,7 +343,7 @@ impl<'d> Session<'d> {
                     if space > 0 && space < a.len() {
                         if let Ok(tail) = a.split_off(space) {
                             match stack.send(c.id, a) {
-                                Ok(()) => {}
+                                Ok(()) => self.queued_since_poll = true,
                                 Err((_, head)) => {
                                     // Cannot happen (it fits); keep the order.
                                     let mut whole = head;
@@ -373,6 +375,33 @@ impl<'d> Session<'d> {
             }
             if c.close_requested {
                 let _ = stack.close(c.id);
+            }
+        }
+    }
+
+    /// One round of the stack for this session: [`NetStack::poll`], then
+    /// [`Session::poll`]; while that moved held-back data into TCP, the
+    /// stack is polled again (a few times at most) so that the data goes
+    /// out now. Returns how many times the stack was polled.
+    ///
+    /// Why: the acknowledgements a poll takes in are what make room for
+    /// held-back data, and only a poll transmits. A peer that acknowledges
+    /// everything in flight at once (Linux, whose delayed ACKs cover a
+    /// whole burst and whose window exceeds our send window) sends nothing
+    /// more after that ACK, so data queued after the poll waited for the
+    /// next timer wake-up: a keep-alive client fetching 1 MiB got one
+    /// send window per ticker period.
+    pub fn run<P: NicPort<'d>>(&mut self, stack: &mut NetStack<'d>, now_ms: u64, port: &mut P) -> u32 {
+        let mut polls = 0;
+        loop {
+            self.queued_since_poll = false;
+            stack.poll(now_ms, port);
+            polls += 1;
+            self.poll(stack);
+            // Bounded: later rounds only find room freed by ACKs that
+            // arrived meanwhile; the frames that follow wake us anyway.
+            if !self.queued_since_poll || stack.tx_blocked() || polls == 4 {
+                return polls;
             }
         }
     }

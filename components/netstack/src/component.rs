@@ -69,15 +69,13 @@ fn pool_ids(names: &[&str]) -> Vec<PoolId> {
         })
         .collect()
 }
-/// 1: the assembly maps the NIC's registers (`nic_regs`) so that we can
-/// raise its interrupt (ICS) when a round netdrv did not start queued
-/// frames: netdrv waits for its interrupt only, and would otherwise post
-/// them at the next one (a client that sends on its own, e.g. httpd
-/// answering from a CGI reply, or TCP timers run from the ticker).
+/// 1: signal netdrv (`kick_drv`) when a round netdrv did not start queued
+/// frames: netdrv waits for its interrupt and this kick, and would
+/// otherwise post them at the next interrupt (a client that sends on its
+/// own, e.g. httpd answering from a CGI reply, or TCP timers run from the
+/// ticker). A notification, not the e1000's interrupt-cause register: the
+/// device's registers are netdrv's alone.
 const NIC_KICK: bool = glue::attributes::NIC_KICK != 0;
-/// e1000 ICS (interrupt cause set) and the TXDW cause netdrv handles.
-const E1000_ICS: usize = 0x00C8;
-const E1000_INT_TXDW: u32 = 1;
 /// Wake-up badge bit of netdrv (the first emitter of our `wake`).
 const WAKE_NETDRV: u64 = 1;
 const NETDRV: PeerId = PeerId(0);
@@ -433,10 +431,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         node.round();
         node.log_dhcp();
         if NIC_KICK && bits & WAKE_NETDRV == 0 && node.port.posted != posted {
-            // netdrv is waiting for an interrupt, not for us: raise one.
-            // SAFETY: the e1000's register page, mapped (uncached) for our
-            // lifetime; ICS only sets interrupt causes (32-bit write).
-            unsafe { core::ptr::write_volatile((glue::nic_regs::VADDR + E1000_ICS) as *mut u32, E1000_INT_TXDW) };
+            // netdrv is blocked, not waiting for us to return: wake it.
+            glue::kick_drv::emit();
         }
         let pass = rdtsc().wrapping_sub(woke);
         node.busy_cycles += pass.saturating_sub(node.nested_cycles);
@@ -467,15 +463,13 @@ impl Node {
                     Err(_) => {}
                 }
             }
-            self.stack.poll(now_ms(), &mut self.port);
+            self.polls += self.session.run(&mut self.stack, now_ms(), &mut self.port) as u64;
             if let Some(s) = self.stack.take_stale() {
                 warn!(
                     "pool {} buffer {} is no longer generation {:#x}: its segments withheld, the connection reset",
                     s.pool, s.buf, s.gen
                 );
             }
-            self.polls += 1;
-            self.session.poll(&mut self.stack);
             let mut delivered = 0;
             loop {
                 let (tag, agg) = match self.undelivered.pop_front() {

@@ -29,6 +29,8 @@ pub mod api;
 pub mod csum;
 mod device;
 pub mod frame;
+#[cfg(test)]
+mod keepalive_tests;
 pub mod link;
 mod stack;
 #[cfg(test)]

@@ -14,8 +14,17 @@
 //! are logged by name. A client therefore can neither reconfigure another
 //! component's device (BARs, bus mastering) nor probe the bus.
 //!
+//! **Its own function** a client may read whole, but write only what a
+//! driver needs (`pci::DriverPolicy`): the command register's decoding,
+//! bus-master and INTx#-disable bits. A BAR, the expansion ROM, the
+//! interrupt line or an MSI capability written by a driver could point the
+//! device (and so its DMA or its interrupts) anywhere; those writes are
+//! refused (`-1`) before they reach the device, and logged.
+//!
 //! Lines it prints: `[pci_config] ready: N grants (BADGE=BB:DD.F ...)`,
-//! `[pci_config] denied: client BADGE read|write BB:DD.F offset 0xOFF`.
+//! `[pci_config] denied: client BADGE read|write BB:DD.F offset 0xOFF`,
+//! `[pci_config] refused write of REGISTER (0xOFF) by client BADGE
+//! (BB:DD.F): REASON`.
 #![no_std]
 #![no_main]
 
@@ -61,13 +70,10 @@ impl Server {
                 && offset.is_multiple_of(4)
                 && self.grants.iter().flatten().any(|g| g.badge == badge && g.function == *f)
         });
-        if granted.is_none() {
-            self.denials += 1;
-            if self.denials <= LOGGED_DENIALS {
-                match function {
-                    Some(f) => warn!("denied: client {badge} {op} {f} offset {offset:#x}"),
-                    None => warn!("denied: client {badge} {op} bdf {bdf:#x} (not a function number)"),
-                }
+        if granted.is_none() && self.denial_logged() {
+            match function {
+                Some(f) => warn!("denied: client {badge} {op} {f} offset {offset:#x}"),
+                None => warn!("denied: client {badge} {op} bdf {bdf:#x} (not a function number)"),
             }
         }
         granted.map(|f| (f, offset as u8))
@@ -75,6 +81,29 @@ impl Server {
 
     fn select(function: pci::Function, register: u8) -> bool {
         glue::ports::out32(CONFIG_ADDRESS, function.config_address(register)).is_ok()
+    }
+
+    fn denial_logged(&mut self) -> bool {
+        self.denials += 1;
+        self.denials <= LOGGED_DENIALS
+    }
+}
+
+/// Configuration mechanism #1 through our port capability.
+#[derive(Clone, Copy)]
+struct Ports;
+
+impl pci::ConfigAccess for Ports {
+    type Error = sel4::Error;
+
+    fn read32(&self, f: pci::Function, register: u8) -> Result<u32, sel4::Error> {
+        glue::ports::out32(CONFIG_ADDRESS, f.config_address(register))?;
+        glue::ports::in32(CONFIG_DATA)
+    }
+
+    fn write32(&self, f: pci::Function, register: u8, value: u32) -> Result<(), sel4::Error> {
+        glue::ports::out32(CONFIG_ADDRESS, f.config_address(register))?;
+        glue::ports::out32(CONFIG_DATA, value)
     }
 }
 
@@ -88,13 +117,20 @@ impl glue::pci::PciConfigSpace for Server {
     }
 
     fn write32(&mut self, bdf: u32, offset: u32, value: u32) -> i32 {
-        match self.allowed("write", bdf, offset) {
-            Some((f, register)) if Self::select(f, register) => {}
-            _ => return -1,
-        }
-        match glue::ports::out32(CONFIG_DATA, value) {
+        let Some((f, register)) = self.allowed("write", bdf, offset) else { return -1 };
+        match pci::ConfigAccess::write32(&pci::DriverPolicy(Ports), f, register, value) {
             Ok(()) => 0,
-            Err(_) => -1,
+            Err(pci::PolicyError::Refused(why)) => {
+                if self.denial_logged() {
+                    let badge = glue::pci::sender_badge();
+                    warn!(
+                        "refused write of {} ({register:#x}) by client {badge} ({f}): {why}",
+                        pci::register_name(register)
+                    );
+                }
+                -1
+            }
+            Err(pci::PolicyError::Access(_)) => -1,
         }
     }
 }

@@ -7,9 +7,18 @@
 //! from its own build, components from their start record. Otherwise the
 //! console writes COM1 (0x3F8) through an I/O port capability given to
 //! [`init_io_port`], or drops the output.
+//!
+//! In a system with a log server (`camkes/iolite.camkes`: the `log`
+//! component owns COM1) a component prints nothing itself: its start record
+//! gives it a log ring ([`crate::logring`]) and [`write_line`] and the
+//! panic handler put each whole line there and signal the server, which
+//! prints it with the component's name. Without one (the small examples),
+//! and in the root task until the server runs, lines go out byte by byte
+//! as above.
 
+use crate::logring::{Ring, LINE_MAX};
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
 
 /// COM1's data register: the port every PC and QEMU's `-serial` use.
 pub const COM1: u16 = 0x3F8;
@@ -19,6 +28,119 @@ static IO_PORT_CAP: AtomicU64 = AtomicU64::new(0);
 
 /// Whether the kernel offers seL4_DebugPutChar (a debug build).
 static DEBUG_PUT_CHAR: AtomicBool = AtomicBool::new(false);
+
+/// The log ring lines go to, or null.
+static RING: AtomicPtr<Ring> = AtomicPtr::new(core::ptr::null_mut());
+/// The capability that signals the log server after a line (0: none).
+static RING_SIGNAL: AtomicU64 = AtomicU64::new(0);
+/// Whether lines go to the ring now (the root task turns it off while the
+/// log server is not running).
+static RING_ON: AtomicBool = AtomicBool::new(false);
+/// Whether ring lines carry their own `[name] ` prefix (the root task's:
+/// its ring has no name in the spec, and its lines name themselves).
+static RING_PREFIXED: AtomicBool = AtomicBool::new(false);
+
+/// Sends whole lines to `ring` from now on, signalling `signal` (an
+/// emitter capability to the log server's notification; 0 for none) after
+/// each. `prefixed`: the lines carry their `[name] ` prefix themselves.
+pub fn init_log_ring(ring: &'static Ring, signal: sel4::CPtr, prefixed: bool) {
+    RING_SIGNAL.store(signal, Ordering::Relaxed);
+    RING_PREFIXED.store(prefixed, Ordering::Relaxed);
+    RING.store(ring as *const Ring as *mut Ring, Ordering::Release);
+    RING_ON.store(true, Ordering::Release);
+}
+
+/// Turns the ring on or off (the root task: off while the log server is
+/// dead, so its own reports then print directly).
+pub fn set_log_ring_enabled(on: bool) {
+    RING_ON.store(on, Ordering::Release);
+}
+
+/// The component's ring from its start record, if it has one (the entry
+/// macro calls this).
+pub fn init_from_start(start: &crate::start::StartInfo) {
+    if start.flags & crate::start::START_FLAG_LOG_RING != 0 && start.log_signal_slot != 0 {
+        // SAFETY: with this flag the loader mapped the ring read-write at
+        // LOG_RING_VADDR for the component's life; it is only atomics.
+        let ring = unsafe { &*(crate::logring::LOG_RING_VADDR as *const Ring) };
+        init_log_ring(ring, start.log_signal_slot, false);
+    }
+}
+
+fn ring() -> Option<&'static Ring> {
+    if !RING_ON.load(Ordering::Acquire) {
+        return None;
+    }
+    // SAFETY: only init_log_ring stores it, from a &'static Ring.
+    unsafe { RING.load(Ordering::Acquire).as_ref() }
+}
+
+/// The time stamp lines carry, so that the server prints the lines of all
+/// rings in the order they were written.
+fn stamp() -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: RDTSC only reads the time-stamp counter.
+    return unsafe { core::arch::x86_64::_rdtsc() };
+    #[cfg(not(target_arch = "x86_64"))]
+    0
+}
+
+/// One line being formatted for the ring; what does not fit is cut (and
+/// the ring marks it).
+pub struct LineBuf {
+    bytes: [u8; LINE_MAX + 1],
+    len: usize,
+}
+
+impl LineBuf {
+    /// An empty line.
+    pub const fn new() -> LineBuf {
+        LineBuf { bytes: [0; LINE_MAX + 1], len: 0 }
+    }
+
+    /// What was written (one byte past [`LINE_MAX`] if it was cut).
+    pub fn as_bytes(&self) -> &[u8] {
+        &self.bytes[..self.len]
+    }
+}
+
+impl Default for LineBuf {
+    fn default() -> Self {
+        LineBuf::new()
+    }
+}
+
+impl fmt::Write for LineBuf {
+    fn write_str(&mut self, s: &str) -> fmt::Result {
+        let n = s.len().min(self.bytes.len() - self.len);
+        self.bytes[self.len..self.len + n].copy_from_slice(&s.as_bytes()[..n]);
+        self.len += n;
+        Ok(())
+    }
+}
+
+/// Writes `args` as one line: into the log ring if this component has one
+/// (one slot, then one signal: the writer never waits), else to the
+/// console byte by byte with `[name] ` in front. Returns whether it went to
+/// the ring.
+pub fn emit_line(args: fmt::Arguments<'_>) -> bool {
+    use fmt::Write;
+    let Some(ring) = ring() else {
+        let _ = writeln!(Console, "[{}] {}", crate::component_name(), args);
+        return false;
+    };
+    let mut line = LineBuf::new();
+    if RING_PREFIXED.load(Ordering::Relaxed) {
+        let _ = write!(line, "[{}] ", crate::component_name());
+    }
+    let _ = line.write_fmt(args);
+    ring.write_line(stamp(), line.as_bytes());
+    let signal = RING_SIGNAL.load(Ordering::Relaxed);
+    if signal != 0 {
+        sel4::signal(signal);
+    }
+    true
+}
 
 /// Tells the console whether the kernel is a debug build with
 /// seL4_DebugPutChar. Never enable it on a release kernel: the call faults.
@@ -82,13 +204,11 @@ impl fmt::Write for Console {
 /// Writes one formatted log line prefixed with the component's name and the
 /// level. Used by the logging macros; call those instead.
 pub fn write_line(level: &str, args: fmt::Arguments<'_>) {
-    use fmt::Write;
-    let mut console = Console;
-    let _ = if level.is_empty() {
-        writeln!(console, "[{}] {}", crate::component_name(), args)
+    if level.is_empty() {
+        emit_line(args);
     } else {
-        writeln!(console, "[{}] {}: {}", crate::component_name(), level, args)
-    };
+        emit_line(format_args!("{level}: {args}"));
+    }
 }
 
 /// Prints a line on the console, prefixed with the component's name.

@@ -54,6 +54,7 @@ macro_rules! component_entry {
             $crate::set_component_name(start.name().unwrap_or("?"));
             $crate::set_supervisor_slot(start.supervisor_slot);
             $crate::console::enable_debug_put_char(start.flags & $crate::start::START_FLAG_DEBUG_KERNEL != 0);
+            $crate::console::init_from_start(start);
             // SAFETY: the loader registered this address as our IPC buffer.
             unsafe { $crate::sel4::set_ipc_buffer(start.ipc_buffer as *mut $crate::sel4::IpcBuffer) };
             $main(start)

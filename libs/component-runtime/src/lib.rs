@@ -17,6 +17,7 @@ pub mod entry;
 pub mod events;
 #[cfg(feature = "heap")]
 pub mod heap;
+pub mod logring;
 mod panic;
 pub mod restart;
 pub mod start;

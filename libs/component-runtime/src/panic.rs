@@ -4,12 +4,18 @@
 #[cfg(all(target_os = "none", not(test)))]
 #[panic_handler]
 fn panic(info: &core::panic::PanicInfo<'_>) -> ! {
-    use core::fmt::Write;
-    let mut console = crate::console::Console;
-    let _ = write!(console, "[{}] PANIC", crate::component_name());
-    if let Some(location) = info.location() {
-        let _ = write!(console, " at {}:{}:{}", location.file(), location.line(), location.column());
-    }
-    let _ = writeln!(console, ": {}", info.message());
+    // One line, into the log ring when there is one: the ring never
+    // refuses a line (the oldest gives way), so the message is there for
+    // the log server even when the component flooded it just before.
+    match info.location() {
+        Some(l) => crate::console::emit_line(format_args!(
+            "PANIC at {}:{}:{}: {}",
+            l.file(),
+            l.line(),
+            l.column(),
+            info.message()
+        )),
+        None => crate::console::emit_line(format_args!("PANIC: {}", info.message())),
+    };
     crate::abort()
 }

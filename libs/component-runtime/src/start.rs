@@ -22,6 +22,14 @@ pub const START_FLAG_DEBUG_KERNEL: u64 = 1 << 0;
 /// [`EVENTS_VADDR`](crate::events::EVENTS_VADDR) (the assembly subscribes
 /// this component, see [`crate::events`]).
 pub const START_FLAG_EVENTS: u64 = 1 << 1;
+/// `StartInfo::flags`: the component's log ring is mapped at
+/// [`LOG_RING_VADDR`](crate::logring::LOG_RING_VADDR) and
+/// `log_signal_slot` holds its capability to the log server's
+/// notification: the console writes lines there ([`crate::logring`]).
+pub const START_FLAG_LOG_RING: u64 = 1 << 2;
+/// `StartInfo::flags`: this component is the log server; `log_rings` lists
+/// what it reads.
+pub const START_FLAG_LOG_SERVER: u64 = 1 << 3;
 /// Message label of [`exit`](crate::exit)'s call to the supervisor; far
 /// from the kernel's fault labels (0..=5) so the two cannot be confused.
 pub const SUPERVISOR_EXIT_LABEL: u64 = 0xE417;
@@ -61,6 +69,62 @@ pub struct StartInfo {
     /// CPU has it, mixed with its TSC): e.g. the tags of the IO-Lite
     /// generations the component issues, so they cannot be predicted.
     pub seed: u64,
+    /// With [`START_FLAG_LOG_RING`]: the slot of the capability that
+    /// signals the log server after a line.
+    pub log_signal_slot: u64,
+    /// With [`START_FLAG_LOG_SERVER`]: the slot of the notification the
+    /// writers signal.
+    pub log_wait_slot: u64,
+    /// With [`START_FLAG_LOG_SERVER`]: how many entries of `log_rings` are
+    /// valid.
+    pub log_ring_count: u64,
+    /// With [`START_FLAG_LOG_SERVER`]: every ring, where it is mapped
+    /// (read-only) and whose it is.
+    pub log_rings: [LogRingRecord; MAX_LOG_RINGS],
+}
+
+/// Most rings the log server reads (the start page's table size).
+pub const MAX_LOG_RINGS: usize = 40;
+/// Longest writer name a ring record carries.
+pub const LOG_NAME_LEN: usize = 40;
+
+/// One ring the log server reads.
+#[repr(C)]
+#[derive(Clone, Copy, Debug)]
+pub struct LogRingRecord {
+    /// Where the ring is mapped in the server.
+    pub vaddr: u64,
+    /// Length of `name`; 0 for the root task's ring, whose lines carry
+    /// their own prefix (`[roottask]`, `[supervisor]`).
+    pub name_len: u64,
+    /// The writer's instance name, from the spec.
+    pub name: [u8; LOG_NAME_LEN],
+}
+
+impl Default for LogRingRecord {
+    fn default() -> Self {
+        LogRingRecord { vaddr: 0, name_len: 0, name: [0; LOG_NAME_LEN] }
+    }
+}
+
+impl LogRingRecord {
+    /// A record for the ring at `vaddr` written by `name` (truncated at a
+    /// character boundary; "" for the root task).
+    pub fn new(vaddr: u64, name: &str) -> LogRingRecord {
+        let mut len = name.len().min(LOG_NAME_LEN);
+        while !name.is_char_boundary(len) {
+            len -= 1;
+        }
+        let mut record = LogRingRecord { vaddr, name_len: len as u64, ..Default::default() };
+        record.name[..len].copy_from_slice(&name.as_bytes()[..len]);
+        record
+    }
+
+    /// The writer's name ("" for the root task, or if not UTF-8).
+    pub fn name(&self) -> &str {
+        let len = (self.name_len as usize).min(LOG_NAME_LEN);
+        core::str::from_utf8(&self.name[..len]).unwrap_or("")
+    }
 }
 
 /// Most dataports one component can have (the start page's table size).
@@ -100,6 +164,10 @@ impl StartInfo {
             dataport_count: 0,
             dataports: [DataportRecord::default(); MAX_DATAPORTS],
             seed: 0,
+            log_signal_slot: 0,
+            log_wait_slot: 0,
+            log_ring_count: 0,
+            log_rings: [LogRingRecord::default(); MAX_LOG_RINGS],
         }
     }
 
@@ -126,6 +194,11 @@ impl StartInfo {
             .iter()
             .find(|d| vaddr >= d.vaddr && vaddr - d.vaddr < d.size)
             .map(|d| d.paddr + (vaddr - d.vaddr))
+    }
+
+    /// The valid log ring records (the log server's).
+    pub fn log_rings(&self) -> &[LogRingRecord] {
+        &self.log_rings[..(self.log_ring_count as usize).min(MAX_LOG_RINGS)]
     }
 
     /// The instance name, or `None` if the record is not valid UTF-8.

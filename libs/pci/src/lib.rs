@@ -5,7 +5,9 @@
 //! the 0xCF8/0xCFC address/data pair, which components cannot share
 //! safely), or, for the hardware probe, through those ports directly. Each
 //! implements [`ConfigAccess`]; everything above it (the register layout,
-//! BAR sizing, bus scans, the two address encodings) lives here once.
+//! BAR sizing, bus scans, the two address encodings) lives here once, and
+//! so does what a driver may write ([`DriverPolicy`], which the pci_config
+//! server enforces).
 
 #![cfg_attr(not(test), no_std)]
 #![deny(missing_docs)]
@@ -31,6 +33,108 @@ pub const COMMAND_MEMORY: u32 = 1 << 1;
 pub const COMMAND_BUS_MASTER: u32 = 1 << 2;
 /// Command register: INTx# disabled.
 pub const COMMAND_INTX_DISABLE: u32 = 1 << 10;
+
+/// The command register bits a driver may change through pci_config:
+/// decoding of its I/O and memory BARs, bus mastering (DMA) and INTx#.
+/// Everything else in configuration space (BARs, expansion ROM, interrupt
+/// line, MSI and the other capabilities, error reporting) stays as the
+/// firmware left it: a driver that could move its BARs or point MSI writes
+/// anywhere could reach memory it was never granted.
+pub const COMMAND_DRIVER_BITS: u32 = COMMAND_IO | COMMAND_MEMORY | COMMAND_BUS_MASTER | COMMAND_INTX_DISABLE;
+
+/// Why a driver's write to configuration space was refused.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum WriteRefusal {
+    /// Not the command register: only that one is writable.
+    NotCommand,
+    /// A command bit outside [`COMMAND_DRIVER_BITS`] would change (these
+    /// bits).
+    CommandBits(u32),
+    /// Ones in the status half (write-one-to-clear error bits).
+    StatusBits(u32),
+}
+
+impl core::fmt::Display for WriteRefusal {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            WriteRefusal::NotCommand => f.write_str("drivers write only the command register"),
+            WriteRefusal::CommandBits(b) => write!(f, "command bits {b:#06x} are not a driver's to change"),
+            WriteRefusal::StatusBits(b) => write!(f, "status bits {b:#010x} (write-one-to-clear)"),
+        }
+    }
+}
+
+/// Whether a driver may write `value` to `register` of its own function,
+/// whose dword there now reads `current`: only the command register, only
+/// the bits of [`COMMAND_DRIVER_BITS`] may change, and the status half must
+/// be written as zeros (which changes nothing).
+pub fn driver_write_allowed(register: u8, current: u32, value: u32) -> Result<(), WriteRefusal> {
+    if register != REG_COMMAND {
+        return Err(WriteRefusal::NotCommand);
+    }
+    if value >> 16 != 0 {
+        return Err(WriteRefusal::StatusBits(value & 0xffff_0000));
+    }
+    let changed = (value ^ current) & 0xffff & !COMMAND_DRIVER_BITS;
+    if changed != 0 {
+        return Err(WriteRefusal::CommandBits(changed));
+    }
+    Ok(())
+}
+
+/// The name of the configuration register at `register` (a type 0
+/// header), for messages.
+pub fn register_name(register: u8) -> &'static str {
+    match register & 0xfc {
+        0x00 => "id",
+        0x04 => "command/status",
+        0x08 => "class/revision",
+        0x0c => "header",
+        0x10 => "BAR0",
+        0x14 => "BAR1",
+        0x18 => "BAR2",
+        0x1c => "BAR3",
+        0x20 => "BAR4",
+        0x24 => "BAR5",
+        0x28 => "CardBus CIS",
+        0x2c => "subsystem id",
+        0x30 => "expansion ROM",
+        0x34 => "capabilities pointer",
+        0x38 => "reserved",
+        0x3c => "interrupt line/pin",
+        _ => "device-specific (capabilities: MSI, power management, ...)",
+    }
+}
+
+/// [`ConfigAccess`] for a driver: reads pass through; writes pass only if
+/// [`driver_write_allowed`] says so (the current value read first), and
+/// are refused otherwise, before anything reaches the device. The
+/// pci_config server puts every client behind this.
+#[derive(Clone, Copy)]
+pub struct DriverPolicy<A>(pub A);
+
+/// A [`DriverPolicy`] access failed.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum PolicyError<E> {
+    /// The policy refused the write.
+    Refused(WriteRefusal),
+    /// The access below failed.
+    Access(E),
+}
+
+impl<A: ConfigAccess> ConfigAccess for DriverPolicy<A> {
+    type Error = PolicyError<A::Error>;
+
+    fn read32(&self, f: Function, register: u8) -> Result<u32, Self::Error> {
+        self.0.read32(f, register).map_err(PolicyError::Access)
+    }
+
+    fn write32(&self, f: Function, register: u8, value: u32) -> Result<(), Self::Error> {
+        let current = self.0.read32(f, register).map_err(PolicyError::Access)?;
+        driver_write_allowed(register, current, value).map_err(PolicyError::Refused)?;
+        self.0.write32(f, register, value).map_err(PolicyError::Access)
+    }
+}
 
 /// A PCI function: bus 0..255, device 0..31, function 0..7.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,6 +287,18 @@ impl<A: ConfigAccess> Device<A> {
         Ok((vendor != 0xffff).then_some((vendor, (id >> 16) as u16)))
     }
 
+    /// The base address of BAR0 if it is a memory BAR (32- or 64-bit),
+    /// read only: no sizing, so a driver behind [`DriverPolicy`] can check
+    /// it against what the assembly maps. `None` for an I/O BAR.
+    pub fn memory_bar0_base(&self) -> Result<Option<u64>, A::Error> {
+        let low = self.read(REG_BAR0)?;
+        if low & 1 != 0 {
+            return Ok(None);
+        }
+        let high = if (low >> 1) & 3 == 2 { self.read(REG_BAR0 + 4)? } else { 0 };
+        Ok(Some(u64::from(high) << 32 | u64::from(low & !0xf)))
+    }
+
     /// Reads and sizes BAR0 if it is a memory BAR (32- or 64-bit); `None`
     /// for an I/O BAR. Sizing writes all ones and reads back which bits
     /// stick; memory decoding is off meanwhile, so nothing answers at a
@@ -317,6 +433,67 @@ mod tests {
         assert_eq!(regs[&(f.bdf(), REG_COMMAND)], 0x0007, "command restored, status bits not written");
         let writes = fake.writes.borrow();
         assert_eq!(writes[0], (f.bdf(), REG_COMMAND, 0x0005), "memory decoding off while sizing");
+    }
+
+    /// The e1000 at 00:03.0 as QEMU's firmware leaves it: a 32-bit memory
+    /// BAR0 at 0xfebc0000 (128 KiB), I/O decoding on, SERR# enabled, an MSI
+    /// capability at 0xd0.
+    fn e1000() -> (Function, Fake) {
+        let f = Function::new(0, 3, 0);
+        let mut fake = Fake::default();
+        fake.regs.borrow_mut().extend([
+            ((f.bdf(), REG_ID), 0x100e_8086),
+            ((f.bdf(), REG_COMMAND), 0x0010_0103),
+            ((f.bdf(), REG_BAR0), 0xfebc_0000),
+            ((f.bdf(), REG_INTERRUPT), 0x0000_010b),
+            ((f.bdf(), 0xd0), 0x0080_e005),
+        ]);
+        fake.bar_masks.insert((f.bdf(), REG_BAR0), 0xfffe_0000);
+        (f, fake)
+    }
+
+    #[test]
+    fn a_driver_may_enable_decoding_and_dma_and_read_its_bar() {
+        let (f, fake) = e1000();
+        let d = Device::new(DriverPolicy(&fake), f);
+        assert_eq!(d.ids(), Ok(Some((0x8086, 0x100e))));
+        assert_eq!(d.memory_bar0_base(), Ok(Some(0xfebc_0000)));
+        // netdrv's probe: memory decoding and bus mastering on, INTx# on.
+        let command = d.read(REG_COMMAND).unwrap() & 0xffff;
+        let want = (command | COMMAND_MEMORY | COMMAND_BUS_MASTER) & !COMMAND_INTX_DISABLE;
+        assert_eq!(d.write(REG_COMMAND, want), Ok(()));
+        assert_eq!(fake.regs.borrow()[&(f.bdf(), REG_COMMAND)], 0x0107);
+        // And off again (INTx# disabled, I/O decoding off).
+        assert_eq!(d.write(REG_COMMAND, 0x0100 | COMMAND_INTX_DISABLE), Ok(()));
+        assert_eq!(fake.regs.borrow()[&(f.bdf(), REG_COMMAND)], 0x0500);
+    }
+
+    #[test]
+    fn every_other_driver_write_is_refused_before_it_reaches_the_device() {
+        let (f, fake) = e1000();
+        let d = Device::new(DriverPolicy(&fake), f);
+        let refused = |register: u8, value: u32, why: WriteRefusal| {
+            assert_eq!(d.write(register, value), Err(PolicyError::Refused(why)), "{}", register_name(register));
+        };
+        // Moving a BAR, the expansion ROM, the interrupt line, MSI.
+        refused(REG_BAR0, 0x1000_0000, WriteRefusal::NotCommand);
+        refused(REG_BAR0 + 4, 0, WriteRefusal::NotCommand);
+        refused(0x30, 0xfff0_0001, WriteRefusal::NotCommand);
+        refused(REG_INTERRUPT, 0x0000_0105, WriteRefusal::NotCommand);
+        refused(0xd0, 0x0081_e005, WriteRefusal::NotCommand);
+        refused(0xd4, 0xfee0_0000, WriteRefusal::NotCommand);
+        // Command bits a driver does not need: SERR# off, memory-write-and-
+        // invalidate on; status bits (write-one-to-clear).
+        refused(REG_COMMAND, 0x0003, WriteRefusal::CommandBits(0x0100));
+        refused(REG_COMMAND, 0x0113, WriteRefusal::CommandBits(0x0010));
+        refused(REG_COMMAND, 0xffff_0103, WriteRefusal::StatusBits(0xffff_0000));
+        // Nothing reached the device.
+        assert!(fake.writes.borrow().is_empty(), "{:?}", fake.writes.borrow());
+        // Sizing a BAR writes it: refused too (drivers read the base only).
+        assert_eq!(d.memory_bar0(), Err(PolicyError::Refused(WriteRefusal::NotCommand)));
+        assert_eq!(fake.regs.borrow()[&(f.bdf(), REG_BAR0)], 0xfebc_0000);
+        assert_eq!(register_name(0x10), "BAR0");
+        assert_eq!(register_name(0xd0), "device-specific (capabilities: MSI, power management, ...)");
     }
 
     #[test]

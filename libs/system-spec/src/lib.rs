@@ -53,7 +53,7 @@ pub use validate::SpecError;
 
 /// Bumped whenever the encoded form changes, so a loader never misreads a
 /// spec written by a different compiler.
-pub const FORMAT_VERSION: u32 = 3;
+pub const FORMAT_VERSION: u32 = 4;
 
 /// The first bytes of an encoded spec; they make a stray blob fail loudly.
 pub const MAGIC: [u8; 8] = *b"IOLSPEC\0";
@@ -197,6 +197,10 @@ pub struct IoApicIrq {
     /// The notification the IRQ handler is bound to
     /// (`seL4_IRQHandler_SetNotification`).
     pub notification: ObjectId,
+    /// The badge the interrupt signals it with: 1 on a notification of its
+    /// own; one bit of several when the consumer's other notifications
+    /// share the object (e.g. a driver woken by its device and its client).
+    pub badge: u64,
 }
 
 /// One software component instance: one thread in its own address space and
@@ -246,6 +250,12 @@ pub struct Component {
     /// `restart_window_ms`, `restart_backoff_ms`); see
     /// [`DEFAULT_RESTART_LIMIT`].
     pub restart_policy: RestartPolicy,
+    /// This component's log ring, when the system has a log server
+    /// (`<instance>.log_server`, our own attribute, names it): the
+    /// component writes its console lines there instead of printing them.
+    pub log_ring: Option<LogRingEnd>,
+    /// Set on the log server only: the rings it prints from.
+    pub log_server: Option<LogServer>,
     /// log2 of the number of CSpace slots.
     pub cnode_size_bits: u8,
     /// The first slot the spec does not use; the loader may put its own caps
@@ -258,6 +268,43 @@ pub struct Component {
     /// Every interface of the component type, in declaration order, and what
     /// it is bound to.
     pub interfaces: Vec<Interface>,
+}
+
+/// Bytes of one component's log ring: one page, written only by that
+/// component and mapped read-only in the log server.
+pub const LOG_RING_SIZE: u64 = PAGE_SIZE;
+
+/// A writer's end of its log ring.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRingEnd {
+    /// The ring: a [`ObjectKind::Frames`] object of [`LOG_RING_SIZE`]
+    /// bytes, which the loader maps read-write at a fixed address
+    /// (`component_runtime::logring`), outside the dataport range.
+    pub ring: ObjectId,
+    /// The slot of the writer's capability to the log server's
+    /// notification (send only, badged by the writer), in [`Component::caps`].
+    pub signal_slot: u64,
+}
+
+/// What the log server reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogServer {
+    /// The slot of its notification capability (receive), in
+    /// [`Component::caps`]: every writer signals it after a line.
+    pub wait_slot: u64,
+    /// Every writer's ring, by the writer's name: the name is the line
+    /// prefix the server prints, so it comes from the spec, never from the
+    /// ring (which its writer could fill with anything).
+    pub rings: Vec<LogRingSource>,
+}
+
+/// One ring the log server reads.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogRingSource {
+    /// The writer's instance name.
+    pub name: String,
+    /// The ring object (the writer's [`LogRingEnd::ring`]).
+    pub ring: ObjectId,
 }
 
 /// How the supervisor restarts a `restartable` component.
@@ -328,7 +375,8 @@ impl Rights {
 pub enum Access {
     /// Read-only mapping (`_access = "R"`); writes fault.
     ReadOnly,
-    /// Read-write mapping (`_access = "RW"`, or unset).
+    /// Read-write mapping (`_access = "RW"`; unset: the owner's end of a
+    /// shared region, both ends of a channel, a driver's device memory).
     ReadWrite,
 }
 

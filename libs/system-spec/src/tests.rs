@@ -19,6 +19,7 @@ fn sample() -> SystemSpec {
             active_low: false,
             vector: 20,
             notification: ntfn,
+            badge: 1,
         }),
     );
     let ports = spec.add_object("uart_io", ObjectKind::IoPorts { first: 0x3F8, last: 0x3FF });
@@ -34,6 +35,8 @@ fn sample() -> SystemSpec {
         may_restart: vec![],
         events: false,
         events_notification: None,
+        log_ring: None,
+        log_server: None,
         restart_policy: RestartPolicy::default(),
         cnode_size_bits: DEFAULT_CNODE_SIZE_BITS,
         first_free_slot: 1,

@@ -138,6 +138,13 @@ pub enum SpecError {
         /// The component.
         component: String,
     },
+    /// A log ring or the log server's wiring is inconsistent.
+    BadLog {
+        /// The component.
+        component: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// An interface's binding disagrees with the caps or mappings.
     BadInterface {
         /// The component.
@@ -199,6 +206,7 @@ impl fmt::Display for SpecError {
             BadRestartGrant { component, target, reason } => {
                 write!(f, "component '{component}' may restart component #{target}: {reason}")
             }
+            BadLog { component, reason } => write!(f, "component '{component}': log: {reason}"),
             BadEvents { component } => {
                 write!(f, "component '{component}': its system events object is not a notification it receives on")
             }
@@ -241,6 +249,7 @@ impl SystemSpec {
                     return Err(SpecError::BadEvents { component: component.name.clone() });
                 }
             }
+            self.validate_log(component)?;
             for (k, &target) in component.may_restart.iter().enumerate() {
                 let bad = |reason| SpecError::BadRestartGrant { component: component.name.clone(), target, reason };
                 match self.components.get(target as usize) {
@@ -250,6 +259,68 @@ impl SystemSpec {
                     Some(_) if component.may_restart[..k].contains(&target) => return Err(bad("listed twice")),
                     Some(_) => {}
                 }
+            }
+        }
+        Ok(())
+    }
+
+    /// A writer's ring is a one-page frame object only it writes, read by
+    /// the server alone; the server's notification is one every writer can
+    /// signal and only the server receives on.
+    fn validate_log(&self, c: &Component) -> Result<(), SpecError> {
+        let bad = |reason| Err(SpecError::BadLog { component: c.name.clone(), reason });
+        let is_ring = |id: ObjectId| matches!(self.object(id).map(|o| &o.kind), Some(ObjectKind::Frames { size }) if *size == crate::LOG_RING_SIZE);
+        let servers: alloc::vec::Vec<&Component> = self.components.iter().filter(|c| c.log_server.is_some()).collect();
+        if servers.len() > 1 {
+            return bad("more than one log server");
+        }
+        if let Some(end) = &c.log_ring {
+            let Some(server) = servers.first() else { return bad("a log ring without a log server") };
+            if !is_ring(end.ring) {
+                return bad("the ring is not a one-page frame object");
+            }
+            let sources = &server.log_server.as_ref().expect("filtered").rings;
+            if sources.iter().filter(|s| s.ring == end.ring).count() != 1
+                || !sources.iter().any(|s| s.ring == end.ring && s.name == c.name)
+            {
+                return bad("the server does not read this ring, once, under this component's name");
+            }
+            let Some(cap) = c.caps.iter().find(|cap| cap.slot == end.signal_slot) else {
+                return bad("no capability in the signal slot");
+            };
+            let wait = server.log_server.as_ref().expect("filtered").wait_slot;
+            let server_ntfn = server.caps.iter().find(|cap| cap.slot == wait).map(|cap| cap.object);
+            if Some(cap.object) != server_ntfn || cap.rights != Rights::WRITE {
+                return bad("the signal capability is not a send-only capability to the server's notification");
+            }
+        }
+        if let Some(server) = &c.log_server {
+            if c.log_ring.is_some() {
+                return bad("the log server prints its own lines and has no ring");
+            }
+            let Some(cap) = c.caps.iter().find(|cap| cap.slot == server.wait_slot) else {
+                return bad("no capability in the wait slot");
+            };
+            if !matches!(self.object(cap.object).map(|o| &o.kind), Some(ObjectKind::Notification))
+                || cap.rights != Rights::READ
+            {
+                return bad("the wait capability is not a receive capability to a notification");
+            }
+            for (i, source) in server.rings.iter().enumerate() {
+                if !is_ring(source.ring) || server.rings[..i].iter().any(|s| s.ring == source.ring) {
+                    return bad("a ring that is not a one-page frame object, or listed twice");
+                }
+                let writers =
+                    self.components.iter().filter(|w| w.log_ring.as_ref().is_some_and(|e| e.ring == source.ring));
+                if writers.count() != 1 {
+                    return bad("a ring without exactly one writer");
+                }
+            }
+        }
+        // A ring is mapped by nothing else (the loader maps it itself).
+        for ring in c.log_ring.iter().map(|e| e.ring) {
+            if self.components.iter().any(|o| o.mappings.iter().any(|m| m.object == ring)) {
+                return bad("a log ring is also mapped as a dataport");
             }
         }
         Ok(())
@@ -301,6 +372,9 @@ impl SystemSpec {
                     }
                     if irq.vector > MAX_IRQ_VECTOR {
                         return Err(SpecError::BadIrq { object: name(), reason: "IRQ vector must be 0..=107" });
+                    }
+                    if irq.badge == 0 || irq.badge >= 1 << 28 {
+                        return Err(SpecError::BadIrq { object: name(), reason: "badge must be 1..2^28" });
                     }
                     match self.object(irq.notification) {
                         Some(target) if target.kind == ObjectKind::Notification => {}

@@ -21,6 +21,7 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 use component_runtime::events::{self, EventsPage, EVENTS_MAGIC};
+use component_runtime::logring::{self, Ring};
 use component_runtime::start::{self, StartInfo};
 use sel4::{CPtr, CapData, CapRights, ObjectType, VmAttributes, Word};
 use system_spec::{Access, Component, ObjectKind, SystemSpec, LARGE_PAGE_SIZE};
@@ -29,10 +30,6 @@ use system_spec::{Access, Component, ObjectKind, SystemSpec, LARGE_PAGE_SIZE};
 /// them is the null guard, above them the dataports.
 const IMAGE_LOW: u64 = 0x1000;
 const IMAGE_HIGH: u64 = system_spec::DATAPORT_BASE;
-
-/// The badge an interrupt's notification carries: what the consumer's
-/// `wait()`/`poll()` return when the interrupt has fired.
-const IRQ_BADGE: Word = 1;
 
 /// `CONFIG_RETYPE_FAN_OUT_LIMIT` (kernel-config/common.h): the most objects
 /// one Untyped_Retype may make.
@@ -108,6 +105,11 @@ pub struct Instance {
 /// next to the loader's scratch window (same page table).
 const EVENTS_ROOT_VADDR: u64 = crate::vspace::Scratch::VADDR + 0x1000;
 
+/// Where the root task keeps its own log ring (read-write): once the log
+/// server runs, the root task's lines go there too, so that they come out
+/// whole and in order with the components' (same page table again).
+const LOG_RING_ROOT_VADDR: u64 = crate::vspace::Scratch::VADDR + 0x2000;
+
 /// The loaded system: global objects and every instance.
 pub struct System {
     spec: SystemSpec,
@@ -124,6 +126,8 @@ pub struct System {
     /// Per spec component: the supervisor's capability to its events
     /// notification, badged `SYSTEM_EVENT_BADGE`.
     events_caps: Vec<Option<CPtr>>,
+    /// The root task's log ring frame, when the system has a log server.
+    root_ring: Option<CPtr>,
 }
 
 impl System {
@@ -203,6 +207,45 @@ impl System {
             };
             events_caps.push(cap);
         }
+        // The root task's log ring and its capability to signal the server.
+        let mut root_ring = None;
+        if let Some(server) = spec.components.iter().find_map(|c| c.log_server.as_ref()) {
+            let wake = spec.components.iter().find(|c| c.log_server.is_some()).and_then(|c| {
+                c.caps.iter().find(|cap| cap.slot == server.wait_slot).map(|cap| &objects[cap.object.0 as usize])
+            });
+            if let Some(&Loaded::Notification(n)) = wake {
+                let frame = global.object(ObjectType::X86_4K, 0)?;
+                vspace::map_frame(
+                    global,
+                    sel4::CAP_INIT_THREAD_VSPACE,
+                    frame,
+                    LOG_RING_ROOT_VADDR,
+                    CapRights::read_write(),
+                    VmAttributes::DEFAULT,
+                )?;
+                let signal = global.slot()?;
+                invoke(
+                    "CNode_Mint (log server notification)",
+                    sel4::cnode_mint(
+                        sel4::CAP_INIT_THREAD_CNODE,
+                        signal,
+                        64,
+                        sel4::CAP_INIT_THREAD_CNODE,
+                        n,
+                        64,
+                        CapRights::new(false, false, true),
+                        CapData::badge(1).into_word(),
+                    ),
+                )?;
+                // SAFETY: mapped read-write just above, never unmapped; a
+                // fresh frame is zeroed, which is an empty ring.
+                let ring = unsafe { &*(LOG_RING_ROOT_VADDR as *const Ring) };
+                component_runtime::console::init_log_ring(ring, signal, true);
+                // Off until the server is built (`build` turns it on).
+                component_runtime::console::set_log_ring_enabled(false);
+                root_ring = Some(frame);
+            }
+        }
         let mut system = System {
             spec,
             elves,
@@ -213,6 +256,7 @@ impl System {
             debug_kernel,
             events_frame,
             events_caps,
+            root_ring,
         };
         for index in 0..system.spec.components.len() {
             let component = &system.spec.components[index];
@@ -316,8 +360,8 @@ impl System {
         // pages need at most pages/512 tables if packed, plus, for each
         // separately placed area (image, stack, IPC buffer, start page,
         // each dataport), one table, directory and PDPT at its edges.
-        let mapped = pages + dataport_pages(component);
-        let areas = component.interfaces.len() as u64 + 5;
+        let mapped = pages + dataport_pages(component) + log_ring_frames(component);
+        let areas = component.interfaces.len() as u64 + 6;
         let structures = mapped.div_ceil(512) + 3 * areas + 1;
         let bytes: u64 = (pages + structures) * elf::PAGE
             + (1 << ObjectType::Tcb.size_bits(0))
@@ -330,7 +374,7 @@ impl System {
         let size_bits = (bytes + slack).next_power_of_two().trailing_zeros() as Word;
         let untyped = global.object(ObjectType::Untyped, size_bits)?;
         let slots = global.slots(pages + structures + 8)?;
-        let shared = global.slots(dataport_frames(&self.spec, component) + 1)?;
+        let shared = global.slots(dataport_frames(&self.spec, component) + 1 + log_ring_frames(component))?;
         Ok((ComponentMemory::new(untyped, slots), shared))
     }
 
@@ -394,6 +438,27 @@ impl System {
         let flags = if component.events { flags | start::START_FLAG_EVENTS } else { flags };
         let mut info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
         info.seed = random_seed();
+        if let Some(end) = &component.log_ring {
+            info.flags |= start::START_FLAG_LOG_RING;
+            info.log_signal_slot = end.signal_slot;
+        }
+        // The server's rings, in spec order, then the root task's.
+        let mut rings: Vec<(CPtr, u64)> = Vec::new();
+        if let Some(server) = &component.log_server {
+            info.flags |= start::START_FLAG_LOG_SERVER;
+            info.log_wait_slot = server.wait_slot;
+            let sources = server.rings.iter().map(|r| (self.ring_frame(r.ring), r.name.as_str()));
+            let root = self.root_ring.map(|f| (Ok(f), ""));
+            for (i, (frame, name)) in sources.chain(root).enumerate() {
+                if i >= start::MAX_LOG_RINGS {
+                    return Err(LoadError(format!("more than {} log rings", start::MAX_LOG_RINGS)));
+                }
+                let vaddr = logring::LOG_RINGS_VADDR + i as u64 * logring::LOG_RINGS_STRIDE;
+                info.log_rings[i] = start::LogRingRecord::new(vaddr, name);
+                info.log_ring_count = i as u64 + 1;
+                rings.push((frame?, vaddr));
+            }
+        }
         for mapping in &component.mappings {
             let Loaded::Frames(frames) = &self.objects[mapping.object.0 as usize] else { continue };
             let Some(&first) = frames.caps.first() else { continue };
@@ -456,6 +521,33 @@ impl System {
                 }
                 copy_slot += 1;
             }
+        }
+
+        // The log rings: the component's own read-write, the server's
+        // read-only.
+        let own = component.log_ring.as_ref().map(|end| self.ring_frame(end.ring)).transpose()?;
+        let mapped_rings = own
+            .map(|f| (f, logring::LOG_RING_VADDR, CapRights::read_write()))
+            .into_iter()
+            .chain(rings.iter().map(|&(f, vaddr)| (f, vaddr, CapRights::read_only())));
+        for (frame, vaddr, rights) in mapped_rings {
+            if copy_slot + 1 >= instance.shared_copies.end {
+                return Err(LoadError("more log ring pages than reserved".into()));
+            }
+            invoke(
+                "CNode_Copy (log ring)",
+                sel4::cnode_copy(
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    copy_slot,
+                    64,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    frame,
+                    64,
+                    rights,
+                ),
+            )?;
+            vspace::map_frame(memory, pml4, copy_slot, vaddr, rights, VmAttributes::DEFAULT)?;
+            copy_slot += 1;
         }
 
         // The system events page, read-only, in the last reserved slot.
@@ -558,7 +650,25 @@ impl System {
         };
         invoke("TCB_WriteRegisters", sel4::tcb_write_registers(tcb, true, 0, sel4::UserContext::WORDS, &regs))?;
         instance.tcb = Some(tcb);
+        if component.log_server.is_some() {
+            // The server runs: the root task's lines go through it again.
+            component_runtime::console::set_log_ring_enabled(self.root_ring.is_some());
+        }
         Ok(())
+    }
+
+    /// Whether the instance at `position` is the log server (the
+    /// supervisor prints directly while it is dead).
+    pub fn is_log_server(&self, position: usize) -> bool {
+        self.component(position).log_server.is_some()
+    }
+
+    /// The frame capability of a log ring object.
+    fn ring_frame(&self, ring: system_spec::ObjectId) -> Result<CPtr, LoadError> {
+        match self.objects.get(ring.0 as usize) {
+            Some(Loaded::Frames(f)) if f.caps.len() == 1 => Ok(f.caps[0]),
+            _ => Err(LoadError(format!("log ring #{} is not a one-page frame object", ring.0))),
+        }
     }
 
     /// Destroys everything `instance` was built from; global objects stay.
@@ -643,6 +753,12 @@ fn dataport_pages(component: &Component) -> u64 {
         .sum()
 }
 
+/// Log ring pages mapped into the component: its own, or (the server)
+/// every writer's and the root task's.
+fn log_ring_frames(component: &Component) -> u64 {
+    component.log_ring.iter().count() as u64 + component.log_server.as_ref().map_or(0, |s| s.rings.len() as u64 + 1)
+}
+
 /// Frame capabilities the component's mappings need (one loader copy each).
 fn dataport_frames(spec: &SystemSpec, component: &Component) -> u64 {
     component
@@ -717,10 +833,11 @@ fn make_object(
             // The kernel signals the notification with the badge of the
             // capability bound here. An unbadged one would deliver badge 0,
             // which a consumer's seL4_Poll cannot tell from "nothing
-            // arrived" (and seL4_Wait returns 0): bind a copy badged 1.
+            // arrived" (and seL4_Wait returns 0): bind a copy badged as the
+            // spec says (1, or its own bit on a shared notification).
             let badged = global.slot()?;
             invoke(
-                "CNode_Mint (IRQ notification, badge 1)",
+                "CNode_Mint (IRQ notification, badged)",
                 sel4::cnode_mint(
                     sel4::CAP_INIT_THREAD_CNODE,
                     badged,
@@ -729,7 +846,7 @@ fn make_object(
                     *notification,
                     64,
                     CapRights::new(false, false, true),
-                    CapData::badge(IRQ_BADGE).into_word(),
+                    CapData::badge(irq.badge as Word).into_word(),
                 ),
             )?;
             invoke("IRQHandler_SetNotification", sel4::irq_handler_set_notification(handler, badged))?;

@@ -146,6 +146,9 @@ pub struct ComponentType {
     /// Per interface: the mapping rights of a dataport (the same for every
     /// instance); `ReadWrite` for other interfaces.
     pub access: Vec<Access>,
+    /// Per interface: the badge bit its interrupt signals (interrupt
+    /// consumers; 0 for other interfaces), the same for every instance.
+    pub irq_badge: Vec<u64>,
     /// Whether any instance of the type exists.
     pub instantiated: bool,
     /// Per attribute declaration (same order as `decl.attributes`): the
@@ -225,6 +228,9 @@ pub struct InstanceConfig {
     /// supervisor signals on a peer's death and settlement, and where the
     /// setting is (for errors found when the spec is laid out).
     pub system_events: Option<(Option<usize>, crate::diag::Pos)>,
+    /// `log_server`: this instance prints every other component's lines
+    /// (the compiler gives each of them a log ring and a way to signal it).
+    pub log_server: Option<crate::diag::Pos>,
     /// `restart_limit`, `restart_window_ms`, `restart_backoff_ms`.
     pub restart_limit: Option<u32>,
     /// See `restart_limit`.
@@ -239,6 +245,13 @@ pub struct InstanceConfig {
     pub irq: HashMap<usize, IrqConfig>,
     /// I/O port ranges by (hardware) interface index.
     pub ports: HashMap<usize, (u16, u16)>,
+    /// `<irq>_notification = "<consumes>"`: interrupt-consuming interface
+    /// index to the `consumes` interface whose notification the interrupt
+    /// is delivered to (with where the setting is).
+    pub irq_into: HashMap<usize, (usize, Pos)>,
+    /// The badge an interrupt-consuming interface's IRQ signals with: 1 on
+    /// its own notification, the bit after the emitters' on a shared one.
+    pub irq_badge: HashMap<usize, u64>,
     /// Values of the component's declared attributes, by name.
     pub attributes: HashMap<String, Value>,
 }
@@ -276,6 +289,13 @@ pub struct ConnectionInfo {
     pub from: Vec<EndRef>,
     /// Its `to` ends, in written order.
     pub to: Vec<EndRef>,
+    /// `<connection>.channel = true` on an `seL4SharedData` connection: a
+    /// channel between two ends, each of which writes its own half (ring
+    /// slots and its index), so both map it read-write.
+    pub channel: bool,
+    /// `<connection>.shared_writers = "why"`: the assembly's reason for
+    /// letting several components write one shared region.
+    pub shared_writers: Option<String>,
 }
 
 /// A checked system.
@@ -521,6 +541,7 @@ impl Checker {
             elf,
             connectors: vec![None; n],
             access: vec![Access::ReadWrite; n],
+            irq_badge: vec![0; n],
             instantiated: false,
             attribute_values: Vec::new(),
         });
@@ -595,7 +616,14 @@ impl Checker {
         let rule = kind.rule();
         self.assembly_name(&conn.name)?;
         let index = self.system.connections.len();
-        let mut info = ConnectionInfo { name: conn.name.clone(), connector: kind, from: Vec::new(), to: Vec::new() };
+        let mut info = ConnectionInfo {
+            name: conn.name.clone(),
+            connector: kind,
+            from: Vec::new(),
+            to: Vec::new(),
+            channel: false,
+            shared_writers: None,
+        };
         let mut first_type: Option<(String, Pos)> = None;
         for end in &conn.ends {
             let pos = end.instance.pos.clone();
@@ -742,24 +770,65 @@ impl Checker {
                 set_at.insert(key, s.attribute.pos.clone());
                 if let Some(&instance) = self.instance_names.get(&s.target.text) {
                     self.instance_setting(instance, &s)?;
-                } else if self.connection_names.contains_key(&s.target.text) {
-                    return err(
-                        &s.attribute.pos,
-                        format!(
-                            "unknown attribute '{}' for connection '{}' (connection settings are not supported)",
-                            s.attribute.text, s.target.text
-                        ),
-                    );
+                } else if let Some(&connection) = self.connection_names.get(&s.target.text) {
+                    self.connection_setting(connection, &s)?;
                 } else {
                     return err(&s.target.pos, format!("unknown instance or connection '{}'", s.target.text));
                 }
             }
         }
         self.resolve_restart_grants()?;
+        let mut servers = self.system.instances.iter().filter_map(|i| i.config.log_server.as_ref().map(|p| (i, p)));
+        if let (Some((first, _)), Some((_, pos))) = (servers.next(), servers.next()) {
+            return err(pos, format!("a second log server: '{}' already is one", first.name.text));
+        }
         self.check_instances()?;
         self.check_connections()?;
         self.check_component_types()?;
         Ok(self.system)
+    }
+
+    /// The two connection settings: `channel` and `shared_writers`, both on
+    /// `seL4SharedData` only (upstream accepts them silently).
+    fn connection_setting(&mut self, connection: usize, s: &ast::Setting) -> Result<()> {
+        let conn = &mut self.system.connections[connection];
+        let label = format!("'{}.{}'", s.target.text, s.attribute.text);
+        let known = ["channel", "shared_writers"];
+        if !known.contains(&s.attribute.text.as_str()) {
+            return err(
+                &s.attribute.pos,
+                format!(
+                    "unknown attribute '{}' for connection '{}' (connection settings: channel, shared_writers)",
+                    s.attribute.text, s.target.text
+                ),
+            );
+        }
+        if conn.connector != ConnectorKind::SharedData {
+            return err(
+                &s.attribute.pos,
+                format!("{label} applies to seL4SharedData connections only, not {}", conn.connector.name()),
+            );
+        }
+        if s.attribute.text == "channel" {
+            conn.channel = int_in(&s.value, &label, 0, 1)? == 1;
+            if conn.channel && (conn.from.len() != 1 || conn.to.len() != 1) {
+                return err(
+                    &s.value.pos,
+                    format!(
+                        "{label}: a channel joins exactly two ends (one 'from', one 'to'), '{}' has {}",
+                        s.target.text,
+                        conn.from.len() + conn.to.len()
+                    ),
+                );
+            }
+        } else {
+            let why = string_value(&s.value, &label)?;
+            if why.trim().is_empty() {
+                return err(&s.value.pos, format!("{label} must say why several components write this region"));
+            }
+            conn.shared_writers = Some(why.to_string());
+        }
+        Ok(())
     }
 
     fn instance_setting(&mut self, instance: usize, s: &ast::Setting) -> Result<()> {
@@ -800,6 +869,12 @@ impl Checker {
                 }
                 "restartable" => {
                     config.restartable = int_in(&s.value, &label, 0, 1)? == 1;
+                    return Ok(());
+                }
+                "log_server" => {
+                    if int_in(&s.value, &label, 0, 1)? == 1 {
+                        config.log_server = Some(s.value.pos.clone());
+                    }
                     return Ok(());
                 }
                 "restart_limit" => {
@@ -853,6 +928,25 @@ impl Checker {
                     return err(&s.attribute.pos, format!("attribute {label} is not supported by this compiler"));
                 }
                 _ => {}
+            }
+            if let Some(i) = interface_with_suffix("_notification") {
+                if component.decl.interfaces[i].kind == InterfaceKind::Consumes {
+                    let name = string_value(&s.value, &label)?;
+                    let Some(into) = component.interface(name) else {
+                        return err(
+                            &s.value.pos,
+                            format!("{label} names '{name}', which is not an interface of '{target}'"),
+                        );
+                    };
+                    if component.decl.interfaces[into].kind != InterfaceKind::Consumes || into == i {
+                        return err(
+                            &s.value.pos,
+                            format!("{label} names '{name}', which is not another 'consumes' interface of '{target}'"),
+                        );
+                    }
+                    config.irq_into.insert(i, (into, s.value.pos.clone()));
+                    return Ok(());
+                }
             }
             if let Some(i) = interface_with_suffix("_access") {
                 if component.decl.interfaces[i].kind == InterfaceKind::Dataport {
@@ -955,6 +1049,7 @@ impl Checker {
                 "restartable",
                 "may_restart",
                 "system_events",
+                "log_server",
                 "restart_limit",
                 "restart_window_ms",
                 "restart_backoff_ms",
@@ -1039,7 +1134,121 @@ impl Checker {
         Ok(())
     }
 
+    /// Device memory belongs to its one driver: whoever can write a
+    /// device's registers can program its DMA engine (no IOMMU here) and so
+    /// read or write any physical memory. One connection's `from` ends must
+    /// be one instance, and no other connection may map an overlapping
+    /// physical range.
+    fn one_driver(&self, conn: &ConnectionInfo, regions: &mut Vec<(u64, u64, usize, Pos, String)>) -> Result<()> {
+        let hw = &conn.to[0];
+        let inst = &self.system.instances[hw.instance];
+        let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
+        let mmio = &inst.config.mmio[&hw.interface];
+        let device = format!("'{}.{iface}'", inst.name.text);
+        let driver = conn.from[0].instance;
+        if let Some(second) = conn.from.iter().find(|e| e.instance != driver) {
+            return err(
+                &second.pos,
+                format!(
+                    "device memory of {device} ({:#x}, {:#x} bytes) is already mapped into '{}' at {}; device registers belong to their one driver (map them into one component; others ask it, e.g. by a notification)",
+                    mmio.paddr, mmio.size, self.system.instances[driver].name.text, conn.from[0].pos
+                ),
+            );
+        }
+        let (base, end) = (mmio.paddr, mmio.paddr + mmio.size);
+        for (other_base, other_end, other_driver, other_pos, other_device) in regions.iter() {
+            if base < *other_end && *other_base < end {
+                let verb = if *other_driver == driver { "also" } else { "already" };
+                return err(
+                    &conn.from[0].pos,
+                    format!(
+                        "device memory of {device} ({base:#x}..{end:#x}) overlaps that of {other_device}, {verb} mapped into '{}' at {other_pos}; device registers belong to their one driver",
+                        self.system.instances[*other_driver].name.text
+                    ),
+                );
+            }
+        }
+        regions.push((base, end, driver, conn.from[0].pos.clone(), device));
+        Ok(())
+    }
+
+    /// Least rights for shared memory: an end without `_access` is
+    /// read-write on the `from` side (the owner, who fills the region) and
+    /// read-only on the `to` side; both ends of a channel are read-write.
+    /// A region has one writing component unless it is a channel or the
+    /// assembly says why (`<connection>.shared_writers`). The defaults are
+    /// written into each instance's `access`, so the spec, the glue and
+    /// the type check below all see the same rights.
+    fn one_writer(&mut self, conn: &ConnectionInfo) -> Result<()> {
+        for (end, owner) in conn.from.iter().map(|e| (e, true)).chain(conn.to.iter().map(|e| (e, false))) {
+            let default = if owner || conn.channel { Access::ReadWrite } else { Access::ReadOnly };
+            self.system.instances[end.instance].config.access.entry(end.interface).or_insert(default);
+        }
+        if conn.channel || conn.shared_writers.is_some() {
+            return Ok(());
+        }
+        let mut writer: Option<&EndRef> = None;
+        for end in conn.from.iter().chain(&conn.to) {
+            if self.system.instances[end.instance].config.access[&end.interface] != Access::ReadWrite {
+                continue;
+            }
+            match writer {
+                None => writer = Some(end),
+                Some(first) if first.instance == end.instance => {}
+                Some(first) => {
+                    let name = |e: &EndRef| {
+                        let i = &self.system.instances[e.instance];
+                        format!(
+                            "{}.{}",
+                            i.name.text,
+                            self.system.component_of(e.instance).decl.interfaces[e.interface].name.text
+                        )
+                    };
+                    return err(
+                        &end.pos,
+                        format!(
+                            "'{}' would be a second writer of '{}' (after '{}' at {}): a shared region has one writer; map this end read-only (\"R\"), or say why with '{}.shared_writers = \"...\"' (or '{}.channel = true' for a two-ended channel)",
+                            name(end), conn.name.text, name(first), first.pos, conn.name.text, conn.name.text
+                        ),
+                    );
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The badge an interrupt signals its consumer with: 1 on its own
+    /// notification; with `<irq>_notification = "<consumes>"`, the bit
+    /// after those of the emitters of that interface's notification
+    /// connection, so one `wait()` tells the interrupt from each emitter.
+    fn irq_badge(&self, conn: &ConnectionInfo) -> Result<u64> {
+        let driver = &conn.to[0];
+        let inst = &self.system.instances[driver.instance];
+        let Some((into, pos)) = inst.config.irq_into.get(&driver.interface) else { return Ok(1) };
+        let iface = &self.system.component_of(driver.instance).decl.interfaces[*into].name.text;
+        let target = self.system.connection_of(driver.instance, *into).map(|(c, _)| &self.system.connections[c]);
+        let Some(target) =
+            target.filter(|t| matches!(t.connector, ConnectorKind::Notification | ConnectorKind::NotificationNative))
+        else {
+            return err(
+                pos,
+                format!(
+                    "'{}.{iface}' must be connected by seL4Notification or seL4NotificationNative to take the interrupt of '{}'",
+                    inst.name.text, conn.name.text
+                ),
+            );
+        };
+        if target.from.len() >= 28 {
+            return err(
+                pos,
+                format!("'{}' has no badge bit left for the interrupt (28 bits, one per emitter)", target.name.text),
+            );
+        }
+        Ok(1 << target.from.len())
+    }
+
     fn check_connections(&mut self) -> Result<()> {
+        let mut device_regions: Vec<(u64, u64, usize, Pos, String)> = Vec::new();
         let mut vectors: HashMap<u32, Pos> = HashMap::new();
         let mut port_ranges: Vec<((u16, u16), Pos, String)> = Vec::new();
         for ci in 0..self.system.connections.len() {
@@ -1088,6 +1297,9 @@ impl Checker {
                                 ),
                             );
                         }
+                        self.one_driver(&conn, &mut device_regions)?;
+                    } else {
+                        self.one_writer(&conn)?;
                     }
                 }
                 ConnectorKind::HardwareInterrupt => {
@@ -1100,6 +1312,9 @@ impl Checker {
                         );
                     }
                     self.system.instances[hw.instance].config.irq.insert(hw.interface, irq);
+                    let badge = self.irq_badge(&conn)?;
+                    let driver = &conn.to[0];
+                    self.system.instances[driver.instance].config.irq_badge.insert(driver.interface, badge);
                 }
                 ConnectorKind::HardwareIoPort => {
                     let hw = &conn.to[0];
@@ -1125,6 +1340,17 @@ impl Checker {
                 | ConnectorKind::RpcCallNoType
                 | ConnectorKind::Notification
                 | ConnectorKind::NotificationNative => {}
+            }
+        }
+        for inst in &self.system.instances {
+            for (i, (_, pos)) in &inst.config.irq_into {
+                if !inst.config.irq_badge.contains_key(i) {
+                    let iface = &self.system.components[inst.component].decl.interfaces[*i].name.text;
+                    return err(
+                        pos,
+                        format!("'{}.{iface}' is not connected by seL4HardwareInterrupt: it has no interrupt to deliver elsewhere", inst.name.text),
+                    );
+                }
             }
         }
         Ok(())
@@ -1236,6 +1462,18 @@ impl Checker {
         for ((ci, i), (_, connector, access)) in first_seen {
             self.system.components[ci].connectors[i] = connector;
             self.system.components[ci].access[i] = access;
+        }
+        for inst in &self.system.instances {
+            for (&i, &badge) in &inst.config.irq_badge {
+                let ct = &mut self.system.components[inst.component];
+                if ct.irq_badge[i] != 0 && ct.irq_badge[i] != badge {
+                    return err(
+                        &inst.name.pos,
+                        format!("instances of component '{}' take the interrupt of '{}' with different badges (instances of a type share one ELF)", ct.decl.name.text, ct.decl.interfaces[i].name.text),
+                    );
+                }
+                ct.irq_badge[i] = badge;
+            }
         }
         self.resolve_attribute_values()
     }

@@ -220,11 +220,15 @@ pub mod glue {{
         /// The CSpace slot of the IRQ handler capability.
         pub const IRQ_HANDLER_SLOT: sel4::CPtr = {handler};
 
+        /// The badge bit `wait()`/`poll()` return when the interrupt fired.
+        pub const BADGE: sel4::Word = {badge:#x};
+
         /// Re-enables the interrupt after handling it.
         pub fn acknowledge() -> sel4::Result<()> {{
             sel4::irq_handler_ack(IRQ_HANDLER_SLOT)
         }}
-"
+",
+                        badge = component.irq_badge[i]
                     );
                 }
             }

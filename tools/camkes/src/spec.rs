@@ -7,10 +7,12 @@
 use crate::ast::InterfaceKind;
 use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
 use crate::diag::{err, Result};
+use std::collections::HashMap;
 use system_spec::{
-    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, Mapping, ObjectKind, RestartPolicy, Rights,
-    SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS,
-    DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, PAGE_SIZE,
+    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, LogRingEnd, LogRingSource, LogServer, Mapping,
+    ObjectId, ObjectKind, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY,
+    DEFAULT_RESTART_BACKOFF_MS, DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE,
+    FIRST_INTERFACE_SLOT, LOG_RING_SIZE, PAGE_SIZE,
 };
 
 /// Where a component type's interfaces live: the same for every instance.
@@ -104,6 +106,8 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             may_restart: Vec::new(),
             events: false,
             events_notification: None,
+            log_ring: None,
+            log_server: None,
             restart_policy: RestartPolicy {
                 limit: inst.config.restart_limit.unwrap_or(DEFAULT_RESTART_LIMIT),
                 window_ms: inst.config.restart_window_ms.unwrap_or(DEFAULT_RESTART_WINDOW_MS),
@@ -122,7 +126,11 @@ pub fn build(system: &System) -> Result<SystemSpec> {
         }));
     }
 
-    for conn in &system.connections {
+    // A notification object per notification connection, made when first
+    // needed: an interrupt delivered to one (`<irq>_notification`) may come
+    // before it in the assembly, and the IRQ must name an existing object.
+    let mut notifications: HashMap<usize, ObjectId> = HashMap::new();
+    for (index, conn) in system.connections.iter().enumerate() {
         let name = conn.name.text.clone();
         let slot = |instance: usize, interface: usize| {
             layouts[system.instances[instance].component].slot[interface].expect("non-dataport interfaces have slots")
@@ -144,7 +152,8 @@ pub fn build(system: &System) -> Result<SystemSpec> {
                 }
             }
             ConnectorKind::Notification | ConnectorKind::NotificationNative => {
-                let notification = spec.add_object(name, ObjectKind::Notification);
+                let notification =
+                    *notifications.entry(index).or_insert_with(|| spec.add_object(name, ObjectKind::Notification));
                 // One emitter: badge 1. Several (seL4NotificationNative):
                 // badge bit i for the i-th `from`, so signals are told apart.
                 for (index, emitter) in conn.from.iter().enumerate() {
@@ -195,7 +204,21 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             ConnectorKind::HardwareInterrupt => {
                 let hw = &conn.from[0];
                 let irq = &system.instances[hw.instance].config.irq[&hw.interface];
-                let notification = spec.add_object(name.clone(), ObjectKind::Notification);
+                let driver = &conn.to[0];
+                let config = &system.instances[driver.instance].config;
+                // Its own notification, or (`<irq>_notification`) that of
+                // the driver's other event, signalled with its own bit.
+                let notification = match config.irq_into.get(&driver.interface) {
+                    Some((into, _)) => {
+                        let (target, _) = system.connection_of(driver.instance, *into).expect("checked: connected");
+                        let target_name = system.connections[target].name.text.clone();
+                        *notifications
+                            .entry(target)
+                            .or_insert_with(|| spec.add_object(target_name, ObjectKind::Notification))
+                    }
+                    None => spec.add_object(name.clone(), ObjectKind::Notification),
+                };
+                let badge = config.irq_badge[&driver.interface];
                 let handler = spec.add_object(
                     format!("{name}.irq"),
                     ObjectKind::IoApicIrq(IoApicIrq {
@@ -205,9 +228,9 @@ pub fn build(system: &System) -> Result<SystemSpec> {
                         active_low: irq.polarity_low,
                         vector: irq.vector,
                         notification,
+                        badge,
                     }),
                 );
-                let driver = &conn.to[0];
                 let layout = &layouts[system.instances[driver.instance].component];
                 let s = layout.slot[driver.interface].expect("consumes has a slot");
                 let h = layout.irq_handler_slot[driver.interface].expect("interrupt consumers have a handler slot");
@@ -263,6 +286,7 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             }
         }
     }
+    add_log_rings(system, &mut spec, &mut components)?;
     for c in components.iter_mut().flatten() {
         c.caps.sort_by_key(|cap| cap.slot);
         c.mappings.sort_by_key(|m| m.vaddr);
@@ -275,6 +299,46 @@ pub fn build(system: &System) -> Result<SystemSpec> {
     Ok(spec)
 }
 
+/// With a log server (`<instance>.log_server = true`): one notification
+/// the server waits on, and for every other component a one-page ring
+/// (read-write in it, read-only in the server: the loader maps both) and a
+/// send-only capability to the notification in its first free slot. Derived
+/// from the instances, so no assembly wires a connection per component.
+fn add_log_rings(system: &System, spec: &mut SystemSpec, components: &mut [Option<Component>]) -> Result<()> {
+    let Some(server) = system.instances.iter().position(|i| i.config.log_server.is_some()) else { return Ok(()) };
+    let name = &system.instances[server].name;
+    if components[server].is_none() {
+        return err(&name.pos, format!("log server '{}' is a hardware component", name.text));
+    }
+    let wake = spec.add_object(format!("{}.log_wake", name.text), ObjectKind::Notification);
+    let claim_slot = |c: &mut Component| -> Result<u64> {
+        let slot = c.first_free_slot;
+        // The loader keeps the last slot for the fault endpoint.
+        if slot + 1 >= 1 << c.cnode_size_bits {
+            return err(&name.pos, format!("instance '{}' has no CSpace slot left for its log capability", c.name));
+        }
+        c.first_free_slot += 1;
+        Ok(slot)
+    };
+    let mut rings = Vec::new();
+    for (i, c) in components.iter_mut().enumerate() {
+        let Some(c) = c.as_mut() else { continue };
+        if i == server {
+            continue;
+        }
+        let ring = spec.add_object(format!("log_ring.{}", c.name), ObjectKind::Frames { size: LOG_RING_SIZE });
+        let signal_slot = claim_slot(c)?;
+        c.caps.push(Cap { slot: signal_slot, object: wake, rights: Rights::WRITE, badge: 1 });
+        c.log_ring = Some(LogRingEnd { ring, signal_slot });
+        rings.push(LogRingSource { name: c.name.clone(), ring });
+    }
+    let c = components[server].as_mut().expect("software");
+    let wait_slot = claim_slot(c)?;
+    c.caps.push(Cap { slot: wait_slot, object: wake, rights: Rights::READ, badge: 0 });
+    c.log_server = Some(LogServer { wait_slot, rings });
+    Ok(())
+}
+
 /// A human-readable listing of the spec, for reviewing what a change to the
 /// assembly does (written next to the binary spec by the CLI).
 pub fn describe(spec: &SystemSpec) -> String {
@@ -284,6 +348,19 @@ pub fn describe(spec: &SystemSpec) -> String {
     let _ = writeln!(out, "objects:");
     for (i, o) in spec.objects.iter().enumerate() {
         let _ = writeln!(out, "  #{i} {}: {:?}", o.name, o.kind);
+    }
+    // Whoever maps a device's registers can program its DMA: say who does.
+    let _ = writeln!(out, "device regions (holder, rights):");
+    for (i, o) in spec.objects.iter().enumerate() {
+        let ObjectKind::DeviceFrames { paddr, size } = o.kind else { continue };
+        let holders: Vec<String> = spec
+            .components
+            .iter()
+            .flat_map(|c| c.mappings.iter().filter(|m| m.object.0 as usize == i).map(move |m| (c, m)))
+            .map(|(c, m)| format!("{} {}", c.name, access_letters(m.access)))
+            .collect();
+        let holders = if holders.is_empty() { "nobody".to_string() } else { holders.join(", ") };
+        let _ = writeln!(out, "  #{i} {} {paddr:#x}+{size:#x}: {holders}", o.name);
     }
     for c in &spec.components {
         let _ = writeln!(
@@ -318,6 +395,22 @@ pub fn describe(spec: &SystemSpec) -> String {
             }
             _ => {}
         }
+        if let Some(end) = &c.log_ring {
+            let _ = writeln!(
+                out,
+                "  log ring: #{} {} (read-write here, read-only in the log server), signal slot {}",
+                end.ring.0, spec.objects[end.ring.0 as usize].name, end.signal_slot
+            );
+        }
+        if let Some(server) = &c.log_server {
+            let names: Vec<&str> = server.rings.iter().map(|r| r.name.as_str()).collect();
+            let _ = writeln!(
+                out,
+                "  log server: waits in slot {}, reads the rings of {} (read-only)",
+                server.wait_slot,
+                names.join(", ")
+            );
+        }
         for cap in &c.caps {
             let o = &spec.objects[cap.object.0 as usize];
             let _ = writeln!(
@@ -333,6 +426,114 @@ pub fn describe(spec: &SystemSpec) -> String {
         }
         for i in &c.interfaces {
             let _ = writeln!(out, "  interface {}: {:?}", i.name, i.binding);
+        }
+    }
+    let _ = writeln!(out, "rights of every end:");
+    out.push_str(&rights_table(spec));
+    out
+}
+
+/// `component.interface` of the interface `is` picks, or `component.?`.
+fn end_name(c: &Component, is: impl Fn(&Binding) -> bool) -> String {
+    match c.interfaces.iter().find(|i| is(&i.binding)) {
+        Some(i) => format!("{}.{}", c.name, i.name),
+        None => format!("{}.?", c.name),
+    }
+}
+
+fn access_letters(access: Access) -> &'static str {
+    match access {
+        Access::ReadOnly => "R",
+        Access::ReadWrite => "RW",
+    }
+}
+
+fn rights_letters(r: Rights) -> String {
+    let mut s = String::new();
+    for (on, letter) in [(r.read, "R"), (r.write, "W"), (r.grant, "G"), (r.grant_reply, "P")] {
+        if on {
+            s.push_str(letter);
+        }
+    }
+    if s.is_empty() {
+        s.push('-');
+    }
+    s
+}
+
+/// Every end of every object, one line each, in object order: the
+/// object, what it is, who holds it and with which rights (mappings:
+/// `R`/`RW`; capabilities: `R` receive, `W` send, `G` grant, `P`
+/// grant-reply, `-` none, then the badge). Made for review: a change in
+/// anybody's rights is a changed line (`tests/golden/iolite-rights.txt`).
+pub fn rights_table(spec: &SystemSpec) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = writeln!(out, "# {:<18} {:<28} {:<24} rights", "object", "kind", "end (component.interface)");
+    for (i, o) in spec.objects.iter().enumerate() {
+        let kind = match &o.kind {
+            ObjectKind::Endpoint => "endpoint".to_string(),
+            ObjectKind::Notification => "notification".to_string(),
+            ObjectKind::Frames { size } => format!("frames {size:#x}"),
+            ObjectKind::DeviceFrames { paddr, size } => format!("device {paddr:#x}+{size:#x}"),
+            ObjectKind::IoApicIrq(irq) => format!("irq pin {} badge {:#x}", irq.pin, irq.badge),
+            ObjectKind::IoPorts { first, last } => format!("ports {first:#x}:{last:#x}"),
+        };
+        let mut holders = 0;
+        for c in &spec.components {
+            for m in c.mappings.iter().filter(|m| m.object.0 as usize == i) {
+                let cached = if m.cached { "" } else { " uncached" };
+                let end = end_name(c, |b| matches!(b, Binding::Dataport { vaddr, .. } if *vaddr == m.vaddr));
+                let _ = writeln!(out, "{:<20} {kind:<28} {end:<24} map {}{cached}", o.name, access_letters(m.access));
+                holders += 1;
+            }
+            for cap in c.caps.iter().filter(|cap| cap.object.0 as usize == i) {
+                let badge = if cap.badge != 0 { format!(" badge {:#x}", cap.badge) } else { String::new() };
+                let end = end_name(c, |b| match *b {
+                    Binding::RpcClient { slot }
+                    | Binding::RpcServer { slot }
+                    | Binding::EventEmitter { slot }
+                    | Binding::EventConsumer { slot }
+                    | Binding::InterruptConsumer { slot, .. }
+                    | Binding::IoPortUser { slot } => slot == cap.slot,
+                    _ => false,
+                });
+                let end = if end.ends_with('?') {
+                    end_name(
+                        c,
+                        |b| matches!(b, Binding::InterruptConsumer { irq_handler_slot, .. } if *irq_handler_slot == cap.slot),
+                    )
+                } else {
+                    end
+                };
+                // The console server's wiring has no interface: name it.
+                let end = if !end.ends_with('?') {
+                    end
+                } else if c.log_ring.as_ref().is_some_and(|r| r.signal_slot == cap.slot) {
+                    format!("{}.(log signal)", c.name)
+                } else if c.log_server.as_ref().is_some_and(|l| l.wait_slot == cap.slot) {
+                    format!("{}.(log wait)", c.name)
+                } else {
+                    end
+                };
+                let _ = writeln!(out, "{:<20} {kind:<28} {end:<24} cap {}{badge}", o.name, rights_letters(cap.rights));
+                holders += 1;
+            }
+        }
+        // Console rings: mapped by the loader outside the dataports,
+        // read-write in their writer, read-only in the log server.
+        for c in &spec.components {
+            if c.log_ring.as_ref().is_some_and(|r| r.ring.0 as usize == i) {
+                let _ = writeln!(out, "{:<20} {kind:<28} {:<24} map RW", o.name, format!("{}.(log ring)", c.name));
+                holders += 1;
+            }
+            if c.log_server.as_ref().is_some_and(|l| l.rings.iter().any(|r| r.ring.0 as usize == i)) {
+                let _ = writeln!(out, "{:<20} {kind:<28} {:<24} map R", o.name, format!("{}.(log rings)", c.name));
+                holders += 1;
+            }
+        }
+        if holders == 0 {
+            let _ = writeln!(out, "{:<20} {kind:<28} {:<24} -", o.name, "(nobody)");
         }
     }
     out

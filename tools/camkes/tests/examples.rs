@@ -132,9 +132,20 @@ fn iolite_system_compiles() {
         assert!(names.contains(&expected), "{expected} missing from {names:?}");
     }
     // The e1000's registers are device memory, mapped uncached in netdrv only.
-    assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::DeviceFrames { paddr: 0xfebc0000, size: 0x20000 }));
+    let regs = spec
+        .objects
+        .iter()
+        .position(|o| o.kind == ObjectKind::DeviceFrames { paddr: 0xfebc0000, size: 0x20000 })
+        .unwrap();
+    let holders: Vec<_> = spec
+        .components
+        .iter()
+        .filter(|c| c.mappings.iter().any(|m| m.object.0 as usize == regs))
+        .map(|c| c.name.as_str())
+        .collect();
+    assert_eq!(holders, ["netdrv"]);
     let netdrv = spec.component("netdrv").unwrap();
-    assert!(netdrv.mappings.iter().any(|m| m.vaddr == DATAPORT_BASE && !m.cached));
+    assert!(netdrv.mappings.iter().any(|m| m.vaddr == DATAPORT_BASE && m.object.0 as usize == regs && !m.cached));
     // The e1000's INTA# as the MADT describes it: pin 11, level, active high.
     let irqs: Vec<_> = spec
         .objects
@@ -155,9 +166,23 @@ fn iolite_system_compiles() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(holders, ["pci_config"]);
-    // Only the CGI may be restarted by the supervisor.
+    // Only the console server and the CGI may be restarted by the supervisor.
     let restartable: Vec<_> = spec.components.iter().filter(|c| c.restartable).map(|c| c.name.as_str()).collect();
-    assert_eq!(restartable, ["cgi"]);
+    assert_eq!(restartable, ["log", "cgi"]);
+    // The console: log alone holds COM1 and reads one ring per other
+    // component, each ring mapped by no one as a dataport.
+    let com1 = spec.objects.iter().position(|o| o.kind == ObjectKind::IoPorts { first: 0x3f8, last: 0x3ff }).unwrap();
+    let holders: Vec<_> =
+        spec.components.iter().filter(|c| c.caps.iter().any(|cap| cap.object.0 as usize == com1)).collect();
+    assert_eq!(holders.len(), 1);
+    assert_eq!(holders[0].name, "log");
+    let server = holders[0].log_server.as_ref().expect("log is the log server");
+    let writers: Vec<_> = spec.components.iter().filter(|c| c.name != "log").map(|c| c.name.as_str()).collect();
+    assert_eq!(server.rings.iter().map(|r| r.name.as_str()).collect::<Vec<_>>(), writers);
+    for c in spec.components.iter().filter(|c| c.name != "log") {
+        let end = c.log_ring.as_ref().expect("every other component has a ring");
+        assert!(spec.components.iter().all(|o| o.mappings.iter().all(|m| m.object != end.ring)));
+    }
     // Only httpd may ask for a restart, and only of the cgi (a CGI that
     // does not answer in time).
     let grants: Vec<_> = spec

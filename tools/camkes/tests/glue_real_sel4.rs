@@ -65,8 +65,11 @@ fn glue_compiles_and_exposes_the_layout() {
     assert_eq!(client::ready::SLOT, 2);
     assert_eq!(client::buffer::VADDR, 0x1_0000_0000);
     assert_eq!(reader::buffer::SIZE, 8192);
-    // irq, pci_config, wake, tick: slots 1..=4; the IRQ handler after them.
-    assert_eq!(netdrv::glue::irq::IRQ_HANDLER_SLOT, 5);
+    // irq, kick, pci_config, wake, tick: slots 1..=5; the IRQ handler
+    // after them. The interrupt shares kick's notification (badge bit 2,
+    // after netstack's 1).
+    assert_eq!(netdrv::glue::irq::IRQ_HANDLER_SLOT, 6);
+    assert_eq!(netdrv::glue::irq::BADGE, 2);
     // Function items are typed: taking them checks signatures without
     // making system calls on the host.
     let _: fn(u64, u64, &mut u8) -> u64 = client::echo::add;

@@ -720,6 +720,158 @@ assembly { composition { component A a; component Dev dev; } configuration {
         message: r#"'dev.may_restart' does not apply: hardware component 'dev' has no thread"#,
         at: "6:9",
     },
+    Case {
+        name: "one device's registers in two components",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf(0x2000) regs; }
+component Drv { control; dataport Buf(0x2000) regs; }
+component Other { control; dataport Buf(0x2000) regs; }
+assembly { composition {
+    component Dev dev; component Drv drv; component Other other;
+    connection seL4HardwareMMIO m(from drv.regs, from other.regs, to dev.regs);
+} configuration { dev.regs_paddr = 0xfeb00000; dev.regs_size = 0x2000; } }"#,
+        extra: &[],
+        message: r#"device memory of 'dev.regs' (0xfeb00000, 0x2000 bytes) is already mapped into 'drv' at sys/main.camkes:7:40; device registers belong to their one driver"#,
+        at: "7:55",
+    },
+    Case {
+        name: "one device region through two connections",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf(0x2000) regs; }
+component Drv { control; dataport Buf(0x2000) regs; }
+assembly { composition {
+    component Dev dev; component Dev alias; component Drv drv; component Drv other;
+    connection seL4HardwareMMIO m(from drv.regs, to dev.regs);
+    connection seL4HardwareMMIO n(from other.regs, to alias.regs);
+} configuration {
+    dev.regs_paddr = 0xfeb00000; dev.regs_size = 0x2000;
+    alias.regs_paddr = 0xfeb01000; alias.regs_size = 0x2000;
+} }"#,
+        extra: &[],
+        message: r#"device memory of 'alias.regs' (0xfeb01000..0xfeb03000) overlaps that of 'dev.regs', already mapped into 'drv' at sys/main.camkes:6:40"#,
+        at: "7:40",
+    },
+    Case {
+        name: "a reader's end asks for write access",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+assembly { composition {
+    component A a; component A b;
+    connection seL4SharedData s(from a.d, to b.d);
+} configuration { b.d_access = "RW"; } }"#,
+        extra: &[],
+        message: r#"'b.d' would be a second writer of 's' (after 'a.d' at sys/main.camkes:5:38): a shared region has one writer; map this end read-only ("R"), or say why with 's.shared_writers = "..."'"#,
+        at: "5:46",
+    },
+    Case {
+        name: "two owners of one shared region",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+assembly { composition {
+    component A a; component A b; component A c;
+    connection seL4SharedData s(from a.d, from b.d, to c.d);
+} }"#,
+        extra: &[],
+        message: r#"'b.d' would be a second writer of 's'"#,
+        at: "5:48",
+    },
+    Case {
+        name: "a channel with three ends",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+assembly { composition {
+    component A a; component A b; component A c;
+    connection seL4SharedData s(from a.d, to b.d, to c.d);
+} configuration { s.channel = true; } }"#,
+        extra: &[],
+        message: r#"'s.channel': a channel joins exactly two ends (one 'from', one 'to'), 's' has 3"#,
+        at: "6:31",
+    },
+    Case {
+        name: "shared_writers without a reason",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+assembly { composition {
+    component A a; component A b;
+    connection seL4SharedData s(from a.d, to b.d);
+} configuration { s.shared_writers = " "; } }"#,
+        extra: &[],
+        message: r#"'s.shared_writers' must say why several components write this region"#,
+        at: "6:38",
+    },
+    Case {
+        name: "unknown connection attribute",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+assembly { composition {
+    component A a; component A b;
+    connection seL4SharedData s(from a.d, to b.d);
+} configuration { s.size = 4096; } }"#,
+        extra: &[],
+        message: r#"unknown attribute 'size' for connection 's' (connection settings: channel, shared_writers)"#,
+        at: "6:21",
+    },
+    Case {
+        name: "channel on a notification",
+        source: r#"import <std_connector.camkes>;
+component E { control; emits Go go; }
+component C { control; consumes Go go; }
+assembly { composition {
+    component E e; component C c;
+    connection seL4Notification n(from e.go, to c.go);
+} configuration { n.channel = true; } }"#,
+        extra: &[],
+        message: r#"'n.channel' applies to seL4SharedData connections only, not seL4Notification"#,
+        at: "7:21",
+    },
+    Case {
+        name: "irq_notification names a non-event interface",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; emits Irq irq; }
+component Drv { control; consumes Irq irq; dataport Buf d; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareInterrupt i(from dev.irq, to drv.irq);
+} configuration {
+    dev.irq_irq_type = "isa"; dev.irq_irq_ioapic_pin = 4; dev.irq_irq_vector = 4;
+    drv.irq_notification = "d";
+} }"#,
+        extra: &[],
+        message: r#"'drv.irq_notification' names 'd', which is not another 'consumes' interface of 'drv'"#,
+        at: "9:28",
+    },
+    Case {
+        name: "irq_notification on an event that is no interrupt",
+        source: r#"import <std_connector.camkes>;
+component E { control; emits Go go; emits Go go2; }
+component Drv { control; consumes Go kick; consumes Go other; }
+assembly { composition {
+    component E e; component Drv drv;
+    connection seL4Notification k(from e.go, to drv.kick);
+    connection seL4Notification o(from e.go2, to drv.other);
+} configuration { drv.other_notification = "kick"; } }"#,
+        extra: &[],
+        message: r#"'drv.other' is not connected by seL4HardwareInterrupt: it has no interrupt to deliver elsewhere"#,
+        at: "8:44",
+    },
+    Case {
+        name: "interrupt delivered to another interrupt's notification",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; emits Irq irq; }
+component Drv { control; consumes Irq irq; consumes Irq irq2; }
+assembly { composition {
+    component Dev dev; component Dev dev2; component Drv drv;
+    connection seL4HardwareInterrupt i(from dev.irq, to drv.irq);
+    connection seL4HardwareInterrupt j(from dev2.irq, to drv.irq2);
+} configuration {
+    dev.irq_irq_type = "isa"; dev.irq_irq_ioapic_pin = 4; dev.irq_irq_vector = 4;
+    dev2.irq_irq_type = "isa"; dev2.irq_irq_ioapic_pin = 5; dev2.irq_irq_vector = 5;
+    drv.irq_notification = "irq2";
+} }"#,
+        extra: &[],
+        message: r#"'drv.irq2' must be connected by seL4Notification or seL4NotificationNative to take the interrupt of 'i'"#,
+        at: "11:28",
+    },
 ];
 
 fn run(case: &Case) -> Result<(), String> {
@@ -791,4 +943,70 @@ assembly { composition {
     let badges: Vec<u64> = ["a", "b"].iter().map(|n| output.spec.component(n).unwrap().caps[0].badge).collect();
     assert_eq!(badges, [1, 2]);
     assert_eq!(output.spec.objects.len(), 1, "one notification object");
+}
+
+#[test]
+fn shared_regions_are_read_only_except_for_their_owner() {
+    let mut files = MemoryFiles::default();
+    files.add(
+        "sys/main.camkes",
+        r#"import <std_connector.camkes>;
+component W { control; dataport Buf pool; dataport Buf chan; dataport Buf both; }
+component R { control; dataport Buf pool; dataport Buf chan; dataport Buf both; }
+assembly { composition {
+    component W a; component R b;
+    connection seL4SharedData pool(from a.pool, to b.pool);
+    connection seL4SharedData chan(from a.chan, to b.chan);
+    connection seL4SharedData both(from a.both, to b.both);
+} configuration {
+    chan.channel = true;
+    both.shared_writers = "a test of the escape hatch";
+    b.both_access = "RW";
+} }"#,
+    );
+    let output = camkes::compile(Path::new("sys/main.camkes"), &[], &files).expect("compiles");
+    let access = |c: &str, i: usize| output.spec.component(c).unwrap().mappings[i].access;
+    use system_spec::Access::{ReadOnly, ReadWrite};
+    assert_eq!((access("a", 0), access("b", 0)), (ReadWrite, ReadOnly), "pool: the owner (from) writes");
+    assert_eq!((access("a", 1), access("b", 1)), (ReadWrite, ReadWrite), "a channel: both ends write");
+    assert_eq!((access("a", 2), access("b", 2)), (ReadWrite, ReadWrite), "declared shared writers");
+    let (_, glue) = output.glue.iter().find(|(name, _)| name == "r.rs").expect("glue for R");
+    assert!(glue.contains("pub fn get() -> rt::Dataport<rt::ReadOnly> {"), "{glue}");
+}
+
+#[test]
+fn an_interrupt_can_share_a_notification_with_its_own_badge_bit() {
+    let mut files = MemoryFiles::default();
+    files.add(
+        "sys/main.camkes",
+        r#"import <std_connector.camkes>;
+component Dev { hardware; emits Irq irq; }
+component Drv { control; consumes Irq irq; consumes Kick kick; }
+component Client { control; emits Kick kick; }
+assembly { composition {
+    component Dev dev; component Drv drv; component Client client;
+    connection seL4HardwareInterrupt irq(from dev.irq, to drv.irq);
+    connection seL4Notification kick(from client.kick, to drv.kick);
+} configuration {
+    dev.irq_irq_type = "isa"; dev.irq_irq_ioapic_pin = 4; dev.irq_irq_vector = 4;
+    drv.irq_notification = "kick";
+} }"#,
+    );
+    let output = camkes::compile(Path::new("sys/main.camkes"), &[], &files).expect("compiles");
+    let spec = &output.spec;
+    let notifications: Vec<usize> =
+        (0..spec.objects.len()).filter(|&i| spec.objects[i].kind == system_spec::ObjectKind::Notification).collect();
+    assert_eq!(notifications.len(), 1, "one notification for the interrupt and the kick: {:?}", spec.objects);
+    let irq = spec
+        .objects
+        .iter()
+        .find_map(|o| match &o.kind {
+            system_spec::ObjectKind::IoApicIrq(irq) => Some(irq.clone()),
+            _ => None,
+        })
+        .unwrap();
+    assert_eq!((irq.notification.0 as usize, irq.badge), (notifications[0], 2));
+    assert_eq!(spec.component("client").unwrap().caps[0].badge, 1);
+    let (_, glue) = output.glue.iter().find(|(name, _)| name == "drv.rs").unwrap();
+    assert!(glue.contains("pub const BADGE: sel4::Word = 0x2;"), "{glue}");
 }

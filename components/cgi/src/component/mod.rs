@@ -14,7 +14,9 @@
 //!   attaches anew. We also `reset` our fs client slot, so fs takes back
 //!   what it had lent to the dead incarnation.
 //! * **Programs**: the library's `/cgi-bin/stats`, `/cgi-bin/echo`,
-//!   `/cgi-bin/page`, plus three for tests: `/cgi-bin/crash` (panics: a
+//!   `/cgi-bin/page`; and in test images only (`cgi.test_hooks = 1`, e.g.
+//!   tests/variants' `webtest`; the default image answers them 404 and
+//!   does not contain them) the hooks `/cgi-bin/crash` (panics: a
 //!   fault the supervisor answers by restarting us), `/cgi-bin/slow?ms=N`
 //!   (answers after N ms of spinning) and `/cgi-bin/spin` (spins forever:
 //!   only the restart httpd asks for after its 504 ends it),
@@ -59,7 +61,9 @@ include!(concat!(env!("IOLITE_GLUE_DIR"), "/cgi.rs"));
 
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
 const REQ_POOL: PoolId = glue::attributes::REQ_POOL_ID as PoolId;
-/// The test programs (`/cgi-bin/fshog`): test images only.
+/// `cgi.test_hooks = 1` (test images only): build in the test hooks
+/// (`test_hook`). A constant from the assembly, so the default image's
+/// binary has neither their code nor their names.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 const FILE_POOL: PoolId = proto::FS_POOL;
 const HTTPD: PeerId = PeerId(0);
@@ -412,7 +416,33 @@ fn run(
         Err(_) => return (cgi::wire::split_request_tag(tag).0, Aggregate::new(d), false),
     };
     let script = String::from(env.get_str("SCRIPT_NAME").unwrap_or(""));
-    match script.as_str() {
+    if TEST_HOOKS {
+        if let Some(reply) = test_hook(d, programs, id, &script, &env) {
+            return reply;
+        }
+    }
+    let counters =
+        if script == "/cgi-bin/stats" || script == "/cgi-bin/page" { collect() } else { Counters::default() };
+    match programs.run(&env, body, &counters) {
+        Ok(out) => (id, out, true),
+        Err(e) => {
+            warn!("{script}: {e:?}");
+            (id, Aggregate::new(d), false)
+        }
+    }
+}
+
+/// The programs only test images have (`TEST_HOOKS`); `None` for any
+/// other name. In the default image nothing calls this, so neither the
+/// code nor the names are in the binary, and the library answers 404.
+fn test_hook(
+    d: &'static Domain,
+    programs: &mut Programs<'static, FsFragments>,
+    id: u32,
+    script: &str,
+    env: &Env,
+) -> Option<(u32, Aggregate<'static>, bool)> {
+    Some(match script {
         "/cgi-bin/crash" => {
             log!("crash requested");
             panic!("/cgi-bin/crash: crashing on purpose");
@@ -448,7 +478,7 @@ fn run(
                 .min(1 << 20);
             (id, blob(d, size).unwrap_or_else(|| Aggregate::new(d)), true)
         }
-        "/cgi-bin/fshog" if TEST_HOOKS => {
+        "/cgi-bin/fshog" => {
             let query = env.get_str("QUERY_STRING").unwrap_or("");
             let paths = cgi::programs::query_param(query, "path").unwrap_or("/index.html");
             let report = fs_hog(d, &mut programs.fragments_mut().rx, paths);
@@ -482,18 +512,8 @@ fn run(
                 Err(_) => (id, Aggregate::new(d), false),
             }
         }
-        _ => {
-            let counters =
-                if script == "/cgi-bin/stats" || script == "/cgi-bin/page" { collect() } else { Counters::default() };
-            match programs.run(&env, body, &counters) {
-                Ok(out) => (id, out, true),
-                Err(e) => {
-                    warn!("{script}: {e:?}");
-                    (id, Aggregate::new(d), false)
-                }
-            }
-        }
-    }
+        _ => return None,
+    })
 }
 
 /// Header + a fresh body of `/cgi-bin/pattern?seed=S&size=N`.

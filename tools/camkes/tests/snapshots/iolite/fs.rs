@@ -361,6 +361,9 @@ pub mod glue {
         /// The CSpace slot of the IRQ handler capability.
         pub const IRQ_HANDLER_SLOT: sel4::CPtr = 5;
 
+        /// The badge bit `wait()`/`poll()` return when the interrupt fired.
+        pub const BADGE: sel4::Word = 0x1;
+
         /// Re-enables the interrupt after handling it.
         pub fn acknowledge() -> sel4::Result<()> {
             sel4::irq_handler_ack(IRQ_HANDLER_SLOT)
@@ -447,10 +450,10 @@ pub mod glue {
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
-        pub type Rights = rt::ReadWrite;
+        pub type Rights = rt::ReadOnly;
 
-        /// The dataport, mapped read-write.
-        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
             // SAFETY: the loader maps SIZE bytes at VADDR with these rights
             // (system spec, same layout function).
             unsafe { rt::Dataport::new(VADDR, SIZE) }

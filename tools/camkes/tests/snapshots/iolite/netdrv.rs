@@ -39,6 +39,8 @@ pub mod glue {
         pub const ITR: i64 = 200;
         /// `attribute int poll;`
         pub const POLL: i64 = 0;
+        /// `attribute int test_hooks;`
+        pub const TEST_HOOKS: i64 = 0;
     }
 
     /// `dataport Buf(131072) regs;`, connected by seL4HardwareMMIO.
@@ -75,7 +77,10 @@ pub mod glue {
         }
 
         /// The CSpace slot of the IRQ handler capability.
-        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 5;
+        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 6;
+
+        /// The badge bit `wait()`/`poll()` return when the interrupt fired.
+        pub const BADGE: sel4::Word = 0x2;
 
         /// Re-enables the interrupt after handling it.
         pub fn acknowledge() -> sel4::Result<()> {
@@ -83,11 +88,27 @@ pub mod glue {
         }
     }
 
+    /// `consumes DrvKick kick;`, connected by seL4Notification.
+    pub mod kick {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 2;
+        /// Blocks until the event arrives; returns the badge bits.
+        pub fn wait() -> sel4::Word {
+            sel4::wait(SLOT)
+        }
+
+        /// The badge bits of an event that already arrived, or 0.
+        pub fn poll() -> sel4::Word {
+            sel4::poll(SLOT)
+        }
+    }
+
     /// `uses PciConfigSpace pci_config;`, connected by seL4RPCCall.
     pub mod pci_config {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 2;
+        pub const SLOT: sel4::CPtr = 3;
 
         /// `uint32_t read32(in uint32_t bdf, in uint32_t offset)` (label 0).
         pub fn read32(bdf: u32, offset: u32) -> u32 {
@@ -128,7 +149,7 @@ pub mod glue {
     pub mod wake {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 3;
+        pub const SLOT: sel4::CPtr = 4;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -139,7 +160,7 @@ pub mod glue {
     pub mod tick {
         use super::rt;
         /// The CSpace slot of this interface's capability.
-        pub const SLOT: sel4::CPtr = 4;
+        pub const SLOT: sel4::CPtr = 5;
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)

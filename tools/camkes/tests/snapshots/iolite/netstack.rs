@@ -258,21 +258,14 @@ pub mod glue {
         }
     }
 
-    /// `maybe dataport Buf(131072) nic_regs;`, connected by seL4HardwareMMIO.
-    pub mod nic_regs {
+    /// `emits DrvKick kick_drv;`, connected by seL4Notification.
+    pub mod kick_drv {
         use super::rt;
-        /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x102102000;
-        /// The size in bytes.
-        pub const SIZE: usize = 0x20000;
-        /// This component's rights to the dataport.
-        pub type Rights = rt::ReadWrite;
-
-        /// The dataport, mapped read-write.
-        pub fn get() -> rt::Dataport<rt::ReadWrite> {
-            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
-            // (system spec, same layout function).
-            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 3;
+        /// Signals the consumer (upstream's `<name>_emit()`).
+        pub fn emit() {
+            sel4::signal(SLOT)
         }
     }
 }

@@ -121,6 +121,9 @@ pub mod glue {
         /// The CSpace slot of the IRQ handler capability.
         pub const IRQ_HANDLER_SLOT: sel4::CPtr = 7;
 
+        /// The badge bit `wait()`/`poll()` return when the interrupt fired.
+        pub const BADGE: sel4::Word = 0x1;
+
         /// Re-enables the interrupt after handling it.
         pub fn acknowledge() -> sel4::Result<()> {
             sel4::irq_handler_ack(IRQ_HANDLER_SLOT)
