@@ -542,7 +542,7 @@ impl Node {
             s.tx_payload_copied_socket,
             s.tx_payload_copied_frame,
             s.tx_copied(),
-            s.tx_zero_copy_fallbacks,
+            s.tx_coalesced_segments,
             s.rx_payload,
             s.rx_payload_copied,
             c.hits,
@@ -562,6 +562,10 @@ impl Node {
             s.tx_deferred,
             s.accept_deferred,
             self.stack.socket_memory() as u64,
+            s.tx_coalesced_bytes,
+            s.tx_withheld,
+            s.tx_header_bytes,
+            s.tx_nontcp_frame_bytes,
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

@@ -175,9 +175,23 @@ pub struct NetStats {
     /// TCP payload bytes copied into frame buffers (copy modes; in iolite
     /// mode only payload smoltcp generates itself, such as keep-alives).
     pub tx_payload_copied_frame: u64,
-    /// Zero-copy segments that needed too many slices for one frame and
-    /// were sent from a copy instead (not expected in practice).
-    pub tx_zero_copy_fallbacks: u64,
+    /// Zero-copy segments whose range of the send queue had more slices than
+    /// a frame takes (many tiny aggregates, e.g. pipelined responses of
+    /// small files): the smaller pieces were coalesced into one copy.
+    pub tx_coalesced_segments: u64,
+    /// TCP payload bytes copied by that coalescing (the rest of those
+    /// segments went by reference).
+    pub tx_coalesced_bytes: u64,
+    /// Segments smoltcp emitted whose payload could not be found (or built)
+    /// and that were therefore not sent (its retransmission sends them
+    /// later); never a frame with bytes that are not the payload.
+    pub tx_withheld: u64,
+    /// Header bytes (Ethernet, IPv4, TCP) smoltcp wrote and the device
+    /// copied into frame header objects (metadata, not payload).
+    pub tx_header_bytes: u64,
+    /// Bytes of non-TCP frames (ARP, ICMP echo replies, DHCP) copied whole
+    /// from smoltcp's scratch buffer into frame buffers.
+    pub tx_nontcp_frame_bytes: u64,
     /// TCP payload bytes delivered to applications.
     pub rx_payload: u64,
     /// Received payload bytes copied (frame → smoltcp ring → aggregate: 2×).
@@ -187,8 +201,9 @@ pub struct NetStats {
 }
 
 impl NetStats {
-    /// Payload bytes copied on the send path.
+    /// TCP payload bytes copied on the send path (socket ring, frame
+    /// buffers, coalesced pieces).
     pub fn tx_copied(&self) -> u64 {
-        self.tx_payload_copied_socket + self.tx_payload_copied_frame
+        self.tx_payload_copied_socket + self.tx_payload_copied_frame + self.tx_coalesced_bytes
     }
 }

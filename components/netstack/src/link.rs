@@ -194,7 +194,7 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_tx_payload_copied_socket",
     "tcp_tx_payload_copied_frame",
     "tcp_tx_copied",
-    "tcp_tx_zero_copy_fallbacks",
+    "tcp_tx_coalesced_segments",
     "tcp_rx_payload",
     "tcp_rx_payload_copied",
     "tcp_csum_hits",
@@ -214,6 +214,10 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_tx_deferred",
     "tcp_accept_deferred",
     "tcp_socket_bytes",
+    "tcp_tx_coalesced_bytes",
+    "tcp_tx_withheld",
+    "tcp_tx_header_bytes",
+    "tcp_tx_nontcp_frame_bytes",
 ];
 
 #[cfg(test)]

@@ -3,7 +3,7 @@
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
-use iolite::{Aggregate, CopyMode, Domain, Error as IolError};
+use iolite::{Aggregate, CopyMode, Domain, Error as IolError, PoolId};
 use smoltcp::iface::{Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, tcp};
 use smoltcp::time::{Duration, Instant};
@@ -86,6 +86,88 @@ impl<'d> TxQueue<'d> {
             Some(o) if o.len() == len => Ok(o),
             _ => Err(IolError::InvalidArgument),
         }
+    }
+
+    /// Bytes `[off, off+len)` of the queue as an aggregate of at most `max`
+    /// slices (`max >= 3`), and how many of its bytes were copied. By
+    /// reference when the range has that few slices. Otherwise (many tiny
+    /// aggregates, e.g. pipelined responses of small files) the `(max - 1) / 2`
+    /// largest pieces stay references and each run of pieces between them is
+    /// copied into one object of `pool`: the frame still carries exactly the
+    /// queued bytes, whatever the number of slices.
+    pub fn gather(
+        &self,
+        d: &'d Domain,
+        off: usize,
+        len: usize,
+        max: usize,
+        pool: PoolId,
+    ) -> Result<(Aggregate<'d>, usize), IolError> {
+        if let Ok(a) = self.range(off, len) {
+            if a.slice_count() <= max {
+                return Ok((a, 0));
+            }
+        }
+        // (aggregate, offset in it, length) of every non-empty slice piece.
+        let mut pieces: Vec<(usize, usize, usize)> = Vec::new();
+        let (mut pos, end) = (0usize, off.checked_add(len).ok_or(IolError::InvalidArgument)?);
+        'outer: for (i, a) in self.aggs.iter().enumerate() {
+            let mut in_agg = 0usize;
+            for s in a.slices() {
+                let (s_start, s_end) = (pos, pos + s.len());
+                pos = s_end;
+                let at = in_agg;
+                in_agg += s.len();
+                if s_end <= off || s.is_empty() {
+                    continue;
+                }
+                if s_start >= end {
+                    break 'outer;
+                }
+                let from = off.max(s_start);
+                pieces.push((i, at + (from - s_start), end.min(s_end) - from));
+            }
+        }
+        if pieces.iter().map(|p| p.2).sum::<usize>() != len {
+            return Err(IolError::InvalidArgument);
+        }
+        let keep_n = (max.max(3) - 1) / 2;
+        let mut by_size: Vec<usize> = (0..pieces.len()).collect();
+        by_size.sort_by(|&x, &y| pieces[y].2.cmp(&pieces[x].2));
+        let mut keep = alloc::vec![false; pieces.len()];
+        for &k in by_size.iter().take(keep_n) {
+            keep[k] = true;
+        }
+        let mut out = Aggregate::new(d);
+        let mut copied = 0usize;
+        let mut k = 0;
+        while k < pieces.len() {
+            let part = if keep[k] {
+                let (i, from, n) = pieces[k];
+                k += 1;
+                self.aggs[i].range(from, n)?
+            } else {
+                let run_end = (k..pieces.len()).find(|&j| keep[j]).unwrap_or(pieces.len());
+                let run = &pieces[k..run_end];
+                let run_len: usize = run.iter().map(|p| p.2).sum();
+                let mut short = false;
+                let obj = d.pack(pool, run_len, |buf| {
+                    let mut at = 0;
+                    for &(i, from, n) in run {
+                        short |= self.aggs[i].read_at(from, &mut buf[at..at + n]) != n;
+                        at += n;
+                    }
+                })?;
+                if short {
+                    return Err(IolError::InvalidArgument);
+                }
+                copied += run_len;
+                k = run_end;
+                obj
+            };
+            out.append(part).map_err(|(e, _)| e)?;
+        }
+        Ok((out, copied))
     }
 }
 
