@@ -43,6 +43,8 @@ ${CHROMIUM_FLAGS}       --headless --no-sandbox --disable-gpu --disable-quic --n
 *** Keywords ***
 Boot The Web Image
     Start System    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
+    # Every keep-alive, pipelined and load response is checked byte for byte.
+    Check Bodies Against Site    ${BUILD_DIR}/images/site.manifest    ${CURDIR}/../../site
 
 Status Should Be
     [Arguments]    ${path}    ${want}    ${method}=GET    &{headers}
