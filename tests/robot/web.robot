@@ -149,7 +149,7 @@ Stats Parse And Static Content Is Never Copied
     Should Be Equal As Integers    ${j}[httpd][copy_mode]    0    the image is built in iolite mode
     Should Be Equal As Integers    ${j}[httpd][static_bytes_copied]    0
     Should Be Equal As Integers    ${j}[netstack][tcp_tx_copied]    0
-    Should Be Equal As Integers    ${j}[netdrv][drv_tx_copied_bytes]    0
+    Should Be Equal As Integers    ${j}[netdrv][drv_bytes_copied]    0
     Should Be Equal As Integers    ${j}[fs][bytes_copied]    0
     Should Be True    ${j}[httpd][body_bytes_by_ref] >= 1048576
     Should Be True    ${j}[httpd][header_cache_hits] >= 1

@@ -108,16 +108,24 @@ pub struct HttpStats {
     pub cgi_failures: u64,
     /// CGI replies that came after their deadline (dropped).
     pub cgi_late_replies: u64,
-    /// Bytes of CGI response headers copied for parsing.
+    /// Bytes of CGI response headers copied for parsing (the header only:
+    /// the body goes by reference).
     pub cgi_header_bytes_copied: u64,
     /// Requests that timed out while arriving (408).
     pub request_timeouts: u64,
     /// Idle keep-alive connections closed.
     pub idle_closes: u64,
-    /// Request bytes copied into the per-connection parse buffer.
-    pub request_bytes_scanned: u64,
+    /// Request bytes copied into the per-connection parse buffer (request
+    /// lines and headers, and whatever followed them in the input then).
+    pub request_bytes_copied_to_parse: u64,
+    /// Of those, bytes that turned out to be a request body (payload, which
+    /// also goes on by reference): copied only because they arrived with
+    /// the header.
+    pub request_body_bytes_copied_to_parse: u64,
     /// Request bodies flattened (more slices than an aggregate holds).
     pub bodies_flattened: u64,
+    /// Request body bytes copied by that flattening (payload).
+    pub body_bytes_flattened: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -558,7 +566,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         return;
                     }
                     let State::Body(req) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
-                    let body = match conn.take(need, self.pool, &mut self.stats) {
+                    let body = match conn.take(need, self.pool, &mut self.stats, self.cfg.scan_cap()) {
                         Ok(b) => b,
                         Err(_) => {
                             self.reject(conn, 500);
@@ -597,7 +605,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         }
                         Head::Done(req, n) => {
                             self.stats.requests += 1;
-                            conn.consume(n, &mut self.stats, self.cfg.scan_cap());
+                            // A body is taken by reference: the parse buffer
+                            // is refilled only after it (not copied into it).
+                            conn.consume(n, &mut self.stats, self.cfg.scan_cap(), req.content_length == 0);
                             if req.content_length > 0 {
                                 conn.state = State::Body(Box::new(req));
                             } else {
@@ -718,7 +728,8 @@ impl<'d, F> Conn<'d, F> {
         }
     }
 
-    /// Keeps `scan` equal to the first `min(inq_len, cap)` input bytes.
+    /// Makes `scan` the first `min(inq_len, cap)` input bytes (it is always
+    /// a prefix of them: while a body is awaited it is not refilled).
     fn refill(&mut self, cap: usize, stats: &mut HttpStats) {
         let mut skip = self.scan.len();
         if skip >= cap || skip >= self.inq_len {
@@ -740,11 +751,12 @@ impl<'d, F> Conn<'d, F> {
                 }
             }
         }
-        stats.request_bytes_scanned += (self.scan.len() - before) as u64;
+        stats.request_bytes_copied_to_parse += (self.scan.len() - before) as u64;
     }
 
-    /// Drops `n` bytes from the front of the input.
-    fn consume(&mut self, mut n: usize, stats: &mut HttpStats, cap: usize) {
+    /// Drops `n` bytes from the front of the input; then refills the parse
+    /// buffer if `refill` (not when a body follows).
+    fn consume(&mut self, mut n: usize, stats: &mut HttpStats, cap: usize, refill: bool) {
         let s = n.min(self.scan.len());
         self.scan.drain(..s);
         self.inq_len -= n;
@@ -758,13 +770,21 @@ impl<'d, F> Conn<'d, F> {
                 n = 0;
             }
         }
-        self.refill(cap, stats);
+        if refill {
+            self.refill(cap, stats);
+        }
     }
 
     /// Takes `n` bytes from the front of the input as one aggregate, by
     /// reference (flattened into `pool` if it would need more than
     /// `MAX_SLICES` slices).
-    fn take(&mut self, n: usize, pool: PoolId, stats: &mut HttpStats) -> Result<Aggregate<'d>, iolite::Error> {
+    fn take(
+        &mut self,
+        n: usize,
+        pool: PoolId,
+        stats: &mut HttpStats,
+        cap: usize,
+    ) -> Result<Aggregate<'d>, iolite::Error> {
         let mut body: Option<Aggregate<'d>> = None;
         let mut left = n;
         while left > 0 {
@@ -784,6 +804,7 @@ impl<'d, F> Conn<'d, F> {
                     Ok(()) => b,
                     Err((_, piece)) => {
                         stats.bodies_flattened += 1;
+                        stats.body_bytes_flattened += b.len() as u64;
                         b.flatten(pool)?;
                         b.append(piece).map_err(|(e, _)| e)?;
                         b
@@ -793,6 +814,8 @@ impl<'d, F> Conn<'d, F> {
         }
         let s = n.min(self.scan.len());
         self.scan.drain(..s);
+        stats.request_body_bytes_copied_to_parse += s as u64;
+        self.refill(cap, stats);
         Ok(body.unwrap_or_else(|| unreachable!("n > 0")))
     }
 }
@@ -915,7 +938,10 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         }
         conn.inq_len += data.len();
         conn.inq.push_back(data);
-        conn.refill(self.core.cfg.scan_cap(), &mut self.core.stats);
+        // A body being received is taken by reference, never parsed.
+        if !matches!(conn.state, State::Body(_)) {
+            conn.refill(self.core.cfg.scan_cap(), &mut self.core.stats);
+        }
         self.core.process(conn);
     }
 

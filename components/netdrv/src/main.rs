@@ -82,8 +82,9 @@ const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too s
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
 const POLL: bool = glue::attributes::POLL != 0;
 
-/// Counter indices (order of `link::DRV_NAMES`).
-/// (`TxCopied` stays 0: the driver never copies a frame.)
+/// Counter indices (order of `link::DRV_NAMES`). There is no transmit copy
+/// counter: the driver never copies a frame (every slice gets its own
+/// descriptor); `BytesCopied` is the domain's count of any copy at all.
 #[derive(Clone, Copy)]
 #[repr(usize)]
 #[allow(dead_code)]
@@ -95,7 +96,6 @@ enum C {
     TxBytes,
     TxDescriptors,
     TxOffloaded,
-    TxCopied,
     TxRejected,
     Irqs,
     Wakeups,
@@ -108,7 +108,7 @@ enum C {
     /// `wake` signals (it runs above us): the driver's own CPU cost.
     BusyCycles,
 }
-const NCOUNTERS: usize = 17;
+const NCOUNTERS: usize = 16;
 const _: () = assert!(link::DRV_NAMES.len() == NCOUNTERS);
 
 fn rdtsc() -> u64 {

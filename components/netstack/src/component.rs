@@ -566,6 +566,7 @@ impl Node {
             s.tx_withheld,
             s.tx_header_bytes,
             s.tx_nontcp_frame_bytes,
+            s.rx_frame_bytes_flattened,
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

@@ -93,6 +93,10 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
         // port's slack make that rare.
         let agg = self.port.receive()?;
         self.stats.rx_frames += 1;
+        if agg.contiguous().is_none() {
+            // Flattened by the token below (a copy of the whole frame).
+            self.stats.rx_frame_bytes_flattened += agg.len() as u64;
+        }
         Some((Rx { agg }, Tx { dev: self }))
     }
 
@@ -130,7 +134,8 @@ impl phy::RxToken for Rx<'_> {
             Some(bytes) => f(bytes),
             None => {
                 // A driver hands over one slice per frame; anything else is
-                // flattened (a counted copy).
+                // flattened (counted in `rx_frame_bytes_flattened`, and by
+                // `read_at` in the domain's copies).
                 let mut v = alloc::vec![0u8; self.agg.len()];
                 self.agg.read_at(0, &mut v);
                 f(&v)

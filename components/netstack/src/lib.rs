@@ -196,6 +196,10 @@ pub struct NetStats {
     pub rx_payload: u64,
     /// Received payload bytes copied (frame → smoltcp ring → aggregate: 2×).
     pub rx_payload_copied: u64,
+    /// Bytes of received frames that came in more than one slice and were
+    /// flattened into one buffer before smoltcp read them (netdrv gives
+    /// one slice per frame: 0 there).
+    pub rx_frame_bytes_flattened: u64,
     /// DHCP leases obtained.
     pub dhcp_leases: u64,
 }

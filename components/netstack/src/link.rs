@@ -170,7 +170,6 @@ pub const DRV_NAMES: &[&str] = &[
     "drv_tx_bytes",
     "drv_tx_descriptors",
     "drv_tx_offloaded",
-    "drv_tx_copied_bytes",
     "drv_tx_rejected",
     "drv_irqs",
     "drv_wakeups_sent",
@@ -218,6 +217,7 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_tx_withheld",
     "tcp_tx_header_bytes",
     "tcp_tx_nontcp_frame_bytes",
+    "tcp_rx_frame_bytes_flattened",
 ];
 
 #[cfg(test)]

@@ -167,7 +167,6 @@ fn counter_page(name: &str, page: &CounterPage, names: &[&str]) -> Option<Compon
         }
         _ => {
             alias(&mut c, "bytes_copied", "drv_bytes_copied");
-            alias(&mut c, "tx_payload_copied", "drv_tx_copied_bytes");
         }
     }
     Some(c)

@@ -794,8 +794,10 @@ impl Httpd {
         let mut c = self.srv.component();
         let st = self.srv.stats();
         c.set("cgi_header_bytes_copied", st.cgi_header_bytes_copied);
-        c.set("request_bytes_scanned", st.request_bytes_scanned);
+        c.set("request_bytes_copied_to_parse", st.request_bytes_copied_to_parse);
+        c.set("request_body_bytes_copied_to_parse", st.request_body_bytes_copied_to_parse);
         c.set("bodies_flattened", st.bodies_flattened);
+        c.set("body_bytes_flattened", st.body_bytes_flattened);
         c.set("cgi_late_replies", st.cgi_late_replies);
         c.set("static_bytes_copied", self.static_copied);
         c.set("cgi_bytes_copied", self.cgi_copied);

@@ -674,3 +674,30 @@ fn a_cgi_request_awaits_its_answer_until_answered_or_timed_out() {
     h.srv.closed(c);
     assert!(!h.srv.cgi_awaiting(c, call.id));
 }
+
+#[test]
+fn request_copies_are_counted_as_what_they_are() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let head: &[u8] = b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n";
+    // Header and body in one piece: the body's bytes are copied into the
+    // parse buffer with the header (and still passed on by reference).
+    let c = h.connect();
+    let mut both = head.to_vec();
+    both.extend_from_slice(b"name=iolite");
+    h.srv.receive(c, make(d, NET_POOL, &both));
+    let mut dr = h.drain(c);
+    assert!(dr.cgi.pop().expect("a CGI call").body.unwrap().eq_bytes(b"name=iolite"));
+    let s = h.srv.stats();
+    assert_eq!(s.request_bytes_copied_to_parse, both.len() as u64);
+    assert_eq!(s.request_body_bytes_copied_to_parse, 11);
+    // Body in its own aggregate, after the header was parsed: not copied.
+    let c = h.connect();
+    h.srv.receive(c, make(d, NET_POOL, head));
+    h.srv.receive(c, make(d, NET_POOL, b"name=iolite"));
+    let mut dr = h.drain(c);
+    assert!(dr.cgi.pop().expect("a CGI call").body.unwrap().eq_bytes(b"name=iolite"));
+    let s2 = h.srv.stats();
+    assert_eq!(s2.request_bytes_copied_to_parse - s.request_bytes_copied_to_parse, head.len() as u64);
+    assert_eq!(s2.request_body_bytes_copied_to_parse, 11);
+}
