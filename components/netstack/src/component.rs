@@ -27,8 +27,8 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use component_runtime::{error, log};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust,
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
+    PoolLayout, RoRegion, RwRegion, Trust,
 };
 use netstack::api::{Event, Session};
 use netstack::link::{self, CounterPage, PairControl};
@@ -105,6 +105,10 @@ unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
 /// The stack's NIC: netdrv through the link pair.
 struct Port {
     rx: ChannelRx<'static, NoNotify>,
+    /// link.A (frames from netdrv) and link.B (frames to it): broken for
+    /// good by a corrupt ring or a forged descriptor, never retried in a loop.
+    rx_guard: Guard,
+    tx_guard: Guard,
     queue: VecDeque<TxFrame<'static>>,
     rx_errors: u64,
     held_back: u64,
@@ -130,10 +134,16 @@ impl NicPort<'static> for Port {
 
     fn receive(&mut self) -> Option<Aggregate<'static>> {
         loop {
-            match self.rx.recv() {
-                Ok(Some(r)) => return Some(r.agg),
-                Ok(None) | Err(iolite::Error::Full) => return None,
-                Err(_) => self.rx_errors += 1,
+            match self.rx_guard.recv(&mut self.rx) {
+                Next::Msg(r) => return Some(r.agg),
+                Next::Idle | Next::Wait(_) => return None,
+                // One message refused (its holds went back): the next.
+                Next::Refused(_) => self.rx_errors += 1,
+                Next::Broke(e) => {
+                    self.rx_errors += 1;
+                    error!("channel link.A from netdrv broken: {e:?}");
+                    return None;
+                }
             }
         }
     }
@@ -146,8 +156,17 @@ impl Port {
     fn flush(&mut self, tx: &mut ChannelTx<'static, NoNotify>, control: &PairControl, starving: bool) {
         while let Some(f) = self.queue.pop_front() {
             let tag = link::encode_offload(f.offload);
-            if let Err((_, agg)) = tx.send(f.agg, tag, 0) {
-                self.queue.push_front(TxFrame { agg, offload: f.offload });
+            if let Err((_, agg, broke)) = self.tx_guard.send(tx, f.agg, tag, 0) {
+                if let Some(e) = broke {
+                    error!("channel link.B from netdrv broken: {e:?}");
+                }
+                if self.tx_guard.broken().is_some() {
+                    // Nobody will send them: their holds go back now.
+                    drop(agg);
+                    self.queue.clear();
+                } else {
+                    self.queue.push_front(TxFrame { agg, offload: f.offload });
+                }
                 break;
             }
             self.posted += 1;
@@ -170,6 +189,9 @@ struct Node {
     session: Session<'static>,
     events: ChannelTx<'static, NoNotify>,
     requests: ChannelRx<'static, NoNotify>,
+    /// client.B (requests) and client.A (events): see `Port`'s guards.
+    requests_guard: Guard,
+    events_guard: Guard,
     client_control: &'static PairControl,
     undelivered: VecDeque<(u64, Option<Aggregate<'static>>)>,
     stats: &'static CounterPage,
@@ -372,12 +394,22 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let mut node = Node {
         d,
         stack,
-        port: Port { rx: link_rx, queue: VecDeque::new(), rx_errors: 0, held_back: 0, posted: 0 },
+        port: Port {
+            rx: link_rx,
+            rx_guard: Guard::new(),
+            tx_guard: Guard::new(),
+            queue: VecDeque::new(),
+            rx_errors: 0,
+            held_back: 0,
+            posted: 0,
+        },
         link_tx,
         link_control,
         session: Session::new(MAX_PENDING),
         events,
         requests,
+        requests_guard: Guard::new(),
+        events_guard: Guard::new(),
         client_control,
         undelivered: VecDeque::new(),
         stats,
@@ -416,18 +448,26 @@ impl Node {
     /// signals the client once per round that produced something for it.
     fn round(&mut self) {
         loop {
-            let _ = self.link_tx.poll_releases();
-            let _ = self.events.poll_releases();
+            if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.link_tx) {
+                error!("channel link.B from netdrv broken: {e:?} (its releases)");
+            }
+            if let (_, Some(e)) = self.events_guard.poll_releases(&mut self.events) {
+                error!("channel client.A from client broken: {e:?} (its releases)");
+            }
             let mut consumed = 0;
             loop {
-                match self.requests.recv() {
-                    Ok(Some(r)) => {
+                match self.requests_guard.recv(&mut self.requests) {
+                    Next::Msg(r) => {
                         consumed += 1;
                         self.client_requests += 1;
                         self.session.handle(&mut self.stack, r.tag, r.agg);
                     }
-                    Ok(None) | Err(iolite::Error::Full) => break,
-                    Err(_) => {}
+                    Next::Idle | Next::Wait(_) => break,
+                    Next::Refused(_) => {}
+                    Next::Broke(e) => {
+                        error!("channel client.B from client broken: {e:?}");
+                        break;
+                    }
                 }
             }
             self.stack.poll(now_ms(), &mut self.port);
@@ -448,9 +488,18 @@ impl Node {
                     },
                 };
                 let agg = agg.unwrap_or_else(|| Aggregate::new(self.d));
-                match self.events.send(agg, tag, 0) {
+                match self.events_guard.send(&mut self.events, agg, tag, 0) {
                     Ok(()) => delivered += 1,
-                    Err((_, agg)) => {
+                    Err((_, agg, broke)) => {
+                        if let Some(e) = broke {
+                            error!("channel client.A from client broken: {e:?}");
+                        }
+                        if self.events_guard.broken().is_some() {
+                            // Nobody reads them: drop (releasing) the rest.
+                            drop(agg);
+                            self.undelivered.clear();
+                            continue;
+                        }
                         // Ring full or the client's quota: keep it, in order.
                         self.undelivered.push_front((tag, Some(agg)));
                         break;

@@ -182,7 +182,9 @@ fn serve(mut dev: VirtioBlk) -> ! {
         POOL_PAGES,
         mode_name()
     );
-    let mut server = Server { fs, clients, d, files: Vec::new(), admin: glue::attributes::ADMIN != 0, resets: 0 };
+    let guards = alloc::vec![iolite::Guard::new(); clients.len()];
+    let mut server =
+        Server { fs, clients, guards, d, files: Vec::new(), admin: glue::attributes::ADMIN != 0, resets: 0 };
     server.files.resize_with(MAX_OPEN, || None);
     log!("ready");
     glue::fs::run(&mut server)
@@ -218,6 +220,9 @@ fn caller() -> usize {
 struct Server {
     fs: Fs<'static, VirtioBlk>,
     clients: Vec<ChannelTx<'static, NoNotify>>,
+    /// Per client: a release ring the client corrupts breaks its channel
+    /// (reported once); that client's reads then fail, the others go on.
+    guards: Vec<iolite::Guard>,
     d: &'static Domain,
     /// Open files and the client that opened each.
     files: Vec<Option<(usize, File)>>,
@@ -229,9 +234,9 @@ impl Server {
     /// Before a request: take back what the clients released, so that the
     /// cache's "referenced" test sees the clients' current holds.
     fn begin(&mut self) {
-        for tx in &mut self.clients {
-            if let Err(e) = tx.poll_releases() {
-                error!("release ring: {e:?}");
+        for (i, (tx, g)) in self.clients.iter_mut().zip(self.guards.iter_mut()).enumerate() {
+            if let (_, Some(e)) = g.poll_releases(tx) {
+                error!("channel channel{} from client {} broken: {e:?}", i + 1, i + 1);
             }
         }
     }
@@ -267,11 +272,15 @@ impl Server {
             }
             let n = agg.len() as u64;
             let flags = if pos + n >= size { FLAG_EOF } else { 0 };
-            match self.clients[client].send(agg, tag, flags) {
+            match self.guards[client].send(&mut self.clients[client], agg, tag, flags) {
                 Ok(()) => pos += n,
-                Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _)) => break,
-                Err((e, _)) => {
-                    error!("send: {e:?}");
+                Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _, _)) => break,
+                Err((e, _, broke)) => {
+                    if let Some(b) = broke {
+                        error!("channel channel{} from client {} broken: {b:?}", client + 1, client + 1);
+                    } else if self.guards[client].broken().is_none() {
+                        error!("send: {e:?}");
+                    }
                     return Err(ErrorCode::Io);
                 }
             }
@@ -298,11 +307,16 @@ impl Server {
             buf.writable()[..bytes.len()].copy_from_slice(&bytes);
             buf.seal(bytes.len()).map_err(|_| ErrorCode::NoMemory)?
         };
-        match self.clients[caller()].send(agg, tag, FLAG_EOF) {
+        let client = caller();
+        match self.guards[client].send(&mut self.clients[client], agg, tag, FLAG_EOF) {
             Ok(()) => Ok(entries.len() as i64),
-            Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _)) => Err(ErrorCode::ChannelBusy),
-            Err((e, _)) => {
-                error!("send: {e:?}");
+            Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _, _)) => Err(ErrorCode::ChannelBusy),
+            Err((e, _, broke)) => {
+                if let Some(b) = broke {
+                    error!("channel channel{} from client {} broken: {b:?}", client + 1, client + 1);
+                } else if self.guards[client].broken().is_none() {
+                    error!("send: {e:?}");
+                }
                 Err(ErrorCode::Io)
             }
         }
@@ -421,6 +435,7 @@ impl glue::fs::FsIoLite for Server {
             }
         }
         self.clients[client] = open_channel(self.d, client);
+        self.guards[client] = iolite::Guard::new();
         self.resets += 1;
         log!("client {} reset ({} buffers released)", client + 1, dropped);
         0

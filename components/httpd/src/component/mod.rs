@@ -44,8 +44,8 @@ use component_runtime::{error, log, warn};
 use fs::proto::{self, ErrorCode as FsErr};
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
+    PoolLayout, RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::api::{ErrorCode, Event, Request};
 use netstack::link::{self, PairControl};
@@ -244,12 +244,18 @@ impl FileSource<'static> for FsSource {
 struct Cgi {
     tx: ChannelTx<'static, NoNotify>,
     rx: ChannelRx<'static, NoNotify>,
+    /// Replies: a corrupt ring or forged descriptor breaks the channel
+    /// (reported once); pending calls then time out and the cgi is
+    /// restarted, which attaches fresh channels.
+    guard: Guard,
 }
 
 struct Httpd {
     d: &'static Domain,
     srv: Server<'static, FsSource, TickClock>,
     events: ChannelRx<'static, NoNotify>,
+    /// netstack's events: see `Cgi::guard`.
+    events_guard: Guard,
     requests: ChannelTx<'static, NoNotify>,
     control: &'static PairControl,
     outq: VecDeque<(u64, Aggregate<'static>)>,
@@ -391,6 +397,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         d,
         srv,
         events,
+        events_guard: Guard::new(),
         requests,
         control,
         outq: VecDeque::new(),
@@ -494,13 +501,17 @@ impl Httpd {
     fn handle_events(&mut self) {
         loop {
             let before = self.d.stats().bytes_copied;
-            let r = self.events.recv();
+            let r = self.events_guard.recv(&mut self.events);
             self.request_copied += self.d.stats().bytes_copied - before;
             let r = match r {
-                Ok(Some(r)) => r,
-                Ok(None) | Err(iolite::Error::Full) => break,
-                Err(e) => {
-                    warn!("netstack events: {e:?}");
+                Next::Msg(r) => r,
+                Next::Idle | Next::Wait(_) => break,
+                Next::Refused(e) => {
+                    warn!("netstack event refused: {e:?}");
+                    continue;
+                }
+                Next::Broke(e) => {
+                    error!("channel client.A from netstack broken: {e:?}");
                     break;
                 }
             };
@@ -687,19 +698,23 @@ impl Httpd {
             }
             let Some(c) = &mut self.cgi else { return };
             let before = self.d.stats().bytes_copied;
-            let r = c.rx.recv();
+            let r = c.guard.recv(&mut c.rx);
             self.cgi_copied += self.d.stats().bytes_copied - before;
             let r = match r {
-                Ok(Some(r)) => r,
-                Ok(None) | Err(iolite::Error::Full) => return,
-                Err(iolite::Error::PoolExhausted) => {
+                Next::Msg(r) => r,
+                Next::Idle | Next::Wait(iolite::Error::Full) => return,
+                Next::Wait(_) => {
                     // Copy modes: no room for the copy yet; the reply stays
                     // queued, and netstack wakes us when it returns buffers.
                     self.cgi_stuck = true;
                     return;
                 }
-                Err(e) => {
-                    warn!("cgi replies: {e:?}");
+                Next::Refused(e) => {
+                    warn!("cgi reply refused: {e:?}");
+                    continue;
+                }
+                Next::Broke(e) => {
+                    error!("channel cgi_chan.B from cgi broken: {e:?}");
                     return;
                 }
             };
@@ -775,7 +790,7 @@ impl Httpd {
                     Boundary::CgiToApp,
                     Some(HTTPD_POOL),
                 )
-                .map(|rx| Cgi { tx, rx })
+                .map(|rx| Cgi { tx, rx, guard: Guard::new() })
             })
         };
         match attached {
