@@ -115,6 +115,12 @@ pub struct HttpStats {
     pub request_timeouts: u64,
     /// Idle keep-alive connections closed.
     pub idle_closes: u64,
+    /// Idle keep-alive connections closed early to make room for a new
+    /// connection at the limit.
+    pub idle_evictions: u64,
+    /// Connections closed because the network took none of their pending
+    /// output for `send_timeout_ms` (a client that stopped reading).
+    pub send_timeouts: u64,
     /// Request bytes copied into the per-connection parse buffer (request
     /// lines and headers, and whatever followed them in the input then).
     pub request_bytes_copied_to_parse: u64,
@@ -210,6 +216,9 @@ pub struct Server<'d, S: FileSource<'d>, C> {
     core: Core<'d, S, C>,
     conns: BTreeMap<u32, Conn<'d, S::File>>,
     next_conn: u32,
+    /// Connections closed by `accept` to make room (their `Close` must be
+    /// pulled): see [`Server::take_woken`].
+    woken: Vec<ConnId>,
 }
 
 fn etag(st: &FileStat) -> String {
@@ -838,6 +847,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             },
             conns: BTreeMap::new(),
             next_conn: 1,
+            woken: Vec::new(),
         }
     }
 
@@ -902,8 +912,30 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
 
     /// A new connection. At the limit it is refused: the `Err` holds a
     /// complete `503` response to send before closing.
+    ///
+    /// At the limit, the keep-alive connection idle the longest (nothing to
+    /// parse, nothing to send) is closed to make room, as nginx reuses its
+    /// idle keep-alive connections when it runs out; only when every
+    /// connection is busy is the new one refused.
     pub fn accept(&mut self, remote: Option<Remote>) -> Result<ConnId, Aggregate<'d>> {
-        if self.conns.len() >= self.core.cfg.max_connections {
+        let live = self.conns.values().filter(|c| !matches!(c.state, State::Closing)).count();
+        if live >= self.core.cfg.max_connections {
+            let victim = self
+                .conns
+                .iter()
+                .filter(|(_, c)| matches!(c.state, State::Reading) && c.inq_len == 0 && c.outq.is_empty())
+                .min_by_key(|(_, c)| c.last_active)
+                .map(|(&id, _)| id);
+            if let Some(v) = victim {
+                let conn = self.conns.get_mut(&v).expect("found above");
+                conn.outq.push_back(Out::Close);
+                conn.state = State::Closing;
+                self.core.stats.idle_evictions += 1;
+                self.woken.push(ConnId(v));
+            }
+        }
+        let live = self.conns.values().filter(|c| !matches!(c.state, State::Closing)).count();
+        if live >= self.core.cfg.max_connections {
             self.core.stats.connections_refused += 1;
             let a = self
                 .core
@@ -917,6 +949,17 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         self.conns.insert(id, Conn::new(remote, now));
         self.core.stats.connections_accepted += 1;
         Ok(ConnId(id))
+    }
+
+    /// Connections that have output because of another call (`accept`
+    /// closing an idle one to make room): pull them with [`Server::next`].
+    pub fn take_woken(&mut self) -> Vec<ConnId> {
+        core::mem::take(&mut self.woken)
+    }
+
+    /// Whether `c` is closing (its next action is `Close`).
+    pub fn is_closing(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.state, State::Closing))
     }
 
     /// Bytes received on `c` (by reference; any split, any number of
@@ -1067,6 +1110,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         let now = self.core.clock.now_ms();
         let cfg_req = self.core.cfg.request_timeout_ms;
         let cfg_idle = self.core.cfg.idle_timeout_ms;
+        let cfg_send = self.core.cfg.send_timeout_ms;
         let mut ready = Vec::new();
         for (&id, conn) in self.conns.iter_mut() {
             let had = conn.outq.len();
@@ -1075,6 +1119,18 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                     let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
                     self.core.cgi_done(conn, w, Err(cgi::Failure::Timeout));
                     self.core.process(conn);
+                }
+                State::Reading if !conn.outq.is_empty() && now.saturating_sub(conn.last_active) >= cfg_send => {
+                    // Output waits and nothing was taken for that long: the
+                    // client stopped reading. Its slot and buffers go.
+                    self.core.stats.send_timeouts += 1;
+                    for o in conn.outq.drain(..) {
+                        if let Out::File { f, .. } = o {
+                            self.core.src.close(f);
+                        }
+                    }
+                    conn.outq.push_back(Out::Close);
+                    conn.state = State::Closing;
                 }
                 State::Reading | State::Body(_) => {
                     if conn.req_start.is_some_and(|t| now.saturating_sub(t) >= cfg_req) {

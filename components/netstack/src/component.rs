@@ -64,9 +64,15 @@ const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES && glue::client::SIZE
 /// Frames queued for netdrv beyond the ring (smoltcp stops emitting when
 /// this is full; they go out as the ring drains).
 const TX_QUEUE: usize = 512;
-/// Aggregates a client may have waiting per connection for TCP's send
-/// window before a send is refused (the pools bound memory first).
-const MAX_PENDING: usize = 1024;
+/// Aggregates a client may have waiting per connection beyond what TCP
+/// takes (the peer's window plus the slack) before a send is refused. The
+/// client is told `SendFull` at the first held back and stops; this covers
+/// what it sent in the same round (httpd: at most 16 sends per connection).
+const MAX_PENDING: usize = 32;
+/// Events waiting for the client, at most (data waits in TCP beyond).
+const EVENTS_CAP: usize = 1024;
+/// Bytes a connection may queue beyond its peer's advertised window.
+const SEND_SLACK: usize = 64 * 1024;
 /// TSC ticks per millisecond (approximate; only TCP timers use it).
 const TSC_PER_MS: u64 = 2_600_000;
 
@@ -193,7 +199,9 @@ struct Node {
     requests_guard: Guard,
     events_guard: Guard,
     client_control: &'static PairControl,
-    undelivered: VecDeque<(u64, Option<Aggregate<'static>>)>,
+    /// The one event the channel did not take (ring full or the client's
+    /// quota), sent first next time; the others wait in the session.
+    undelivered: Option<(u64, Option<Aggregate<'static>>)>,
     stats: &'static CounterPage,
     accepted: u64,
     polls: u64,
@@ -377,9 +385,11 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     cfg.recv_window = 32 * 1024;
     // Socket rings come from our 16 MiB heap (a listener of backlog 64 holds
     // 64 receive rings, each copy-mode connection a send ring as well);
-    // beyond this, connections wait in the backlog rather than the heap
-    // running out. The rest is for the checksum cache and bookkeeping.
-    cfg.socket_memory = 10 << 20;
+    // beyond the assembly's `socket_budget`, connections wait in the backlog
+    // rather than the heap running out. The rest is for the checksum cache
+    // and bookkeeping (held-back sends and events are bounded too).
+    cfg.socket_memory = glue::attributes::SOCKET_BUDGET as usize;
+    cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     if cfg.dhcp {
         log!("ip via dhcp");
@@ -405,13 +415,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         },
         link_tx,
         link_control,
-        session: Session::new(MAX_PENDING),
+        session: Session::with_events(MAX_PENDING, EVENTS_CAP),
         events,
         requests,
         requests_guard: Guard::new(),
         events_guard: Guard::new(),
         client_control,
-        undelivered: VecDeque::new(),
+        undelivered: None,
         stats,
         accepted: 0,
         polls: 0,
@@ -475,7 +485,7 @@ impl Node {
             self.session.poll(&mut self.stack);
             let mut delivered = 0;
             loop {
-                let (tag, agg) = match self.undelivered.pop_front() {
+                let (tag, agg) = match self.undelivered.take() {
                     Some(x) => x,
                     None => match self.session.next_event() {
                         Some((ev, tag, agg)) => {
@@ -497,11 +507,10 @@ impl Node {
                         if self.events_guard.broken().is_some() {
                             // Nobody reads them: drop (releasing) the rest.
                             drop(agg);
-                            self.undelivered.clear();
                             continue;
                         }
                         // Ring full or the client's quota: keep it, in order.
-                        self.undelivered.push_front((tag, Some(agg)));
+                        self.undelivered = Some((tag, Some(agg)));
                         break;
                     }
                 }
@@ -568,6 +577,7 @@ impl Node {
 
     fn publish(&mut self) {
         let s = self.stack.stats();
+        let ss = self.session.stats();
         let c = self.stack.checksum_cache_stats();
         let ds = self.d.stats();
         let mode = match self.stack.config().copy_mode {
@@ -616,6 +626,18 @@ impl Node {
             s.tx_header_bytes,
             s.tx_nontcp_frame_bytes,
             s.rx_frame_bytes_flattened,
+            ss.events_deferred,
+            ss.events_dropped,
+            ss.sends_refused,
+            ss.send_full,
+            self.stack.connections() as u64,
+            heap_used() as u64,
+            self.stack.held_send_bytes() as u64,
+            self.port.rx_errors,
+            [self.port.rx_guard, self.port.tx_guard, self.requests_guard, self.events_guard]
+                .iter()
+                .filter(|g| g.broken().is_some())
+                .count() as u64,
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

@@ -83,6 +83,10 @@ pub struct Config {
     pub send_window: usize,
     /// Per-connection receive window (smoltcp's receive ring).
     pub recv_window: usize,
+    /// Bytes a connection may queue beyond the peer's advertised window
+    /// (default 64 KiB): enough to keep the pipe full, while a peer that
+    /// reads nothing pins no more than this of the sender's buffers.
+    pub send_slack: usize,
     /// Seed of smoltcp's random numbers (initial sequence numbers, ports).
     pub random_seed: u64,
     /// Checksum cache entries.
@@ -117,6 +121,7 @@ impl Config {
             rx_pool: pool,
             send_window: 256 * 1024,
             recv_window: 64 * 1024,
+            send_slack: 64 * 1024,
             random_seed: 0x0101_7e05,
             csum_cache_entries: 16384,
             csum_block_shift: 8,

@@ -218,6 +218,15 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_tx_header_bytes",
     "tcp_tx_nontcp_frame_bytes",
     "tcp_rx_frame_bytes_flattened",
+    "tcp_events_deferred",
+    "tcp_events_dropped",
+    "tcp_sends_refused",
+    "tcp_send_full",
+    "tcp_connections",
+    "tcp_heap_used",
+    "tcp_send_queued_bytes",
+    "tcp_rx_errors",
+    "tcp_channels_broken",
 ];
 
 #[cfg(test)]

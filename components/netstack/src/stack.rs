@@ -526,8 +526,17 @@ impl<'d> NetStack<'d> {
     /// Bytes that [`NetStack::send`] can take on `id` now.
     pub fn send_space(&self, id: ConnId) -> Result<usize, NetError> {
         let c = &self.conns[self.conn(id)?];
-        let s = self.sockets.get::<tcp::Socket>(c.handle);
-        Ok(s.send_capacity() - s.send_queue())
+        Ok(self.space_of(self.sockets.get::<tcp::Socket>(c.handle)))
+    }
+
+    /// What a socket may take: its send capacity, and no more than the
+    /// peer's advertised window plus `Config::send_slack` queued in all
+    /// (unacknowledged and unsent). A peer that stops reading (zero window)
+    /// so holds at most the slack of the sender's buffers, whatever the
+    /// sender has to send; the rest waits with the sender (back-pressure).
+    fn space_of(&self, s: &tcp::Socket) -> usize {
+        let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
+        limit.saturating_sub(s.send_queue())
     }
 
     /// Bytes queued on `id` and not yet acknowledged.
@@ -555,9 +564,12 @@ impl<'d> NetStack<'d> {
         if n == 0 {
             return Ok(());
         }
-        if s.send_capacity() - s.send_queue() < n {
+        let s = self.sockets.get::<tcp::Socket>(c.handle);
+        let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
+        if limit.saturating_sub(s.send_queue()) < n {
             return Err((NetError::WouldBlock, agg));
         }
+        let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
         if c.zero_copy {
             match s.send_virtual(n) {
                 Ok(k) if k == n => {}
@@ -747,8 +759,13 @@ impl<'d> NetStack<'d> {
         self.cache.stats()
     }
 
-    /// References the stack holds for unacknowledged data: (connections,
-    /// queued bytes).
+    /// Connections (accepted or connected, not yet forgotten).
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Bytes the stack holds references to for unacknowledged or unsent
+    /// data (zero-copy connections).
     pub fn held_send_bytes(&self) -> usize {
         self.conns.iter().map(|c| c.queue.len()).sum()
     }

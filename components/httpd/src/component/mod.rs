@@ -86,6 +86,9 @@ const POOL_LOW_QUARTERS: u64 = match BUILD_COPY_MODE {
 };
 /// Bytes pulled from the server per round before yielding to netstack.
 const ROUND_BYTES: usize = 2 << 20;
+/// Sends and bytes pulled for one connection per round (see `pump`).
+const CONN_ROUND_SENDS: usize = 16;
+const CONN_ROUND_BYTES: usize = 512 << 10;
 /// Longest path we pass to fs (the RPC glue carries at most 800 bytes).
 const MAX_PATH: usize = 768;
 /// Interval of `Server::tick`.
@@ -264,6 +267,10 @@ struct Httpd {
     by_srv: BTreeMap<u32, u32>,
     /// netstack connections we closed whose Closed event has not come yet.
     closing: BTreeSet<u32>,
+    /// netstack connections that said `SendFull` (their peer's window and
+    /// netstack's slack are used up): nothing more is pulled for them from
+    /// the file cache until `SendSpace`.
+    net_full: BTreeSet<u32>,
     /// The peer netstack announced for the next accepted connection
     /// (`Event::Peer` comes right before its `Event::Accepted`).
     next_peer: Option<Remote>,
@@ -404,6 +411,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
         closing: BTreeSet::new(),
+        net_full: BTreeSet::new(),
         next_peer: None,
         ready: Vec::new(),
         cgi: None,
@@ -452,6 +460,9 @@ impl Httpd {
     fn round(&mut self, bits: u64) {
         self.check_cgi();
         self.handle_events();
+        // Idle connections closed to make room for new ones.
+        let woken = self.srv.take_woken();
+        self.ready.extend(woken);
         self.handle_cgi_replies();
         let now = self.srv.clock().now_ms();
         if now.saturating_sub(self.last_tick) >= TICK_MS {
@@ -545,12 +556,17 @@ impl Httpd {
                     }
                 }
                 Some(Event::SendSpace { conn }) => {
+                    self.net_full.remove(&conn);
                     if let Some(&id) = self.by_net.get(&conn) {
                         self.ready.push(id);
                     }
                 }
+                Some(Event::SendFull { conn }) => {
+                    self.net_full.insert(conn);
+                }
                 Some(Event::Closed { conn }) => {
                     self.closing.remove(&conn);
+                    self.net_full.remove(&conn);
                     if let Some(id) = self.by_net.remove(&conn) {
                         self.by_srv.remove(&id.0);
                         self.srv.closed(id);
@@ -578,6 +594,10 @@ impl Httpd {
 
     /// Pulls output of ready connections and hands it to netstack / the cgi.
     fn pump(&mut self) {
+        if self.outq.len() >= link::FWD_CAP {
+            // netstack has not taken what we have for it: pull nothing more.
+            return;
+        }
         let mut ready = core::mem::take(&mut self.ready);
         ready.sort_unstable();
         ready.dedup();
@@ -586,10 +606,18 @@ impl Httpd {
         let mut cgi_failures = Vec::new();
         for id in ready {
             let Some(&conn) = self.by_srv.get(&id.0) else { continue };
+            if self.net_full.contains(&conn) && !self.srv.is_closing(id) {
+                // Back-pressure: its `SendSpace` puts it back in `ready`.
+                continue;
+            }
             if budget == 0 || self.must_wait(id) {
                 later.push(id);
                 continue;
             }
+            // Per connection and round: netstack holds back at most a few
+            // dozen sends beyond the window before it refuses them, and we
+            // learn of `SendFull` only after the round.
+            let (mut sends, mut bytes) = (0usize, 0usize);
             loop {
                 // Static responses are built here (file reads included):
                 // every byte copied meanwhile is charged to them.
@@ -600,8 +628,10 @@ impl Httpd {
                     None => break,
                     Some(Action::Send(agg)) => {
                         budget = budget.saturating_sub(agg.len());
+                        sends += 1;
+                        bytes += agg.len();
                         self.request(Request::Send { conn }.encode(), agg);
-                        if budget == 0 || self.must_wait(id) {
+                        if budget == 0 || self.must_wait(id) || sends >= CONN_ROUND_SENDS || bytes >= CONN_ROUND_BYTES {
                             later.push(id);
                             break;
                         }
@@ -824,6 +854,12 @@ impl Httpd {
         c.set("cgi_unavailable", self.cgi_unavailable);
         c.set("cgi_generation", self.cgi_gen);
         c.set("wakeups", self.wakeups);
+        c.set("idle_evictions", st.idle_evictions);
+        c.set("send_timeouts", st.send_timeouts);
+        c.set("connections_open", self.by_srv.len() as u64);
+        c.set("connections_send_full", self.net_full.len() as u64);
+        c.set("heap_used", heap_used() as u64);
+        c.set("netstack_requests_queued", self.outq.len() as u64);
         if let Ok(p) = self.d.pool_stats(HTTPD_POOL) {
             c.set("pool_pages", u64::from(p.pages));
             c.set("pool_pages_in_use", u64::from(p.pages_in_use));
