@@ -445,6 +445,45 @@ class WebClient:
             raise AssertionError(f"a client got no answer: {counts}")
         return summary
 
+    @keyword
+    def open_zero_window_connections(self, count, path="/file-1m.bin", requests=3):
+        """Opens `count` connections that each pipeline `requests` GETs of
+        `path` and never read them (a 1 KiB receive buffer, set before
+        connecting), one after another. The host's own buffers take up to
+        ~2 MB of a connection the client does not read (slirp's socket:
+        Linux grows its send buffer), so 3 MiB make the guest see a zero
+        window. Each is open at the guest before the next starts (its first
+        byte is peeked at, not read): slirp's listen backlog of 1 would
+        drop a SYN sent sooner. They stay open until `Close Zero Window
+        Connections`."""
+        self.zero_window = getattr(self, "zero_window", [])
+        req = f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode() * int(requests)
+        for i in range(int(count)):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+            s.settimeout(30)
+            s.connect((HOST, self.port))
+            s.sendall(req)
+            if not s.recv(1, socket.MSG_PEEK):
+                raise AssertionError(f"zero-window connection {i}: closed by the server")
+            self.zero_window.append(s)
+        logger.info(f"{len(self.zero_window)} zero-window connections open")
+        return len(self.zero_window)
+
+    @keyword
+    def close_zero_window_connections(self):
+        """Closes (resets: their data is unread) every zero-window
+        connection; returns how many the server had already closed."""
+        gone = 0
+        for s in getattr(self, "zero_window", []):
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                s.close()
+            except OSError:
+                gone += 1
+        self.zero_window = []
+        return gone
+
     def _counters_for_diagnosis(self):
         """The network and httpd counters, to tell a lost frame from a stuck
         connection when a load test fails (best effort: the system may be

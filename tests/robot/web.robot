@@ -57,6 +57,23 @@ Raw Request Should Give
     ${status}=    Status Of Raw Request    ${raw}
     Should Be Equal As Strings    ${status}    ${want}
 
+Memory Should Be Back To
+    [Arguments]    ${before}
+    ${now}=    Stats Json
+    Log    ${now}
+    FOR    ${c}    ${name}    ${slack}    IN
+    ...    netstack    tcp_connections    0    netstack    tcp_socket_bytes    0
+    ...    netstack    tcp_send_queued_bytes    0    netstack    tcp_hdr_pool_pages_in_use    0
+    ...    netstack    tcp_sock_pool_pages_in_use    0    httpd    connections_open    0
+    # httpd's pool: response headers are packed into shared pages, and the
+    # page being filled when the load stopped stays (one or two pages).
+    ...    httpd    pool_pages_in_use    2
+    # The heaps: tables keep the size they grew to (256 KiB).
+    ...    netstack    tcp_heap_used    262144    httpd    heap_used    262144
+        Should Be True    ${now}[${c}][${name}] <= ${before}[${c}][${name}] + ${slack}
+        ...    ${c} ${name}: ${now}[${c}][${name}] now, ${before}[${c}][${name}] before
+    END
+
 Install If Missing
     [Arguments]    ${command}    ${package}
     ${rc}=    Run And Return Rc    command -v ${command}
@@ -212,6 +229,31 @@ A Spinning CGI Gives 504, httpd Has It Restarted And Serves On
     ${r}=    Concurrent Clients    32    20
     Log    ${r}
     Should Be Equal As Integers    ${r}[errors]    0
+
+Two Hundred Clients That Never Read Cost Only Themselves
+    [Documentation]    200 connections ask for 1 MiB and never read (zero window) while 8
+    ...    normal clients fetch for 60 s: no fault, the normal clients keep at least 80%
+    ...    of the throughput they had alone, and once the 200 are gone netstack's and
+    ...    httpd's memory (heap, socket rings, pool pages, queued sends) is back to what
+    ...    it was. They used to pin netstack's memory (1024 held-back sends each) and
+    ...    take every one of httpd's 64 connection slots.
+    # Every path of the test fetched once first: the baseline has their
+    # cached response headers.
+    Status Should Be    /file-1m.bin    200    HEAD
+    ${before}=    Stats Json
+    ${alone}=    Concurrent Clients    8    10    /file-64k.bin /index.html
+    ${n}=    Open Zero Window Connections    200
+    ${held}=    Stats Json
+    Log    ${held}
+    Should Be True    ${held}[netstack][tcp_connections] >= 200    they are open
+    ${loaded}=    Concurrent Clients    8    60    /file-64k.bin /index.html
+    ${during}=    Stats Json
+    Log    alone ${alone}, with 200 that never read ${loaded}; counters ${during}
+    Should Be True    ${loaded}[per_second] >= 0.8 * ${alone}[per_second]
+    ...    ${loaded}[per_second] req/s with them, ${alone}[per_second] alone
+    Close Zero Window Connections
+    Wait Until Keyword Succeeds    60s    2s    Memory Should Be Back To    ${before}
+    Serial Should Stay Quiet About Faults    1s
 
 The Index Page Renders In Headless Chromium
     Install If Missing    chromium    chromium

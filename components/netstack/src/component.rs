@@ -638,6 +638,8 @@ impl Node {
                 .iter()
                 .filter(|g| g.broken().is_some())
                 .count() as u64,
+            self.d.pool_stats(HDR_POOL).map_or(0, |p| p.pages_in_use as u64),
+            self.d.pool_stats(SOCK_POOL).map_or(0, |p| p.pages_in_use as u64),
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

@@ -227,6 +227,8 @@ pub const STACK_NAMES: &[&str] = &[
     "tcp_send_queued_bytes",
     "tcp_rx_errors",
     "tcp_channels_broken",
+    "tcp_hdr_pool_pages_in_use",
+    "tcp_sock_pool_pages_in_use",
 ];
 
 #[cfg(test)]

@@ -1,7 +1,7 @@
 //! The stack: a smoltcp interface, its sockets, and the connections'
 //! send queues of IO-Lite references.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use iolite::{Aggregate, CopyMode, Domain, Error as IolError, PoolId};
 use smoltcp::iface::{Interface, PollResult, SocketHandle, SocketSet};
@@ -241,6 +241,9 @@ pub struct NetStack<'d> {
     iface: Interface,
     sockets: SocketSet<'static>,
     pub(crate) conns: Vec<Conn<'d>>,
+    /// Connection id → index in `conns` (lookups stay O(log n) with
+    /// hundreds of connections: every poll looks each one up).
+    conn_index: BTreeMap<ConnId, usize>,
     listeners: Vec<Listener>,
     dhcp: Option<SocketHandle>,
     /// A lease obtained (Some) or lost (None) since the last
@@ -304,7 +307,12 @@ impl<'d> NetStack<'d> {
         ic.random_seed = cfg.random_seed;
         let now = Instant::from_millis(now_ms as i64);
         let mut iface = Interface::new(ic, &mut NoDevice(cfg.mtu), now);
-        let mut sockets = SocketSet::new(Vec::new());
+        // The socket table at its largest at once: every socket has a
+        // receive ring from the budget, so the budget bounds their number.
+        // A table that grew under load would keep its size (no shrinking),
+        // so memory would not return to where it was.
+        let slots = cfg.socket_memory / cfg.recv_window.max(1) + 2;
+        let mut sockets = SocketSet::new(Vec::with_capacity(slots));
         let mut dhcp = None;
         if cfg.dhcp {
             let mut socket = dhcpv4::Socket::new();
@@ -329,6 +337,7 @@ impl<'d> NetStack<'d> {
             iface,
             sockets,
             conns: Vec::new(),
+            conn_index: BTreeMap::new(),
             listeners: Vec::new(),
             dhcp,
             dhcp_change: None,
@@ -482,6 +491,7 @@ impl<'d> NetStack<'d> {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let s = self.sockets.get::<tcp::Socket>(handle);
+        self.conn_index.insert(id, self.conns.len());
         self.conns.push(Conn {
             id,
             handle,
@@ -507,7 +517,7 @@ impl<'d> NetStack<'d> {
     }
 
     fn conn(&self, id: ConnId) -> Result<usize, NetError> {
-        self.conns.iter().position(|c| c.id == id).ok_or(NetError::NotFound)
+        self.conn_index.get(&id).copied().ok_or(NetError::NotFound)
     }
 
     /// The TCP state of a connection.
@@ -696,6 +706,9 @@ impl<'d> NetStack<'d> {
             }
             !done
         });
+        if self.conn_index.len() != self.conns.len() {
+            self.conn_index = self.conns.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        }
         // DHCP.
         if let Some(h) = self.dhcp {
             match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
