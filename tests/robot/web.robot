@@ -231,12 +231,12 @@ A Spinning CGI Gives 504, httpd Has It Restarted And Serves On
     Should Be Equal As Integers    ${r}[errors]    0
 
 Two Hundred Clients That Never Read Cost Only Themselves
-    [Documentation]    200 connections ask for 1 MiB and never read (zero window) while 8
-    ...    normal clients fetch for 60 s: no fault, the normal clients keep at least 80%
-    ...    of the throughput they had alone, and once the 200 are gone netstack's and
-    ...    httpd's memory (heap, socket rings, pool pages, queued sends) is back to what
-    ...    it was. They used to pin netstack's memory (1024 held-back sends each) and
-    ...    take every one of httpd's 64 connection slots.
+    [Documentation]    200 connections ask for 3 x 1 MiB and never read (zero window) while
+    ...    8 normal clients fetch for 60 s: no fault, every response byte-exact, the normal
+    ...    clients keep at least 80% of the throughput they have alone, and once the 200
+    ...    are gone netstack's and httpd's memory (heap, socket rings, pool pages, queued
+    ...    sends, connections) is back to what it was. On the old image 136 of the 200 got
+    ...    503 (httpd's 64 slots were taken) and so did the normal clients (890 errors).
     # Every path of the test fetched once first: the baseline has their
     # cached response headers.
     Status Should Be    /file-1m.bin    200    HEAD
@@ -248,11 +248,15 @@ Two Hundred Clients That Never Read Cost Only Themselves
     Should Be True    ${held}[netstack][tcp_connections] >= 200    they are open
     ${loaded}=    Concurrent Clients    8    60    /file-64k.bin /index.html
     ${during}=    Stats Json
-    Log    alone ${alone}, with 200 that never read ${loaded}; counters ${during}
-    Should Be True    ${loaded}[per_second] >= 0.8 * ${alone}[per_second]
-    ...    ${loaded}[per_second] req/s with them, ${alone}[per_second] alone
+    Log    ${during}
     Close Zero Window Connections
     Wait Until Keyword Succeeds    60s    2s    Memory Should Be Back To    ${before}
+    # The host is shared and noisy: the baseline is the mean of the rate
+    # alone before and after.
+    ${after}=    Concurrent Clients    8    10    /file-64k.bin /index.html
+    ${base}=    Evaluate    ($alone['per_second'] + $after['per_second']) / 2
+    Should Be True    ${loaded}[per_second] >= 0.8 * ${base}
+    ...    ${loaded}[per_second] req/s with them; alone ${alone}[per_second] before, ${after}[per_second] after
     Serial Should Stay Quiet About Faults    1s
 
 The Index Page Renders In Headless Chromium
