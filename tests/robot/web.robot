@@ -154,9 +154,13 @@ CGI Echo With GET And POST
     Should Contain    ${body}    ${{b"</html>"}}
 
 Stats Parse And Static Content Is Never Copied
-    FOR    ${path}    IN    /index.html    /file-64k.bin    /file-1m.bin    /style.css
+    FOR    ${path}    IN    /index.html    /file-64k.bin    /file-1m.bin    /style.css    /cgi-bin/page
         Status Should Be    ${path}    200
     END
+    # A POST body goes to the CGI and back by reference.
+    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo    method=POST    body=${{"x" * 3000}}
+    Should Be Equal As Integers    ${status}    200
+    Should End With    ${{$body.decode()}}    ${{"x" * 3000}}
     ${j}=    Stats Json
     Should Be Equal As Integers    ${j}[schema]    1
     FOR    ${c}    IN    httpd    netstack    netdrv    fs    cgi
@@ -168,6 +172,10 @@ Stats Parse And Static Content Is Never Copied
     Should Be Equal As Integers    ${j}[netstack][tcp_tx_copied]    0
     Should Be Equal As Integers    ${j}[netdrv][drv_bytes_copied]    0
     Should Be Equal As Integers    ${j}[fs][bytes_copied]    0
+    # The CGI body path: output and POST bodies by reference end to end.
+    Should Be Equal As Integers    ${j}[httpd][cgi_bytes_copied]    0
+    Should Be Equal As Integers    ${j}[cgi][bytes_copied]    0
+    Should Be Equal As Integers    ${j}[netstack][tcp_tx_coalesced_bytes]    0
     Should Be True    ${j}[httpd][body_bytes_by_ref] >= 1048576
     Should Be True    ${j}[httpd][header_cache_hits] >= 1
     Should Be True    ${j}[netstack][checksum_cache_hits] >= 1
