@@ -276,7 +276,8 @@ struct SessConn<'d> {
 ///
 /// Everything it keeps is bounded. Per connection at most `max_pending`
 /// aggregates wait for send space (a client that ignores `SendFull` gets
-/// `WouldBlock`). Events wait in a ring of `events_cap`: events that carry
+/// `WouldBlock`), and while any wait, the connection's received data stays
+/// in TCP (no `Data` events: its receive window closes). Events wait in a ring of `events_cap`: events that carry
 /// or announce data (received data, EOF, accepted connections, closes) are
 /// made only while a quarter of the ring is free, otherwise they wait in
 /// the stack (TCP's receive window closes; counted in
@@ -502,7 +503,12 @@ impl<'d> Session<'d> {
         while i < self.conns.len() {
             self.push_pending(stack, i);
             let id = self.conns[i].id;
-            while !self.conns[i].eof_sent {
+            // A connection whose sends are held back gets no more data
+            // until they went: its peer must read before it may send more
+            // (TCP's receive window closes), as a server stops reading a
+            // socket it cannot write. An echo would otherwise pile up
+            // everything the peer sends.
+            while !self.conns[i].eof_sent && self.conns[i].pending.is_empty() {
                 if !self.data_room(1) {
                     deferred = true;
                     break;
@@ -786,29 +792,69 @@ mod tests {
     }
 
     #[test]
-    fn held_back_sends_and_events_are_bounded() {
+    fn held_back_sends_are_bounded_and_pause_the_input() {
         let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
         let db = n.b.domain();
         let mut sess = Session::with_events(4, 16);
         sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
         let _ = sess.next_event();
-        let (_ca, cb) = accept_one(&mut n, &mut sess, 41001);
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41001);
         // A client that ignores SendFull: beyond 4 held-back sends, refused.
-        let big = make(db, &pattern(600_000, 1));
+        let body = pattern(600_000, 1);
+        let big = make(db, &body);
         for k in 0..10 {
             sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), big.range(k * 60_000, 60_000).unwrap());
         }
         assert!(sess.stats().sends_refused > 0);
         assert!(n.b.held_send_bytes() <= 64 * 1024 + 64 * 1024);
-        // Nobody takes the events: the ring never holds more than 16, errors
-        // beyond are dropped and counted, nothing else is lost.
+        // While sends are held back, what A sends stays in TCP.
+        n.a.send(ca, make(n.da, b"more request bytes")).unwrap();
+        for _ in 0..20 {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                assert!(!matches!(ev, Event::Data { .. }), "no data while sends are held back");
+            }
+        }
+        // A reads: the held-back sends go, then the data comes.
+        let mut data = Vec::new();
+        let mut got = 0;
+        for _ in 0..10_000 {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Ok(Recv::Data(d)) = n.a.recv(ca, usize::MAX) {
+                got += d.len();
+            }
+            while let Some((ev, _, agg)) = sess.next_event() {
+                if let (Event::Data { .. }, Some(a)) = (ev, agg) {
+                    a.slices().for_each(|s| data.extend_from_slice(s));
+                }
+            }
+            if data.len() == 18 {
+                break;
+            }
+        }
+        assert_eq!(data, b"more request bytes", "paused, not lost");
+        assert!(got >= 4 * 60_000, "the held-back sends went first ({got})");
+    }
+
+    #[test]
+    fn the_event_ring_is_bounded_and_data_waits_in_tcp() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::with_events(4, 16);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (ca, _cb) = accept_one(&mut n, &mut sess, 41002);
+        // Nobody takes the events: the ring never holds more than 16, error
+        // reports beyond are dropped and counted.
         for _ in 0..100 {
             sess.handle(&mut n.b, 0xdead, Aggregate::new(db));
         }
         assert!(sess.events_queued() <= 16);
         assert!(sess.stats().events_dropped > 0);
         // Data from A waits in the stack while the ring is full.
-        n.a.send(_ca, make(n.da, b"more request bytes")).unwrap();
+        n.a.send(ca, make(n.da, b"more request bytes")).unwrap();
         for _ in 0..50 {
             n.step();
             sess.poll(&mut n.b);
@@ -816,19 +862,14 @@ mod tests {
         assert!(sess.events_queued() <= 16);
         assert!(sess.stats().events_deferred > 0);
         let mut data = Vec::new();
-        while let Some((ev, _, agg)) = sess.next_event() {
-            if let (Event::Data { .. }, Some(a)) = (ev, agg) {
-                a.slices().for_each(|s| data.extend_from_slice(s));
-            }
-        }
         for _ in 0..5 {
-            n.step();
-            sess.poll(&mut n.b);
             while let Some((ev, _, agg)) = sess.next_event() {
                 if let (Event::Data { .. }, Some(a)) = (ev, agg) {
                     a.slices().for_each(|s| data.extend_from_slice(s));
                 }
             }
+            n.step();
+            sess.poll(&mut n.b);
         }
         assert_eq!(data, b"more request bytes", "deferred, not lost");
     }

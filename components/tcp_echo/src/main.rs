@@ -228,7 +228,9 @@ impl Echo {
                         }
                     }
                 }
-                Some(Event::SendSpace { .. }) => {}
+                // netstack stops giving us a connection's data while its
+                // echo is held back (SendFull), so nothing else to do.
+                Some(Event::SendSpace { .. } | Event::SendFull { .. }) => {}
                 // The echo does not need to know who connected.
                 Some(Event::Peer { .. }) => {}
                 Some(Event::Closed { conn }) => {
