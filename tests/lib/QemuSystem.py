@@ -44,6 +44,9 @@ class QemuSystem:
         self.lines = []
         self.partial = ""
         self.cursor = 0
+        # Lines checked for fault messages so far (independent of `cursor`,
+        # which only the waiting keywords move).
+        self.fault_cursor = 0
         self.lock = threading.Condition()
         self.started_at = None
         self.log_path = None
@@ -73,7 +76,7 @@ class QemuSystem:
             BuiltIn().get_variable_value("${SUITE NAME}", "suite")
         safe = re.sub(r"[^\w.-]+", "_", test_name)
         self.log_path = os.path.join(output_dir, f"serial-{safe}.log")
-        self.lines, self.partial, self.cursor = [], "", 0
+        self.lines, self.partial, self.cursor, self.fault_cursor = [], "", 0, 0
         self.expected_faults = []
         self.started_at = time.monotonic()
         self.process = subprocess.Popen(
@@ -120,13 +123,21 @@ class QemuSystem:
 
     @keyword
     def attach_serial_log_if_test_failed(self):
-        """Test teardown for suites that share one QEMU: if the test failed,
-        put the console so far in Robot's log and leave QEMU running."""
+        """Test teardown for suites that share one QEMU: checks the console
+        so far for faults under this test's `Expect Fault` declarations,
+        which then end (the next test expects none); if the test failed,
+        puts the console so far in Robot's log and leaves QEMU running."""
         status = BuiltIn().get_variable_value("${TEST STATUS}", "PASS")
         if status == "FAIL":
             with self.lock:
                 text = self._tail(400)
             logger.info("serial console so far:\n" + text)
+        with self.lock:
+            try:
+                if self.process is not None:
+                    self._scan_faults()
+            finally:
+                self.expected_faults = []
 
     def _read(self):
         stream = self.process.stdout
@@ -151,15 +162,21 @@ class QemuSystem:
     @keyword
     def expect_fault(self, pattern):
         """Declares that a line matching ``pattern`` is an expected fault report,
-        so it does not fail the test (for tests that provoke a fault on purpose)."""
+        so it does not fail the test (for tests that provoke a fault on purpose).
+        The declaration holds until the test ends (`Attach Serial Log If Test
+        Failed`, the shared-QEMU teardown, ends it) or QEMU is started again."""
         self.expected_faults.append(re.compile(pattern))
 
-    def _check_faults(self, line):
-        if any(p.search(line) for p in self.expected_faults):
-            return
-        for pattern in FAULT_PATTERNS:
-            if re.search(pattern, line):
-                raise AssertionError(f"fault on the serial console: {line!r}\n--- last lines ---\n" + self._tail())
+    def _scan_faults(self):
+        """Checks every line not checked yet (caller holds the lock)."""
+        while self.fault_cursor < len(self.lines):
+            line = self.lines[self.fault_cursor]
+            self.fault_cursor += 1
+            if any(p.search(line) for p in self.expected_faults):
+                continue
+            for pattern in FAULT_PATTERNS:
+                if re.search(pattern, line):
+                    raise AssertionError(f"fault on the serial console: {line!r}\n--- last lines ---\n" + self._tail())
 
     def _tail(self, count=40):
         return "\n".join(self.lines[-count:] + ([self.partial] if self.partial else []))
@@ -179,7 +196,7 @@ class QemuSystem:
                 while self.cursor < len(self.lines):
                     line = self.lines[self.cursor]
                     self.cursor += 1
-                    self._check_faults(line)
+                    self._scan_faults()
                     if regex.search(line):
                         logger.info(f"matched after {self.seconds_since_start():.2f} s: {line}")
                         return line
@@ -244,7 +261,7 @@ class QemuSystem:
         with self.lock:
             while True:
                 while self.cursor < len(self.lines):
-                    self._check_faults(self.lines[self.cursor])
+                    self._scan_faults()
                     self.cursor += 1
                 remaining = end - time.monotonic()
                 if remaining <= 0:

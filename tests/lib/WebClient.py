@@ -78,6 +78,59 @@ def _methods(request_bytes):
     return [m.decode() for m in re.findall(rb"(?:^|\n)([A-Z]+) \S+ HTTP/", request_bytes)]
 
 
+class _Site:
+    """What each body must be: files by the site manifest's size and
+    SHA-256, /cgi-bin/page by its fragments (read from the site folder)
+    around the two generated parts, whose shape is known."""
+
+    def __init__(self, manifest, site_dir=None):
+        self.files = {}
+        with open(manifest) as f:
+            for line in f:
+                parts = line.split()
+                if len(parts) == 4 and parts[0] == "file":
+                    self.files[parts[1]] = (int(parts[2]), parts[3])
+        if "/index.html" in self.files:
+            self.files["/"] = self.files["/index.html"]
+        self.page = None
+        if site_dir:
+            frag = [open(os.path.join(site_dir, "fragments", n), "rb").read() for n in ("top.html", "middle.html", "bottom.html")]
+            self.page = re.compile(
+                re.escape(frag[0])
+                + rb'<p class="meta">Assembled for <code>[^<]*</code> at uptime \d+\.\d{3} s; this is request \d+ of this page\.</p>\n'
+                + re.escape(frag[1])
+                + rb'<table class="accounting">(?:<tr><th>[^<]*</th><td>[0-9 /]+</td></tr>\n){3}'
+                + rb'<tr><th>[^<]*</th><td>[0-9 /]+</td></tr></table>\n'
+                + re.escape(frag[2]) + rb"\Z",
+                re.S,
+            )
+
+    def check(self, path, method, status, headers, body):
+        """None if the response is right, else what is wrong."""
+        if status != 200:
+            return f"{method} {path}: status {status}"
+        if path == "/cgi-bin/page" and self.page is not None:
+            if method == "GET" and not self.page.match(body):
+                return f"GET {path}: body is not the page (fragments + generated parts): {body[:120]!r}...{body[-80:]!r}"
+            return None
+        if path.split("?", 1)[0] == "/cgi-bin/echo":
+            # Echoes the request: its method line, then the environment.
+            line = f"method: {method}".encode()
+            return None if method == "HEAD" or line in body else f"{method} {path}: no {line!r} in {body[:120]!r}"
+        want = self.files.get(path.split("?", 1)[0])
+        if want is None:
+            return f"{path}: no known content to check the body against"
+        size, digest = want
+        if headers.get("content-length") != str(size):
+            return f"{method} {path}: Content-Length {headers.get('content-length')}, want {size}"
+        if method == "HEAD":
+            return f"HEAD {path}: {len(body)} body bytes" if body else None
+        got = hashlib.sha256(body).hexdigest()
+        if len(body) != size or got != digest:
+            return f"GET {path}: {len(body)} bytes sha256 {got}, want {size} {digest}; starts {body[:64]!r}"
+        return None
+
+
 @library(scope="SUITE", auto_keywords=False)
 class WebClient:
     """Talks HTTP to the guest's web server on 127.0.0.1:PORT."""
@@ -85,6 +138,19 @@ class WebClient:
     def __init__(self, port=8080):
         self.port = int(port)
         self.background = None
+        self.site = None
+
+    @keyword
+    def check_bodies_against_site(self, manifest, site_dir=None):
+        """From now on the keywords that make many requests (keep-alive,
+        pipelining, load) check every body: site files by the manifest's
+        SHA-256, /cgi-bin/page by its fragments in `site_dir`."""
+        self.site = _Site(manifest, site_dir)
+
+    def _check(self, path, method, status, headers, body):
+        if self.site is None:
+            raise AssertionError("Check Bodies Against Site was not called: bodies would go unchecked")
+        return self.site.check(path, method, status, headers, body)
 
     def _connect(self, timeout=20):
         return socket.create_connection((HOST, self.port), timeout=timeout)
@@ -200,9 +266,10 @@ class WebClient:
             for i in range(count):
                 conn.request("GET", path)
                 r = conn.getresponse()
-                r.read()
-                if r.status != 200:
-                    raise AssertionError(f"request {i}: status {r.status}")
+                body = r.read()
+                wrong = self._check(path, "GET", r.status, {k.lower(): v for k, v in r.getheaders()}, body)
+                if wrong:
+                    raise AssertionError(f"request {i}: {wrong}")
                 if r.getheader("Connection", "").lower() == "close":
                     raise AssertionError(f"request {i}: the server closed the connection")
                 ok += 1
@@ -231,7 +298,77 @@ class WebClient:
         statuses = [st for st, _, _ in parser.done]
         if len(statuses) != len(paths) or not closed:
             raise AssertionError(f"{len(statuses)} responses of {len(paths)}, closed {closed}: {statuses}")
+        for p, (st, h, body) in zip(paths, parser.done):
+            method, _, path = p.partition(" ") if " " in p else ("GET", "", p)
+            wrong = self._check(path, method, st, h, body)
+            if wrong:
+                raise AssertionError(wrong)
         return statuses
+
+    def _pipeline_once(self, reqs):
+        """Sends `reqs` ((method, path) pairs, the last with Connection:
+        close) at once on one connection; every response must come, in
+        order, with the right body, and the server must close. Returns the
+        number of responses."""
+        last = len(reqs) - 1
+        close = "Connection: close\r\n"
+        raw = b"".join(
+            f"{m} {p} HTTP/1.1\r\nHost: t\r\n{close if i == last else ''}\r\n".encode() for i, (m, p) in enumerate(reqs)
+        )
+        parser = _Responses([m for m, _ in reqs])
+        with self._connect() as s:
+            s.sendall(raw)
+            s.settimeout(30)
+            closed = False
+            try:
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        closed = True
+                        break
+                    parser.feed(chunk)
+            except socket.timeout:
+                pass
+            except ConnectionResetError as e:
+                raise AssertionError(f"reset after {len(parser.done)} of {len(reqs)} responses: {e!r}")
+        for k, ((m, p), (st, h, body)) in enumerate(zip(reqs, parser.done)):
+            wrong = self._check(p, m, st, h, body)
+            if wrong:
+                raise AssertionError(f"response {k + 1} of {len(reqs)}: {wrong}")
+        if len(parser.done) != len(reqs):
+            tail = parser.data[parser.pos:parser.pos + 200]
+            raise AssertionError(f"{len(parser.done)} responses of {len(reqs)} (closed {closed}; "
+                                 f"{len(parser.data) - parser.pos} bytes left over: {tail!r})")
+        if parser.pos != len(parser.data):
+            raise AssertionError(f"{len(parser.data) - parser.pos} bytes after the last response")
+        if not closed:
+            raise AssertionError("the server did not close after Connection: close (stalled?)")
+        return len(parser.done)
+
+    @keyword
+    def pipelined_rounds_should_be_byte_exact(self, rounds, count, mode, *paths):
+        """`rounds` times, `count` requests pipelined on one connection,
+        for `paths` (GET unless "HEAD /path"): `each` pipelines `count`
+        requests of every path in turn (one connection per path), `mixed`
+        cycles through the paths within one connection. Every response must
+        come, byte-exact. Returns the number of responses checked."""
+        rounds, count = int(rounds), int(count)
+        items = [tuple(p.split(" ", 1)) if " " in p else ("GET", p) for p in paths]
+        if mode not in ("each", "mixed"):
+            raise AssertionError(f"mode {mode!r}: each or mixed")
+        total = 0
+        t0 = time.monotonic()
+        for r in range(rounds):
+            try:
+                if mode == "each":
+                    for item in items:
+                        total += self._pipeline_once([item] * count)
+                else:
+                    total += self._pipeline_once([items[(r + k) % len(items)] for k in range(count)])
+            except AssertionError as e:
+                raise AssertionError(f"round {r + 1} of {rounds}: {e}") from None
+        logger.info(f"{total} responses byte-exact in {time.monotonic() - t0:.1f} s")
+        return total
 
     # ---- load ------------------------------------------------------------
 
@@ -270,10 +407,9 @@ class WebClient:
                     conn.request("GET", p)
                     r = conn.getresponse()
                     body = r.read()
-                    if r.status != 200:
-                        raise AssertionError(f"{p}: status {r.status}")
-                    if r.getheader("Content-Length") and int(r.getheader("Content-Length")) != len(body):
-                        raise AssertionError(f"{p}: short body")
+                    wrong = self._check(p, "GET", r.status, {k.lower(): v for k, v in r.getheaders()}, body)
+                    if wrong:
+                        raise AssertionError(wrong)
                     counts[i] += 1
                     if r.getheader("Connection", "").lower() == "close":
                         conn.close()
@@ -308,6 +444,45 @@ class WebClient:
         if min(counts) == 0:
             raise AssertionError(f"a client got no answer: {counts}")
         return summary
+
+    @keyword
+    def open_zero_window_connections(self, count, path="/file-1m.bin", requests=3):
+        """Opens `count` connections that each pipeline `requests` GETs of
+        `path` and never read them (a 1 KiB receive buffer, set before
+        connecting), one after another. The host's own buffers take up to
+        ~2 MB of a connection the client does not read (slirp's socket:
+        Linux grows its send buffer), so 3 MiB make the guest see a zero
+        window. Each is open at the guest before the next starts (its first
+        byte is peeked at, not read): slirp's listen backlog of 1 would
+        drop a SYN sent sooner. They stay open until `Close Zero Window
+        Connections`."""
+        self.zero_window = getattr(self, "zero_window", [])
+        req = f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode() * int(requests)
+        for i in range(int(count)):
+            s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
+            s.settimeout(30)
+            s.connect((HOST, self.port))
+            s.sendall(req)
+            if not s.recv(1, socket.MSG_PEEK):
+                raise AssertionError(f"zero-window connection {i}: closed by the server")
+            self.zero_window.append(s)
+        logger.info(f"{len(self.zero_window)} zero-window connections open")
+        return len(self.zero_window)
+
+    @keyword
+    def close_zero_window_connections(self):
+        """Closes (resets: their data is unread) every zero-window
+        connection; returns how many the server had already closed."""
+        gone = 0
+        for s in getattr(self, "zero_window", []):
+            try:
+                s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER, b"\x01\x00\x00\x00\x00\x00\x00\x00")
+                s.close()
+            except OSError:
+                gone += 1
+        self.zero_window = []
+        return gone
 
     def _counters_for_diagnosis(self):
         """The network and httpd counters, to tell a lost frame from a stuck

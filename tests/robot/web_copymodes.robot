@@ -9,8 +9,8 @@ Documentation       The whole system (camkes/iolite.camkes) in posix copy mode u
 ...                 and every listening socket held a send ring until the heap ran out.
 ...
 ...                 The image is the `webposix` variant (tests/variants). The suite checks
-...                 that it really is posix mode, that every response is complete (status,
-...                 Content-Length equal to the body) with no client error, that netstack
+...                 that it really is posix mode, that every response is complete and
+...                 byte-exact (SHA-256 of the site manifest) with no client error, that netstack
 ...                 dropped no frame and httpd saw no send error, and that the files are
 ...                 still byte-exact afterwards; and that 40 clients at once do not exhaust
 ...                 netstack's heap. A panic or fault on the serial console fails the test
@@ -34,6 +34,8 @@ ${MIB}                      1048576
 *** Keywords ***
 Boot The Posix Web Image
     Start System    --port    ${PORT}:80    --disk    ${WEBPOSIX_BUILD_DIR}/images/site.img
+    # Every load-test response is checked byte for byte (manifest SHA-256).
+    Check Bodies Against Site    ${WEBPOSIX_BUILD_DIR}/images/site.manifest    ${CURDIR}/../../site
 
 Counter
     [Arguments]    ${stats}    ${component}    ${name}

@@ -1,8 +1,8 @@
 //! Parsing a CGI program's output (RFC 3875 §6) into a response.
 //!
 //! The output is an aggregate: header lines, an empty line, then the body.
-//! The server copies at most [`MAX_OUTPUT_HEADER`] bytes of its start into
-//! private memory before parsing (the CGI's pool is untrusted: parsing a
+//! The server copies the header (at most [`MAX_OUTPUT_HEADER`] bytes, never
+//! body bytes) into private memory before parsing (the CGI's pool is untrusted: parsing a
 //! private copy rules out double fetches), and passes the body on **by
 //! reference** ([`split_output`]).
 
@@ -257,9 +257,14 @@ pub fn parse_output(prefix: &[u8], total_len: usize) -> Result<Output, OutputErr
 /// reference**.
 pub fn split_output<'d>(mut out: Aggregate<'d>) -> Result<(Output, Aggregate<'d>, usize), OutputError> {
     let want = out.len().min(MAX_OUTPUT_HEADER);
-    let mut head = Vec::with_capacity(want);
+    // Copy up to the header's end as it reads now, not 8 KiB: the body
+    // stays where it is, so the copy is metadata only. What gets parsed is
+    // the copy (the untrusted producer may rewrite its buffers meanwhile);
+    // if its end moved, the parse of the copy decides (or fails).
+    let n = header_len_in_place(&out, want).unwrap_or(want);
+    let mut head = Vec::with_capacity(n);
     for s in out.slices() {
-        let room = want - head.len();
+        let room = n - head.len();
         if room == 0 {
             break;
         }
@@ -268,4 +273,28 @@ pub fn split_output<'d>(mut out: Aggregate<'d>) -> Result<(Output, Aggregate<'d>
     let parsed = parse_output(&head, out.len())?;
     out.advance(parsed.header_len).map_err(|_| OutputError::NoHeaderEnd)?;
     Ok((parsed, out, head.len()))
+}
+
+/// The header length [`header_end`] would find in the first `want` bytes
+/// of `out`, read in place.
+fn header_len_in_place(out: &Aggregate<'_>, want: usize) -> Option<usize> {
+    let (mut pos, mut line_len, mut last) = (0usize, 0usize, 0u8);
+    for s in out.slices() {
+        for &b in s {
+            if pos == want {
+                return None;
+            }
+            pos += 1;
+            if b == b'\n' {
+                if line_len == 0 || (line_len == 1 && last == b'\r') {
+                    return Some(pos);
+                }
+                line_len = 0;
+            } else {
+                line_len += 1;
+            }
+            last = b;
+        }
+    }
+    None
 }

@@ -89,9 +89,15 @@ impl<F> OpenFiles<F> {
 /// (`FsIoLite.read`). Returns the bytes queued: less than asked when the
 /// channel is full or the client holds its whole quota, and
 /// `ChannelBusy` if not one byte could be queued.
+///
+/// Sends go through the client's `guard`: a release ring the client has
+/// corrupted breaks its channel (`Io`, and `guard.broken()` says why), and
+/// a broken channel is not written again.
+#[allow(clippy::too_many_arguments)]
 pub fn queue_range<'d, D: BlockDevice, N: Notify>(
     fs: &mut Fs<'d, D>,
     tx: &mut ChannelTx<'d, N>,
+    guard: &mut iolite::Guard,
     file: &File,
     offset: u64,
     length: u64,
@@ -107,9 +113,9 @@ pub fn queue_range<'d, D: BlockDevice, N: Notify>(
         }
         let n = agg.len() as u64;
         let flags = if pos + n >= size { FLAG_EOF } else { 0 };
-        match tx.send(agg, tag, flags) {
+        match guard.send(tx, agg, tag, flags) {
             Ok(()) => pos += n,
-            Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _)) => break,
+            Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _, _)) => break,
             Err(_) => return Err(ErrorCode::Io),
         }
     }
@@ -236,7 +242,7 @@ mod tests {
             let f = files.get(1, h).unwrap().clone();
             let mut off = 0;
             while off < big.len() as u64 {
-                match queue_range(&mut fs, &mut tx_cgi, &f, off, u64::MAX, 7) {
+                match queue_range(&mut fs, &mut tx_cgi, &mut iolite::Guard::new(), &f, off, u64::MAX, 7) {
                     Ok(n) => off += n as u64,
                     Err(e) => {
                         refusal = Some(e);
@@ -262,7 +268,16 @@ mod tests {
                 let f = files.get(0, h).unwrap().clone();
                 let mut got = Vec::new();
                 while (got.len() as u64) < want.len() as u64 {
-                    let n = queue_range(&mut fs, &mut tx_web, &f, got.len() as u64, u64::MAX, round).unwrap();
+                    let n = queue_range(
+                        &mut fs,
+                        &mut tx_web,
+                        &mut iolite::Guard::new(),
+                        &f,
+                        got.len() as u64,
+                        u64::MAX,
+                        round,
+                    )
+                    .unwrap();
                     assert!(n > 0);
                     while let Some(m) = rx_web.recv().unwrap() {
                         got.extend(m.agg.slices().flat_map(|s| s.iter().copied()));

@@ -77,6 +77,9 @@ pub struct Config {
     pub max_connections: usize,
     /// A keep-alive connection with nothing to do is closed after this.
     pub idle_timeout_ms: u64,
+    /// A connection whose pending output the network took nothing of for
+    /// this long is closed (nginx's `send_timeout`, also 60 s).
+    pub send_timeout_ms: u64,
     /// A request (head and body) must arrive within this, else 408.
     pub request_timeout_ms: u64,
     /// A CGI must answer within this, else 504.
@@ -101,8 +104,9 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
-            max_connections: 64,
+            max_connections: 256,
             idle_timeout_ms: 15_000,
+            send_timeout_ms: 60_000,
             request_timeout_ms: 10_000,
             cgi_timeout_ms: 5_000,
             max_pipeline: 16,

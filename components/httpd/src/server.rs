@@ -115,16 +115,30 @@ pub struct HttpStats {
     pub cgi_failures: u64,
     /// CGI replies that came after their deadline (dropped).
     pub cgi_late_replies: u64,
-    /// Bytes of CGI response headers copied for parsing.
+    /// Bytes of CGI response headers copied for parsing (the header only:
+    /// the body goes by reference).
     pub cgi_header_bytes_copied: u64,
     /// Requests that timed out while arriving (408).
     pub request_timeouts: u64,
     /// Idle keep-alive connections closed.
     pub idle_closes: u64,
-    /// Request bytes copied into the per-connection parse buffer.
-    pub request_bytes_scanned: u64,
+    /// Idle keep-alive connections closed early to make room for a new
+    /// connection at the limit.
+    pub idle_evictions: u64,
+    /// Connections closed because the network took none of their pending
+    /// output for `send_timeout_ms` (a client that stopped reading).
+    pub send_timeouts: u64,
+    /// Request bytes copied into the per-connection parse buffer (request
+    /// lines and headers, and whatever followed them in the input then).
+    pub request_bytes_copied_to_parse: u64,
+    /// Of those, bytes that turned out to be a request body (payload, which
+    /// also goes on by reference): copied only because they arrived with
+    /// the header.
+    pub request_body_bytes_copied_to_parse: u64,
     /// Request bodies flattened (more slices than an aggregate holds).
     pub bodies_flattened: u64,
+    /// Request body bytes copied by that flattening (payload).
+    pub body_bytes_flattened: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -226,6 +240,9 @@ pub struct Server<'d, S: FileSource<'d>, C> {
     core: Core<'d, S, C>,
     conns: BTreeMap<u32, Conn<'d, S::File>>,
     next_conn: u32,
+    /// Connections closed by `accept` to make room (their `Close` must be
+    /// pulled): see [`Server::take_woken`].
+    woken: Vec<ConnId>,
 }
 
 fn etag(st: &FileStat) -> String {
@@ -680,7 +697,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         return;
                     }
                     let State::Body(req) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
-                    let body = match conn.take(need, self.pool, &mut self.stats) {
+                    let body = match conn.take(need, self.pool, &mut self.stats, self.cfg.scan_cap()) {
                         Ok(b) => b,
                         Err(_) => {
                             self.reject(conn, 500, false);
@@ -725,7 +742,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         }
                         Head::Done(req, n) => {
                             self.stats.requests += 1;
-                            conn.consume(n, &mut self.stats, self.cfg.scan_cap());
+                            // A body is taken by reference: the parse buffer
+                            // is refilled only after it (not copied into it).
+                            conn.consume(n, &mut self.stats, self.cfg.scan_cap(), req.content_length == 0);
                             if req.chunked {
                                 let dec =
                                     Decoder::new(self.cfg.limits.max_body as u64, self.cfg.limits.max_header_bytes);
@@ -752,17 +771,16 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         loop {
             let State::Chunked(cb) = &mut conn.state else { return false };
             match cb.dec.step(&conn.scan) {
-                Step::Skip(n) => conn.consume(n, &mut self.stats, cap),
+                Step::Skip(n) => conn.consume(n, &mut self.stats, cap, true),
                 Step::Data(n) if conn.inq_len > 0 => {
                     let k = (n as usize).min(conn.inq_len);
-                    let piece = match conn.take(k, self.pool, &mut self.stats) {
+                    let piece = match conn.take(k, self.pool, &mut self.stats, cap) {
                         Ok(p) => p,
                         Err(_) => {
                             self.reject(conn, 500, false);
                             return false;
                         }
                     };
-                    conn.refill(cap, &mut self.stats);
                     let State::Chunked(cb) = &mut conn.state else { return false };
                     cb.dec.took(k as u64);
                     if let Err((_, piece)) = cb.body.append(piece) {
@@ -788,7 +806,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     return false;
                 }
                 Step::Done(n) => {
-                    conn.consume(n, &mut self.stats, cap);
+                    conn.consume(n, &mut self.stats, cap, true);
                     let State::Chunked(cb) = core::mem::replace(&mut conn.state, State::Reading) else {
                         unreachable!()
                     };
@@ -914,7 +932,8 @@ impl<'d, F> Conn<'d, F> {
         }
     }
 
-    /// Keeps `scan` equal to the first `min(inq_len, cap)` input bytes.
+    /// Makes `scan` the first `min(inq_len, cap)` input bytes (it is always
+    /// a prefix of them: while a body is awaited it is not refilled).
     fn refill(&mut self, cap: usize, stats: &mut HttpStats) {
         let mut skip = self.scan.len();
         if skip >= cap || skip >= self.inq_len {
@@ -936,11 +955,12 @@ impl<'d, F> Conn<'d, F> {
                 }
             }
         }
-        stats.request_bytes_scanned += (self.scan.len() - before) as u64;
+        stats.request_bytes_copied_to_parse += (self.scan.len() - before) as u64;
     }
 
-    /// Drops `n` bytes from the front of the input.
-    fn consume(&mut self, mut n: usize, stats: &mut HttpStats, cap: usize) {
+    /// Drops `n` bytes from the front of the input; then refills the parse
+    /// buffer if `refill` (not when a body follows).
+    fn consume(&mut self, mut n: usize, stats: &mut HttpStats, cap: usize, refill: bool) {
         let s = n.min(self.scan.len());
         self.scan.drain(..s);
         self.inq_len -= n;
@@ -954,13 +974,21 @@ impl<'d, F> Conn<'d, F> {
                 n = 0;
             }
         }
-        self.refill(cap, stats);
+        if refill {
+            self.refill(cap, stats);
+        }
     }
 
     /// Takes `n` bytes from the front of the input as one aggregate, by
     /// reference (flattened into `pool` if it would need more than
     /// `MAX_SLICES` slices).
-    fn take(&mut self, n: usize, pool: PoolId, stats: &mut HttpStats) -> Result<Aggregate<'d>, iolite::Error> {
+    fn take(
+        &mut self,
+        n: usize,
+        pool: PoolId,
+        stats: &mut HttpStats,
+        cap: usize,
+    ) -> Result<Aggregate<'d>, iolite::Error> {
         let mut body: Option<Aggregate<'d>> = None;
         let mut left = n;
         while left > 0 {
@@ -980,6 +1008,7 @@ impl<'d, F> Conn<'d, F> {
                     Ok(()) => b,
                     Err((_, piece)) => {
                         stats.bodies_flattened += 1;
+                        stats.body_bytes_flattened += b.len() as u64;
                         b.flatten(pool)?;
                         b.append(piece).map_err(|(e, _)| e)?;
                         b
@@ -989,6 +1018,8 @@ impl<'d, F> Conn<'d, F> {
         }
         let s = n.min(self.scan.len());
         self.scan.drain(..s);
+        stats.request_body_bytes_copied_to_parse += s as u64;
+        self.refill(cap, stats);
         Ok(body.unwrap_or_else(|| unreachable!("n > 0")))
     }
 }
@@ -1012,6 +1043,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             },
             conns: BTreeMap::new(),
             next_conn: 1,
+            woken: Vec::new(),
         }
     }
 
@@ -1076,8 +1108,30 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
 
     /// A new connection. At the limit it is refused: the `Err` holds a
     /// complete `503` response to send before closing.
+    ///
+    /// At the limit, the keep-alive connection idle the longest (nothing to
+    /// parse, nothing to send) is closed to make room, as nginx reuses its
+    /// idle keep-alive connections when it runs out; only when every
+    /// connection is busy is the new one refused.
     pub fn accept(&mut self, remote: Option<Remote>) -> Result<ConnId, Aggregate<'d>> {
-        if self.conns.len() >= self.core.cfg.max_connections {
+        let live = self.conns.values().filter(|c| !matches!(c.state, State::Closing)).count();
+        if live >= self.core.cfg.max_connections {
+            let victim = self
+                .conns
+                .iter()
+                .filter(|(_, c)| matches!(c.state, State::Reading) && c.inq_len == 0 && c.outq.is_empty())
+                .min_by_key(|(_, c)| c.last_active)
+                .map(|(&id, _)| id);
+            if let Some(v) = victim {
+                let conn = self.conns.get_mut(&v).expect("found above");
+                conn.outq.push_back(Out::Close);
+                conn.state = State::Closing;
+                self.core.stats.idle_evictions += 1;
+                self.woken.push(ConnId(v));
+            }
+        }
+        let live = self.conns.values().filter(|c| !matches!(c.state, State::Closing)).count();
+        if live >= self.core.cfg.max_connections {
             self.core.stats.connections_refused += 1;
             let a = self
                 .core
@@ -1091,6 +1145,17 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         self.conns.insert(id, Conn::new(remote, now));
         self.core.stats.connections_accepted += 1;
         Ok(ConnId(id))
+    }
+
+    /// Connections that have output because of another call (`accept`
+    /// closing an idle one to make room): pull them with [`Server::next`].
+    pub fn take_woken(&mut self) -> Vec<ConnId> {
+        core::mem::take(&mut self.woken)
+    }
+
+    /// Whether `c` is closing (its next action is `Close`).
+    pub fn is_closing(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.state, State::Closing))
     }
 
     /// Bytes received on `c` (by reference; any split, any number of
@@ -1112,7 +1177,10 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         }
         conn.inq_len += data.len();
         conn.inq.push_back(data);
-        conn.refill(self.core.cfg.scan_cap(), &mut self.core.stats);
+        // A body being received is taken by reference, never parsed.
+        if !matches!(conn.state, State::Body(_)) {
+            conn.refill(self.core.cfg.scan_cap(), &mut self.core.stats);
+        }
         self.core.process(conn);
     }
 
@@ -1238,6 +1306,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         let now = self.core.clock.now_ms();
         let cfg_req = self.core.cfg.request_timeout_ms;
         let cfg_idle = self.core.cfg.idle_timeout_ms;
+        let cfg_send = self.core.cfg.send_timeout_ms;
         let mut ready = Vec::new();
         for (&id, conn) in self.conns.iter_mut() {
             let had = conn.outq.len();
@@ -1246,6 +1315,18 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                     let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
                     self.core.cgi_done(conn, w, Err(cgi::Failure::Timeout));
                     self.core.process(conn);
+                }
+                State::Reading if !conn.outq.is_empty() && now.saturating_sub(conn.last_active) >= cfg_send => {
+                    // Output waits and nothing was taken for that long: the
+                    // client stopped reading. Its slot and buffers go.
+                    self.core.stats.send_timeouts += 1;
+                    for o in conn.outq.drain(..) {
+                        if let Out::File { f, .. } = o {
+                            self.core.src.close(f);
+                        }
+                    }
+                    conn.outq.push_back(Out::Close);
+                    conn.state = State::Closing;
                 }
                 State::Reading | State::Body(_) | State::Chunked(_) => {
                     if conn.req_start.is_some_and(|t| now.saturating_sub(t) >= cfg_req) {

@@ -108,8 +108,9 @@ const POLL: bool = glue::attributes::POLL != 0;
 /// the default image has no such code.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 
-/// Counter indices (order of `link::DRV_NAMES`).
-/// (`TxCopied` stays 0: the driver never copies a frame.)
+/// Counter indices (order of `link::DRV_NAMES`). There is no transmit copy
+/// counter: the driver never copies a frame (every slice gets its own
+/// descriptor); `BytesCopied` is the domain's count of any copy at all.
 #[derive(Clone, Copy)]
 #[repr(usize)]
 #[allow(dead_code)]
@@ -121,7 +122,6 @@ enum C {
     TxBytes,
     TxDescriptors,
     TxOffloaded,
-    TxCopied,
     TxRejected,
     Irqs,
     Wakeups,
@@ -134,7 +134,7 @@ enum C {
     /// `wake` signals (it runs above us): the driver's own CPU cost.
     BusyCycles,
 }
-const NCOUNTERS: usize = 17;
+const NCOUNTERS: usize = 16;
 const _: () = assert!(link::DRV_NAMES.len() == NCOUNTERS);
 
 fn rdtsc() -> u64 {
@@ -181,6 +181,11 @@ struct Driver {
     tx_context: Option<(u16, u16)>,
     to_stack: ChannelTx<'static, NoNotify>,
     from_stack: ChannelRx<'static, NoNotify>,
+    /// The two link channels; a ring netstack corrupts, or a descriptor
+    /// that fails validation, breaks its channel for good (reported once)
+    /// instead of being retried in a loop.
+    to_stack_guard: iolite::Guard,
+    from_stack_guard: iolite::Guard,
     control: &'static PairControl,
     stats: &'static CounterPage,
     c: [u64; NCOUNTERS],
@@ -438,6 +443,8 @@ impl Driver {
             tx_context: None,
             to_stack,
             from_stack,
+            to_stack_guard: iolite::Guard::new(),
+            from_stack_guard: iolite::Guard::new(),
             control,
             stats,
             c: [0; NCOUNTERS],
@@ -516,7 +523,9 @@ impl Driver {
                 glue::wake::emit();
                 nested = rdtsc().wrapping_sub(t);
             }
-            let _ = self.to_stack.poll_releases();
+            if let (_, Some(e)) = self.to_stack_guard.poll_releases(&mut self.to_stack) {
+                error!("channel link.A from netstack broken: {e:?} (its releases)");
+            }
             self.tx_post();
             let _ = self.from_stack.flush_releases();
             self.rx_refill();
@@ -607,13 +616,18 @@ impl Driver {
                 self.c[C::ArpRx as usize] += 1;
             }
             match buf.seal(len) {
-                Ok(agg) => match self.to_stack.send(agg, 0, 0) {
+                Ok(agg) => match self.to_stack_guard.send(&mut self.to_stack, agg, 0, 0) {
                     Ok(()) => {
                         n += 1;
                         self.c[C::RxFrames as usize] += 1;
                         self.c[C::RxBytes as usize] += len as u64;
                     }
-                    Err(_) => self.c[C::RxDropped as usize] += 1,
+                    Err((_, _, broke)) => {
+                        if let Some(e) = broke {
+                            error!("channel link.A from netstack broken: {e:?}");
+                        }
+                        self.c[C::RxDropped as usize] += 1
+                    }
                 },
                 Err((_, b)) => {
                     self.c[C::RxDropped as usize] += 1;
@@ -679,14 +693,19 @@ impl Driver {
         loop {
             let (agg, offload) = match self.tx_pending.take() {
                 Some(f) => f,
-                None => match self.from_stack.recv() {
-                    Ok(Some(r)) => (r.agg, link::decode_offload(r.tag)),
-                    Ok(None) => break,
-                    // Returns of a rejected descriptor wait for ring space.
-                    Err(iolite::Error::Full) => break,
-                    Err(_) => {
+                None => match self.from_stack_guard.recv(&mut self.from_stack) {
+                    iolite::Next::Msg(r) => (r.agg, link::decode_offload(r.tag)),
+                    // Empty; or the returns of a rejected descriptor wait
+                    // for ring space; or the channel is broken.
+                    iolite::Next::Idle | iolite::Next::Wait(_) => break,
+                    iolite::Next::Refused(_) => {
                         self.c[C::TxRejected as usize] += 1;
                         continue;
+                    }
+                    iolite::Next::Broke(e) => {
+                        self.c[C::TxRejected as usize] += 1;
+                        error!("channel link.B from netstack broken: {e:?}");
+                        break;
                     }
                 },
             };

@@ -38,6 +38,7 @@ const EV_SEND_SPACE: u8 = 0x85;
 const EV_CLOSED: u8 = 0x86;
 const EV_ERROR: u8 = 0x87;
 const EV_PEER: u8 = 0x88;
+const EV_SEND_FULL: u8 = 0x89;
 
 fn tag(op: u8, id: u32, arg: u32) -> u64 {
     (op as u64) << 56 | (id as u64) << 24 | (arg & 0xff_ffff) as u64
@@ -164,6 +165,14 @@ pub enum Event {
         /// Connection.
         conn: ConnId,
     },
+    /// `conn` has taken as much as its peer's window plus the stack's slack:
+    /// data sent now is held back. The client should send no more on it
+    /// (e.g. stop pulling the response from its cache) until `SendSpace`;
+    /// beyond a few held-back sends it gets `WouldBlock` errors.
+    SendFull {
+        /// Connection.
+        conn: ConnId,
+    },
     /// `conn` is gone (closed or reset); its id is no longer valid.
     Closed {
         /// Connection.
@@ -227,6 +236,7 @@ impl Event {
             Event::Data { conn } => tag(EV_DATA, conn, 0),
             Event::Eof { conn } => tag(EV_EOF, conn, 0),
             Event::SendSpace { conn } => tag(EV_SEND_SPACE, conn, 0),
+            Event::SendFull { conn } => tag(EV_SEND_FULL, conn, 0),
             Event::Closed { conn } => tag(EV_CLOSED, conn, 0),
             Event::Error { op, id, code } => tag(EV_ERROR, id, (op as u32) << 8 | code as u32),
         }
@@ -242,6 +252,7 @@ impl Event {
             EV_DATA => Event::Data { conn: id },
             EV_EOF => Event::Eof { conn: id },
             EV_SEND_SPACE => Event::SendSpace { conn: id },
+            EV_SEND_FULL => Event::SendFull { conn: id },
             EV_CLOSED => Event::Closed { conn: id },
             EV_ERROR => Event::Error { op: (arg >> 8) as u8, id, code: ErrorCode::from_u8(arg as u8)? },
             _ => return None,
@@ -252,31 +263,103 @@ impl Event {
 struct SessConn<'d> {
     id: ConnId,
     pending: VecDeque<Aggregate<'d>>,
+    /// A `SendSpace` is owed (sends were held back or refused).
     blocked: bool,
+    /// `SendFull` was sent and no `SendSpace` since.
+    full_sent: bool,
     close_requested: bool,
     eof_sent: bool,
 }
 
 /// The stack's side of one client: which ports and connections are its,
 /// the aggregates waiting for send space, and the events to deliver.
+///
+/// Everything it keeps is bounded. Per connection at most `max_pending`
+/// aggregates wait for send space (a client that ignores `SendFull` gets
+/// `WouldBlock`), and while any wait, the connection's received data stays
+/// in TCP (no `Data` events: its receive window closes). Events wait in a ring of `events_cap`: events that carry
+/// or announce data (received data, EOF, accepted connections, closes) are
+/// made only while a quarter of the ring is free, otherwise they wait in
+/// the stack (TCP's receive window closes; counted in
+/// [`SessionStats::events_deferred`]); the other events use the rest, and
+/// an error report that finds the ring full is dropped
+/// ([`SessionStats::events_dropped`]).
 pub struct Session<'d> {
     ports: Vec<u16>,
     conns: Vec<SessConn<'d>>,
     events: VecDeque<(Event, Option<Aggregate<'d>>)>,
     max_pending: usize,
+    events_cap: usize,
+    stats: SessionStats,
     /// Held-back bytes went into TCP since the stack's last poll.
     queued_since_poll: bool,
 }
 
+/// What a [`Session`] deferred or dropped to stay within its bounds.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SessionStats {
+    /// Times data, EOF, accept or close events waited for ring room.
+    pub events_deferred: u64,
+    /// Error events dropped because the event ring was full.
+    pub events_dropped: u64,
+    /// Sends refused with `WouldBlock` (the connection's held-back sends
+    /// were at `max_pending`).
+    pub sends_refused: u64,
+    /// `SendFull` events sent (a connection reached its window).
+    pub send_full: u64,
+}
+
 impl<'d> Session<'d> {
     /// A session that holds back at most `max_pending` aggregates per
-    /// connection while TCP's send window is full.
+    /// connection while TCP's send window is full, and at most 1024
+    /// undelivered events.
     pub fn new(max_pending: usize) -> Self {
-        Self { ports: Vec::new(), conns: Vec::new(), events: VecDeque::new(), max_pending, queued_since_poll: false }
+        Self::with_events(max_pending, 1024)
+    }
+
+    /// As [`Session::new`], with room for `events_cap` (>= 8) undelivered
+    /// events.
+    pub fn with_events(max_pending: usize, events_cap: usize) -> Self {
+        let events_cap = events_cap.max(8);
+        Self {
+            ports: Vec::new(),
+            conns: Vec::new(),
+            events: VecDeque::with_capacity(events_cap),
+            max_pending,
+            events_cap,
+            stats: SessionStats::default(),
+            queued_since_poll: false,
+        }
+    }
+
+    /// The session's bound counters.
+    pub fn stats(&self) -> SessionStats {
+        self.stats
+    }
+
+    /// Events waiting for the client.
+    pub fn events_queued(&self) -> usize {
+        self.events.len()
+    }
+
+    /// Room for `n` more events that carry or announce data.
+    fn data_room(&self, n: usize) -> bool {
+        self.events.len() + n <= self.events_cap - self.events_cap / 4
+    }
+
+    /// Queues a control event if the ring has room; `false` if not.
+    fn control(&mut self, e: Event) -> bool {
+        if self.events.len() >= self.events_cap {
+            return false;
+        }
+        self.events.push_back((e, None));
+        true
     }
 
     fn error(&mut self, op: u8, id: u32, code: ErrorCode) {
-        self.events.push_back((Event::Error { op, id, code }, None));
+        if !self.control(Event::Error { op, id, code }) {
+            self.stats.events_dropped += 1;
+        }
     }
 
     /// Handles one request message (`tag` and its aggregate).
@@ -292,7 +375,9 @@ impl<'d> Session<'d> {
             Request::Listen { port, backlog } => match stack.listen(port, backlog as usize) {
                 Ok(()) => {
                     self.ports.push(port);
-                    self.events.push_back((Event::Listening { port }, None));
+                    if !self.control(Event::Listening { port }) {
+                        self.stats.events_dropped += 1;
+                    }
                 }
                 Err(e) => self.error(op, id, e.into()),
             },
@@ -311,6 +396,7 @@ impl<'d> Session<'d> {
                 }
                 if c.pending.len() >= self.max_pending {
                     c.blocked = true;
+                    self.stats.sends_refused += 1;
                     return self.error(op, id, ErrorCode::WouldBlock);
                 }
                 c.pending.push_back(agg);
@@ -363,18 +449,32 @@ impl<'d> Session<'d> {
                 }
                 Err((e, _dropped)) => {
                     c.pending.clear();
-                    self.events.push_back((Event::Error { op: OP_SEND, id: c.id, code: e.into() }, None));
-                    break;
+                    let ev = Event::Error { op: OP_SEND, id: c.id, code: e.into() };
+                    if !self.control(ev) {
+                        self.stats.events_dropped += 1;
+                    }
+                    return;
                 }
             }
         }
-        if c.pending.is_empty() {
-            if c.blocked {
-                c.blocked = false;
-                self.events.push_back((Event::SendSpace { conn: c.id }, None));
+        let c = &mut self.conns[i];
+        let (id, full, was_blocked) = (c.id, !c.pending.is_empty(), c.blocked);
+        if full && !c.full_sent {
+            // Tell the client to stop (it would otherwise keep pulling its
+            // response into our held-back queue).
+            if self.control(Event::SendFull { conn: id }) {
+                self.conns[i].full_sent = true;
+                self.conns[i].blocked = true;
+                self.stats.send_full += 1;
             }
-            if c.close_requested {
-                let _ = stack.close(c.id);
+        } else if !full {
+            if was_blocked && self.control(Event::SendSpace { conn: id }) {
+                let c = &mut self.conns[i];
+                c.blocked = false;
+                c.full_sent = false;
+            }
+            if self.conns[i].close_requested {
+                let _ = stack.close(id);
             }
         }
     }
@@ -407,14 +507,18 @@ impl<'d> Session<'d> {
     }
 
     /// After [`NetStack::poll`]: accepts connections, moves held-back data,
-    /// and turns received data and state changes into events.
+    /// and turns received data and state changes into events, as far as
+    /// the event ring has room (the rest waits in the stack).
     pub fn poll(&mut self, stack: &mut NetStack<'d>) {
         for p in self.ports.clone() {
-            while let Some(conn) = stack.accept(p) {
+            // Peer + Accepted, then the connection's first data.
+            while self.data_room(3) {
+                let Some(conn) = stack.accept(p) else { break };
                 self.conns.push(SessConn {
                     id: conn,
                     pending: VecDeque::new(),
                     blocked: false,
+                    full_sent: false,
                     close_requested: false,
                     eof_sent: false,
                 });
@@ -424,11 +528,21 @@ impl<'d> Session<'d> {
                 self.events.push_back((Event::Accepted { port: p, conn }, None));
             }
         }
+        let mut deferred = false;
         let mut i = 0;
         while i < self.conns.len() {
             self.push_pending(stack, i);
             let id = self.conns[i].id;
-            while !self.conns[i].eof_sent {
+            // A connection whose sends are held back gets no more data
+            // until they went: its peer must read before it may send more
+            // (TCP's receive window closes), as a server stops reading a
+            // socket it cannot write. An echo would otherwise pile up
+            // everything the peer sends.
+            while !self.conns[i].eof_sent && self.conns[i].pending.is_empty() {
+                if !self.data_room(1) {
+                    deferred = true;
+                    break;
+                }
                 match stack.recv(id, usize::MAX) {
                     Ok(Recv::Data(a)) => self.events.push_back((Event::Data { conn: id }, Some(a))),
                     Ok(Recv::Eof) => {
@@ -439,11 +553,20 @@ impl<'d> Session<'d> {
                 }
             }
             if !stack.exists(id) {
+                if !self.data_room(1) {
+                    // Forgotten only once the client can be told.
+                    deferred = true;
+                    i += 1;
+                    continue;
+                }
                 self.conns.swap_remove(i);
                 self.events.push_back((Event::Closed { conn: id }, None));
             } else {
                 i += 1;
             }
+        }
+        if deferred {
+            self.stats.events_deferred += 1;
         }
     }
 
@@ -586,5 +709,198 @@ mod tests {
         assert_eq!(n.b.stats().tx_copied(), 0);
         drop(file);
         assert_eq!(db.pool_stats(crate::tests::APP).unwrap().buffers_in_use, 0);
+    }
+
+    /// Accepts one connection from A on B's session; returns (A's id, B's id).
+    fn accept_one(n: &mut Net, sess: &mut Session<'static>, local_port: u16) -> (ConnId, ConnId) {
+        let ca = n.a.connect(([10, 0, 2, 16], 80), local_port).unwrap();
+        for _ in 0..10_000 {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                if let Event::Accepted { conn, .. } = ev {
+                    while n.a.state(ca).unwrap() != crate::TcpState::Established {
+                        n.step();
+                    }
+                    return (ca, conn);
+                }
+            }
+        }
+        panic!("not accepted");
+    }
+
+    #[test]
+    fn a_peer_that_never_reads_pins_only_its_window_plus_the_slack() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(8);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41000);
+        // A 2 MiB response in 16 KiB pieces; the client (B's side, like
+        // httpd) stops at SendFull and resumes at SendSpace.
+        let body = pattern(2 << 20, 5);
+        let file = make(db, &body);
+        let (mut off, mut full, mut fulls, mut spaces) = (0usize, false, 0, 0);
+        let mut most_queued = 0;
+        // Until the client is told to stop, then a few more rounds (each
+        // may jump to the next timer: zero-window probes).
+        let mut after = 0;
+        for _ in 0..100_000 {
+            if full {
+                after += 1;
+                if after > 12 {
+                    break;
+                }
+            }
+            while !full && off < body.len() {
+                sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(off, 16384).unwrap());
+                off += 16384;
+                // Events are looked at once per round, as httpd does.
+                if off % (4 * 16384) == 0 {
+                    break;
+                }
+            }
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                match ev {
+                    Event::SendFull { conn } if conn == cb => {
+                        full = true;
+                        fulls += 1;
+                    }
+                    Event::SendSpace { conn } if conn == cb => {
+                        full = false;
+                        spaces += 1;
+                    }
+                    Event::Error { code, .. } => panic!("{code:?} at {} ms, {:?}", n.now, n.b.state(cb)),
+                    _ => {}
+                }
+            }
+            most_queued = most_queued.max(n.b.held_send_bytes());
+        }
+        // A never read: its receive window (64 KiB) is full and it
+        // advertises zero. B's queue is the slack (64 KiB) beyond that.
+        assert!(fulls >= 1, "the client was told to stop");
+        assert!(off < body.len(), "and stopped pulling ({off} of {})", body.len());
+        let queued = n.b.held_send_bytes();
+        assert!(queued <= 64 * 1024, "{queued} bytes queued for a zero window");
+        assert!(most_queued <= 64 * 1024 + 64 * 1024, "{most_queued} at most");
+        // A reads everything: the rest flows, byte-exact.
+        let mut got = Vec::new();
+        for _ in 0..200_000 {
+            while !full && off < body.len() {
+                sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(off, 16384).unwrap());
+                off += 16384;
+                if off % (4 * 16384) == 0 {
+                    break;
+                }
+            }
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                match ev {
+                    Event::SendFull { .. } => full = true,
+                    Event::SendSpace { .. } => {
+                        full = false;
+                        spaces += 1;
+                    }
+                    Event::Error { code, .. } => panic!("{code:?}"),
+                    _ => {}
+                }
+            }
+            while let Ok(Recv::Data(d)) = n.a.recv(ca, usize::MAX) {
+                d.slices().for_each(|s| got.extend_from_slice(s));
+            }
+            if got.len() == body.len() {
+                break;
+            }
+        }
+        assert!(got == body, "byte-exact ({} of {})", got.len(), body.len());
+        assert!(spaces >= 1);
+        assert_eq!(sess.stats().sends_refused, 0);
+    }
+
+    #[test]
+    fn held_back_sends_are_bounded_and_pause_the_input() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::with_events(4, 16);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41001);
+        // A client that ignores SendFull: beyond 4 held-back sends, refused.
+        let body = pattern(600_000, 1);
+        let big = make(db, &body);
+        for k in 0..10 {
+            sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), big.range(k * 60_000, 60_000).unwrap());
+        }
+        assert!(sess.stats().sends_refused > 0);
+        assert!(n.b.held_send_bytes() <= 64 * 1024 + 64 * 1024);
+        // While sends are held back, what A sends stays in TCP.
+        n.a.send(ca, make(n.da, b"more request bytes")).unwrap();
+        for _ in 0..20 {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                assert!(!matches!(ev, Event::Data { .. }), "no data while sends are held back");
+            }
+        }
+        // A reads: the held-back sends go, then the data comes.
+        let mut data = Vec::new();
+        let mut got = 0;
+        for _ in 0..10_000 {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Ok(Recv::Data(d)) = n.a.recv(ca, usize::MAX) {
+                got += d.len();
+            }
+            while let Some((ev, _, agg)) = sess.next_event() {
+                if let (Event::Data { .. }, Some(a)) = (ev, agg) {
+                    a.slices().for_each(|s| data.extend_from_slice(s));
+                }
+            }
+            if data.len() == 18 {
+                break;
+            }
+        }
+        assert_eq!(data, b"more request bytes", "paused, not lost");
+        assert!(got >= 4 * 60_000, "the held-back sends went first ({got})");
+    }
+
+    #[test]
+    fn the_event_ring_is_bounded_and_data_waits_in_tcp() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::with_events(4, 16);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (ca, _cb) = accept_one(&mut n, &mut sess, 41002);
+        // Nobody takes the events: the ring never holds more than 16, error
+        // reports beyond are dropped and counted.
+        for _ in 0..100 {
+            sess.handle(&mut n.b, 0xdead, Aggregate::new(db));
+        }
+        assert!(sess.events_queued() <= 16);
+        assert!(sess.stats().events_dropped > 0);
+        // Data from A waits in the stack while the ring is full.
+        n.a.send(ca, make(n.da, b"more request bytes")).unwrap();
+        for _ in 0..50 {
+            n.step();
+            sess.poll(&mut n.b);
+        }
+        assert!(sess.events_queued() <= 16);
+        assert!(sess.stats().events_deferred > 0);
+        let mut data = Vec::new();
+        for _ in 0..5 {
+            while let Some((ev, _, agg)) = sess.next_event() {
+                if let (Event::Data { .. }, Some(a)) = (ev, agg) {
+                    a.slices().for_each(|s| data.extend_from_slice(s));
+                }
+            }
+            n.step();
+            sess.poll(&mut n.b);
+        }
+        assert_eq!(data, b"more request bytes", "deferred, not lost");
     }
 }

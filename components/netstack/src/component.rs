@@ -28,8 +28,8 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use component_runtime::{error, log, warn};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust,
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
+    PoolLayout, RoRegion, RwRegion, Trust,
 };
 use netstack::api::{Event, Session};
 use netstack::link::{self, CounterPage, PairControl};
@@ -85,9 +85,15 @@ const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES && glue::client::SIZE
 /// Frames queued for netdrv beyond the ring (smoltcp stops emitting when
 /// this is full; they go out as the ring drains).
 const TX_QUEUE: usize = 512;
-/// Aggregates a client may have waiting per connection for TCP's send
-/// window before a send is refused (the pools bound memory first).
-const MAX_PENDING: usize = 1024;
+/// Aggregates a client may have waiting per connection beyond what TCP
+/// takes (the peer's window plus the slack) before a send is refused. The
+/// client is told `SendFull` at the first held back and stops; this covers
+/// what it sent in the same round (httpd: at most 16 sends per connection).
+const MAX_PENDING: usize = 32;
+/// Events waiting for the client, at most (data waits in TCP beyond).
+const EVENTS_CAP: usize = 1024;
+/// Bytes a connection may queue beyond its peer's advertised window.
+const SEND_SLACK: usize = 64 * 1024;
 /// TSC ticks per millisecond (approximate; only TCP timers use it).
 const TSC_PER_MS: u64 = 2_600_000;
 
@@ -126,6 +132,10 @@ unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
 /// The stack's NIC: netdrv through the link pair.
 struct Port {
     rx: ChannelRx<'static, NoNotify>,
+    /// link.A (frames from netdrv) and link.B (frames to it): broken for
+    /// good by a corrupt ring or a forged descriptor, never retried in a loop.
+    rx_guard: Guard,
+    tx_guard: Guard,
     queue: VecDeque<TxFrame<'static>>,
     rx_errors: u64,
     held_back: u64,
@@ -151,10 +161,16 @@ impl NicPort<'static> for Port {
 
     fn receive(&mut self) -> Option<Aggregate<'static>> {
         loop {
-            match self.rx.recv() {
-                Ok(Some(r)) => return Some(r.agg),
-                Ok(None) | Err(iolite::Error::Full) => return None,
-                Err(_) => self.rx_errors += 1,
+            match self.rx_guard.recv(&mut self.rx) {
+                Next::Msg(r) => return Some(r.agg),
+                Next::Idle | Next::Wait(_) => return None,
+                // One message refused (its holds went back): the next.
+                Next::Refused(_) => self.rx_errors += 1,
+                Next::Broke(e) => {
+                    self.rx_errors += 1;
+                    error!("channel link.A from netdrv broken: {e:?}");
+                    return None;
+                }
             }
         }
     }
@@ -167,8 +183,17 @@ impl Port {
     fn flush(&mut self, tx: &mut ChannelTx<'static, NoNotify>, control: &PairControl, starving: bool) {
         while let Some(f) = self.queue.pop_front() {
             let tag = link::encode_offload(f.offload);
-            if let Err((_, agg)) = tx.send(f.agg, tag, 0) {
-                self.queue.push_front(TxFrame { agg, offload: f.offload });
+            if let Err((_, agg, broke)) = self.tx_guard.send(tx, f.agg, tag, 0) {
+                if let Some(e) = broke {
+                    error!("channel link.B from netdrv broken: {e:?}");
+                }
+                if self.tx_guard.broken().is_some() {
+                    // Nobody will send them: their holds go back now.
+                    drop(agg);
+                    self.queue.clear();
+                } else {
+                    self.queue.push_front(TxFrame { agg, offload: f.offload });
+                }
                 break;
             }
             self.posted += 1;
@@ -191,8 +216,13 @@ struct Node {
     session: Session<'static>,
     events: ChannelTx<'static, NoNotify>,
     requests: ChannelRx<'static, NoNotify>,
+    /// client.B (requests) and client.A (events): see `Port`'s guards.
+    requests_guard: Guard,
+    events_guard: Guard,
     client_control: &'static PairControl,
-    undelivered: VecDeque<(u64, Option<Aggregate<'static>>)>,
+    /// The one event the channel did not take (ring full or the client's
+    /// quota), sent first next time; the others wait in the session.
+    undelivered: Option<(u64, Option<Aggregate<'static>>)>,
     stats: &'static CounterPage,
     accepted: u64,
     polls: u64,
@@ -390,9 +420,11 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     cfg.recv_window = 32 * 1024;
     // Socket rings come from our 16 MiB heap (a listener of backlog 64 holds
     // 64 receive rings, each copy-mode connection a send ring as well);
-    // beyond this, connections wait in the backlog rather than the heap
-    // running out. The rest is for the checksum cache and bookkeeping.
-    cfg.socket_memory = 10 << 20;
+    // beyond the assembly's `socket_budget`, connections wait in the backlog
+    // rather than the heap running out. The rest is for the checksum cache
+    // and bookkeeping (held-back sends and events are bounded too).
+    cfg.socket_memory = glue::attributes::SOCKET_BUDGET as usize;
+    cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     if cfg.dhcp {
         log!("ip via dhcp");
@@ -407,14 +439,24 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let mut node = Node {
         d,
         stack,
-        port: Port { rx: link_rx, queue: VecDeque::new(), rx_errors: 0, held_back: 0, posted: 0 },
+        port: Port {
+            rx: link_rx,
+            rx_guard: Guard::new(),
+            tx_guard: Guard::new(),
+            queue: VecDeque::new(),
+            rx_errors: 0,
+            held_back: 0,
+            posted: 0,
+        },
         link_tx,
         link_control,
-        session: Session::new(MAX_PENDING),
+        session: Session::with_events(MAX_PENDING, EVENTS_CAP),
         events,
         requests,
+        requests_guard: Guard::new(),
+        events_guard: Guard::new(),
         client_control,
-        undelivered: VecDeque::new(),
+        undelivered: None,
         stats,
         accepted: 0,
         polls: 0,
@@ -449,18 +491,26 @@ impl Node {
     /// signals the client once per round that produced something for it.
     fn round(&mut self) {
         loop {
-            let _ = self.link_tx.poll_releases();
-            let _ = self.events.poll_releases();
+            if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.link_tx) {
+                error!("channel link.B from netdrv broken: {e:?} (its releases)");
+            }
+            if let (_, Some(e)) = self.events_guard.poll_releases(&mut self.events) {
+                error!("channel client.A from client broken: {e:?} (its releases)");
+            }
             let mut consumed = 0;
             loop {
-                match self.requests.recv() {
-                    Ok(Some(r)) => {
+                match self.requests_guard.recv(&mut self.requests) {
+                    Next::Msg(r) => {
                         consumed += 1;
                         self.client_requests += 1;
                         self.session.handle(&mut self.stack, r.tag, r.agg);
                     }
-                    Ok(None) | Err(iolite::Error::Full) => break,
-                    Err(_) => {}
+                    Next::Idle | Next::Wait(_) => break,
+                    Next::Refused(_) => {}
+                    Next::Broke(e) => {
+                        error!("channel client.B from client broken: {e:?}");
+                        break;
+                    }
                 }
             }
             self.polls += self.session.run(&mut self.stack, now_ms(), &mut self.port) as u64;
@@ -472,7 +522,7 @@ impl Node {
             }
             let mut delivered = 0;
             loop {
-                let (tag, agg) = match self.undelivered.pop_front() {
+                let (tag, agg) = match self.undelivered.take() {
                     Some(x) => x,
                     None => match self.session.next_event() {
                         Some((ev, tag, agg)) => {
@@ -485,11 +535,19 @@ impl Node {
                     },
                 };
                 let agg = agg.unwrap_or_else(|| Aggregate::new(self.d));
-                match self.events.send(agg, tag, 0) {
+                match self.events_guard.send(&mut self.events, agg, tag, 0) {
                     Ok(()) => delivered += 1,
-                    Err((_, agg)) => {
+                    Err((_, agg, broke)) => {
+                        if let Some(e) = broke {
+                            error!("channel client.A from client broken: {e:?}");
+                        }
+                        if self.events_guard.broken().is_some() {
+                            // Nobody reads them: drop (releasing) the rest.
+                            drop(agg);
+                            continue;
+                        }
                         // Ring full or the client's quota: keep it, in order.
-                        self.undelivered.push_front((tag, Some(agg)));
+                        self.undelivered = Some((tag, Some(agg)));
                         break;
                     }
                 }
@@ -556,6 +614,7 @@ impl Node {
 
     fn publish(&mut self) {
         let s = self.stack.stats();
+        let ss = self.session.stats();
         let c = self.stack.checksum_cache_stats();
         let ds = self.d.stats();
         let mode = match self.stack.config().copy_mode {
@@ -579,7 +638,7 @@ impl Node {
             s.tx_payload_copied_socket,
             s.tx_payload_copied_frame,
             s.tx_copied(),
-            s.tx_zero_copy_fallbacks,
+            s.tx_coalesced_segments,
             s.rx_payload,
             s.rx_payload_copied,
             c.hits,
@@ -604,6 +663,25 @@ impl Node {
             ds.rejected_not_granted,
             s.tx_stale_withheld,
             s.tx_stale_resets,
+            s.tx_coalesced_bytes,
+            s.tx_withheld,
+            s.tx_header_bytes,
+            s.tx_nontcp_frame_bytes,
+            s.rx_frame_bytes_flattened,
+            ss.events_deferred,
+            ss.events_dropped,
+            ss.sends_refused,
+            ss.send_full,
+            self.stack.connections() as u64,
+            heap_used() as u64,
+            self.stack.held_send_bytes() as u64,
+            self.port.rx_errors,
+            [self.port.rx_guard, self.port.tx_guard, self.requests_guard, self.events_guard]
+                .iter()
+                .filter(|g| g.broken().is_some())
+                .count() as u64,
+            self.d.pool_stats(HDR_POOL).map_or(0, |p| p.pages_in_use as u64),
+            self.d.pool_stats(SOCK_POOL).map_or(0, |p| p.pages_in_use as u64),
         ];
         debug_assert_eq!(v.len(), link::STACK_NAMES.len());
         self.stats.publish(&v);

@@ -42,9 +42,6 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
     /// pool full): it keeps the segments and emits them on a later poll, so
     /// the owner must poll again once the driver gives buffers back.
     pub blocked: bool,
-    /// Set by `zero_copy_payload` when the segment must not be sent at all
-    /// (its bytes are no longer what the connection queued).
-    pub withhold: bool,
     /// The last stale slice found this poll (for the owner's report).
     pub stale: Option<SliceDesc>,
 }
@@ -54,6 +51,22 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
 /// received frames (ACKs, RSTs, ARP) still find room. A port should likewise
 /// accept some frames beyond what `can_transmit` admits (see `NicPort`).
 pub(crate) const REPLY_RESERVE_PAGES: u32 = 4;
+
+/// Where a zero-copy segment's payload comes from.
+enum Payload<'d> {
+    /// No payload (or not a TCP frame).
+    Empty,
+    /// The connection's queued bytes (references, and how many of them were
+    /// coalesced into a copy).
+    Attached(Aggregate<'d>, usize),
+    /// smoltcp wrote the octets into the frame itself (keep-alive).
+    Written,
+    /// Octets nobody wrote: the frame must not be sent.
+    Unmapped,
+    /// The range holds a slice of an untrusted pool whose page its owner
+    /// reused: the frame must not be sent, and the connection is reset.
+    Stale,
+}
 
 /// A received frame.
 pub(crate) struct Rx<'d> {
@@ -85,6 +98,10 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
         // port's slack make that rare.
         let agg = self.port.receive()?;
         self.stats.rx_frames += 1;
+        if agg.contiguous().is_none() {
+            // Flattened by the token below (a copy of the whole frame).
+            self.stats.rx_frame_bytes_flattened += agg.len() as u64;
+        }
         Some((Rx { agg }, Tx { dev: self }))
     }
 
@@ -122,7 +139,8 @@ impl phy::RxToken for Rx<'_> {
             Some(bytes) => f(bytes),
             None => {
                 // A driver hands over one slice per frame; anything else is
-                // flattened (a counted copy).
+                // flattened (counted in `rx_frame_bytes_flattened`, and by
+                // `read_at` in the domain's copies).
                 let mut v = alloc::vec![0u8; self.agg.len()];
                 self.agg.read_at(0, &mut v);
                 f(&v)
@@ -188,36 +206,51 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         }
     }
 
-    /// Finds the zero-copy payload of segment `t`: the matching range of its
-    /// connection's send queue, by reference.
-    fn zero_copy_payload(&mut self, t: &TcpFrame) -> Option<Aggregate<'d>> {
+    /// Finds the payload of segment `t` of a zero-copy socket: the matching
+    /// range of its connection's send queue, by reference (or partly
+    /// coalesced, see `TxQueue::gather`).
+    fn zero_copy_payload(&mut self, t: &TcpFrame) -> Payload<'d> {
         if t.payload_len == 0 {
-            return None;
+            return Payload::Empty;
         }
-        let c = self.conns.iter_mut().find(|c| c.zero_copy && c.tuple == Some((t.src, t.sport, t.dst, t.dport)))?;
-        let rel = t.seq.wrapping_sub(c.seq_base) as usize;
-        if rel.checked_add(t.payload_len)? > c.queue.len() {
-            return None;
-        }
-        let agg = match c.queue.range(rel, t.payload_len) {
-            // One descriptor is the header's.
-            Ok(a) if a.slice_count() < MAX_SLICES => a,
-            _ => {
-                self.stats.tx_zero_copy_fallbacks += 1;
-                return None;
-            }
+        // In iolite mode every TCP socket is a zero-copy one: a segment
+        // that maps to no connection has no payload bytes in the frame.
+        let Some(c) = self.conns.iter_mut().find(|c| c.zero_copy && c.tuple == Some((t.src, t.sport, t.dst, t.dport)))
+        else {
+            return Payload::Unmapped;
         };
-        if let Some(s) = stale_slice(self.d, &agg) {
-            // The owner of an untrusted pool reused a page the queue still
-            // references (a restarted producer that ended its quarantine
-            // early, or one that lies): its bytes are not the stream's any
-            // more. Sending them would put another response's bytes on the
-            // wire under a valid checksum; reset the connection instead.
+        let rel = t.seq.wrapping_sub(c.seq_base);
+        // Entirely before the oldest unacknowledged byte: only smoltcp's
+        // keep-alive (one octet at seq_base - 1) does that, and it writes
+        // that octet itself.
+        if (rel as i32) < 0 && (rel.wrapping_add(t.payload_len as u32) as i32) <= 0 {
+            return Payload::Written;
+        }
+        let rel = rel as usize;
+        if rel.saturating_add(t.payload_len) > c.queue.len() {
+            return Payload::Unmapped;
+        }
+        // The owner of an untrusted pool may have reused a page the queue
+        // still references (a restarted producer that ended its quarantine
+        // early, or one that lies): its bytes are not the stream's any
+        // more. Sending them would put another response's bytes on the
+        // wire under a valid checksum; reset the connection instead.
+        // Checked before `gather`, which could copy them into a buffer of
+        // our own where the check would no longer see them.
+        if let Some(s) = c.queue.stale_slice(self.d, rel, t.payload_len) {
             self.stats.tx_stale_withheld += 1;
             c.reset_stale = true;
-            self.withhold = true;
             self.stale = Some(s);
-            return None;
+            return Payload::Stale;
+        }
+        // One descriptor is the header's.
+        let (agg, copied) = match c.queue.gather(self.d, rel, t.payload_len, MAX_SLICES - 1, self.pool) {
+            Ok(x) => x,
+            Err(_) => return Payload::Unmapped,
+        };
+        if copied > 0 {
+            self.stats.tx_coalesced_segments += 1;
+            self.stats.tx_coalesced_bytes += copied as u64;
         }
         let start = c.front + rel as u64;
         let end = start + t.payload_len as u64;
@@ -225,16 +258,30 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             self.stats.tx_retransmitted += c.sent_hi.min(end) - start;
         }
         c.sent_hi = c.sent_hi.max(end);
-        Some(agg)
+        Payload::Attached(agg, copied)
     }
 
     fn emit_zero_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F) -> R {
         let r = f(self.scratch(len));
         let tcp = parse_tcp(&self.scratch[..len], len);
-        let payload = tcp.and_then(|t| self.zero_copy_payload(&t));
-        if core::mem::take(&mut self.withhold) {
-            return r;
-        }
+        let payload = match &tcp {
+            Some(t) => self.zero_copy_payload(t),
+            None => Payload::Empty,
+        };
+        let payload = match payload {
+            Payload::Unmapped => {
+                // The frame's payload octets were never written (the patched
+                // emit leaves them to us): sending it would put stale bytes
+                // on the wire under a valid checksum. smoltcp counts it as
+                // sent and retransmits it after a timeout.
+                self.stats.tx_withheld += 1;
+                return r;
+            }
+            // Counted and reported by `zero_copy_payload`.
+            Payload::Stale => return r,
+            Payload::Attached(p, copied) => Some((p, copied)),
+            Payload::Written | Payload::Empty => None,
+        };
         let mut offload = TxOffload::None;
         let hdr_len = match (&tcp, &payload) {
             (Some(t), Some(_)) => t.payload_off,
@@ -245,7 +292,7 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             let cache = &mut *self.cache;
             let frame = &mut self.scratch[..len];
             offload = match &payload {
-                Some(p) => finish_tcp_checksum(frame, t, mode, || match mode {
+                Some((p, _)) => finish_tcp_checksum(frame, t, mode, || match mode {
                     TxChecksum::Cached => cache.aggregate_sum(p, d),
                     _ => {
                         p.slices().fold((Sum(0), 0usize), |(s, pos), b| (s.plus(csum::sum(b).at(pos)), pos + b.len())).0
@@ -253,13 +300,18 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
                 }),
                 None => {
                     let body_sum = csum::sum(&frame[t.payload_off..t.payload_off + t.payload_len]);
-                    // Payload smoltcp wrote itself (e.g. a keep-alive octet)
-                    // is copied into the frame buffer below: count it.
+                    // Payload smoltcp wrote itself (its keep-alive octet) is
+                    // copied into the frame buffer below: count it.
                     self.stats.tx_payload_copied_frame += t.payload_len as u64;
                     d.count_copy(t.payload_len);
                     finish_tcp_checksum(frame, t, mode, || body_sum)
                 }
             };
+            self.stats.tx_header_bytes += (hdr_len.min(t.payload_off)) as u64;
+        } else {
+            // ARP, ICMP (echo replies carry the request's data), DHCP:
+            // smoltcp wrote the whole frame; it is copied below.
+            self.stats.tx_nontcp_frame_bytes += len as u64;
         }
         let hdr = &self.scratch[..hdr_len];
         let head = match self.d.pack(self.pool, hdr_len, |b| b.copy_from_slice(hdr)) {
@@ -270,8 +322,8 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             }
         };
         let agg = match payload {
-            Some(p) => {
-                self.stats.tx_payload_by_ref += p.len() as u64;
+            Some((p, copied)) => {
+                self.stats.tx_payload_by_ref += (p.len() - copied) as u64;
                 match head.concat(p) {
                     Ok(a) => a,
                     Err(_) => {

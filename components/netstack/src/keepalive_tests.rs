@@ -102,7 +102,9 @@ fn fetch_repeatedly(mode: CopyMode, responses: usize, body: &[u8]) -> Outcome {
                             answered = true;
                         }
                     }
-                    Event::SendSpace { .. } | Event::Peer { .. } | Event::Listening { .. } => {}
+                    // SendFull: httpd would stop pulling the file; here all of it is queued already.
+                    Event::SendSpace { .. } | Event::SendFull { .. } | Event::Peer { .. } | Event::Listening { .. } => {
+                    }
                     e => panic!("unexpected event {e:?}"),
                 }
             }

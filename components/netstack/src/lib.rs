@@ -85,6 +85,10 @@ pub struct Config {
     pub send_window: usize,
     /// Per-connection receive window (smoltcp's receive ring).
     pub recv_window: usize,
+    /// Bytes a connection may queue beyond the peer's advertised window
+    /// (default 64 KiB): enough to keep the pipe full, while a peer that
+    /// reads nothing pins no more than this of the sender's buffers.
+    pub send_slack: usize,
     /// Seed of smoltcp's random numbers (initial sequence numbers, ports).
     pub random_seed: u64,
     /// Checksum cache entries.
@@ -119,6 +123,7 @@ impl Config {
             rx_pool: pool,
             send_window: 256 * 1024,
             recv_window: 64 * 1024,
+            send_slack: 64 * 1024,
             random_seed: 0x0101_7e05,
             csum_cache_entries: 16384,
             csum_block_shift: 8,
@@ -177,9 +182,23 @@ pub struct NetStats {
     /// TCP payload bytes copied into frame buffers (copy modes; in iolite
     /// mode only payload smoltcp generates itself, such as keep-alives).
     pub tx_payload_copied_frame: u64,
-    /// Zero-copy segments that needed too many slices for one frame and
-    /// were sent from a copy instead (not expected in practice).
-    pub tx_zero_copy_fallbacks: u64,
+    /// Zero-copy segments whose range of the send queue had more slices than
+    /// a frame takes (many tiny aggregates, e.g. pipelined responses of
+    /// small files): the smaller pieces were coalesced into one copy.
+    pub tx_coalesced_segments: u64,
+    /// TCP payload bytes copied by that coalescing (the rest of those
+    /// segments went by reference).
+    pub tx_coalesced_bytes: u64,
+    /// Segments smoltcp emitted whose payload could not be found (or built)
+    /// and that were therefore not sent (its retransmission sends them
+    /// later); never a frame with bytes that are not the payload.
+    pub tx_withheld: u64,
+    /// Header bytes (Ethernet, IPv4, TCP) smoltcp wrote and the device
+    /// copied into frame header objects (metadata, not payload).
+    pub tx_header_bytes: u64,
+    /// Bytes of non-TCP frames (ARP, ICMP echo replies, DHCP) copied whole
+    /// from smoltcp's scratch buffer into frame buffers.
+    pub tx_nontcp_frame_bytes: u64,
     /// Segments not sent because a slice of an untrusted pool (CGI output)
     /// no longer had the generation it was queued with: its owner reused
     /// the page, so the bytes are not the stream's (checked before every
@@ -191,13 +210,18 @@ pub struct NetStats {
     pub rx_payload: u64,
     /// Received payload bytes copied (frame → smoltcp ring → aggregate: 2×).
     pub rx_payload_copied: u64,
+    /// Bytes of received frames that came in more than one slice and were
+    /// flattened into one buffer before smoltcp read them (netdrv gives
+    /// one slice per frame: 0 there).
+    pub rx_frame_bytes_flattened: u64,
     /// DHCP leases obtained.
     pub dhcp_leases: u64,
 }
 
 impl NetStats {
-    /// Payload bytes copied on the send path.
+    /// TCP payload bytes copied on the send path (socket ring, frame
+    /// buffers, coalesced pieces).
     pub fn tx_copied(&self) -> u64 {
-        self.tx_payload_copied_socket + self.tx_payload_copied_frame
+        self.tx_payload_copied_socket + self.tx_payload_copied_frame + self.tx_coalesced_bytes
     }
 }

@@ -1,9 +1,9 @@
 //! The stack: a smoltcp interface, its sockets, and the connections'
 //! send queues of IO-Lite references.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
-use iolite::{Aggregate, CopyMode, Domain, Error as IolError, SliceDesc};
+use iolite::{Aggregate, CopyMode, Domain, Error as IolError, PoolId, SliceDesc};
 use smoltcp::iface::{Interface, PollResult, SocketHandle, SocketSet};
 use smoltcp::socket::{dhcpv4, tcp};
 use smoltcp::time::{Duration, Instant};
@@ -87,6 +87,111 @@ impl<'d> TxQueue<'d> {
             _ => Err(IolError::InvalidArgument),
         }
     }
+
+    /// The first slice in `[off, off + len)` of an untrusted pool whose
+    /// owner no longer publishes it with the generation and sealed length
+    /// it was queued with (`device::stale_slice`; whole aggregates that
+    /// overlap the range are checked, which can only err towards a reset).
+    pub fn stale_slice(&self, d: &Domain, off: usize, len: usize) -> Option<SliceDesc> {
+        let end = off.saturating_add(len);
+        let mut pos = 0usize;
+        for a in &self.aggs {
+            let (start, stop) = (pos, pos + a.len());
+            pos = stop;
+            if stop <= off {
+                continue;
+            }
+            if start >= end {
+                break;
+            }
+            if let Some(s) = crate::device::stale_slice(d, a) {
+                return Some(s);
+            }
+        }
+        None
+    }
+
+    /// Bytes `[off, off+len)` of the queue as an aggregate of at most `max`
+    /// slices (`max >= 3`), and how many of its bytes were copied. By
+    /// reference when the range has that few slices. Otherwise (many tiny
+    /// aggregates, e.g. pipelined responses of small files) the `(max - 1) / 2`
+    /// largest pieces stay references and each run of pieces between them is
+    /// copied into one object of `pool`: the frame still carries exactly the
+    /// queued bytes, whatever the number of slices.
+    pub fn gather(
+        &self,
+        d: &'d Domain,
+        off: usize,
+        len: usize,
+        max: usize,
+        pool: PoolId,
+    ) -> Result<(Aggregate<'d>, usize), IolError> {
+        if let Ok(a) = self.range(off, len) {
+            if a.slice_count() <= max {
+                return Ok((a, 0));
+            }
+        }
+        // (aggregate, offset in it, length) of every non-empty slice piece.
+        let mut pieces: Vec<(usize, usize, usize)> = Vec::new();
+        let (mut pos, end) = (0usize, off.checked_add(len).ok_or(IolError::InvalidArgument)?);
+        'outer: for (i, a) in self.aggs.iter().enumerate() {
+            let mut in_agg = 0usize;
+            for s in a.slices() {
+                let (s_start, s_end) = (pos, pos + s.len());
+                pos = s_end;
+                let at = in_agg;
+                in_agg += s.len();
+                if s_end <= off || s.is_empty() {
+                    continue;
+                }
+                if s_start >= end {
+                    break 'outer;
+                }
+                let from = off.max(s_start);
+                pieces.push((i, at + (from - s_start), end.min(s_end) - from));
+            }
+        }
+        if pieces.iter().map(|p| p.2).sum::<usize>() != len {
+            return Err(IolError::InvalidArgument);
+        }
+        let keep_n = (max.max(3) - 1) / 2;
+        let mut by_size: Vec<usize> = (0..pieces.len()).collect();
+        by_size.sort_by(|&x, &y| pieces[y].2.cmp(&pieces[x].2));
+        let mut keep = alloc::vec![false; pieces.len()];
+        for &k in by_size.iter().take(keep_n) {
+            keep[k] = true;
+        }
+        let mut out = Aggregate::new(d);
+        let mut copied = 0usize;
+        let mut k = 0;
+        while k < pieces.len() {
+            let part = if keep[k] {
+                let (i, from, n) = pieces[k];
+                k += 1;
+                self.aggs[i].range(from, n)?
+            } else {
+                let run_end = (k..pieces.len()).find(|&j| keep[j]).unwrap_or(pieces.len());
+                let run = &pieces[k..run_end];
+                let run_len: usize = run.iter().map(|p| p.2).sum();
+                let mut short = false;
+                let obj = d.pack(pool, run_len, |buf| {
+                    let mut at = 0;
+                    for &(i, from, n) in run {
+                        short |= self.aggs[i].read_at(from, &mut buf[at..at + n]) != n;
+                        at += n;
+                    }
+                })?;
+                if short {
+                    return Err(IolError::InvalidArgument);
+                }
+                copied += run_len;
+                k = run_end;
+                obj
+            };
+            out.append(part).map_err(|(e, _)| e)?;
+        }
+        Ok((out, copied))
+    }
 }
 
 /// One connection (an accepted or connected TCP socket).
@@ -162,6 +267,9 @@ pub struct NetStack<'d> {
     iface: Interface,
     sockets: SocketSet<'static>,
     pub(crate) conns: Vec<Conn<'d>>,
+    /// Connection id → index in `conns` (lookups stay O(log n) with
+    /// hundreds of connections: every poll looks each one up).
+    conn_index: BTreeMap<ConnId, usize>,
     listeners: Vec<Listener>,
     dhcp: Option<SocketHandle>,
     /// A lease obtained (Some) or lost (None) since the last
@@ -227,7 +335,12 @@ impl<'d> NetStack<'d> {
         ic.random_seed = cfg.random_seed;
         let now = Instant::from_millis(now_ms as i64);
         let mut iface = Interface::new(ic, &mut NoDevice(cfg.mtu), now);
-        let mut sockets = SocketSet::new(Vec::new());
+        // The socket table at its largest at once: every socket has a
+        // receive ring from the budget, so the budget bounds their number.
+        // A table that grew under load would keep its size (no shrinking),
+        // so memory would not return to where it was.
+        let slots = cfg.socket_memory / cfg.recv_window.max(1) + 2;
+        let mut sockets = SocketSet::new(Vec::with_capacity(slots));
         let mut dhcp = None;
         if cfg.dhcp {
             let mut socket = dhcpv4::Socket::new();
@@ -252,6 +365,7 @@ impl<'d> NetStack<'d> {
             iface,
             sockets,
             conns: Vec::new(),
+            conn_index: BTreeMap::new(),
             listeners: Vec::new(),
             dhcp,
             dhcp_change: None,
@@ -406,6 +520,7 @@ impl<'d> NetStack<'d> {
         let id = self.next_id;
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let s = self.sockets.get::<tcp::Socket>(handle);
+        self.conn_index.insert(id, self.conns.len());
         self.conns.push(Conn {
             id,
             handle,
@@ -432,7 +547,7 @@ impl<'d> NetStack<'d> {
     }
 
     fn conn(&self, id: ConnId) -> Result<usize, NetError> {
-        self.conns.iter().position(|c| c.id == id).ok_or(NetError::NotFound)
+        self.conn_index.get(&id).copied().ok_or(NetError::NotFound)
     }
 
     /// The TCP state of a connection.
@@ -451,8 +566,17 @@ impl<'d> NetStack<'d> {
     /// Bytes that [`NetStack::send`] can take on `id` now.
     pub fn send_space(&self, id: ConnId) -> Result<usize, NetError> {
         let c = &self.conns[self.conn(id)?];
-        let s = self.sockets.get::<tcp::Socket>(c.handle);
-        Ok(s.send_capacity() - s.send_queue())
+        Ok(self.space_of(self.sockets.get::<tcp::Socket>(c.handle)))
+    }
+
+    /// What a socket may take: its send capacity, and no more than the
+    /// peer's advertised window plus `Config::send_slack` queued in all
+    /// (unacknowledged and unsent). A peer that stops reading (zero window)
+    /// so holds at most the slack of the sender's buffers, whatever the
+    /// sender has to send; the rest waits with the sender (back-pressure).
+    fn space_of(&self, s: &tcp::Socket) -> usize {
+        let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
+        limit.saturating_sub(s.send_queue())
     }
 
     /// Bytes queued on `id` and not yet acknowledged.
@@ -480,9 +604,12 @@ impl<'d> NetStack<'d> {
         if n == 0 {
             return Ok(());
         }
-        if s.send_capacity() - s.send_queue() < n {
+        let s = self.sockets.get::<tcp::Socket>(c.handle);
+        let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
+        if limit.saturating_sub(s.send_queue()) < n {
             return Err((NetError::WouldBlock, agg));
         }
+        let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
         if c.zero_copy {
             match s.send_virtual(n) {
                 Ok(k) if k == n => {}
@@ -568,7 +695,6 @@ impl<'d> NetStack<'d> {
             stats: &mut self.stats,
             scratch: &mut self.scratch,
             blocked: false,
-            withhold: false,
             stale: None,
         };
         let changed = self.iface.poll(now, &mut dev, &mut self.sockets) != PollResult::None;
@@ -620,6 +746,9 @@ impl<'d> NetStack<'d> {
             }
             !done
         });
+        if self.conn_index.len() != self.conns.len() {
+            self.conn_index = self.conns.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        }
         // DHCP.
         if let Some(h) = self.dhcp {
             match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {
@@ -690,8 +819,13 @@ impl<'d> NetStack<'d> {
         self.cache.stats()
     }
 
-    /// References the stack holds for unacknowledged data: (connections,
-    /// queued bytes).
+    /// Connections (accepted or connected, not yet forgotten).
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+
+    /// Bytes the stack holds references to for unacknowledged or unsent
+    /// data (zero-copy connections).
     pub fn held_send_bytes(&self) -> usize {
         self.conns.iter().map(|c| c.queue.len()).sum()
     }

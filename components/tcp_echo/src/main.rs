@@ -6,7 +6,7 @@
 //!   below. EOF from the peer closes the connection after the echoed data.
 //! * **Counters:** a connection to the echo port whose first data is exactly
 //!   `STATS\n` gets one line of JSON with every counter of netdrv, netstack
-//!   and tcp_echo (`{"connections":…,"drv_tx_copied_bytes":…,…}`) and is
+//!   and tcp_echo (`{"connections":…,"drv_tx_frames":…,…}`) and is
 //!   closed. The same counters are logged as a `stats: …` line then, and
 //!   after every 1000th connection.
 //! * **Source, port `source_port` (19):** the client sends one line
@@ -230,7 +230,9 @@ impl Echo {
                         }
                     }
                 }
-                Some(Event::SendSpace { .. }) => {}
+                // netstack stops giving us a connection's data while its
+                // echo is held back (SendFull), so nothing else to do.
+                Some(Event::SendSpace { .. } | Event::SendFull { .. }) => {}
                 // The echo does not need to know who connected.
                 Some(Event::Peer { .. }) => {}
                 Some(Event::Closed { conn }) => {

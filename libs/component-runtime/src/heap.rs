@@ -7,9 +7,10 @@
 
 pub use linked_list_allocator::LockedHeap;
 
-/// Declares the global allocator with a static heap of `$size` bytes and a
+/// Declares the global allocator with a static heap of `$size` bytes, a
 /// function `init_heap()` that must run before the first allocation (the
-/// entry macros call it when present via `$crate::heap::init`).
+/// entry macros call it when present via `$crate::heap::init`), and
+/// `heap_used()`, the bytes allocated now (for the components' counters).
 #[macro_export]
 macro_rules! global_heap {
     ($size:expr) => {
@@ -24,6 +25,12 @@ macro_rules! global_heap {
             unsafe {
                 IOLITE_HEAP.lock().init(core::ptr::addr_of_mut!(REGION) as *mut u8, $size);
             }
+        }
+
+        /// Bytes of the heap allocated now.
+        #[allow(dead_code)]
+        pub fn heap_used() -> usize {
+            IOLITE_HEAP.lock().used()
         }
     };
 }

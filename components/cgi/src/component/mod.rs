@@ -47,7 +47,7 @@ use alloc::vec::Vec;
 use core::sync::atomic::{AtomicU64, Ordering};
 
 use cgi::{Component, Counters, Env, FragmentSource, Programs};
-use component_runtime::{log, warn};
+use component_runtime::{error, log, warn};
 use fs::proto;
 use iolite::{
     Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion,
@@ -194,7 +194,6 @@ fn counter_page(name: &str, page: &CounterPage, names: &[&str]) -> Option<Compon
         }
         _ => {
             alias(&mut c, "bytes_copied", "drv_bytes_copied");
-            alias(&mut c, "tx_payload_copied", "drv_tx_copied_bytes");
         }
     }
     Some(c)
@@ -339,6 +338,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     glue::done::emit();
 
     let mut programs = Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, tag: 0 });
+    // httpd's requests: a corrupt ring or a forged descriptor breaks the
+    // channel for good (reported once) rather than being retried.
+    let mut guard = iolite::Guard::new();
     loop {
         let _ = replies.poll_releases();
         let _ = requests.flush_releases();
@@ -347,11 +349,15 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         death_watch.poll(d);
         let mut answered = 0;
         loop {
-            let r = match requests.recv() {
-                Ok(Some(r)) => r,
-                Ok(None) | Err(iolite::Error::Full) => break,
-                Err(e) => {
-                    warn!("requests: {e:?}");
+            let r = match guard.recv(&mut requests) {
+                iolite::Next::Msg(r) => r,
+                iolite::Next::Idle | iolite::Next::Wait(_) => break,
+                iolite::Next::Refused(e) => {
+                    warn!("request refused: {e:?}");
+                    continue;
+                }
+                iolite::Next::Broke(e) => {
+                    error!("channel cgi_chan.A from httpd broken: {e:?}");
                     break;
                 }
             };

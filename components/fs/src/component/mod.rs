@@ -210,9 +210,11 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
         POOL_PAGES,
         mode_name()
     );
+    let guards = alloc::vec![iolite::Guard::new(); clients.len()];
     let mut server = Server {
         fs,
         clients,
+        guards,
         d,
         files: OpenFiles::new(&sizes),
         admin: glue::attributes::ADMIN != 0,
@@ -254,6 +256,9 @@ fn caller() -> usize {
 struct Server {
     fs: Fs<'static, VirtioBlk>,
     clients: Vec<ChannelTx<'static, NoNotify>>,
+    /// Per client: a release ring the client corrupts breaks its channel
+    /// (reported once); that client's reads then fail, the others go on.
+    guards: Vec<iolite::Guard>,
     d: &'static Domain,
     /// Each client's open files.
     files: OpenFiles<File>,
@@ -272,9 +277,9 @@ impl Server {
     /// Before a request: take back what the clients released, so that the
     /// cache's "referenced" test sees the clients' current holds.
     fn begin(&mut self) {
-        for tx in &mut self.clients {
-            if let Err(e) = tx.poll_releases() {
-                error!("release ring: {e:?}");
+        for (i, (tx, g)) in self.clients.iter_mut().zip(self.guards.iter_mut()).enumerate() {
+            if let (_, Some(e)) = g.poll_releases(tx) {
+                error!("channel channel{} from client {} broken: {e:?}", i + 1, i + 1);
             }
         }
         self.poll_events();
@@ -320,7 +325,13 @@ impl Server {
     fn read_file(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<i64, ErrorCode> {
         let client = caller();
         let file = self.files.get(client, handle)?.clone();
-        queue_range(&mut self.fs, &mut self.clients[client], &file, offset, length, tag)
+        let was_broken = self.guards[client].broken().is_some();
+        let queued =
+            queue_range(&mut self.fs, &mut self.clients[client], &mut self.guards[client], &file, offset, length, tag);
+        if let (false, Some(b)) = (was_broken, self.guards[client].broken()) {
+            error!("channel channel{} from client {} broken: {b:?}", client + 1, client + 1);
+        }
+        queued
     }
 
     fn list(&mut self, path: &str, tag: u64) -> Result<i64, ErrorCode> {
@@ -339,11 +350,16 @@ impl Server {
             buf.writable()[..bytes.len()].copy_from_slice(&bytes);
             buf.seal(bytes.len()).map_err(|_| ErrorCode::NoMemory)?
         };
-        match self.clients[caller()].send(agg, tag, FLAG_EOF) {
+        let client = caller();
+        match self.guards[client].send(&mut self.clients[client], agg, tag, FLAG_EOF) {
             Ok(()) => Ok(entries.len() as i64),
-            Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _)) => Err(ErrorCode::ChannelBusy),
-            Err((e, _)) => {
-                error!("send: {e:?}");
+            Err((iolite::Error::Full | iolite::Error::QuotaExceeded, _, _)) => Err(ErrorCode::ChannelBusy),
+            Err((e, _, broke)) => {
+                if let Some(b) = broke {
+                    error!("channel channel{} from client {} broken: {b:?}", client + 1, client + 1);
+                } else if self.guards[client].broken().is_none() {
+                    error!("send: {e:?}");
+                }
                 Err(ErrorCode::Io)
             }
         }
@@ -468,6 +484,7 @@ impl glue::fs::FsIoLite for Server {
         };
         self.files.close_all(client);
         self.clients[client] = open_channel(self.d, client);
+        self.guards[client] = iolite::Guard::new();
         self.resets += 1;
         if let Some(dropped) = dropped {
             log!("client {} reset ({} buffers released)", client + 1, dropped);

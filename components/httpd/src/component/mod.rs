@@ -48,8 +48,8 @@ use component_runtime::{error, log, warn};
 use fs::proto::{self, ErrorCode as FsErr};
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
+    PoolLayout, RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::api::{ErrorCode, Event, Request};
 use netstack::link::{self, PairControl};
@@ -107,6 +107,9 @@ const POOL_LOW_QUARTERS: u64 = match BUILD_COPY_MODE {
 };
 /// Bytes pulled from the server per round before yielding to netstack.
 const ROUND_BYTES: usize = 2 << 20;
+/// Sends and bytes pulled for one connection per round (see `pump`).
+const CONN_ROUND_SENDS: usize = 16;
+const CONN_ROUND_BYTES: usize = 512 << 10;
 /// Longest path we pass to fs (the RPC glue carries at most 800 bytes).
 const MAX_PATH: usize = 768;
 /// Interval of `Server::tick`.
@@ -265,12 +268,18 @@ impl FileSource<'static> for FsSource {
 struct Cgi {
     tx: ChannelTx<'static, NoNotify>,
     rx: ChannelRx<'static, NoNotify>,
+    /// Replies: a corrupt ring or forged descriptor breaks the channel
+    /// (reported once); pending calls then time out and the cgi is
+    /// restarted, which attaches fresh channels.
+    guard: Guard,
 }
 
 struct Httpd {
     d: &'static Domain,
     srv: Server<'static, FsSource, TickClock>,
     events: ChannelRx<'static, NoNotify>,
+    /// netstack's events: see `Cgi::guard`.
+    events_guard: Guard,
     requests: ChannelTx<'static, NoNotify>,
     control: &'static PairControl,
     outq: VecDeque<(u64, Aggregate<'static>)>,
@@ -279,6 +288,10 @@ struct Httpd {
     by_srv: BTreeMap<u32, u32>,
     /// netstack connections we closed whose Closed event has not come yet.
     closing: BTreeSet<u32>,
+    /// netstack connections that said `SendFull` (their peer's window and
+    /// netstack's slack are used up): nothing more is pulled for them from
+    /// the file cache until `SendSpace`.
+    net_full: BTreeSet<u32>,
     /// The peer netstack announced for the next accepted connection
     /// (`Event::Peer` comes right before its `Event::Accepted`).
     next_peer: Option<Remote>,
@@ -441,12 +454,14 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         d,
         srv,
         events,
+        events_guard: Guard::new(),
         requests,
         control,
         outq: VecDeque::new(),
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
         closing: BTreeSet::new(),
+        net_full: BTreeSet::new(),
         next_peer: None,
         ready: Vec::new(),
         cgi: None,
@@ -502,6 +517,9 @@ impl Httpd {
         self.check_events();
         self.check_cgi();
         self.handle_events();
+        // Idle connections closed to make room for new ones.
+        let woken = self.srv.take_woken();
+        self.ready.extend(woken);
         self.handle_cgi_replies();
         let now = self.srv.clock().now_ms();
         if now.saturating_sub(self.last_tick) >= TICK_MS {
@@ -551,13 +569,17 @@ impl Httpd {
     fn handle_events(&mut self) {
         loop {
             let before = self.d.stats().bytes_copied;
-            let r = self.events.recv();
+            let r = self.events_guard.recv(&mut self.events);
             self.request_copied += self.d.stats().bytes_copied - before;
             let r = match r {
-                Ok(Some(r)) => r,
-                Ok(None) | Err(iolite::Error::Full) => break,
-                Err(e) => {
-                    warn!("netstack events: {e:?}");
+                Next::Msg(r) => r,
+                Next::Idle | Next::Wait(_) => break,
+                Next::Refused(e) => {
+                    warn!("netstack event refused: {e:?}");
+                    continue;
+                }
+                Next::Broke(e) => {
+                    error!("channel client.A from netstack broken: {e:?}");
                     break;
                 }
             };
@@ -591,12 +613,17 @@ impl Httpd {
                     }
                 }
                 Some(Event::SendSpace { conn }) => {
+                    self.net_full.remove(&conn);
                     if let Some(&id) = self.by_net.get(&conn) {
                         self.ready.push(id);
                     }
                 }
+                Some(Event::SendFull { conn }) => {
+                    self.net_full.insert(conn);
+                }
                 Some(Event::Closed { conn }) => {
                     self.closing.remove(&conn);
+                    self.net_full.remove(&conn);
                     if let Some(id) = self.by_net.remove(&conn) {
                         self.by_srv.remove(&id.0);
                         self.srv.closed(id);
@@ -624,6 +651,10 @@ impl Httpd {
 
     /// Pulls output of ready connections and hands it to netstack / the cgi.
     fn pump(&mut self) {
+        if self.outq.len() >= link::FWD_CAP {
+            // netstack has not taken what we have for it: pull nothing more.
+            return;
+        }
         let mut ready = core::mem::take(&mut self.ready);
         ready.sort_unstable();
         ready.dedup();
@@ -632,10 +663,18 @@ impl Httpd {
         let mut cgi_failures = Vec::new();
         for id in ready {
             let Some(&conn) = self.by_srv.get(&id.0) else { continue };
+            if self.net_full.contains(&conn) && !self.srv.is_closing(id) {
+                // Back-pressure: its `SendSpace` puts it back in `ready`.
+                continue;
+            }
             if budget == 0 || self.must_wait(id) {
                 later.push(id);
                 continue;
             }
+            // Per connection and round: netstack holds back at most a few
+            // dozen sends beyond the window before it refuses them, and we
+            // learn of `SendFull` only after the round.
+            let (mut sends, mut bytes) = (0usize, 0usize);
             loop {
                 // Static responses are built here (file reads included):
                 // every byte copied meanwhile is charged to them.
@@ -646,8 +685,10 @@ impl Httpd {
                     None => break,
                     Some(Action::Send(agg)) => {
                         budget = budget.saturating_sub(agg.len());
+                        sends += 1;
+                        bytes += agg.len();
                         self.request(Request::Send { conn }.encode(), agg);
-                        if budget == 0 || self.must_wait(id) {
+                        if budget == 0 || self.must_wait(id) || sends >= CONN_ROUND_SENDS || bytes >= CONN_ROUND_BYTES {
                             later.push(id);
                             break;
                         }
@@ -753,19 +794,23 @@ impl Httpd {
             }
             let Some(c) = &mut self.cgi else { return };
             let before = self.d.stats().bytes_copied;
-            let r = c.rx.recv();
+            let r = c.guard.recv(&mut c.rx);
             self.cgi_copied += self.d.stats().bytes_copied - before;
             let r = match r {
-                Ok(Some(r)) => r,
-                Ok(None) | Err(iolite::Error::Full) => return,
-                Err(iolite::Error::PoolExhausted) => {
+                Next::Msg(r) => r,
+                Next::Idle | Next::Wait(iolite::Error::Full) => return,
+                Next::Wait(_) => {
                     // Copy modes: no room for the copy yet; the reply stays
                     // queued, and netstack wakes us when it returns buffers.
                     self.cgi_stuck = true;
                     return;
                 }
-                Err(e) => {
-                    warn!("cgi replies: {e:?}");
+                Next::Refused(e) => {
+                    warn!("cgi reply refused: {e:?}");
+                    continue;
+                }
+                Next::Broke(e) => {
+                    error!("channel cgi_chan.B from cgi broken: {e:?}");
                     return;
                 }
             };
@@ -914,7 +959,7 @@ impl Httpd {
                     Boundary::CgiToApp,
                     Some(HTTPD_POOL),
                 )
-                .map(|rx| Cgi { tx, rx })
+                .map(|rx| Cgi { tx, rx, guard: Guard::new() })
             })
         };
         match attached {
@@ -933,8 +978,10 @@ impl Httpd {
         let mut c = self.srv.component();
         let st = self.srv.stats();
         c.set("cgi_header_bytes_copied", st.cgi_header_bytes_copied);
-        c.set("request_bytes_scanned", st.request_bytes_scanned);
+        c.set("request_bytes_copied_to_parse", st.request_bytes_copied_to_parse);
+        c.set("request_body_bytes_copied_to_parse", st.request_body_bytes_copied_to_parse);
         c.set("bodies_flattened", st.bodies_flattened);
+        c.set("body_bytes_flattened", st.body_bytes_flattened);
         c.set("cgi_late_replies", st.cgi_late_replies);
         c.set("static_bytes_copied", self.static_copied);
         c.set("cgi_bytes_copied", self.cgi_copied);
@@ -951,6 +998,12 @@ impl Httpd {
         c.set("cgi_unavailable", self.cgi_unavailable);
         c.set("cgi_generation", self.cgi_gen);
         c.set("wakeups", self.wakeups);
+        c.set("idle_evictions", st.idle_evictions);
+        c.set("send_timeouts", st.send_timeouts);
+        c.set("connections_open", self.by_srv.len() as u64);
+        c.set("connections_send_full", self.net_full.len() as u64);
+        c.set("heap_used", heap_used() as u64);
+        c.set("netstack_requests_queued", self.outq.len() as u64);
         if let Ok(p) = self.d.pool_stats(HTTPD_POOL) {
             c.set("pool_pages", u64::from(p.pages));
             c.set("pool_pages_in_use", u64::from(p.pages_in_use));

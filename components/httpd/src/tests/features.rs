@@ -393,15 +393,31 @@ fn path_traversal_never_leaves_the_root() {
 }
 
 #[test]
-fn connection_limit_gives_503() {
+fn connection_limit_evicts_the_longest_idle_then_gives_503() {
     let d = domain();
     let mut h = Harness::with_config(d, Config { max_connections: 3, ..Config::default() });
     let cs: Vec<ConnId> = (0..3).map(|_| h.connect()).collect();
-    let Err(refusal) = h.srv.accept(None) else { panic!("refused at the limit") };
+    // All three idle (keep-alive, nothing pending): the oldest one is
+    // closed to make room, not the newcomer refused.
+    h.send(cs[1], &req("/style.css", ""));
+    let _ = h.drain(cs[1]);
+    h.send(cs[2], &req("/style.css", ""));
+    let _ = h.drain(cs[2]);
+    let c3 = h.srv.accept(None).unwrap_or_else(|_| panic!("an idle connection makes room"));
+    assert_eq!(h.srv.take_woken(), vec![cs[0]], "the longest idle one");
+    assert!(h.srv.is_closing(cs[0]));
+    assert!(h.drain(cs[0]).closed);
+    h.srv.closed(cs[0]);
+    assert_eq!(h.srv.stats().idle_evictions, 1);
+    // Now every connection is busy (a request arriving): 503.
+    for &c in &[cs[1], cs[2], c3] {
+        h.send(c, b"GET /style.css HTTP/1.1\r\n");
+    }
+    let Err(refusal) = h.srv.accept(None) else { panic!("refused when nothing is idle") };
     let r = parse_responses(&bytes(&refusal), &|_| false);
     assert_eq!((r[0].status, r[0].header("Connection"), r[0].header("Retry-After")), (503, Some("close"), Some("1")));
     assert_eq!(h.srv.stats().connections_refused, 1);
-    h.srv.closed(cs[0]);
+    h.srv.closed(cs[1]);
     let c = h.connect();
     h.send(c, &req("/style.css", ""));
     assert_eq!(parse_responses(&h.drain(c).bytes, &|_| false)[0].status, 200);
@@ -699,4 +715,51 @@ fn a_cgi_request_awaits_its_answer_until_answered_or_timed_out() {
     assert_eq!(r[0].status, 504);
     h.srv.closed(c);
     assert!(!h.srv.cgi_awaiting(c, call.id));
+}
+
+#[test]
+fn request_copies_are_counted_as_what_they_are() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let head: &[u8] = b"POST /cgi-bin/echo HTTP/1.1\r\nHost: t\r\nContent-Length: 11\r\n\r\n";
+    // Header and body in one piece: the body's bytes are copied into the
+    // parse buffer with the header (and still passed on by reference).
+    let c = h.connect();
+    let mut both = head.to_vec();
+    both.extend_from_slice(b"name=iolite");
+    h.srv.receive(c, make(d, NET_POOL, &both));
+    let mut dr = h.drain(c);
+    assert!(dr.cgi.pop().expect("a CGI call").body.unwrap().eq_bytes(b"name=iolite"));
+    let s = h.srv.stats();
+    assert_eq!(s.request_bytes_copied_to_parse, both.len() as u64);
+    assert_eq!(s.request_body_bytes_copied_to_parse, 11);
+    // Body in its own aggregate, after the header was parsed: not copied.
+    let c = h.connect();
+    h.srv.receive(c, make(d, NET_POOL, head));
+    h.srv.receive(c, make(d, NET_POOL, b"name=iolite"));
+    let mut dr = h.drain(c);
+    assert!(dr.cgi.pop().expect("a CGI call").body.unwrap().eq_bytes(b"name=iolite"));
+    let s2 = h.srv.stats();
+    assert_eq!(s2.request_bytes_copied_to_parse - s.request_bytes_copied_to_parse, head.len() as u64);
+    assert_eq!(s2.request_body_bytes_copied_to_parse, 11);
+}
+
+#[test]
+fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
+    let d = domain();
+    let mut h = Harness::with_config(d, Config { send_timeout_ms: 60_000, ..Config::default() });
+    let c = h.connect();
+    // Two pipelined requests; the transport takes the first response, then
+    // nothing more (the client stopped reading: the network is full).
+    h.send(c, &req("/style.css", ""));
+    h.send(c, &req("/style.css", ""));
+    assert!(h.srv.next(c).is_some());
+    h.advance(59_000);
+    assert!(h.srv.tick().contains(&c), "output still waits");
+    assert!(!h.srv.is_closing(c));
+    h.advance(1_000);
+    assert!(h.srv.tick().contains(&c));
+    assert!(h.srv.is_closing(c), "closed after 60 s without progress");
+    assert_eq!(h.srv.stats().send_timeouts, 1);
+    assert!(h.drain(c).closed);
 }

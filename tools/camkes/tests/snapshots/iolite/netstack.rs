@@ -49,6 +49,8 @@ pub mod glue {
         pub const CHECKSUM: &str = "cached";
         /// `attribute int client_quota;`
         pub const CLIENT_QUOTA: i64 = 1536;
+        /// `attribute int socket_budget;`
+        pub const SOCKET_BUDGET: i64 = 10485760;
     }
 
     /// `consumes Wake wake;`, connected by seL4NotificationNative.
