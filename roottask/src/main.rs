@@ -54,7 +54,7 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
         );
     }
     bootinfo::report(bootinfo);
-    time::init(bootinfo.arch_info() as u64);
+    time::init(bootinfo.arch_info());
 
     let mut objects = objects::ObjectAllocator::new(bootinfo);
     match selftest::thread_and_ipc(&mut objects) {

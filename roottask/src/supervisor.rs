@@ -266,7 +266,7 @@ impl Supervisor<'_> {
     fn run_due_restarts(&mut self) {
         let now = now_ms();
         for position in 0..self.lives.len() {
-            if !self.lives[position].restart_at.is_some_and(|t| t <= now) {
+            if self.lives[position].restart_at.is_none_or(|t| t > now) {
                 continue;
             }
             self.lives[position].restart_at = None;

@@ -1889,13 +1889,12 @@ mod tests {
         assert_eq!(s_held.buf, 0);
         assert_eq!((s_freed.buf, gen_counter(s_freed.gen)), (2, 1));
         let freed_desc = {
-            let mut d = AggDesc::default();
-            d.nslices = 1;
-            d.slices[0] = s_freed;
-            d
+            let mut slices = [SliceDesc::default(); MAX_SLICES];
+            slices[0] = s_freed;
+            AggDesc { nslices: 1, slices, ..Default::default() }
         };
         // The owner dies (its memory is gone) and comes back on the same region.
-        std::mem::forget(old);
+        // (`old` is never used again.)
         let new = Domain::new();
         new.seed_generations(2);
         new.add_owned_pool(FS_POOL, region, meta(4), Trust::Untrusted).unwrap();
@@ -1969,7 +1968,7 @@ mod tests {
         let h = http.accept(&cgi.lend(c, CGI_HTTP, 0, 0).unwrap(), HTTP_CGI).unwrap();
         let t = tcp.accept(&http.lend(h, HTTP_TCP, 0, 0).unwrap(), TCP_HTTP).unwrap();
         // cgi dies.
-        std::mem::forget(cgi);
+        // (`cgi` is never used again.)
         assert_eq!(fs.peer_failed(FS_CGI).unwrap(), 1);
         assert_eq!(http.peer_failed(HTTP_CGI).unwrap(), 0);
         assert_eq!(http.tainted(HTTP_CGI).unwrap(), 1, "http lent it on to tcp");
@@ -2009,7 +2008,7 @@ mod tests {
         let c = cgi.accept(&http.lend(h, HTTP_CGI, 0, 0).unwrap(), CGI_HTTP).unwrap();
         let back = http.accept(&cgi.lend(c, CGI_HTTP, 0, 0).unwrap(), HTTP_CGI).unwrap();
         let t = tcp.accept(&http.lend(back, HTTP_TCP, 0, 0).unwrap(), TCP_HTTP).unwrap();
-        std::mem::forget(cgi);
+        // (`cgi` is never used again.)
         assert_eq!(http.peer_failed(HTTP_CGI).unwrap(), 1);
         assert_eq!(http.tainted(HTTP_CGI).unwrap(), 1);
         drop(t);

@@ -36,6 +36,9 @@ pub fn peer_fault(e: Error) -> bool {
 }
 
 /// What [`Guard::recv`] found.
+// A message is an aggregate, a fixed 16-slice array kept inline on
+// purpose (no allocation per message), as `ChannelRx::recv` returns it.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Next<'d> {
     /// A message.

@@ -987,10 +987,10 @@ impl Httpd {
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);
         c.set("cgi_body_bytes_copied", self.cgi_body_copied);
-        let st = self.d.stats();
-        c.set("rejected_descriptors", st.rejected_descriptors);
-        c.set("rejected_foreign_pool", st.rejected_foreign_pool);
-        c.set("rejected_not_granted", st.rejected_not_granted);
+        let ds = self.d.stats();
+        c.set("rejected_descriptors", ds.rejected_descriptors);
+        c.set("rejected_foreign_pool", ds.rejected_foreign_pool);
+        c.set("rejected_not_granted", ds.rejected_not_granted);
         c.set("send_errors", self.send_errors);
         c.set("cgi_restarts", self.cgi_restarts);
         c.set("cgi_restart_requests", self.cgi_restart_requests);
