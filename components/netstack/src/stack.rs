@@ -33,8 +33,29 @@ impl<'d> TxQueue<'d> {
         self.len
     }
 
+    /// Aggregates held (each is up to 16 slices' worth of heap).
+    pub fn entries(&self) -> usize {
+        self.aggs.len()
+    }
+
+    /// Whether `a` can be queued within `max` entries (merged into the last
+    /// one, or as a new one).
+    fn fits(&self, a: &Aggregate<'d>, max: usize) -> bool {
+        self.aggs.len() < max
+            || self.aggs.back().is_some_and(|b| b.slice_count() + a.slice_count() <= iolite::MAX_SLICES)
+    }
+
     fn push(&mut self, a: Aggregate<'d>) {
         self.len += a.len();
+        // Small sends (pipelined responses of small files) share entries:
+        // one aggregate holds up to 16 slices, whoever sent them.
+        let a = match self.aggs.back_mut() {
+            Some(b) if b.slice_count() + a.slice_count() <= iolite::MAX_SLICES => match b.append(a) {
+                Ok(()) => return,
+                Err((_, a)) => a,
+            },
+            _ => a,
+        };
         self.aggs.push_back(a);
     }
 
@@ -55,6 +76,10 @@ impl<'d> TxQueue<'d> {
                 }
                 n = 0;
             }
+        }
+        // A queue that was long gives its memory back once it is short.
+        if self.aggs.capacity() > 16 && self.aggs.len() * 4 < self.aggs.capacity() {
+            self.aggs.shrink_to(self.aggs.len().max(8));
         }
     }
 
@@ -549,6 +574,12 @@ impl<'d> NetStack<'d> {
         limit.saturating_sub(s.send_queue())
     }
 
+    /// Aggregates the send queue of `id` holds (heap use; bounded by
+    /// `Config::max_queued`).
+    pub fn send_queue_entries(&self, id: ConnId) -> Result<usize, NetError> {
+        Ok(self.conns[self.conn(id)?].queue.entries())
+    }
+
     /// Bytes queued on `id` and not yet acknowledged.
     pub fn send_queued(&self, id: ConnId) -> Result<usize, NetError> {
         let c = &self.conns[self.conn(id)?];
@@ -576,7 +607,7 @@ impl<'d> NetStack<'d> {
         }
         let s = self.sockets.get::<tcp::Socket>(c.handle);
         let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
-        if limit.saturating_sub(s.send_queue()) < n {
+        if limit.saturating_sub(s.send_queue()) < n || (c.zero_copy && !c.queue.fits(&agg, self.cfg.max_queued)) {
             return Err((NetError::WouldBlock, agg));
         }
         let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
