@@ -16,6 +16,9 @@ use crate::{Config, ConnId, NetError, NetStats};
 
 pub use smoltcp::socket::tcp::State as TcpState;
 
+/// (local address, local port, remote address, remote port).
+pub(crate) type Tuple = ([u8; 4], u16, [u8; 4], u16);
+
 /// The bytes a connection has queued and not yet had acknowledged, as the
 /// sender's aggregates (references, not copies), oldest first.
 pub(crate) struct TxQueue<'d> {
@@ -269,6 +272,8 @@ pub struct NetStack<'d> {
     /// Connection id → index in `conns` (lookups stay O(log n) with
     /// hundreds of connections: every poll looks each one up).
     conn_index: BTreeMap<ConnId, usize>,
+    /// 4-tuple → index in `conns`, for the device layer's per-frame lookup.
+    pub(crate) tuple_index: BTreeMap<Tuple, usize>,
     listeners: Vec<Listener>,
     dhcp: Option<SocketHandle>,
     /// A lease obtained (Some) or lost (None) since the last
@@ -363,6 +368,7 @@ impl<'d> NetStack<'d> {
             sockets,
             conns: Vec::new(),
             conn_index: BTreeMap::new(),
+            tuple_index: BTreeMap::new(),
             listeners: Vec::new(),
             dhcp,
             dhcp_change: None,
@@ -517,6 +523,9 @@ impl<'d> NetStack<'d> {
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let s = self.sockets.get::<tcp::Socket>(handle);
         self.conn_index.insert(id, self.conns.len());
+        if let Some(t) = tuple_of(s) {
+            self.tuple_index.insert(t, self.conns.len());
+        }
         self.conns.push(Conn {
             id,
             handle,
@@ -677,11 +686,14 @@ impl<'d> NetStack<'d> {
     /// connections. Returns whether any socket changed state.
     pub fn poll<P: NicPort<'d>>(&mut self, now_ms: u64, port: &mut P) -> bool {
         let now = Instant::from_millis(now_ms as i64);
-        for c in self.conns.iter_mut() {
+        for (i, c) in self.conns.iter_mut().enumerate() {
             let s = self.sockets.get::<tcp::Socket>(c.handle);
             c.seq_base = s.send_seq_base().0 as u32;
             if c.tuple.is_none() {
                 c.tuple = tuple_of(s);
+                if let Some(t) = c.tuple {
+                    self.tuple_index.insert(t, i);
+                }
             }
         }
         let mut dev = Dev {
@@ -692,6 +704,7 @@ impl<'d> NetStack<'d> {
             checksum: self.cfg.checksum,
             mtu: self.cfg.mtu,
             conns: &mut self.conns,
+            tuples: &self.tuple_index,
             cache: &mut self.cache,
             stats: &mut self.stats,
             scratch: &mut self.scratch,
@@ -739,6 +752,7 @@ impl<'d> NetStack<'d> {
         });
         if self.conn_index.len() != self.conns.len() {
             self.conn_index = self.conns.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+            self.tuple_index = self.conns.iter().enumerate().filter_map(|(i, c)| Some((c.tuple?, i))).collect();
         }
         // DHCP.
         if let Some(h) = self.dhcp {
