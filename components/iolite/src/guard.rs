@@ -36,6 +36,8 @@ pub fn peer_fault(e: Error) -> bool {
 }
 
 /// What [`Guard::recv`] found.
+// The message is moved out at once; boxing it would allocate per message.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Next<'d> {
     /// A message.
