@@ -44,8 +44,9 @@ class QemuSystem:
         self.lines = []
         self.partial = ""
         self.cursor = 0
-        # Lines checked for fault messages so far (independent of `cursor`,
-        # which only the waiting keywords move).
+        # Lines checked for fault messages so far: those the waiting
+        # keywords consumed (`cursor`), each once, under the expectations of
+        # the test that consumed it.
         self.fault_cursor = 0
         self.lock = threading.Condition()
         self.started_at = None
@@ -134,8 +135,7 @@ class QemuSystem:
             logger.info("serial console so far:\n" + text)
         with self.lock:
             try:
-                if self.process is not None:
-                    self._scan_faults()
+                self._scan_faults()
             finally:
                 self.expected_faults = []
 
@@ -168,8 +168,8 @@ class QemuSystem:
         self.expected_faults.append(re.compile(pattern))
 
     def _scan_faults(self):
-        """Checks every line not checked yet (caller holds the lock)."""
-        while self.fault_cursor < len(self.lines):
+        """Checks the consumed lines not checked yet (caller holds the lock)."""
+        while self.fault_cursor < min(self.cursor, len(self.lines)):
             line = self.lines[self.fault_cursor]
             self.fault_cursor += 1
             if any(p.search(line) for p in self.expected_faults):
@@ -260,9 +260,8 @@ class QemuSystem:
         end = time.monotonic() + _seconds(duration)
         with self.lock:
             while True:
-                while self.cursor < len(self.lines):
-                    self._scan_faults()
-                    self.cursor += 1
+                self.cursor = len(self.lines)
+                self._scan_faults()
                 remaining = end - time.monotonic()
                 if remaining <= 0:
                     return

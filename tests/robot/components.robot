@@ -35,6 +35,8 @@ Notification And Read-Only Dataport Carry Data
     Wait For Serial Line    ^\\[hello_reader\\] dataport OK: round 1, 8192 bytes verified \\(restart 0\\)
 
 Write Into The Read-Only Dataport Faults And Is Reported By Name
+    # The one fault this system provokes on purpose (any other fails).
+    Expect Fault    ^\\[supervisor\\] FAULT in component hello_reader: vm fault \\(write denied
     Wait For Serial Line    ^\\[hello_reader\\] writing to read-only dataport
     ${line}=    Wait For Serial Line
     ...    ^\\[supervisor\\] FAULT in component hello_reader: vm fault \\(write denied by page rights\\) at address 0x100000000, ip 0x[0-9a-f]+$
@@ -57,5 +59,3 @@ Component Exits Cleanly Through The Supervisor
 *** Keywords ***
 Boot The Hello System
     Start System
-    # The one fault this system provokes on purpose; any other fails the suite.
-    Expect Fault    ^\\[supervisor\\] FAULT in component hello_reader: vm fault \\(write denied

@@ -36,8 +36,7 @@ pub fn peer_fault(e: Error) -> bool {
 }
 
 /// What [`Guard::recv`] found.
-// A message is an aggregate, a fixed 16-slice array kept inline on
-// purpose (no allocation per message), as `ChannelRx::recv` returns it.
+// The message is moved out at once; boxing it would allocate per message.
 #[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Next<'d> {

@@ -458,6 +458,9 @@ impl<'d> Session<'d> {
             }
         }
         let c = &mut self.conns[i];
+        if c.pending.is_empty() && c.pending.capacity() > 8 {
+            c.pending = VecDeque::new();
+        }
         let (id, full, was_blocked) = (c.id, !c.pending.is_empty(), c.blocked);
         if full && !c.full_sent {
             // Tell the client to stop (it would otherwise keep pulling its

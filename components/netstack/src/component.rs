@@ -36,7 +36,13 @@ use netstack::link::{self, CounterPage, PairControl};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
 
 component_runtime::component_entry!(main);
-component_runtime::global_heap!(16 << 20);
+// What the heap holds at most: socket rings within `socket_budget` (10 MiB:
+// ~320 sockets, TIME-WAIT ones included); per connection a send queue of at
+// most 64 aggregates and 32 held-back sends (~32 KiB at worst; idle ones
+// shrink); the checksum cache, the event ring, the socket table and the
+// NIC queue (~1.5 MiB). About 20 MiB at worst; the rest is slack against
+// fragmentation (a failed allocation panics the component).
+component_runtime::global_heap!(32 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/netstack.rs"));
 
 const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
@@ -418,7 +424,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // Smaller than the library's default: slirp sends a whole window at
     // once, and the RX ring must absorb the windows of every connection.
     cfg.recv_window = 32 * 1024;
-    // Socket rings come from our 16 MiB heap (a listener of backlog 64 holds
+    // Socket rings come from our heap (a listener of backlog 64 holds
     // 64 receive rings, each copy-mode connection a send ring as well);
     // beyond the assembly's `socket_budget`, connections wait in the backlog
     // rather than the heap running out. The rest is for the checksum cache

@@ -16,6 +16,7 @@
 //! socket ring straight into a frame buffer of the stack's pool (the
 //! driver's TX buffer), as a conventional stack does; counted.
 
+use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
 use iolite::{Aggregate, Domain, PoolId, SliceDesc, Trust, MAX_SLICES};
 use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium};
@@ -23,7 +24,7 @@ use smoltcp::time::Instant;
 
 use crate::csum::{self, ChecksumCache, Sum};
 use crate::frame::{parse_tcp, NicPort, TcpFrame, TxFrame, TxOffload, PROTO_TCP};
-use crate::stack::Conn;
+use crate::stack::{Conn, Tuple};
 use crate::{NetStats, TxChecksum};
 
 /// Everything the device layer touches during one `Interface::poll`.
@@ -35,6 +36,8 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
     pub checksum: TxChecksum,
     pub mtu: usize,
     pub conns: &'a mut [Conn<'d>],
+    /// 4-tuple → index in `conns`.
+    pub tuples: &'a BTreeMap<Tuple, usize>,
     pub cache: &'a mut ChecksumCache,
     pub stats: &'a mut NetStats,
     pub scratch: &'a mut Vec<u8>,
@@ -215,7 +218,12 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         }
         // In iolite mode every TCP socket is a zero-copy one: a segment
         // that maps to no connection has no payload bytes in the frame.
-        let Some(c) = self.conns.iter_mut().find(|c| c.zero_copy && c.tuple == Some((t.src, t.sport, t.dst, t.dport)))
+        let tuple = (t.src, t.sport, t.dst, t.dport);
+        let Some(c) = self
+            .tuples
+            .get(&tuple)
+            .and_then(|&i| self.conns.get_mut(i))
+            .filter(|c| c.zero_copy && c.tuple == Some(tuple))
         else {
             return Payload::Unmapped;
         };

@@ -89,6 +89,11 @@ pub struct Config {
     /// (default 64 KiB): enough to keep the pipe full, while a peer that
     /// reads nothing pins no more than this of the sender's buffers.
     pub send_slack: usize,
+    /// Aggregates a zero-copy connection's send queue holds at most (each
+    /// up to 16 slices; small sends are merged into one; default 64): with
+    /// the byte bound above, what a connection costs in heap is bounded
+    /// even when it is sent one tiny aggregate at a time.
+    pub max_queued: usize,
     /// Seed of smoltcp's random numbers (initial sequence numbers, ports).
     pub random_seed: u64,
     /// Checksum cache entries.
@@ -124,6 +129,7 @@ impl Config {
             send_window: 256 * 1024,
             recv_window: 64 * 1024,
             send_slack: 64 * 1024,
+            max_queued: 64,
             random_seed: 0x0101_7e05,
             csum_cache_entries: 16384,
             csum_block_shift: 8,

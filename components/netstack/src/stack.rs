@@ -16,6 +16,9 @@ use crate::{Config, ConnId, NetError, NetStats};
 
 pub use smoltcp::socket::tcp::State as TcpState;
 
+/// (local address, local port, remote address, remote port).
+pub(crate) type Tuple = ([u8; 4], u16, [u8; 4], u16);
+
 /// The bytes a connection has queued and not yet had acknowledged, as the
 /// sender's aggregates (references, not copies), oldest first.
 pub(crate) struct TxQueue<'d> {
@@ -33,8 +36,29 @@ impl<'d> TxQueue<'d> {
         self.len
     }
 
+    /// Aggregates held (each is up to 16 slices' worth of heap).
+    pub fn entries(&self) -> usize {
+        self.aggs.len()
+    }
+
+    /// Whether `a` can be queued within `max` entries (merged into the last
+    /// one, or as a new one).
+    fn fits(&self, a: &Aggregate<'d>, max: usize) -> bool {
+        self.aggs.len() < max
+            || self.aggs.back().is_some_and(|b| b.slice_count() + a.slice_count() <= iolite::MAX_SLICES)
+    }
+
     fn push(&mut self, a: Aggregate<'d>) {
         self.len += a.len();
+        // Small sends (pipelined responses of small files) share entries:
+        // one aggregate holds up to 16 slices, whoever sent them.
+        let a = match self.aggs.back_mut() {
+            Some(b) if b.slice_count() + a.slice_count() <= iolite::MAX_SLICES => match b.append(a) {
+                Ok(()) => return,
+                Err((_, a)) => a,
+            },
+            _ => a,
+        };
         self.aggs.push_back(a);
     }
 
@@ -55,6 +79,10 @@ impl<'d> TxQueue<'d> {
                 }
                 n = 0;
             }
+        }
+        // A queue that was long gives its memory back once it is short.
+        if self.aggs.capacity() > 16 && self.aggs.len() * 4 < self.aggs.capacity() {
+            self.aggs.shrink_to(self.aggs.len().max(8));
         }
     }
 
@@ -270,6 +298,8 @@ pub struct NetStack<'d> {
     /// Connection id → index in `conns` (lookups stay O(log n) with
     /// hundreds of connections: every poll looks each one up).
     conn_index: BTreeMap<ConnId, usize>,
+    /// 4-tuple → index in `conns`, for the device layer's per-frame lookup.
+    pub(crate) tuple_index: BTreeMap<Tuple, usize>,
     listeners: Vec<Listener>,
     dhcp: Option<SocketHandle>,
     /// A lease obtained (Some) or lost (None) since the last
@@ -366,6 +396,7 @@ impl<'d> NetStack<'d> {
             sockets,
             conns: Vec::new(),
             conn_index: BTreeMap::new(),
+            tuple_index: BTreeMap::new(),
             listeners: Vec::new(),
             dhcp,
             dhcp_change: None,
@@ -521,6 +552,9 @@ impl<'d> NetStack<'d> {
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let s = self.sockets.get::<tcp::Socket>(handle);
         self.conn_index.insert(id, self.conns.len());
+        if let Some(t) = tuple_of(s) {
+            self.tuple_index.insert(t, self.conns.len());
+        }
         self.conns.push(Conn {
             id,
             handle,
@@ -579,6 +613,12 @@ impl<'d> NetStack<'d> {
         limit.saturating_sub(s.send_queue())
     }
 
+    /// Aggregates the send queue of `id` holds (heap use; bounded by
+    /// `Config::max_queued`).
+    pub fn send_queue_entries(&self, id: ConnId) -> Result<usize, NetError> {
+        Ok(self.conns[self.conn(id)?].queue.entries())
+    }
+
     /// Bytes queued on `id` and not yet acknowledged.
     pub fn send_queued(&self, id: ConnId) -> Result<usize, NetError> {
         let c = &self.conns[self.conn(id)?];
@@ -606,7 +646,7 @@ impl<'d> NetStack<'d> {
         }
         let s = self.sockets.get::<tcp::Socket>(c.handle);
         let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
-        if limit.saturating_sub(s.send_queue()) < n {
+        if limit.saturating_sub(s.send_queue()) < n || (c.zero_copy && !c.queue.fits(&agg, self.cfg.max_queued)) {
             return Err((NetError::WouldBlock, agg));
         }
         let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
@@ -676,11 +716,14 @@ impl<'d> NetStack<'d> {
     /// connections. Returns whether any socket changed state.
     pub fn poll<P: NicPort<'d>>(&mut self, now_ms: u64, port: &mut P) -> bool {
         let now = Instant::from_millis(now_ms as i64);
-        for c in self.conns.iter_mut() {
+        for (i, c) in self.conns.iter_mut().enumerate() {
             let s = self.sockets.get::<tcp::Socket>(c.handle);
             c.seq_base = s.send_seq_base().0 as u32;
             if c.tuple.is_none() {
                 c.tuple = tuple_of(s);
+                if let Some(t) = c.tuple {
+                    self.tuple_index.insert(t, i);
+                }
             }
         }
         let mut dev = Dev {
@@ -691,6 +734,7 @@ impl<'d> NetStack<'d> {
             checksum: self.cfg.checksum,
             mtu: self.cfg.mtu,
             conns: &mut self.conns,
+            tuples: &self.tuple_index,
             cache: &mut self.cache,
             stats: &mut self.stats,
             scratch: &mut self.scratch,
@@ -748,6 +792,7 @@ impl<'d> NetStack<'d> {
         });
         if self.conn_index.len() != self.conns.len() {
             self.conn_index = self.conns.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+            self.tuple_index = self.conns.iter().enumerate().filter_map(|(i, c)| Some((c.tuple?, i))).collect();
         }
         // DHCP.
         if let Some(h) = self.dhcp {

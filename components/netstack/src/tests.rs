@@ -558,6 +558,50 @@ mod stream_model {
 }
 
 #[test]
+fn a_connection_sent_tiny_aggregates_holds_a_bounded_queue() {
+    let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+    n.pa.capture = true;
+    let (ca, cb) = n.connect();
+    // 3000 one-byte aggregates of 3000 slices, as fast as the stack takes
+    // them: small sends share entries (16 slices each), and beyond 64
+    // entries the stack says WouldBlock, so the queue's heap is bounded
+    // by entries, not by how finely the sender cuts its data.
+    let data = pattern(3000, 77);
+    let mut aggs: VecDeque<Aggregate<'static>> = VecDeque::new();
+    for &byte in &data {
+        // Packed objects of 2 bytes, 1 sent: the slices share pages but are
+        // not contiguous, so every one stays a slice of its own.
+        let obj = n.da.pack(APP, 2, |b| b.copy_from_slice(&[byte, 0])).unwrap();
+        aggs.push_back(obj.range(0, 1).unwrap());
+    }
+    let mut most = 0;
+    let mut got = Vec::new();
+    for _ in 0..100_000 {
+        while let Some(a) = aggs.pop_front() {
+            match n.a.send(ca, a) {
+                Ok(()) => {}
+                Err((NetError::WouldBlock, a)) => {
+                    aggs.push_front(a);
+                    break;
+                }
+                Err((e, _)) => panic!("{e:?}"),
+            }
+        }
+        most = most.max(n.a.send_queue_entries(ca).unwrap());
+        n.step();
+        while let Ok(Recv::Data(d)) = n.b.recv(cb, usize::MAX) {
+            d.slices().for_each(|s| got.extend_from_slice(s));
+        }
+        if got.len() == data.len() {
+            break;
+        }
+    }
+    assert!(got == data, "byte-exact");
+    assert!(most <= 64, "{most} entries");
+    assert!(frames_match_stream(&n.pa.sent, &data) > 0);
+}
+
+#[test]
 fn mib_transfer_is_byte_exact_with_zero_copies() {
     zero_copy_transfer(TxChecksum::Cached, 0);
 }
