@@ -415,7 +415,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         self.next_cgi = self.next_cgi.wrapping_add(1);
         self.stats.cgi_requests += 1;
         conn.outq.push_back(Out::Cgi(CgiCall { id, env, body }));
-        let deadline = self.clock.now_ms() + self.cfg.cgi_timeout_ms;
+        // The CGI's time starts when the call leaves (`Server::next`), not
+        // here: behind earlier responses of a pipeline that a slow client
+        // has not taken yet, the call may wait longer than the timeout
+        // without the CGI being at fault (and a timeout restarts it).
+        let deadline = u64::MAX;
         conn.state = State::Cgi(CgiWait { id, deadline, req, redirects });
     }
 
@@ -1222,7 +1226,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 conn.state = State::Closing;
                 Action::Close
             }
-            Out::Cgi(call) => Action::Cgi(call),
+            Out::Cgi(call) => {
+                if let State::Cgi(w) = &mut conn.state {
+                    if w.id == call.id {
+                        w.deadline = core.clock.now_ms() + core.cfg.cgi_timeout_ms;
+                    }
+                }
+                Action::Cgi(call)
+            }
             file @ Out::File { .. } => {
                 conn.outq.push_front(file);
                 match core.pull_file(conn) {

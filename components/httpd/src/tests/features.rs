@@ -717,6 +717,35 @@ fn a_cgi_request_awaits_its_answer_until_answered_or_timed_out() {
     assert!(!h.srv.cgi_awaiting(c, call.id));
 }
 
+/// A CGI request pipelined behind a response the client does not take
+/// (a slow reader) waits without its clock running: the CGI's timeout
+/// counts from when the call leaves, so a slow client cannot make httpd
+/// time out (and restart) a healthy CGI.
+#[test]
+fn a_cgi_call_behind_a_slow_readers_pipeline_times_from_its_dispatch() {
+    let d = domain();
+    let mut h = Harness::with_config(d, Config { cgi_timeout_ms: 2000, ..Config::default() });
+    let c = h.connect();
+    h.send(c, b"GET /style.css HTTP/1.1\r\nHost: t\r\n\r\nGET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    // The first response starts to go out (both requests are parsed then),
+    // and then the client reads nothing for longer than the CGI timeout:
+    // nothing more is taken from its output.
+    assert!(matches!(h.srv.next(c), Some(Action::Send(_))));
+    h.advance(5000);
+    h.srv.tick();
+    assert_eq!(h.srv.stats().cgi_timeouts, 0, "no CGI was called yet, so none timed out");
+    let dr = h.drain(c);
+    let call = dr.cgi.into_iter().next().expect("the CGI call leaves now");
+    h.advance(1999);
+    h.srv.tick();
+    assert_eq!(h.srv.stats().cgi_timeouts, 0);
+    assert!(h.srv.cgi_awaiting(c, call.id));
+    h.advance(1);
+    h.srv.tick();
+    assert!(!h.srv.cgi_awaiting(c, call.id), "timed out 2 s after the call left");
+    assert_eq!(h.srv.stats().cgi_timeouts, 1);
+}
+
 #[test]
 fn request_copies_are_counted_as_what_they_are() {
     let d = domain();
