@@ -29,7 +29,10 @@
 //!   With `cgi.test_hooks = 1` (test images only) also `/cgi-bin/fshog`:
 //!   opens files until fs refuses and reads them, keeping every buffer,
 //!   until fs refuses again; it shows that fs's per-client open-file table
-//!   and quota stop a client from starving the others.
+//!   and quota stop a client from starving the others. And
+//!   `/cgi-bin/hostile?mode=forge|garbage`: a hostile peer that forges
+//!   references into its reply ring or writes impossible ring heads
+//!   (`hostile_forge`, `hostile_garbage`).
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
 //!
