@@ -16,6 +16,7 @@ ${BUILD_DIR}        ${CURDIR}/../../build
 ${PORT}             8080
 @{HOOKS}            /cgi-bin/crash    /cgi-bin/spin    /cgi-bin/slow?ms=1    /cgi-bin/restart?component=httpd
 ...                 /cgi-bin/blob?size=16    /cgi-bin/pattern?seed=1&size=16    /cgi-bin/fshog?path=/index.html
+...                 /cgi-bin/hostile?mode=forge    /cgi-bin/hostile?mode=garbage
 
 *** Test Cases ***
 ISO Boots The Whole System And Serves The Site
@@ -44,5 +45,5 @@ The Default Image Answers 404 For Every Test Hook
     # code carries (its log line, panic message, reply), which webtest's
     # binary has (tests/robot/web.robot).
     ${elf}=    Get Binary File    ${BUILD_DIR}/system/elves/cgi.elf
-    ${found}=    Evaluate    list(filter($elf.__contains__, (b"crash requested", b"crashing on purpose", b"spinning forever", b"slept ", b"not restarted: ", b"application/octet-stream")))
+    ${found}=    Evaluate    list(filter($elf.__contains__, (b"crash requested", b"crashing on purpose", b"spinning forever", b"slept ", b"not restarted: ", b"application/octet-stream", b"forged replies written", b"ring heads overwritten")))
     Should Be Empty    ${found}    the default image's cgi contains test hooks

@@ -29,7 +29,10 @@
 //!   With `cgi.test_hooks = 1` (test images only) also `/cgi-bin/fshog`:
 //!   opens files until fs refuses and reads them, keeping every buffer,
 //!   until fs refuses again; it shows that fs's per-client open-file table
-//!   and quota stop a client from starving the others.
+//!   and quota stop a client from starving the others. And
+//!   `/cgi-bin/hostile?mode=forge|garbage`: a hostile peer that forges
+//!   references into its reply ring or writes impossible ring heads
+//!   (`hostile_forge`, `hostile_garbage`).
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
 //!
@@ -44,14 +47,14 @@ extern crate alloc;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use cgi::{Component, Counters, Env, FragmentSource, Programs};
 use component_runtime::{error, log, warn};
 use fs::proto;
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, PoolLayout, RoRegion,
-    RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    AggDesc, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, PoolLayout,
+    RoRegion, RwRegion, SliceDesc, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::link::{self, CounterPage};
 
@@ -362,6 +365,13 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
                 }
             };
             let (id, reply, ok) = run(d, &mut programs, r.agg, r.tag);
+            if TEST_HOOKS && MUTED.load(Ordering::Relaxed) {
+                // `/cgi-bin/hostile` wrote the reply ring behind our
+                // producer's back: a send would overwrite what it wrote.
+                drop(reply);
+                answered += 1;
+                continue;
+            }
             let flags = if ok { FLAG_EOF } else { 0 };
             if let Err((e, _)) = replies.send(reply, u64::from(id), flags) {
                 warn!("reply {id}: {e:?}");
@@ -508,6 +518,17 @@ fn test_hook(
                 None => (id, Aggregate::new(d), false),
             }
         }
+        "/cgi-bin/hostile" => {
+            let query = env.get_str("QUERY_STRING").unwrap_or("");
+            match cgi::programs::query_param(query, "mode").unwrap_or("") {
+                "forge" => hostile_forge(d, id),
+                "garbage" => hostile_garbage(),
+                _ => return None,
+            }
+            // Nothing more goes out on the reply ring (`MUTED`): httpd must
+            // find the channel broken, fail this request and restart us.
+            (id, Aggregate::new(d), false)
+        }
         "/cgi-bin/slow" => {
             let ms = cgi::programs::query_param(env.get_str("QUERY_STRING").unwrap_or(""), "ms")
                 .and_then(|v| v.parse().ok())
@@ -520,6 +541,90 @@ fn test_hook(
         }
         _ => return None,
     })
+}
+
+/// Set by `/cgi-bin/hostile` once it has written the reply ring directly:
+/// from then on this incarnation sends no replies (its typed producer no
+/// longer knows the ring's state).
+/// httpd's application pool and netstack's socket pool as
+/// camkes/iolite.camkes numbers them: a hostile component needs no
+/// attribute to name a pool id.
+const HTTPD_APP_POOL: PoolId = 24;
+const SOCK_POOL: PoolId = 23;
+
+static MUTED: AtomicBool = AtomicBool::new(false);
+
+/// The producer end of channel B of `cgi_chan` (our replies to httpd), as
+/// raw ring memory, continuing at the published head.
+fn raw_reply_ring() -> Option<iolite::ring::RingProducer<AggDesc>> {
+    let base = glue::cgi_chan::VADDR + cgi::chan::B_OFF;
+    // SAFETY: channel B's forward ring, mapped read-write; we are its only
+    // producer, and the typed one is not used again (`MUTED`).
+    unsafe { iolite::ring::RingProducer::attach(rw(base, cgi::chan::CHANNEL_BYTES), cgi::chan::FWD_CAP).ok() }
+}
+
+/// `/cgi-bin/hostile?mode=forge` (test hook): replies to request `id` whose
+/// slices name what we may not reference, written straight into the ring
+/// (the typed API cannot build them): httpd's application pool and
+/// netstack's socket pool (not in our grant list: refused and counted),
+/// then a wrong generation of a live buffer of our own pool, guessed
+/// generations of httpd's request pool and of fs's file pool, an
+/// out-of-range buffer, an out-of-range length, and too many slices (each
+/// breaks the channel; httpd reads up to the first of them).
+fn hostile_forge(d: &'static Domain, id: u32) {
+    let Some(mut ring) = raw_reply_ring() else { return };
+    MUTED.store(true, Ordering::Relaxed);
+    // A live buffer of our pool, kept for good (one page per call of this
+    // hook), so that its generation is current when httpd checks the
+    // forged one against it.
+    let Some(live) = d.alloc(CGI_POOL, 64).ok().and_then(|b| b.seal(64).ok()) else { return };
+    let live = *Box::leak(Box::new(live)).descs().first().expect("one slice");
+    let slice = |pool, buf, gen, off, len| SliceDesc { pool, buf, gen, off, len };
+    let forged = [
+        slice(HTTPD_APP_POOL, 0, 1, 0, 4096),
+        slice(SOCK_POOL, 0, 1, 0, 4096),
+        slice(CGI_POOL, live.buf, live.gen ^ 0x0100_0000, 0, 64),
+        slice(REQ_POOL, 0, 0x5eed_0001, 0, 64),
+        slice(FILE_POOL, 0, 0x5eed_0002, 0, 4096),
+        slice(CGI_POOL, u32::MAX, 1, 0, 64),
+        slice(CGI_POOL, 0, 1, u32::MAX - 8, 4096),
+    ];
+    let mut sent = 0;
+    for s in forged {
+        let mut desc = AggDesc { nslices: 1, flags: FLAG_EOF, tag: u64::from(id), ..AggDesc::default() };
+        desc.slices[0] = s;
+        if ring.push(desc).is_ok() {
+            sent += 1;
+        }
+    }
+    let desc = AggDesc { nslices: u32::MAX, flags: FLAG_EOF, tag: u64::from(id), ..AggDesc::default() };
+    if ring.push(desc).is_ok() {
+        sent += 1;
+    }
+    log!("hostile: {sent} forged replies written");
+    glue::done::emit();
+}
+
+/// `/cgi-bin/hostile?mode=garbage` (test hook): impossible ring states in
+/// the rings we produce into: channel B's head of `cgi_chan` (httpd reads
+/// it) and the head of our release ring on `fs_channel` (fs reads it), far
+/// beyond what the rings hold. Then an fs call, so fs looks at once.
+fn hostile_garbage() {
+    MUTED.store(true, Ordering::Relaxed);
+    let head = |addr: usize| {
+        // SAFETY: a ring's head word in a dataport mapped read-write; the
+        // peer reads it atomically.
+        unsafe { &*(addr as *const core::sync::atomic::AtomicU32) }
+    };
+    let tail = |addr: usize| head(addr + 64).load(Ordering::Acquire);
+    let b = glue::cgi_chan::VADDR + cgi::chan::B_OFF;
+    head(b).store(tail(b).wrapping_add(0x4000_0000), Ordering::Release);
+    let rel = glue::fs_channel::VADDR + iolite::ring::ring_bytes::<AggDesc>(proto::FWD_CAP).div_ceil(64) * 64;
+    head(rel).store(tail(rel).wrapping_add(0x7777_7777), Ordering::Release);
+    log!("hostile: ring heads overwritten");
+    let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);
+    glue::fs::stat("/index.html", &mut size, &mut mtime, &mut kind, &mut ino, &mut generation);
+    glue::done::emit();
 }
 
 /// Header + a fresh body of `/cgi-bin/pattern?seed=S&size=N`.

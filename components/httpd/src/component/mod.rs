@@ -26,7 +26,9 @@
 //!   supervisor to restart the cgi (the assembly grants it:
 //!   `httpd.may_restart = ["cgi"]`): a CGI that spins would otherwise keep
 //!   the component busy for good, and every later request would time out
-//!   too. The fresh incarnation comes back as after a fault.
+//!   too. The fresh incarnation comes back as after a fault. A cgi that
+//!   breaks its reply channel (a corrupt ring, a forged reference) is
+//!   restarted the same way at once: the channel is never read again.
 //! * **Time**: the ticker's clock page (PIT ticks, boot time from the RTC);
 //!   the ticker wakes us every 100 ms for `Server::tick`.
 //! * **Counters**: `name=value` lines in `httpd_stats` (read by the cgi for
@@ -34,7 +36,8 @@
 //!
 //! Lines it prints: `[httpd] listening on port 80`, `[httpd] cgi attached
 //! (generation G)`, `[httpd] cgi timed out: asking the supervisor to restart
-//! it`, `[httpd] cgi restarted (generation G): N requests failed with 502`.
+//! it` (or `cgi broke its reply channel: ...`, after `channel cgi_chan.B
+//! from cgi broken: WHY`), `[httpd] cgi restarted (generation G): N requests failed with 502`.
 
 extern crate alloc;
 
@@ -528,7 +531,7 @@ impl Httpd {
             let ready = self.srv.tick();
             self.ready.extend(ready);
             if self.srv.stats().cgi_timeouts != timeouts {
-                self.restart_cgi();
+                self.restart_cgi("timed out");
             }
             self.publish();
         }
@@ -811,6 +814,10 @@ impl Httpd {
                 }
                 Next::Broke(e) => {
                     error!("channel cgi_chan.B from cgi broken: {e:?}");
+                    // The cgi broke the protocol: it pays with a restart
+                    // (what it left unanswered fails with 502 when the new
+                    // incarnation attaches), as one that stops answering.
+                    self.restart_cgi("broke its reply channel");
                     return;
                 }
             };
@@ -824,13 +831,14 @@ impl Httpd {
         }
     }
 
-    /// Has the supervisor restart the cgi, which did not answer in time.
+    /// Has the supervisor restart the cgi, which did not answer in time or
+    /// broke its reply channel (`why`, for the log).
     /// On success the old incarnation is gone: we stop using its channels
     /// at once (requests until the new one attaches get 503 instead of
     /// going into channels it is about to reset); `check_cgi` fails what it
     /// left unanswered when the new one publishes its generation.
-    fn restart_cgi(&mut self) {
-        log!("cgi timed out: asking the supervisor to restart it");
+    fn restart_cgi(&mut self, why: &str) {
+        log!("cgi {why}: asking the supervisor to restart it");
         match component_runtime::restart(CGI_INSTANCE) {
             Ok(()) => {
                 self.cgi = None;
