@@ -118,6 +118,9 @@ pub struct HttpStats {
     /// Bytes of CGI response headers copied for parsing (the header only:
     /// the body goes by reference).
     pub cgi_header_bytes_copied: u64,
+    /// File reads the source refused for now (busy): the response waits
+    /// and is read again later instead of being cut short.
+    pub file_reads_deferred: u64,
     /// Requests that timed out while arriving (408).
     pub request_timeouts: u64,
     /// Idle keep-alive connections closed.
@@ -583,7 +586,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
 
     /// Reads the next piece of the file at the front of the queue.
     /// `Err` = the file failed or shrank: the response cannot be completed.
-    fn pull_file(&mut self, conn: &mut Conn<'d, S::File>) -> Result<Aggregate<'d>, ()> {
+    /// The next piece of the file at the front of `conn`'s output:
+    /// `Ok(None)` when the source is busy for now (fs out of buffers or its
+    /// channel full, typically while slow clients hold cached pages): the
+    /// file stays where it is and is read again later, because the header
+    /// has promised its bytes. `Err` when it cannot be read at all.
+    fn pull_file(&mut self, conn: &mut Conn<'d, S::File>) -> Result<Option<Aggregate<'d>>, ()> {
         let Some(Out::File { f, off, end, parts }) = conn.outq.front_mut() else { return Err(()) };
         if *off >= *end {
             // The next part's header (and after the last range, the closing
@@ -595,12 +603,16 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     self.src.close(f);
                 }
             }
-            return Ok(hdr);
+            return Ok(Some(hdr));
         }
         let want = (*end - *off).min(self.cfg.read_chunk as u64) as usize;
         let r = self.src.read(f, *off, want);
         let agg = match r {
             Ok(a) if !a.is_empty() && a.len() <= want => a,
+            Err(SourceError::Busy) => {
+                self.stats.file_reads_deferred += 1;
+                return Ok(None);
+            }
             _ => {
                 if let Some(Out::File { f, .. }) = conn.outq.pop_front() {
                     self.src.close(f);
@@ -615,7 +627,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             }
         }
         self.stats.body_bytes_by_ref += agg.len() as u64;
-        Ok(agg)
+        Ok(Some(agg))
     }
 
     /// A `multipart/byteranges` 206 (RFC 9110 §14.6): the header and each
@@ -1196,6 +1208,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         self.core.process(conn);
     }
 
+    /// Whether `c`'s output waits for its file source (a read was busy):
+    /// call [`Server::next`] for it again later (when buffers come back).
+    pub fn waits_for_source(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.outq.front(), Some(Out::File { .. })))
+    }
+
     /// Whether [`Server::next`] has something for `c`.
     pub fn has_output(&self, c: ConnId) -> bool {
         self.conns.get(&c.0).is_some_and(|conn| !conn.outq.is_empty())
@@ -1237,7 +1255,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             file @ Out::File { .. } => {
                 conn.outq.push_front(file);
                 match core.pull_file(conn) {
-                    Ok(a) => Action::Send(a),
+                    Ok(Some(a)) => Action::Send(a),
+                    // Nothing now: `waits_for_source` says to ask again.
+                    Ok(None) => return None,
                     Err(()) => Self::abort(core, conn),
                 }
             }
@@ -1253,11 +1273,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                         }
                         Some(Out::File { .. }) => {
                             match core.pull_file(conn) {
-                                Ok(chunk) => {
+                                Ok(Some(chunk)) => {
                                     if let Err((_, chunk)) = a.append(chunk) {
                                         conn.outq.push_front(Out::Data(chunk));
                                     }
                                 }
+                                Ok(None) => {}
                                 Err(()) => {
                                     // The header is already promised a body it
                                     // cannot get: drop the connection.

@@ -78,6 +78,9 @@ pub struct MemSite<'d> {
     pub dirs: Vec<String>,
     pub open: Rc<Cell<i64>>,
     pub fail: Option<(String, SourceError)>,
+    /// Reads to refuse with `Busy` before answering again (fs out of
+    /// buffers for now).
+    pub busy_reads: u32,
     next_ino: u32,
 }
 
@@ -89,6 +92,7 @@ impl<'d> MemSite<'d> {
             dirs: vec!["/".into()],
             open: Rc::new(Cell::new(0)),
             fail: None,
+            busy_reads: 0,
             next_ino: 12,
         }
     }
@@ -148,6 +152,10 @@ impl<'d> FileSource<'d> for MemSite<'d> {
     }
 
     fn read(&mut self, file: &Open, offset: u64, max: usize) -> Result<Aggregate<'d>, SourceError> {
+        if self.busy_reads > 0 {
+            self.busy_reads -= 1;
+            return Err(SourceError::Busy);
+        }
         let f = self.files.get(&file.path).ok_or(SourceError::Failed)?;
         let mut out = Aggregate::new(self.d);
         let mut off = offset as usize;

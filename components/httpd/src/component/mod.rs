@@ -300,6 +300,9 @@ struct Httpd {
     next_peer: Option<Remote>,
     /// Server connections with output to pull.
     ready: Vec<HConn>,
+    /// Connections whose file read fs refused for now (busy): pumped again
+    /// in the next round.
+    fs_waiting: Vec<HConn>,
     cgi: Option<Cgi>,
     cgi_gen: u64,
     cgi_control: &'static cgi::chan::Control,
@@ -467,6 +470,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         net_full: BTreeSet::new(),
         next_peer: None,
         ready: Vec::new(),
+        fs_waiting: Vec::new(),
         cgi: None,
         cgi_gen: 0,
         cgi_control,
@@ -523,6 +527,8 @@ impl Httpd {
         // Idle connections closed to make room for new ones.
         let woken = self.srv.take_woken();
         self.ready.extend(woken);
+        let waiting = core::mem::take(&mut self.fs_waiting);
+        self.ready.extend(waiting);
         self.handle_cgi_replies();
         let now = self.srv.clock().now_ms();
         if now.saturating_sub(self.last_tick) >= TICK_MS {
@@ -565,7 +571,7 @@ impl Httpd {
         }
         // Wake us when netstack consumed requests or returned buffers, if
         // requests wait or a connection has more to send.
-        let waiting = !self.outq.is_empty() || !self.ready.is_empty() || self.cgi_stuck;
+        let waiting = !self.outq.is_empty() || !self.ready.is_empty() || !self.fs_waiting.is_empty() || self.cgi_stuck;
         PairControl::set(&self.control.tx_waiting, waiting as u64);
     }
 
@@ -685,7 +691,14 @@ impl Httpd {
                 let a = self.srv.next(id);
                 self.static_copied += self.d.stats().bytes_copied - copied_before;
                 match a {
-                    None => break,
+                    None => {
+                        if self.srv.waits_for_source(id) {
+                            // fs was busy: ask again next round (a wake-up,
+                            // e.g. netstack returning buffers), not now.
+                            self.fs_waiting.push(id);
+                        }
+                        break;
+                    }
                     Some(Action::Send(agg)) => {
                         budget = budget.saturating_sub(agg.len());
                         sends += 1;
@@ -1008,6 +1021,7 @@ impl Httpd {
         c.set("wakeups", self.wakeups);
         c.set("idle_evictions", st.idle_evictions);
         c.set("send_timeouts", st.send_timeouts);
+        c.set("file_reads_deferred", st.file_reads_deferred);
         c.set("connections_open", self.by_srv.len() as u64);
         c.set("connections_send_full", self.net_full.len() as u64);
         c.set("heap_used", heap_used() as u64);

@@ -717,6 +717,39 @@ fn a_cgi_request_awaits_its_answer_until_answered_or_timed_out() {
     assert!(!h.srv.cgi_awaiting(c, call.id));
 }
 
+/// fs refusing a read for now (busy: its buffers are held downstream, e.g.
+/// by slow clients) delays the body; it does not cut the response short.
+#[test]
+fn a_busy_file_source_delays_the_body_instead_of_cutting_it() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let data = content(300_000, 9);
+    h.srv.source_mut().put("/big.bin", &data, 1);
+    let c = h.connect();
+    h.send(c, b"GET /big.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    let mut got = Vec::new();
+    // The header and the first piece, then three refused reads.
+    assert!(matches!(h.srv.next(c), Some(Action::Send(a)) if { got.extend(bytes(&a)); true }));
+    h.srv.source_mut().busy_reads = 3;
+    let mut waits = 0;
+    loop {
+        let dr = h.drain(c);
+        assert!(!dr.closed, "the response was cut short");
+        got.extend(dr.bytes);
+        if !h.srv.waits_for_source(c) {
+            break;
+        }
+        waits += 1;
+        assert!(waits < 10);
+    }
+    assert!(waits >= 1, "the output waited for the source");
+    assert_eq!(h.srv.stats().file_reads_deferred, 3);
+    let r = parse_responses(&got, &|_| false);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].status, 200);
+    assert!(r[0].body == data, "body of {} bytes, not the file's", r[0].body.len());
+}
+
 /// A CGI request pipelined behind a response the client does not take
 /// (a slow reader) waits without its clock running: the CGI's timeout
 /// counts from when the call leaves, so a slow client cannot make httpd
