@@ -671,9 +671,21 @@ mod tests {
         map(&http, SOCK, sock_pool);
         map(&http, FILE, file_pool);
         let _ = hdr_pool;
-        // http maps app, file and sock: its grant list at net.
-        net.set_peer_pools(NET_HTTP, &[APP, FILE, SOCK]).unwrap();
+        // http maps app, file and sock: its grant list at net, by the
+        // dataport names an assembly writes (the rejections below check
+        // that the named form set exactly these pools).
+        let names: &[(&str, PoolId)] = &[
+            ("rx_pool", RX),
+            ("hdr_pool", HDR),
+            ("app_pool", APP),
+            ("file_pool", FILE),
+            ("sock_pool", SOCK),
+            ("cgi_pool", 0),
+        ];
         assert_eq!(net.set_peer_pools(NET_HTTP, &[APP, 77]).unwrap_err(), Error::UnknownPool);
+        assert_eq!(net.set_peer_pools_named(NET_HTTP, &["app_pool", "nosuch"], names), Err(Error::UnknownPool));
+        assert_eq!(net.set_peer_pools_named(NET_HTTP, &["cgi_pool"], names), Err(Error::UnknownPool), "absent");
+        net.set_peer_pools_named(NET_HTTP, &["app_pool", "file_pool", "sock_pool"], names).unwrap();
 
         // Live buffers http might try to name.
         let header = make(&net, HDR, b"frame header");

@@ -556,6 +556,26 @@ impl Domain {
         Ok(())
     }
 
+    /// [`Domain::set_peer_pools`] from a grant list as the assembly writes
+    /// it, the names of our dataports (`<channel>_refs`), with `pools`
+    /// naming each dataport's pool id (id 0: that optional dataport is not
+    /// in this assembly). A name not in `pools`, or an absent pool, is
+    /// `UnknownPool`: the compiler checked the list against the sender's
+    /// mappings, so it means this component's table is out of date.
+    pub fn set_peer_pools_named(&self, p: PeerId, names: &[&str], pools: &[(&str, PoolId)]) -> Result<()> {
+        let mut ids = [0 as PoolId; MAX_POOLS];
+        if names.len() > MAX_POOLS {
+            return Err(Error::InvalidArgument);
+        }
+        for (slot, name) in ids.iter_mut().zip(names) {
+            *slot = match pools.iter().find(|(n, _)| n == name) {
+                Some(&(_, id)) if id != 0 => id,
+                _ => return Err(Error::UnknownPool),
+            };
+        }
+        self.set_peer_pools(p, &ids[..names.len()])
+    }
+
     /// Descriptors from peer `p` that validation rejected.
     pub fn peer_rejections(&self, p: PeerId) -> Result<u64> {
         Ok(self.peers.borrow()[p.idx()?].rejected)

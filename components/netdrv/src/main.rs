@@ -79,27 +79,17 @@ const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
 const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
 const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+/// Our pool dataports by name, for the assembly's grant lists.
+const POOLS: &[(&str, PoolId)] = &[
+    ("rx_pool", RX_POOL),
+    ("hdr_pool", HDR_POOL),
+    ("sock_pool", SOCK_POOL),
+    ("app_pool", APP_POOL),
+    ("file_pool", FILE_POOL),
+    ("cgi_pool", CGI_POOL),
+    ("cgi_req_pool", CGI_REQ_POOL),
+];
 
-/// The pool ids of a grant list (our dataports' names, checked against the
-/// connections by the compiler).
-fn pool_ids(names: &[&str]) -> alloc::vec::Vec<PoolId> {
-    names
-        .iter()
-        .map(|name| match *name {
-            "rx_pool" => RX_POOL,
-            "hdr_pool" => HDR_POOL,
-            "sock_pool" => SOCK_POOL,
-            "app_pool" => APP_POOL,
-            "file_pool" if FILE_POOL != 0 => FILE_POOL,
-            "cgi_pool" if CGI_POOL != 0 => CGI_POOL,
-            "cgi_req_pool" if CGI_REQ_POOL != 0 => CGI_REQ_POOL,
-            other => {
-                error!("grant list names {other}, which is no pool here");
-                component_runtime::exit(1)
-            }
-        })
-        .collect()
-}
 const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
 const POLL: bool = glue::attributes::POLL != 0;
@@ -369,7 +359,7 @@ impl Driver {
         }
         // Frames from netstack may point only into these pools, and into
         // our own only where we lent the buffer to netstack.
-        d.set_peer_pools(NETSTACK, &pool_ids(glue::attributes::LINK_REFS)).expect("link grant list");
+        d.set_peer_pools_named(NETSTACK, glue::attributes::LINK_REFS, POOLS).expect("link grant list");
 
         // --- the link with netstack (netstack, above us, set it up) ---
         let link_base = glue::link::VADDR as *mut u8;

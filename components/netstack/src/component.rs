@@ -25,7 +25,6 @@ extern crate alloc;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
-use alloc::vec::Vec;
 use component_runtime::{error, log, warn};
 use iolite::{
     Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
@@ -54,27 +53,17 @@ const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
 const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
 const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+/// Our pool dataports by name, for the assembly's grant lists.
+const POOLS: &[(&str, PoolId)] = &[
+    ("rx_pool", RX_POOL),
+    ("hdr_pool", HDR_POOL),
+    ("sock_pool", SOCK_POOL),
+    ("app_pool", APP_POOL),
+    ("file_pool", FILE_POOL),
+    ("cgi_pool", CGI_POOL),
+    ("cgi_req_pool", CGI_REQ_POOL),
+];
 
-/// The pool ids of a grant list (our dataports' names, checked against the
-/// connections by the compiler).
-fn pool_ids(names: &[&str]) -> Vec<PoolId> {
-    names
-        .iter()
-        .map(|name| match *name {
-            "rx_pool" => RX_POOL,
-            "hdr_pool" => HDR_POOL,
-            "sock_pool" => SOCK_POOL,
-            "app_pool" => APP_POOL,
-            "file_pool" if FILE_POOL != 0 => FILE_POOL,
-            "cgi_pool" if CGI_POOL != 0 => CGI_POOL,
-            "cgi_req_pool" if CGI_REQ_POOL != 0 => CGI_REQ_POOL,
-            other => {
-                error!("grant list names {other}, which is no pool here");
-                component_runtime::exit(1)
-            }
-        })
-        .collect()
-}
 /// 1: signal netdrv (`kick_drv`) when a round netdrv did not start queued
 /// frames: netdrv waits for its interrupt and this kick, and would
 /// otherwise post them at the next interrupt (a client that sends on its
@@ -319,8 +308,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // What each peer may reference in what it sends us: netdrv its received
     // frames, the client the pools it maps (never our headers or netdrv's
     // receive pool), and our own buffers only where we lent them to it.
-    d.set_peer_pools(NETDRV, &pool_ids(glue::attributes::LINK_REFS)).expect("link grant list");
-    d.set_peer_pools(CLIENT, &pool_ids(glue::attributes::CLIENT_REFS)).expect("client grant list");
+    d.set_peer_pools_named(NETDRV, glue::attributes::LINK_REFS, POOLS).expect("link grant list");
+    d.set_peer_pools_named(CLIENT, glue::attributes::CLIENT_REFS, POOLS).expect("client grant list");
     // A client may hold this many of our buffers (received data) at once.
     let _ = d.set_quota(CLIENT, glue::attributes::CLIENT_QUOTA as u32);
 

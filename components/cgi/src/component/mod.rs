@@ -93,20 +93,6 @@ unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
     unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
 }
 
-/// The pool ids of a grant list (our dataports' names, checked against the
-/// connections by the compiler).
-fn pool_ids(names: &[&str]) -> Vec<PoolId> {
-    names
-        .iter()
-        .map(|name| match *name {
-            "cgi_pool" => CGI_POOL,
-            "req_pool" => REQ_POOL,
-            "file_pool" => FILE_POOL,
-            other => panic!("grant list names {other}, which is no pool here"),
-        })
-        .collect()
-}
-
 fn clock_word(i: usize) -> u64 {
     // SAFETY: the ticker's clock page, mapped read-only; atomics.
     unsafe { (*(glue::clock::VADDR as *const AtomicU64).add(i)).load(Ordering::Acquire) }
@@ -276,8 +262,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     }
     // What each peer may reference in what it sends us (the assembly's
     // grant lists): httpd its request pool, fs its file cache.
-    d.set_peer_pools(HTTPD, &pool_ids(glue::attributes::CGI_CHAN_REFS)).expect("httpd grant list");
-    d.set_peer_pools(FS, &pool_ids(glue::attributes::FS_CHANNEL_REFS)).expect("fs grant list");
+    let pools = [("cgi_pool", CGI_POOL), ("req_pool", REQ_POOL), ("file_pool", FILE_POOL)];
+    d.set_peer_pools_named(HTTPD, glue::attributes::CGI_CHAN_REFS, &pools).expect("httpd grant list");
+    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
     // A fresh start at fs: it takes back what an earlier incarnation held
     // and sets our channel up again.
     glue::fs::reset();

@@ -67,21 +67,6 @@ const FILE_POOL: PoolId = proto::FS_POOL;
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
 const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
 
-/// The pool ids of a grant list (our dataports' names, checked against the
-/// connections by the compiler).
-fn pool_ids(names: &[&str]) -> Vec<PoolId> {
-    names
-        .iter()
-        .map(|name| match *name {
-            "app_pool" => HTTPD_POOL,
-            "sock_pool" => SOCK_POOL,
-            "file_pool" => FILE_POOL,
-            "cgi_pool" => CGI_POOL,
-            "cgi_req_pool" => CGI_REQ_POOL,
-            other => panic!("grant list names {other}, which is no pool here"),
-        })
-        .collect()
-}
 const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const CGI: PeerId = PeerId(2);
@@ -390,9 +375,16 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
     // What each peer may reference in what it sends us (the assembly's
     // grant lists); our own buffers only where we lent them to that peer.
-    d.set_peer_pools(NETSTACK, &pool_ids(glue::attributes::CLIENT_REFS)).expect("netstack grant list");
-    d.set_peer_pools(FS, &pool_ids(glue::attributes::FS_CHANNEL_REFS)).expect("fs grant list");
-    d.set_peer_pools(CGI, &pool_ids(glue::attributes::CGI_CHAN_REFS)).expect("cgi grant list");
+    let pools = [
+        ("app_pool", HTTPD_POOL),
+        ("sock_pool", SOCK_POOL),
+        ("file_pool", FILE_POOL),
+        ("cgi_pool", CGI_POOL),
+        ("cgi_req_pool", CGI_REQ_POOL),
+    ];
+    d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, &pools).expect("netstack grant list");
+    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
+    d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, &pools).expect("cgi grant list");
 
     // --- the netstack pair: we run above netstack, so we set it up now,
     // before anything that could block ---
