@@ -45,9 +45,7 @@ use iolite::{
 use netstack::link::{self, CounterPage, PairControl};
 use netstack::TxOffload;
 
-mod regs;
-
-use regs::*;
+use e1000_regs::*;
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(2 << 20);
@@ -152,7 +150,7 @@ struct InFlight {
 
 struct Driver {
     start: &'static component_runtime::start::StartInfo,
-    regs: Registers,
+    regs: Mmio,
     d: &'static Domain,
     tx_ring: *mut [u64; 2],
     rx_ring: *mut [u64; 2],
@@ -197,7 +195,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
 
 /// Finds the e1000, checks BAR0 against the assembly and enables memory
 /// decoding and bus mastering.
-fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Registers>, pci::Refused> {
+fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Mmio>, pci::Refused> {
     match E1000.ids()? {
         Some(ids) if ids == E1000_IDS => {}
         other => {
@@ -227,7 +225,7 @@ fn probe(start: &component_runtime::start::StartInfo) -> Result<Option<Registers
     if TEST_HOOKS {
         try_forbidden_writes()?;
     }
-    Ok(Some(Registers::new()))
+    Ok(Some(Mmio::new(glue::regs::get())))
 }
 
 /// Writes a driver must not make (BAR0, the interrupt line, a command bit
@@ -272,7 +270,7 @@ unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
 }
 
 impl Driver {
-    fn new(start: &'static component_runtime::start::StartInfo, mut regs: Registers) -> Driver {
+    fn new(start: &'static component_runtime::start::StartInfo, mut regs: Mmio) -> Driver {
         // --- the device, quiet and reset ---
         regs.write(IMC, !0);
         regs.write(CTRL, regs.read(CTRL) | CTRL_RST);
@@ -288,7 +286,7 @@ impl Driver {
         for i in 0..128 {
             regs.write(MTA + 4 * i, 0);
         }
-        let mac = regs.mac().unwrap_or_else(|| {
+        let mac = e1000_regs::mac(&regs).unwrap_or_else(|| {
             error!("e1000: receive address 0 not valid");
             component_runtime::exit(1)
         });
