@@ -28,6 +28,7 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use component_runtime::start::StartInfo;
+use component_runtime::time::rdtsc_ordered as rdtsc;
 use component_runtime::{error, log};
 use fs::proto::{self, ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
 use iolite::{
@@ -74,15 +75,6 @@ fn err_name(ret: i64) -> String {
         Some(c) => alloc::format!("{c:?}"),
         None => alloc::format!("unknown error {ret}"),
     }
-}
-
-fn rdtsc() -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: lfence/rdtsc only write eax and edx; seL4 leaves rdtsc enabled.
-    unsafe {
-        core::arch::asm!("lfence", "rdtsc", "lfence", out("eax") lo, out("edx") hi, options(nostack, preserves_flags))
-    };
-    u64::from(hi) << 32 | u64::from(lo)
 }
 
 /// The fs counters (the `stats` call).
