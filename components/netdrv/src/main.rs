@@ -36,12 +36,12 @@ extern crate alloc;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
+use component_runtime::time::rdtsc;
 use component_runtime::{error, log};
 use core::sync::atomic::{fence, Ordering};
-use iolite::{
-    Aggregate, Boundary, BufMeta, BufMut, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust,
-};
+use glue_rt::map_pool;
+use glue_rt::pools::rw;
+use iolite::{Aggregate, Boundary, BufMut, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, Trust};
 use netstack::link::{self, CounterPage, PairControl};
 use netstack::TxOffload;
 
@@ -124,22 +124,6 @@ enum C {
 }
 const NCOUNTERS: usize = 16;
 const _: () = assert!(link::DRV_NAMES.len() == NCOUNTERS);
-
-fn rdtsc() -> u64 {
-    let lo: u32;
-    let hi: u32;
-    // SAFETY: rdtsc only writes eax/edx; user-mode rdtsc is allowed.
-    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem, preserves_flags)) };
-    (hi as u64) << 32 | lo as u64
-}
-
-fn meta(pages: u32) -> &'static mut [BufMeta] {
-    Box::leak(alloc::vec![BufMeta::EMPTY; pages as usize].into_boxed_slice())
-}
-
-fn pages_of(size: usize) -> u32 {
-    PoolLayout::fitting(size).pages
-}
 
 /// A transmitted frame waiting for its last descriptor to be done.
 struct InFlight {
@@ -254,21 +238,6 @@ fn try_forbidden_writes() -> Result<(), pci::Refused> {
     Ok(())
 }
 
-/// # Safety
-/// `vaddr..vaddr+size` must be a dataport mapped read-write for the
-/// program's lifetime, used only through the returned region.
-unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
-    // SAFETY: per the contract.
-    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size) }.expect("dataport region")
-}
-
-/// # Safety
-/// As for [`rw`], read-only.
-unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
-    // SAFETY: per the contract.
-    unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
-}
-
 impl Driver {
     fn new(start: &'static component_runtime::start::StartInfo, mut regs: Mmio) -> Driver {
         // --- the device, quiet and reset ---
@@ -296,63 +265,21 @@ impl Driver {
         // SAFETY (all four): the dataports are mapped as declared for as
         // long as we run, and used only through the IO-Lite domain.
         unsafe {
-            d.add_owned_pool(
-                RX_POOL,
-                rw(glue::rx_pool::VADDR, glue::rx_pool::SIZE),
-                meta(pages_of(glue::rx_pool::SIZE)),
-                Trust::Trusted,
-            )
-            .expect("rx pool");
-            d.add_foreign_pool(
-                HDR_POOL,
-                ro(glue::hdr_pool::VADDR, glue::hdr_pool::SIZE),
-                meta(pages_of(glue::hdr_pool::SIZE)),
-                Trust::Trusted,
-            )
-            .expect("hdr pool");
-            d.add_foreign_pool(
-                SOCK_POOL,
-                ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE),
-                meta(pages_of(glue::sock_pool::SIZE)),
-                Trust::Trusted,
-            )
-            .expect("sock pool");
-            d.add_foreign_pool(
-                APP_POOL,
-                ro(glue::app_pool::VADDR, glue::app_pool::SIZE),
-                meta(pages_of(glue::app_pool::SIZE)),
-                Trust::Trusted,
-            )
-            .expect("app pool");
+            map_pool!(owned d, RX_POOL, glue::rx_pool, Trust::Trusted).expect("rx pool");
+            map_pool!(foreign d, HDR_POOL, glue::hdr_pool, Trust::Trusted).expect("hdr pool");
+            map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
+            map_pool!(foreign d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
             // Pools of other producers whose buffers frames may carry (the
             // web server's file cache and CGI output); id 0: not in this
             // assembly (the `maybe` dataport is then unmapped).
             if FILE_POOL != 0 {
-                d.add_foreign_pool(
-                    FILE_POOL,
-                    ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
-                    meta(pages_of(glue::file_pool::SIZE)),
-                    Trust::Trusted,
-                )
-                .expect("file pool");
+                map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
             }
             if CGI_POOL != 0 {
-                d.add_foreign_pool(
-                    CGI_POOL,
-                    ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
-                    meta(pages_of(glue::cgi_pool::SIZE)),
-                    Trust::Untrusted,
-                )
-                .expect("cgi pool");
+                map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
             }
             if CGI_REQ_POOL != 0 {
-                d.add_foreign_pool(
-                    CGI_REQ_POOL,
-                    ro(glue::cgi_req_pool::VADDR, glue::cgi_req_pool::SIZE),
-                    meta(pages_of(glue::cgi_req_pool::SIZE)),
-                    Trust::Trusted,
-                )
-                .expect("cgi request pool");
+                map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
             }
         }
         // Frames from netstack may point only into these pools, and into

@@ -47,14 +47,17 @@ extern crate alloc;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use cgi::{Component, Counters, Env, FragmentSource, Programs};
+use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
 use fs::proto;
+use glue_rt::map_pool;
+use glue_rt::pools::rw;
 use iolite::{
-    AggDesc, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, SliceDesc, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    AggDesc, Aggregate, Boundary, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, SliceDesc, Trust,
+    BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::link::{self, CounterPage};
 
@@ -74,32 +77,9 @@ const FS: PeerId = PeerId(1);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
 const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
 
-fn meta(size: usize) -> &'static mut [BufMeta] {
-    let pages = PoolLayout::fitting(size).pages as usize;
-    Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
-}
-
-/// # Safety
-/// A dataport mapped read-write for the program's lifetime.
-unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
-    // SAFETY: per the contract.
-    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size) }.expect("dataport region")
-}
-
-/// # Safety
-/// A dataport mapped (read-only is enough) for the program's lifetime.
-unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
-    // SAFETY: per the contract.
-    unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
-}
-
-fn clock_word(i: usize) -> u64 {
-    // SAFETY: the ticker's clock page, mapped read-only; atomics.
-    unsafe { (*(glue::clock::VADDR as *const AtomicU64).add(i)).load(Ordering::Acquire) }
-}
-
 fn now_ms() -> u64 {
-    clock_word(0) * clock_word(2).max(1) / 1_000_000
+    // SAFETY: the ticker's clock page, mapped read-only for our lifetime.
+    unsafe { ClockPage::at(glue::clock::VADDR) }.now_ms()
 }
 
 /// The page's fragments, read from fs by reference.
@@ -238,27 +218,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): mapped as the assembly declares for as long as
     // we run, used only through this domain.
     unsafe {
-        d.add_owned_pool(
-            CGI_POOL,
-            rw(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
-            meta(glue::cgi_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("cgi pool");
-        d.add_foreign_pool(
-            REQ_POOL,
-            ro(glue::req_pool::VADDR, glue::req_pool::SIZE),
-            meta(glue::req_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("request pool");
-        d.add_foreign_pool(
-            FILE_POOL,
-            ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
-            meta(glue::file_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("file pool");
+        map_pool!(owned d, CGI_POOL, glue::cgi_pool, Trust::Trusted).expect("cgi pool");
+        map_pool!(foreign d, REQ_POOL, glue::req_pool, Trust::Trusted).expect("request pool");
+        map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
     }
     // What each peer may reference in what it sends us (the assembly's
     // grant lists): httpd its request pool, fs its file cache.
