@@ -30,7 +30,7 @@ use alloc::vec::Vec;
 use component_runtime::start::StartInfo;
 use component_runtime::time::rdtsc_ordered as rdtsc;
 use component_runtime::{error, log};
-use fs::proto::{self, ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
+use fs_api::{ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
 use iolite::{
     Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RoRegion, RwRegion, Trust,
     BUILD_COPY_MODE,
@@ -42,7 +42,7 @@ component_runtime::global_heap!(1 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/fs_reader.rs"));
 
 const FS_POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
-const _: () = assert!(glue::channel::SIZE >= proto::CHANNEL_BYTES, "channel dataport too small");
+const _: () = assert!(glue::channel::SIZE >= fs_api::CHANNEL_BYTES, "channel dataport too small");
 /// The private pool (posix copies land here): room for 8 copies of the
 /// 1 MiB file plus slack.
 const PRIVATE_PAGES: u32 = 2112;
@@ -51,8 +51,8 @@ const PRIVATE_BYTES: usize = PoolLayout { pages: PRIVATE_PAGES }.region_bytes();
 const POLICY_BUDGET: u64 = 64 << 10;
 /// The budget restored after it (fsread.camkes's fs.cache_budget).
 const NORMAL_BUDGET: u64 = 2 << 20;
-/// Chunk size of fs's cache (fs::DEFAULT_CHUNK_BYTES).
-const CHUNK: u64 = fs::DEFAULT_CHUNK_BYTES as u64;
+/// Chunk size of fs's cache.
+const CHUNK: u64 = fs_api::CHUNK_BYTES as u64;
 /// Simultaneous readers of one file in the memory measurement.
 const READERS: usize = 8;
 /// Warm rounds of the throughput measurement.
@@ -228,7 +228,7 @@ impl Client {
                 assert_eq!(r.tag, tag);
                 let mut bytes = alloc::vec![0u8; r.agg.len()];
                 r.agg.read_at(0, &mut bytes);
-                let recs = proto::decode_records(&bytes).expect("malformed listing");
+                let recs = fs_api::decode_records(&bytes).expect("malformed listing");
                 assert_eq!(recs.len() as i64, n, "listing count");
                 for rec in recs {
                     out.push((String::from_utf8_lossy(rec.name).into_owned(), rec.ino, rec.kind));
@@ -289,8 +289,8 @@ fn main(_start: &'static StartInfo) -> ! {
             d,
             PEER,
             channel,
-            proto::FWD_CAP,
-            proto::REL_CAP,
+            fs_api::FWD_CAP,
+            fs_api::REL_CAP,
             NoNotify,
             BUILD_COPY_MODE,
             Boundary::FileCacheToApp,

@@ -52,7 +52,6 @@ use core::sync::atomic::{AtomicBool, Ordering};
 use cgi::{Component, Counters, Env, FragmentSource, Programs};
 use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
-use fs::proto;
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::{
@@ -71,11 +70,11 @@ const REQ_POOL: PoolId = glue::attributes::REQ_POOL_ID as PoolId;
 /// (`test_hook`). A constant from the assembly, so the default image's
 /// binary has neither their code nor their names.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
-const FILE_POOL: PoolId = proto::FS_POOL;
+const FILE_POOL: PoolId = fs_api::FS_POOL;
 const HTTPD: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
-const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
+const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
 
 fn now_ms() -> u64 {
     // SAFETY: the ticker's clock page, mapped read-only for our lifetime.
@@ -95,7 +94,9 @@ impl FragmentSource<'static> for FsFragments {
             return None;
         }
         let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);
-        if glue::fs::stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation) < 0 || kind != 1 {
+        if glue::fs::stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation) < 0
+            || fs_api::kind_from_code(kind) != fs_api::FileKind::File
+        {
             return None;
         }
         // FNV-1a over ⟨ino, generation, mtime, size⟩.
@@ -116,7 +117,7 @@ impl FragmentSource<'static> for FsFragments {
         }
         self.tag += 1;
         let tag = self.tag;
-        let n = glue::fs::read(h as u32, 0, size.min(15 * 16 * 1024), tag);
+        let n = glue::fs::read(h as u32, 0, size.min(fs_api::ONE_MESSAGE_READ as u64), tag);
         glue::fs::close(h as u32);
         let mut out = Aggregate::new(self.d);
         if n <= 0 {
@@ -236,8 +237,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
             d,
             FS,
             rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            proto::FWD_CAP,
-            proto::REL_CAP,
+            fs_api::FWD_CAP,
+            fs_api::REL_CAP,
             NoNotify,
             BUILD_COPY_MODE,
             Boundary::FileCacheToApp,
@@ -568,7 +569,7 @@ fn hostile_garbage() {
     let tail = |addr: usize| head(addr + 64).load(Ordering::Acquire);
     let b = glue::cgi_chan::VADDR + cgi::chan::B_OFF;
     head(b).store(tail(b).wrapping_add(0x4000_0000), Ordering::Release);
-    let rel = glue::fs_channel::VADDR + iolite::ring::ring_bytes::<AggDesc>(proto::FWD_CAP).div_ceil(64) * 64;
+    let rel = glue::fs_channel::VADDR + iolite::ring::ring_bytes::<AggDesc>(fs_api::FWD_CAP).div_ceil(64) * 64;
     head(rel).store(tail(rel).wrapping_add(0x7777_7777), Ordering::Release);
     log!("hostile: ring heads overwritten");
     let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);

@@ -48,7 +48,7 @@ use alloc::vec::Vec;
 
 use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
-use fs::proto::{self, ErrorCode as FsErr};
+use fs_api::{ErrorCode as FsErr, FileKind};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
@@ -65,7 +65,7 @@ include!(concat!(env!("IOLITE_GLUE_DIR"), "/httpd.rs"));
 
 const HTTPD_POOL: PoolId = glue::attributes::HTTPD_POOL_ID as PoolId;
 const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const FILE_POOL: PoolId = proto::FS_POOL;
+const FILE_POOL: PoolId = fs_api::FS_POOL;
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
 const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
 
@@ -75,7 +75,7 @@ const CGI: PeerId = PeerId(2);
 const PORT: u16 = glue::attributes::PORT as u16;
 const _: () = assert!(glue::client::SIZE >= link::PAIR_BYTES);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
-const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
+const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
 
 /// Wake-up badge bits (the order of the `from` ends of `httpd_wake`).
 const WAKE_NETSTACK: u64 = 1;
@@ -86,7 +86,7 @@ const WAKE_NETSTACK: u64 = 1;
 /// pool can still place.
 const READ_MAX: u64 = match BUILD_COPY_MODE {
     CopyMode::Posix => 64 * 1024,
-    _ => 15 * 16 * 1024,
+    _ => fs_api::ONE_MESSAGE_READ as u64,
 };
 /// Pull no more output while this many quarters of our pool are in use
 /// (posix copies file data into it, and netstack holds those copies until
@@ -140,7 +140,7 @@ pub struct FsSource {
 }
 
 fn fs_error(e: i64, dir: bool) -> SourceError {
-    let code = proto::ErrorCode::ALL.iter().copied().find(|c| c.ret() == e);
+    let code = fs_api::ErrorCode::ALL.iter().copied().find(|c| c.ret() == e);
     match code {
         Some(FsErr::NotFound | FsErr::NotADirectory | FsErr::NameTooLong) => SourceError::NotFound,
         Some(FsErr::NotAFile) if dir => SourceError::IsDirectory,
@@ -164,10 +164,10 @@ impl FileSource<'static> for FsSource {
         if r < 0 {
             return Err(fs_error(r.into(), false));
         }
-        let kind = match kind {
-            1 => Kind::File,
-            2 => return Err(SourceError::IsDirectory),
-            _ => Kind::Other,
+        let kind = match fs_api::kind_from_code(kind) {
+            FileKind::File => Kind::File,
+            FileKind::Dir => return Err(SourceError::IsDirectory),
+            FileKind::Symlink | FileKind::Other => Kind::Other,
         };
         if kind == Kind::Other {
             return Err(SourceError::Forbidden);
@@ -378,8 +378,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             d,
             FS,
             rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            proto::FWD_CAP,
-            proto::REL_CAP,
+            fs_api::FWD_CAP,
+            fs_api::REL_CAP,
             NoNotify,
             BUILD_COPY_MODE,
             Boundary::FileCacheToApp,
