@@ -391,7 +391,11 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     /// were taken.
     pub fn rx_drain(&mut self, max: usize, mut deliver: impl FnMut(Aggregate<'d>) -> bool) -> usize {
         let mut n = 0;
-        while n < max {
+        // At most one lap per call, whatever the descriptors say.
+        for _ in 0..RING {
+            if n == max {
+                break;
+            }
             let i = self.rx_next;
             if i == self.rx_tail {
                 break;

@@ -425,6 +425,25 @@ fn a_full_tx_ring_keeps_the_next_frame_waiting_and_wraps() {
 }
 
 #[test]
+fn one_tx_descriptor_always_stays_free() {
+    // TDT equal to TDH means an empty ring to the device: posting all RING
+    // descriptors would make every frame in it vanish.
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    let mut q: VecDeque<_> =
+        (0..RING as u64 + 5).map(|i| (aggregate(d, APP_POOL, &[&frame(i, 60, false)]), TxRequest::Plain)).collect();
+    post(&mut nic, &mut q);
+    assert_eq!((nic.tx_in_flight(), nic.regs().tx_queued()), (RING - 1, RING - 1));
+    assert!(nic.tx_waiting());
+    assert_eq!(nic.regs().transmit(usize::MAX), RING - 1);
+    assert_eq!(nic.tx_reap(), RING - 1);
+    post(&mut nic, &mut q);
+    nic.regs().transmit(usize::MAX);
+    nic.tx_reap();
+    let sent: Vec<_> = nic.regs().sent.iter().map(|s| s.bytes.clone()).collect();
+    assert_eq!(sent, (0..RING as u64 + 5).map(|i| frame(i, 60, false)).collect::<Vec<_>>());
+}
+
+#[test]
 fn frames_of_bad_length_or_outside_the_dataports_are_rejected() {
     let (d, mut nic) = nic(RING_PAGES + 8);
     let mut q: VecDeque<_> = [
