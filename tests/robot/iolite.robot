@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       IO-Lite on the image (issue 4): stream_producer streams a deterministic
+Documentation       IO-Lite on the image: stream_producer streams a deterministic
 ...                 8 MiB byte stream as aggregates of its pool (multi-buffer, packed
 ...                 headers, some split in two) to stream_consumer through one IO-Lite
 ...                 channel (examples/stream/stream.camkes). The consumer checksums what it

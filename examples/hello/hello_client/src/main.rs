@@ -16,7 +16,7 @@ mod pattern;
 component_runtime::component_entry!(main);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/hello_client.rs"));
 
-/// Dataport rounds; issue 3's test expects the reader, restarted after its
+/// Dataport rounds; hello.robot expects the reader, restarted after its
 /// deliberate fault in round 1, to verify a later one.
 const ROUNDS: u32 = 3;
 
