@@ -1,5 +1,5 @@
 //! netdrv: the e1000 (82540EM) driver of the network path
-//! (camkes/examples/netecho.camkes). The rings, receive, transmit and the
+//! (examples/netecho/netecho.camkes). The rings, receive, transmit and the
 //! interrupt causes are the library's (`netdrv::e1000`, tested on the host
 //! against a simulated device); this is the seL4 side: discovery, the
 //! registers and physical addresses, the link with netstack, the loop.
