@@ -32,8 +32,7 @@ use component_runtime::time::rdtsc_ordered as rdtsc;
 use component_runtime::{error, log};
 use fs_api::{ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RoRegion, RwRegion, Trust,
-    BUILD_COPY_MODE,
+    Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE,
 };
 use sha2::{Digest, Sha256};
 
@@ -41,7 +40,6 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/fs_reader.rs"));
 
-const FS_POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
 const _: () = assert!(glue::channel::SIZE >= fs_api::CHANNEL_BYTES, "channel dataport too small");
 /// The private pool (posix copies land here): room for 8 copies of the
 /// 1 MiB file plus slack.
@@ -266,14 +264,12 @@ fn main(_start: &'static StartInfo) -> ! {
     // The first call returns once fs has set the channel up.
     let before = counters();
     let d: &'static Domain = alloc::boxed::Box::leak(alloc::boxed::Box::new(Domain::new()));
-    let pool = glue::pool::get();
     let channel = glue::channel::get();
     // SAFETY: the dataports are mapped (pool read-only, channel read-write)
     // for as long as we run and are used only through the IO-Lite library;
-    // PRIVATE is used by nothing else.
-    let (pool, channel, private) = unsafe {
+    // PRIVATE is used by nothing else (also for the map_pool! below).
+    let (channel, private) = unsafe {
         (
-            RoRegion::from_raw_parts(pool.as_ptr(), pool.len()).expect("pool"),
             RwRegion::from_raw_parts(channel.as_mut_ptr(), channel.len()).expect("channel"),
             RwRegion::from_raw_parts(core::ptr::addr_of_mut!(PRIVATE) as *mut u8, PRIVATE_BYTES).expect("private"),
         )
@@ -281,7 +277,8 @@ fn main(_start: &'static StartInfo) -> ! {
     let leak = |n: u32| -> &'static mut [BufMeta] {
         alloc::boxed::Box::leak(alloc::vec![BufMeta::EMPTY; n as usize].into_boxed_slice())
     };
-    d.add_foreign_pool(FS_POOL, pool, leak(FS_POOL_PAGES), Trust::Trusted).expect("fs pool");
+    // SAFETY: see above.
+    unsafe { glue_rt::map_pool!(foreign d, FS_POOL, glue::pool, Trust::Trusted) }.expect("fs pool");
     d.add_owned_pool(PRIVATE_POOL, private, leak(PRIVATE_PAGES), Trust::Trusted).expect("private pool");
     // SAFETY: fs initialised the channel before answering `stats`; the only receiver.
     let rx = unsafe {
