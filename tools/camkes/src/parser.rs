@@ -117,9 +117,18 @@ pub const C_KEYWORDS: &[&str] = &[
     "_Thread_local",
 ];
 
+/// The deepest nesting of a value: parentheses, lists, dicts, prefix
+/// operators, `**` exponents and `?:` branches, each one level. Real
+/// assemblies nest a few levels; the limit keeps the recursive descent far
+/// from the end of the stack (a few thousand parentheses used to overflow
+/// it and abort the compiler) and ends with a positioned error instead.
+pub const MAX_NESTING: u32 = 64;
+
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// Current nesting of values and expressions (see [`MAX_NESTING`]).
+    depth: u32,
 }
 
 fn describe(tok: &Tok) -> String {
@@ -183,6 +192,21 @@ impl Parser {
             self.bump();
         }
         yes
+    }
+
+    /// Runs `parse` one nesting level deeper, or refuses at `pos` when
+    /// that would pass [`MAX_NESTING`].
+    fn nested<T>(&mut self, pos: &Pos, parse: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.depth >= MAX_NESTING {
+            return err(
+                pos,
+                format!("nesting is deeper than {MAX_NESTING} levels (parentheses, brackets, braces or operators)"),
+            );
+        }
+        self.depth += 1;
+        let result = parse(self);
+        self.depth -= 1;
+        result
     }
 
     fn unexpected<T>(&self, expected: &str) -> Result<T> {
@@ -688,35 +712,35 @@ impl Parser {
         let pos = self.pos();
         match self.peek().tok {
             Tok::Str(_) => Ok(Value { kind: ValueKind::Str(self.strings()), pos }),
-            Tok::Punct("[") => {
-                self.bump();
+            Tok::Punct("[") => self.nested(&pos.clone(), |p| {
+                p.bump();
                 let mut items = Vec::new();
-                while !self.eat_punct("]") {
-                    items.push(self.value()?);
-                    if !self.eat_punct(",") {
-                        self.expect_punct("]")?;
+                while !p.eat_punct("]") {
+                    items.push(p.value()?);
+                    if !p.eat_punct(",") {
+                        p.expect_punct("]")?;
                         break;
                     }
                 }
                 Ok(Value { kind: ValueKind::List(items), pos })
-            }
-            Tok::Punct("{") => {
-                self.bump();
+            }),
+            Tok::Punct("{") => self.nested(&pos.clone(), |p| {
+                p.bump();
                 let mut entries = Vec::new();
-                while !self.eat_punct("}") {
-                    let key = self.value()?;
+                while !p.eat_punct("}") {
+                    let key = p.value()?;
                     if !matches!(key.kind, ValueKind::Str(_) | ValueKind::Int(_) | ValueKind::Float(_)) {
                         return err(&key.pos, "a dict key must be a string or a number");
                     }
-                    self.expect_punct(":")?;
-                    entries.push((key, self.value()?));
-                    if !self.eat_punct(",") {
-                        self.expect_punct("}")?;
+                    p.expect_punct(":")?;
+                    entries.push((key, p.value()?));
+                    if !p.eat_punct(",") {
+                        p.expect_punct("}")?;
                         break;
                     }
                 }
                 Ok(Value { kind: ValueKind::Dict(entries), pos })
-            }
+            }),
             _ => self.expr(),
         }
     }
@@ -733,17 +757,23 @@ impl Parser {
 
     fn ternary(&mut self) -> Result<Num> {
         let cond = self.binary(0)?;
+        let pos = self.pos();
         if self.eat_punct("?") {
-            let yes = self.ternary()?;
+            let yes = self.nested(&pos, |p| p.ternary())?;
+            let pos = self.pos();
             self.expect_punct(":")?;
-            let no = self.ternary()?;
+            let no = self.nested(&pos, |p| p.ternary())?;
             return Ok(if truthy(cond) { yes } else { no });
         }
         Ok(cond)
     }
 
-    /// Precedence climbing over the binary operators, lowest first.
-    fn binary(&mut self, level: usize) -> Result<Num> {
+    /// Precedence climbing over the binary operators (all left
+    /// associative): folds the operators of level `min` and above. A loop
+    /// per level rather than a function per level, so each parenthesis
+    /// costs a few stack frames, not one per precedence level.
+    fn binary(&mut self, min: usize) -> Result<Num> {
+        /// Lowest precedence first.
         const LEVELS: &[&[&str]] = &[
             &["||"],
             &["&&"],
@@ -756,13 +786,13 @@ impl Parser {
             &["+", "-"],
             &["*", "/", "%"],
         ];
-        if level == LEVELS.len() {
-            return self.unary();
-        }
-        let mut left = self.binary(level + 1)?;
+        let mut left = self.unary()?;
         loop {
-            let op = match &self.peek().tok {
-                Tok::Punct(p) if LEVELS[level].contains(p) => *p,
+            let (op, level) = match &self.peek().tok {
+                Tok::Punct(p) => match LEVELS.iter().position(|ops| ops.contains(p)) {
+                    Some(level) if level >= min => (*p, level),
+                    _ => return Ok(left),
+                },
                 _ => return Ok(left),
             };
             let pos = self.bump().pos;
@@ -777,9 +807,13 @@ impl Parser {
         let pos = self.pos();
         for op in ["-", "+", "!", "~"] {
             if self.eat_punct(op) {
-                let operand = self.unary()?;
+                let operand = self.nested(&pos, |p| p.unary())?;
                 return match (op, operand) {
-                    ("-", Num::Int(n)) => Ok(Num::Int(-n)),
+                    ("-", Num::Int(n)) => n
+                        .checked_neg()
+                        .map(Num::Int)
+                        .ok_or(())
+                        .or_else(|_| err(&pos, "cannot fold '-' in this constant expression")),
                     ("-", Num::Float(x)) => Ok(Num::Float(-x)),
                     ("+", n) => Ok(n),
                     ("!", n) => Ok(Num::Int(!truthy(n) as i128)),
@@ -791,7 +825,7 @@ impl Parser {
         let base = self.primary()?;
         if self.is_punct("**") {
             let pos = self.bump().pos;
-            let exponent = self.unary()?;
+            let exponent = self.nested(&pos, |p| p.unary())?;
             return fold("**", base, exponent)
                 .ok_or(())
                 .or_else(|_| err(&pos, "cannot fold '**' in this constant expression"));
@@ -818,12 +852,12 @@ impl Parser {
                 self.bump();
                 Ok(Num::Int(0))
             }
-            Tok::Punct("(") => {
-                self.bump();
-                let n = self.ternary()?;
-                self.expect_punct(")")?;
+            Tok::Punct("(") => self.nested(&token.pos, |p| {
+                p.bump();
+                let n = p.ternary()?;
+                p.expect_punct(")")?;
                 Ok(n)
-            }
+            }),
             Tok::Ident(w) => err(
                 &token.pos,
                 format!("a value must be a literal; bare identifier '{w}' is not allowed (quote it for a string)"),
@@ -894,7 +928,7 @@ fn fold(op: &str, a: Num, b: Num) -> Option<Num> {
 
 /// Parses the tokens of one file into its top-level items.
 pub fn parse(tokens: Vec<Token>) -> Result<Vec<Item>> {
-    Parser { tokens, at: 0 }.file()
+    Parser { tokens, at: 0, depth: 0 }.file()
 }
 
 #[cfg(test)]
