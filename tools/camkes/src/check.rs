@@ -8,7 +8,7 @@ use crate::ast::{self, DataportType, EndSide, InterfaceKind, Item, Name, Value, 
 use crate::diag::{err, Pos, Result};
 use crate::imports::STD_CONNECTOR;
 use crate::{lexer, parser};
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 use std::sync::Arc;
 use system_spec::{Access, MAX_IRQ_VECTOR, PAGE_SIZE};
 
@@ -309,12 +309,16 @@ pub struct System {
     pub instances: Vec<InstanceInfo>,
     /// Connections, in composition order.
     pub connections: Vec<ConnectionInfo>,
+    /// Procedure name to index in `procedures`.
+    procedure_index: HashMap<String, usize>,
+    /// `(instance, interface)` to the connection (and side) holding it.
+    end_index: HashMap<(usize, usize), (usize, EndSide)>,
 }
 
 impl System {
     /// The procedure called `name`.
     pub fn procedure(&self, name: &str) -> Option<&ast::Procedure> {
-        self.procedures.iter().find(|p| p.name.text == name)
+        self.procedure_index.get(name).map(|&i| &self.procedures[i])
     }
 
     /// The component type of instance `i`.
@@ -324,16 +328,7 @@ impl System {
 
     /// The connection (and side) that connects `instance.interface`.
     pub fn connection_of(&self, instance: usize, interface: usize) -> Option<(usize, EndSide)> {
-        self.connections.iter().enumerate().find_map(|(index, c)| {
-            let hit = |ends: &[EndRef]| ends.iter().any(|e| e.instance == instance && e.interface == interface);
-            if hit(&c.from) {
-                Some((index, EndSide::From))
-            } else if hit(&c.to) {
-                Some((index, EndSide::To))
-            } else {
-                None
-            }
-        })
+        self.end_index.get(&(instance, interface)).copied()
     }
 }
 
@@ -393,6 +388,11 @@ struct Checker {
     settings_store: Vec<ast::Setting>,
     first_assembly: Option<Pos>,
     root_file: Option<Arc<str>>,
+    /// ELF (folder) name to the component type that has it.
+    elves: HashMap<String, usize>,
+    /// `(target, attribute)` of every setting to its index in
+    /// `settings_store`, once all assemblies are merged.
+    setting_index: HashMap<(String, String), usize>,
 }
 
 impl Checker {
@@ -433,19 +433,18 @@ impl Checker {
 
     fn define_procedure(&mut self, p: ast::Procedure) -> Result<()> {
         self.define(&p.name, Defined::Procedure)?;
-        for (i, m) in p.methods.iter().enumerate() {
-            if let Some(first) = p.methods[..i].iter().find(|o| o.name.text == m.name.text) {
+        let mut methods: HashMap<&str, &Pos> = HashMap::new();
+        for m in &p.methods {
+            if let Some(first) = methods.insert(&m.name.text, &m.name.pos) {
                 return err(
                     &m.name.pos,
-                    format!(
-                        "duplicate method '{}' in procedure '{}' (first at {})",
-                        m.name.text, p.name.text, first.name.pos
-                    ),
+                    format!("duplicate method '{}' in procedure '{}' (first at {first})", m.name.text, p.name.text),
                 );
             }
             rust_spellable(&m.name, "a method name")?;
-            for (j, param) in m.params.iter().enumerate() {
-                if m.params[..j].iter().any(|o| o.name.text == param.name.text) {
+            let mut params = HashSet::new();
+            for param in &m.params {
+                if !params.insert(param.name.text.as_str()) {
                     return err(
                         &param.name.pos,
                         format!("duplicate parameter '{}' in method '{}'", param.name.text, m.name.text),
@@ -454,6 +453,7 @@ impl Checker {
                 rust_spellable(&param.name, "a parameter name")?;
             }
         }
+        self.system.procedure_index.insert(p.name.text.clone(), self.system.procedures.len());
         self.system.procedures.push(p);
         Ok(())
     }
@@ -512,29 +512,29 @@ impl Checker {
                 },
             }
         }
-        for (index, a) in c.attributes.iter().enumerate() {
-            if let Some(first) = c.attributes[..index].iter().find(|o| o.name.text == a.name.text) {
-                return err(
-                    &a.name.pos,
-                    format!("duplicate attribute '{}' (first declared at {})", a.name.text, first.name.pos),
-                );
+        let mut attributes: HashMap<&str, &Pos> = HashMap::new();
+        for a in &c.attributes {
+            if let Some(first) = attributes.insert(&a.name.text, &a.name.pos) {
+                return err(&a.name.pos, format!("duplicate attribute '{}' (first declared at {first})", a.name.text));
             }
             if let Some(default) = &a.default {
                 type_check(a, default, &format!("the default of '{}'", a.name.text))?;
             }
         }
+        // A redefinition is reported as one before its (equal) folder name.
+        let index = self.system.components.len();
+        self.define(&c.name, Defined::Component(index))?;
         let elf = snake_case(&c.name.text);
-        if let Some(other) = self.system.components.iter().find(|o| o.elf == elf) {
+        if let Some(&other) = self.elves.get(&elf) {
             return err(
                 &c.name.pos,
                 format!(
                     "component '{}' would share the folder name '{elf}' with '{}'",
-                    c.name.text, other.decl.name.text
+                    c.name.text, self.system.components[other].decl.name.text
                 ),
             );
         }
-        let index = self.system.components.len();
-        self.define(&c.name, Defined::Component(index))?;
+        self.elves.insert(elf.clone(), index);
         let n = c.interfaces.len();
         self.system.components.push(ComponentType {
             decl: c,
@@ -719,6 +719,7 @@ impl Checker {
                 );
             }
             self.connected.insert((instance, interface), (index, pos.clone()));
+            self.system.end_index.insert((instance, interface), (index, end.side));
             let end_ref = EndRef { instance, interface, pos };
             match end.side {
                 EndSide::From => info.from.push(end_ref),
@@ -741,14 +742,31 @@ impl Checker {
             return err(&info.from[28].pos, "seL4NotificationNative takes at most 28 emitters (one badge bit each)");
         }
         if kind == ConnectorKind::Notification && info.to.len() > 1 {
-            return err(
-                &info.to[1].pos,
-                "seL4Notification with more than one consumer is not supported by this compiler; use seL4Notification per consumer pair",
-            );
+            return err(&info.to[1].pos, self.one_consumer_hint(conn, &info));
         }
         self.connection_names.insert(conn.name.text.clone(), index);
         self.system.connections.push(info);
         Ok(())
+    }
+
+    /// What to write instead of an seL4Notification with a second
+    /// consumer: an interface of the emitter per consumer, each with a
+    /// connection of its own (one interface is in one connection only).
+    fn one_consumer_hint(&self, conn: &ast::Connection, info: &ConnectionInfo) -> String {
+        let (emitter, consumer) = (&info.from[0], &info.to[1]);
+        let instance = |e: &EndRef| &self.system.instances[e.instance].name.text;
+        let interface = |e: &EndRef| &self.system.component_of(e.instance).decl.interfaces[e.interface];
+        let event = interface(emitter);
+        let (e, c) = (instance(emitter), instance(consumer));
+        let (iface, consumed) = (&event.name.text, &interface(consumer).name.text);
+        let new_iface = format!("{iface}_{c}");
+        format!(
+            "seL4Notification with more than one consumer is not supported by this compiler; give the emitter one interface per consumer: add 'emits {} {new_iface};' to component '{}', remove 'to {c}.{consumed}' from '{}' and add 'connection seL4Notification {}_{c}(from {e}.{new_iface}, to {c}.{consumed});' (the emitter then emits on both)",
+            event.type_name.text,
+            self.system.component_of(emitter.instance).decl.name.text,
+            conn.name.text,
+            conn.name.text,
+        )
     }
 
     fn finish(mut self) -> Result<System> {
@@ -760,14 +778,14 @@ impl Checker {
         if self.system.instances.is_empty() {
             return err(&assembly_pos, "the assembly has no component instances");
         }
-        let mut set_at: HashMap<(String, String), Pos> = HashMap::new();
         {
-            for s in self.settings_store.clone() {
+            for (index, s) in self.settings_store.clone().into_iter().enumerate() {
                 let key = (s.target.text.clone(), s.attribute.text.clone());
-                if let Some(previous) = set_at.get(&key) {
+                if let Some(&previous) = self.setting_index.get(&key) {
+                    let previous = &self.settings_store[previous].attribute.pos;
                     return err(&s.attribute.pos, format!("'{}.{}' is already set at {previous}", key.0, key.1));
                 }
-                set_at.insert(key, s.attribute.pos.clone());
+                self.setting_index.insert(key, index);
                 if let Some(&instance) = self.instance_names.get(&s.target.text) {
                     self.instance_setting(instance, &s)?;
                 } else if let Some(&connection) = self.connection_names.get(&s.target.text) {
@@ -794,6 +812,9 @@ impl Checker {
         let conn = &mut self.system.connections[connection];
         let label = format!("'{}.{}'", s.target.text, s.attribute.text);
         let known = ["channel", "shared_writers"];
+        if let Some((_, why)) = UNSUPPORTED_CONNECTION_SETTINGS.iter().find(|(name, _)| *name == s.attribute.text) {
+            return err(&s.attribute.pos, format!("attribute {label} is not supported: {why}"));
+        }
         if !known.contains(&s.attribute.text.as_str()) {
             return err(
                 &s.attribute.pos,
@@ -846,6 +867,9 @@ impl Checker {
             let prefix = attr.strip_suffix(suffix)?;
             component.interface(prefix)
         };
+        if let Some(why) = unsupported_instance_setting(component, attr) {
+            return err(&s.attribute.pos, format!("attribute {label} is not supported: {why}"));
+        }
         let config = &mut self.system.instances[instance].config;
         if !hardware {
             match attr {
@@ -923,10 +947,6 @@ impl Checker {
                     config.may_restart_names = names.clone();
                     return Ok(());
                 }
-                "heap_size" | "affinity" | "_affinity" | "_domain" | "dma_pool" | "dma_pool_paddr"
-                | "dma_pool_cached" | "simple" | "asid_pool" => {
-                    return err(&s.attribute.pos, format!("attribute {label} is not supported by this compiler"));
-                }
                 _ => {}
             }
             if let Some(i) = interface_with_suffix("_notification") {
@@ -955,7 +975,7 @@ impl Checker {
                     return Ok(());
                 }
             }
-            for suffix in ["_priority", "_max_priority", "_stack_size", "_affinity", "_domain", "_passive"] {
+            for suffix in PER_INTERFACE_THREAD_ATTRIBUTES {
                 if interface_with_suffix(suffix).is_some() {
                     return err(
                         &s.attribute.pos,
@@ -1356,20 +1376,20 @@ impl Checker {
         Ok(())
     }
 
+    /// The value of setting `target.attribute`, if the assembly has one.
+    fn setting(&self, target: &str, attribute: &str) -> Option<&Value> {
+        let index = self.setting_index.get(&(target.to_string(), attribute.to_string()))?;
+        Some(&self.settings_store[*index].value)
+    }
+
     fn paddr_set(&self, instance: usize, attr: &str) -> bool {
-        let name = &self.system.instances[instance].name.text;
-        self.settings_store.iter().any(|s| s.target.text == *name && s.attribute.text == attr)
+        self.setting(&self.system.instances[instance].name.text, attr).is_some()
     }
 
     fn interrupt(&self, hw: &EndRef, connection: &str) -> Result<IrqConfig> {
         let inst = &self.system.instances[hw.instance];
         let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
-        let get = |suffix: &str| {
-            self.settings_store
-                .iter()
-                .find(|s| s.target.text == inst.name.text && s.attribute.text == format!("{iface}{suffix}"))
-                .map(|s| &s.value)
-        };
+        let get = |suffix: &str| self.setting(&inst.name.text, &format!("{iface}{suffix}"));
         let need = |suffix: &str| -> Result<&Value> {
             get(suffix).ok_or(()).or_else(|_| {
                 err(
@@ -1481,13 +1501,15 @@ impl Checker {
     /// Fills `ComponentType::attribute_values`: each instance's setting or
     /// the declaration's default; instances of one type must agree.
     fn resolve_attribute_values(&mut self) -> Result<()> {
-        for ci in 0..self.system.components.len() {
+        let mut instances_of: Vec<Vec<usize>> = vec![Vec::new(); self.system.components.len()];
+        for (index, instance) in self.system.instances.iter().enumerate() {
+            instances_of[instance.component].push(index);
+        }
+        for (ci, instances) in instances_of.iter().enumerate() {
             let decls = self.system.components[ci].decl.attributes.clone();
             let mut values: Vec<Option<(Value, usize)>> = vec![None; decls.len()];
-            for (index, instance) in self.system.instances.iter().enumerate() {
-                if instance.component != ci {
-                    continue;
-                }
+            for &index in instances {
+                let instance = &self.system.instances[index];
                 for (d, decl) in decls.iter().enumerate() {
                     let Some(value) = instance.config.attributes.get(&decl.name.text).or(decl.default.as_ref()) else {
                         continue;
@@ -1515,6 +1537,98 @@ impl Checker {
         }
         Ok(())
     }
+}
+
+/// Per-interface forms of thread attributes (`<iface>_priority`, ...):
+/// upstream gives some interfaces a glue thread of their own; here each
+/// component has exactly one thread.
+const PER_INTERFACE_THREAD_ATTRIBUTES: &[&str] =
+    &["_priority", "_max_priority", "_stack_size", "_affinity", "_domain", "_passive", "_period", "_budget", "_data"];
+
+/// Upstream instance settings this compiler does not implement, with why
+/// (exact names; the per-interface ones are matched by suffix elsewhere).
+/// Naming one is "not supported", never "unknown attribute".
+const UNSUPPORTED_INSTANCE_SETTINGS: &[(&str, &str)] = &[
+    (
+        "integrity_label",
+        "it labels components for upstream's capDL integrity proofs, which this compiler does not produce",
+    ),
+    ("heap_size", "a component sizes its heap in its crate (component_runtime::global_heap!), not in the assembly"),
+    ("affinity", "the kernel runs on one core (CONFIG_MAX_NUM_NODES = 1)"),
+    ("_affinity", "the kernel runs on one core (CONFIG_MAX_NUM_NODES = 1)"),
+    ("_domain", "the kernel has one scheduling domain (CONFIG_NUM_DOMAINS = 1)"),
+    ("period", MCS),
+    ("_period", MCS),
+    ("budget", MCS),
+    ("_budget", MCS),
+    ("data", MCS),
+    ("_data", MCS),
+    ("dma_pool", DMA),
+    ("dma_pool_paddr", DMA),
+    ("dma_pool_cached", DMA),
+    ("simple", SIMPLE),
+    ("simple_extra_bootinfo", SIMPLE),
+    ("asid_pool", SIMPLE),
+    ("ioports", SIMPLE),
+    ("mmios", SIMPLE),
+    ("untyped_mmios", SIMPLE),
+    ("irqs", SIMPLE),
+    ("dtb", "there is no device tree on this x86 system; hardware is described by settings"),
+    ("generate_interrupts", "there is no device tree on this x86 system; hardware is described by settings"),
+];
+
+const MCS: &str = "the kernel is not built for MCS, so threads have no scheduling contexts";
+const DMA: &str = "there is no per-component DMA pool: dataports are physically contiguous and a component learns their physical addresses from its start record, so DMA buffers are dataports";
+const SIMPLE: &str =
+    "it is for upstream's 'simple' components (capabilities handed to C code, VMs), which this compiler does not generate";
+
+/// Upstream settings of a hardware instance's interrupt (`<emits>` +
+/// suffix) for schemes other than the IOAPIC, with why.
+const UNSUPPORTED_IRQ_SETTINGS: &[(&str, &str)] = &[
+    ("_irq_number", IRQ_NOT_IOAPIC),
+    ("_irq_trigger", IRQ_NOT_IOAPIC),
+    ("_irq_target", IRQ_NOT_IOAPIC),
+    ("_spi_number", IRQ_NOT_IOAPIC),
+    ("_irq_handle", IRQ_MSI),
+    ("_irq_pci_bus", IRQ_MSI),
+    ("_irq_pci_dev", IRQ_MSI),
+    ("_irq_pci_fun", IRQ_MSI),
+    (
+        "_attributes",
+        "it configures seL4IOAPICHardwareInterrupt, which is not supported; use seL4HardwareInterrupt with '_irq_type' and the '_irq_ioapic*' settings",
+    ),
+];
+
+const IRQ_NOT_IOAPIC: &str = "it is for upstream's \"simple\" and \"arm\" interrupt types (the legacy PIC, an ARM GIC); this system takes x86 interrupts through the IOAPIC: set '_irq_type' (\"ioapic\", \"isa\" or \"pci\") and '_irq_ioapic_pin'";
+const IRQ_MSI: &str = "it is for MSI interrupts (irq type \"msi\"), which are not supported; this system takes interrupts through the IOAPIC";
+
+/// Upstream connection settings this compiler does not implement.
+const UNSUPPORTED_CONNECTION_SETTINGS: &[(&str, &str)] = &[
+    ("size", "shared memory is as large as its dataport type says: declare 'dataport Buf(n)'"),
+    ("buffer", "RPC through a shared buffer is not supported: the glue marshals arguments in message registers"),
+    ("paddr", "the loader places shared memory; only seL4HardwareMMIO maps a fixed physical address ('<dp>_paddr')"),
+    (
+        "integrity_label",
+        "it labels connections for upstream's capDL integrity proofs, which this compiler does not produce",
+    ),
+];
+
+/// Why upstream setting `attr` of an instance of `component` is not
+/// supported, if it is one this compiler leaves out.
+fn unsupported_instance_setting(component: &ComponentType, attr: &str) -> Option<&'static str> {
+    let hardware = component.is_hardware();
+    // A hardware instance has no thread, heap or address space to set up.
+    let applies = |name: &str| !hardware || name == "integrity_label";
+    if let Some((_, why)) = UNSUPPORTED_INSTANCE_SETTINGS.iter().find(|(name, _)| *name == attr && applies(name)) {
+        return Some(why);
+    }
+    if !hardware {
+        return None;
+    }
+    UNSUPPORTED_IRQ_SETTINGS.iter().find_map(|(suffix, why)| {
+        let i = component.interface(attr.strip_suffix(suffix)?)?;
+        (component.decl.interfaces[i].kind == InterfaceKind::Emits).then_some(*why)
+    })
 }
 
 fn is_dataport(component: &ComponentType, i: usize) -> bool {
@@ -1596,7 +1710,35 @@ fn parse_port_range(text: &str, label: &str, pos: &Pos) -> Result<(u16, u16)> {
     Ok((first, last))
 }
 
+/// The values an integer attribute type holds: upstream's C types (`int`
+/// is C's, 32 bits on every platform CAmkES supports). The glue's constant
+/// is `i64` or `u64`, but a value must also mean the same to upstream's C.
+fn int_range(ty: &str) -> (i128, i128) {
+    match ty {
+        "uint64_t" => (0, u64::MAX as i128),
+        "int64_t" => (i64::MIN as i128, i64::MAX as i128),
+        _ => (i32::MIN as i128, i32::MAX as i128),
+    }
+}
+
 fn type_check(decl: &ast::AttributeDecl, value: &Value, label: &str) -> Result<()> {
+    let in_range = |v: &Value| -> Result<()> {
+        let ValueKind::Int(n) = v.kind else { return Ok(()) };
+        let (min, max) = int_range(&decl.ty.text);
+        if (min..=max).contains(&n) {
+            return Ok(());
+        }
+        let fits = |ty: &str| {
+            let (min, max) = int_range(ty);
+            (min..=max).contains(&n)
+        };
+        let hint = match decl.ty.text.as_str() {
+            "int" if fits("int64_t") => "; declare it int64_t",
+            "int" | "int64_t" if fits("uint64_t") => "; declare it uint64_t",
+            _ => "",
+        };
+        err(&v.pos, format!("{label} = {n} is out of range for {} ({min}..={max}){hint}", decl.ty.text))
+    };
     let element_ok = |v: &Value| match (decl.ty.text.as_str(), &v.kind) {
         ("string", ValueKind::Str(_)) => true,
         ("string", _) => false,
@@ -1621,6 +1763,7 @@ fn type_check(decl: &ast::AttributeDecl, value: &Value, label: &str) -> Result<(
                     ),
                 );
             }
+            in_range(item)?;
         }
         return Ok(());
     }
@@ -1634,7 +1777,7 @@ fn type_check(decl: &ast::AttributeDecl, value: &Value, label: &str) -> Result<(
             ),
         );
     }
-    Ok(())
+    in_range(value)
 }
 
 /// Checks the items of a whole system (as returned by
