@@ -1,6 +1,6 @@
 //! The client interface: socket-like operations as messages on IO-Lite
-//! channels (the seL4 wiring comes later; this is the message format and
-//! the server-side state machine, host-tested).
+//! channels: the message format and the server-side state machine,
+//! host-tested (the seL4 wiring is in `component`).
 //!
 //! A client (httpd, ...) has two channels with the stack: requests go
 //! client → stack, events stack → client. Every message is an IO-Lite
