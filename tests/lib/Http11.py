@@ -292,6 +292,30 @@ class Http11:
         return status, out
 
     @keyword
+    def no_continue_for_http10(self, path, body, quiet=2.0):
+        """An HTTP/1.0 POST with `Expect: 100-continue`, its body held back
+        for `quiet` seconds: nothing may arrive meanwhile (a server MUST NOT
+        send a 1xx to an HTTP/1.0 client and MUST ignore the expectation,
+        RFC 9110 §15.2, §10.1.1). Then the body goes out; returns (status,
+        body) of the response."""
+        if isinstance(body, str):
+            body = body.encode()
+        head = f"POST {path} HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: {len(body)}\r\n\r\n".encode()
+        with self._connect() as s:
+            s.sendall(head)
+            s.settimeout(float(quiet))
+            try:
+                early = s.recv(100)
+                raise AssertionError(f"the server sent {early!r} before the body (to an HTTP/1.0 client)")
+            except socket.timeout:
+                pass
+            s.sendall(body)
+            status, h, out, rest = _read_response(s, "POST")
+            if rest:
+                raise AssertionError(f"bytes after the response: {rest[:100]!r}")
+        return status, out
+
+    @keyword
     def curl_post_expecting_continue(self, path, body, directory, wait=30, chunked=False):
         """curl POSTs `body` (as `Transfer-Encoding: chunked` if `chunked`)
         with `Expect: 100-continue` and waits up to
