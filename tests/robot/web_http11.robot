@@ -8,7 +8,7 @@ Documentation       HTTP/1.1 request features end to end on the default image (t
 ...                 by a request pipelined behind it; Expect: 100-continue with curl (which
 ...                 must get the 100 before it sends the body) and by hand, and 417; a
 ...                 multi-range request parsed as multipart/byteranges, each part compared with
-...                 the file, and the stats showing no payload byte copied for it. Then REDbot
+...                 the file, and the stats showing no payload byte copied for it. And REDbot
 ...                 (the `redbot` package of python-requirements.txt, HTTP lint) against a file,
 ...                 a directory, a CGI page and a 304: no finding of level BAD other than the
 ...                 allow-list of components/httpd/README.md ("REDbot").
@@ -50,6 +50,25 @@ Error Page Should Be
     Should Match Regexp    ${text}    ^<!DOCTYPE html>\\n<html><head><title>${status} [^<]+</title></head><body><h1>${status} [^<]+</h1></body></html>\\n$
 
 *** Test Cases ***
+REDbot Finds Nothing Bad Beyond The Documented Allow-List
+    [Documentation]    REDbot (HTTP lint) checks a static file, a directory (/ and
+    ...    /sub (301 to /sub/) and /sub/ (no index there: 403), a CGI page, a
+    ...    conditional GET answered 304 and a multi-range GET (its own follow-up requests also try If-None-Match, If-Modified-Since,
+    ...    ranges and gzip negotiation). Every note of level BAD must be in the
+    ...    allow-list of components/httpd/README.md ("REDbot"), and every entry there
+    ...    must still be found (a stale entry fails too). First in the suite: REDbot
+    ...    holds the Date to within 5 s of the host's clock (DATE_INCORRECT), and the
+    ...    guest's clock (PIT ticks since an RTC read) is closest right after boot.
+    ${h}    ${file}=    Get Verified File    /style.css
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/style.css    ${OUTPUT DIR}
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/    ${OUTPUT DIR}
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/sub    ${OUTPUT DIR}    expect_status=301
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/sub/    ${OUTPUT DIR}    expect_status=403
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/cgi-bin/page    ${OUTPUT DIR}
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/style.css    ${OUTPUT DIR}    If-None-Match: ${h}[etag]    expect_status=304
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/odd-4097.bin    ${OUTPUT DIR}    Range: bytes=0-9,100-199    expect_status=206
+    Bad Findings Should All Be Allowed
+
 A Chunked POST From curl Reaches The CGI Byte For Byte
     [Documentation]    curl frames the body itself (-H 'Transfer-Encoding: chunked'
     ...    --data-binary @file); the echo must return exactly the 40000 bytes sent
@@ -204,23 +223,6 @@ Multi-Range Requests Are Exact multipart/byteranges Sent Without A Copy
         Should Be Equal As Integers    ${after}[${c}][${name}]    0    ${c} ${name}
     END
     Should Be Equal As Integers    ${after}[httpd][copy_mode]    0    the image is built in iolite mode
-
-REDbot Finds Nothing Bad Beyond The Documented Allow-List
-    [Documentation]    REDbot (HTTP lint) checks a static file, a directory (/ and
-    ...    /sub (301 to /sub/) and /sub/ (no index there: 403), a CGI page, a
-    ...    conditional GET answered 304 and a multi-range GET (its own follow-up requests also try If-None-Match, If-Modified-Since,
-    ...    ranges and gzip negotiation). Every note of level BAD must be in the
-    ...    allow-list of components/httpd/README.md ("REDbot"), and every entry there
-    ...    must still be found (a stale entry fails too).
-    ${h}    ${file}=    Get Verified File    /style.css
-    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/style.css    ${OUTPUT DIR}
-    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/    ${OUTPUT DIR}
-    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/sub    ${OUTPUT DIR}    expect_status=301
-    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/sub/    ${OUTPUT DIR}    expect_status=403
-    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/cgi-bin/page    ${OUTPUT DIR}
-    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/style.css    ${OUTPUT DIR}    If-None-Match: ${h}[etag]    expect_status=304
-    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/odd-4097.bin    ${OUTPUT DIR}    Range: bytes=0-9,100-199    expect_status=206
-    Bad Findings Should All Be Allowed
 
 No Fault
     Serial Should Stay Quiet About Faults    1s
