@@ -24,7 +24,8 @@
 //! 6. target (see [`crate::path`]; `*` for OPTIONS only; the authority of
 //!    an absolute-form target checked as Host) → 400;
 //! 7. Content-Length over `max_body` → 413;
-//! 8. `Expect` other than `100-continue` → 417.
+//! 8. `Expect` other than `100-continue` → 417 (in HTTP/1.0 too; there
+//!    `100-continue` itself is ignored: no 1xx goes to a 1.0 client).
 
 use alloc::string::String;
 use alloc::vec::Vec;
@@ -348,10 +349,11 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
     if content_length > lim.max_body as u64 {
         return reject(413);
     }
-    // 8. Expect.
+    // 8. Expect. An HTTP/1.0 client's 100-continue is ignored: it may not
+    // understand the 1xx a 100 Continue is (RFC 9110 §10.1.1, §15.2).
     let expect_continue = match expect {
         None => false,
-        Some(e) if e.eq_ignore_ascii_case(b"100-continue") => true,
+        Some(e) if e.eq_ignore_ascii_case(b"100-continue") => minor >= 1,
         Some(_) => return reject(417),
     };
     let host = target

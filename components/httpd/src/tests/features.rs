@@ -366,6 +366,23 @@ fn expect_100_continue() {
 }
 
 #[test]
+fn no_100_continue_to_http10() {
+    // RFC 9110 §15.2: no 1xx to an HTTP/1.0 client; §10.1.1: its
+    // 100-continue expectation is ignored (other expectations are still 417).
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    h.send(c, b"POST /cgi-bin/echo HTTP/1.0\r\nExpect: 100-continue\r\nContent-Length: 3\r\n\r\n");
+    let dr = h.drain(c);
+    assert_eq!(dr.bytes, b"", "nothing before the body");
+    h.send(c, b"abc");
+    let dr = h.drain(c);
+    assert_eq!(bytes(dr.cgi[0].body.as_ref().unwrap()), b"abc");
+    let (r, closed) = h.roundtrip(b"GET / HTTP/1.0\r\nExpect: teapot\r\n\r\n");
+    assert_eq!((r[0].status, closed), (417, true));
+}
+
+#[test]
 fn path_traversal_never_leaves_the_root() {
     let d = domain();
     let mut h = Harness::new(d);
