@@ -23,7 +23,8 @@ pub fn report(bootinfo: &sel4::BootInfo) {
         device_regions
     );
     // x86: the kernel's TSC calibration (archInfo), so that cycle counts
-    // (benchmarks) can be turned into seconds.
+    // (benchmarks) can be turned into seconds; the root task and every
+    // component convert the TSC with it (component_runtime::time).
     log!("boot info: TSC frequency {} MHz", bootinfo.arch_info());
     log!(
         "boot info: empty slots {:#x}..{:#x}, node {} of {}",

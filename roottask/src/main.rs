@@ -16,7 +16,6 @@ mod loader;
 mod objects;
 mod selftest;
 mod supervisor;
-mod time;
 mod vspace;
 
 /// The spec and component ELFs, embedded by build.rs.
@@ -54,7 +53,7 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
         );
     }
     bootinfo::report(bootinfo);
-    time::init(bootinfo.arch_info());
+    component_runtime::time::init_root_task(bootinfo.arch_info());
 
     let mut objects = objects::ObjectAllocator::new(bootinfo);
     match selftest::thread_and_ipc(&mut objects) {

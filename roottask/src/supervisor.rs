@@ -35,12 +35,12 @@
 //! time nobody else wants, and only for the length of the back-off.
 
 use crate::loader::{events_page, System};
-use crate::time::now_ms;
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use component_runtime::events::SUPERVISOR_SETTLED_LABEL;
 use component_runtime::restart::{self, RestartError, SUPERVISOR_RESTART_LABEL};
 use component_runtime::start::{MAX_NAME_LEN, SUPERVISOR_EXIT_LABEL};
+use component_runtime::time::now_ms;
 use component_runtime::{error, log};
 use core::sync::atomic::Ordering;
 use sel4::{Fault, MessageInfo, Word};

@@ -46,6 +46,17 @@ Stack Has Its Static Address And Echo Listens
     Wait For Serial Line    ^\\[tcp_echo\\] echo listening on port 7$
     Wait For Port    ${ECHO}    timeout=60
 
+TCP Timers Run On The TSC Rate The Kernel Measured
+    [Documentation]    The kernel measures the TSC rate at boot (seL4's tsc_init, against
+    ...    the PIT); the loader passes it to every component in its start record, and
+    ...    netstack's TCP timers convert the TSC with it, not with a constant. No
+    ...    component fell back to the assumed rate.
+    ${boot}=    Serial Line Seen    ^\\[roottask\\] boot info: TSC frequency \\d+ MHz$
+    ${mhz}=    Evaluate    re.search(r"(\\d+) MHz", $boot).group(1)    modules=re
+    Serial Line Seen    ^\\[netstack\\] TCP timers on the TSC at ${mhz} MHz \\(the kernel's calibration\\)$
+    ${lines}=    Serial Lines So Far
+    Should Not Contain Match    ${lines}    regexp=.*no TSC rate from the loader
+
 Guest Answers ARP
     # slirp resolves 10.0.2.15 by ARP before it forwards the first
     # connection; the echo above only worked if the guest answered.

@@ -6,7 +6,7 @@ Documentation       fs serves each client from its own open-file table and quota
 ...                 hook (/cgi-bin/fshog), so this runs on a test image: the whole system with
 ...                 `cgi.test_hooks = 1` (tests/variants: webtest).
 ...
-...                 fs's error codes on the wire (fs::proto::ErrorCode): TooManyOpen = 12,
+...                 fs's error codes on the wire (fs_api::ErrorCode): TooManyOpen = 12,
 ...                 ChannelBusy = 13 (the client holds its whole quota).
 Library             OperatingSystem
 Library             QemuSystem    ${WEBTEST_BUILD_DIR}

@@ -101,3 +101,35 @@ impl fmt::Display for FsError {
 
 /// Result type of this crate.
 pub type Result<T> = core::result::Result<T, FsError>;
+
+impl From<FsError> for fs_api::ErrorCode {
+    fn from(e: FsError) -> Self {
+        use fs_api::ErrorCode;
+        match e {
+            FsError::NotFound => ErrorCode::NotFound,
+            FsError::NotAFile => ErrorCode::NotAFile,
+            FsError::NotADirectory => ErrorCode::NotADirectory,
+            FsError::TooLarge => ErrorCode::TooLarge,
+            FsError::NameTooLong => ErrorCode::NameTooLong,
+            FsError::TooManySymlinks => ErrorCode::TooManySymlinks,
+            FsError::Io(_) => ErrorCode::Io,
+            FsError::Corrupt(_) => ErrorCode::Corrupt,
+            FsError::Unsupported(_) => ErrorCode::Unsupported,
+            FsError::NoMemory | FsError::Iolite(iolite::Error::PoolExhausted) => ErrorCode::NoMemory,
+            FsError::Iolite(_) => ErrorCode::Io,
+        }
+    }
+}
+
+#[cfg(test)]
+mod wire_tests {
+    use super::*;
+    use fs_api::ErrorCode;
+
+    #[test]
+    fn errors_map_onto_the_wire_codes() {
+        assert_eq!(ErrorCode::from(FsError::NotFound).ret(), -1);
+        assert_eq!(ErrorCode::from(FsError::Iolite(iolite::Error::PoolExhausted)), ErrorCode::NoMemory);
+        assert_eq!(ErrorCode::from(FsError::Corrupt(Corruption::BadMagic)), ErrorCode::Corrupt);
+    }
+}

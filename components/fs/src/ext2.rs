@@ -81,18 +81,8 @@ fn le32(b: &[u8], off: usize) -> u32 {
     u32::from_le_bytes([b[off], b[off + 1], b[off + 2], b[off + 3]])
 }
 
-/// The type of an inode.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum FileKind {
-    /// A regular file.
-    File,
-    /// A directory.
-    Dir,
-    /// A symbolic link.
-    Symlink,
-    /// A device node, FIFO or socket (never served).
-    Other,
-}
+/// The type of an inode (the protocol's kinds, `fs_api::FileKind`).
+pub use fs_api::FileKind;
 
 /// What `stat` returns: enough for an HTTP server's Content-Length,
 /// Last-Modified and ETag (e.g. `"{ino:x}-{generation:x}-{mtime:x}-{size:x}"`).

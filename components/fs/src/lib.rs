@@ -25,7 +25,9 @@ pub mod device;
 pub mod error;
 pub mod ext2;
 pub mod path;
-pub mod proto;
+/// The client protocol, which lives in its own crate (`fs_api`): clients
+/// depend on that, never on this implementation.
+pub use fs_api as proto;
 
 #[cfg(test)]
 mod image_tests;
@@ -44,9 +46,10 @@ pub use ext2::{
     ROOT_INO,
 };
 
-/// Default size of a cache entry (a chunk of a file): 16 KiB, four pages.
-/// One read returns at most [`MAX_SLICES`] chunks.
-pub const DEFAULT_CHUNK_BYTES: usize = 4 * PAGE_SIZE;
+/// Default size of a cache entry (a chunk of a file): 16 KiB, four pages,
+/// what clients expect (`fs_api::CHUNK_BYTES`). One read returns at most
+/// [`MAX_SLICES`] chunks.
+pub const DEFAULT_CHUNK_BYTES: usize = fs_api::CHUNK_BYTES;
 
 /// How an [`Fs`] caches and delivers data.
 #[derive(Debug, Clone, Copy)]

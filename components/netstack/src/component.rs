@@ -13,7 +13,8 @@
 //!   requests are already in the ring when `emit` returns; we loop until a
 //!   round produces nothing for the client. Frames go to netdrv without a
 //!   signal: netdrv runs below us and posts them when we block.
-//! * **Time:** the TSC. TCP timers (and DHCP's) advance whenever we run;
+//! * **Time:** the TSC, at the rate the kernel measured at boot
+//!   (`component_runtime::time`). TCP timers (and DHCP's) advance whenever we run;
 //!   the assemblies' ticker wakes us periodically (badge bit of its own),
 //!   so a timer that expires while the network is idle fires within a tick
 //!   period.
@@ -25,10 +26,12 @@ extern crate alloc;
 
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
+use component_runtime::time::{self, now_ms, rdtsc};
 use component_runtime::{error, log, warn};
+use glue_rt::map_pool;
+use glue_rt::pools::rw;
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
-    PoolLayout, RoRegion, RwRegion, Trust,
+    Aggregate, Boundary, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId, Trust,
 };
 use netstack::api::{Event, Session};
 use netstack::link::{self, CounterPage, PairControl};
@@ -89,41 +92,6 @@ const MAX_PENDING: usize = 32;
 const EVENTS_CAP: usize = 1024;
 /// Bytes a connection may queue beyond its peer's advertised window.
 const SEND_SLACK: usize = 64 * 1024;
-/// TSC ticks per millisecond (approximate; only TCP timers use it).
-const TSC_PER_MS: u64 = 2_600_000;
-
-fn rdtsc() -> u64 {
-    let lo: u32;
-    let hi: u32;
-    // SAFETY: rdtsc only writes eax/edx; user-mode rdtsc is allowed.
-    unsafe { core::arch::asm!("rdtsc", out("eax") lo, out("edx") hi, options(nostack, nomem, preserves_flags)) };
-    (hi as u64) << 32 | lo as u64
-}
-
-fn now_ms() -> u64 {
-    rdtsc() / TSC_PER_MS
-}
-
-fn meta(size: usize) -> &'static mut [BufMeta] {
-    let pages = PoolLayout::fitting(size).pages as usize;
-    Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
-}
-
-/// # Safety
-/// `vaddr..vaddr+size` must be a dataport mapped read-write for the
-/// program's lifetime, used only through the returned region.
-unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
-    // SAFETY: per the contract.
-    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size) }.expect("dataport region")
-}
-
-/// # Safety
-/// As for [`rw`], read-only.
-unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
-    // SAFETY: per the contract.
-    unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
-}
-
 /// The stack's NIC: netdrv through the link pair.
 struct Port {
     rx: ChannelRx<'static, NoNotify>,
@@ -247,62 +215,20 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): the dataports are mapped as the assembly declares
     // for as long as we run, and used only through this domain.
     unsafe {
-        d.add_owned_pool(
-            HDR_POOL,
-            rw(glue::hdr_pool::VADDR, glue::hdr_pool::SIZE),
-            meta(glue::hdr_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("hdr pool");
-        d.add_owned_pool(
-            SOCK_POOL,
-            rw(glue::sock_pool::VADDR, glue::sock_pool::SIZE),
-            meta(glue::sock_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("sock pool");
-        d.add_foreign_pool(
-            RX_POOL,
-            ro(glue::rx_pool::VADDR, glue::rx_pool::SIZE),
-            meta(glue::rx_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("rx pool");
-        d.add_foreign_pool(
-            APP_POOL,
-            ro(glue::app_pool::VADDR, glue::app_pool::SIZE),
-            meta(glue::app_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("app pool");
+        map_pool!(owned d, HDR_POOL, glue::hdr_pool, Trust::Trusted).expect("hdr pool");
+        map_pool!(owned d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
+        map_pool!(foreign d, RX_POOL, glue::rx_pool, Trust::Trusted).expect("rx pool");
+        map_pool!(foreign d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
         if FILE_POOL != 0 {
-            d.add_foreign_pool(
-                FILE_POOL,
-                ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
-                meta(glue::file_pool::SIZE),
-                Trust::Trusted,
-            )
-            .expect("file pool");
+            map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
         }
         if CGI_POOL != 0 {
             // Untrusted: its producer can rewrite its buffers, so no
             // checksum is ever cached for them.
-            d.add_foreign_pool(
-                CGI_POOL,
-                ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
-                meta(glue::cgi_pool::SIZE),
-                Trust::Untrusted,
-            )
-            .expect("cgi pool");
+            map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
         }
         if CGI_REQ_POOL != 0 {
-            d.add_foreign_pool(
-                CGI_REQ_POOL,
-                ro(glue::cgi_req_pool::VADDR, glue::cgi_req_pool::SIZE),
-                meta(glue::cgi_req_pool::SIZE),
-                Trust::Trusted,
-            )
-            .expect("cgi request pool");
+            map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
         }
     }
     // What each peer may reference in what it sends us: netdrv its received
@@ -421,6 +347,10 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     cfg.socket_memory = glue::attributes::SOCKET_BUDGET as usize;
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
+    match time::measured_tsc_mhz() {
+        Some(mhz) => log!("TCP timers on the TSC at {mhz} MHz (the kernel's calibration)"),
+        None => warn!("TCP timers on the TSC at an assumed {} MHz", time::tsc_mhz()),
+    }
     if cfg.dhcp {
         log!("ip via dhcp");
     } else {

@@ -4,9 +4,9 @@
 //!   `hz` (default 20 Hz; divisor 1193182 / hz) and counts its interrupts
 //!   (ISA IRQ 0, routed to IOAPIC pin 2 by QEMU's MADT, edge, active high).
 //! * Reads the boot time once from the CMOS RTC (ports 0x70..0x71, UTC).
-//! * Publishes both in the `clock` page, read-only for everyone else:
-//!   word 0 ticks, word 1 boot time (Unix seconds), word 2 nanoseconds per
-//!   tick. `now_ms = ticks * ns_per_tick / 1e6`.
+//! * Publishes both in the `clock` page, read-only for everyone else
+//!   (layout: `component_runtime::time::ClockPage`): word 0 ticks, word 1
+//!   boot time (Unix seconds), word 2 nanoseconds per tick.
 //! * Wakes httpd every `httpd_every` ticks (request/CGI timeouts) and
 //!   netstack every `net_every` ticks (TCP timers while the network is
 //!   idle), through `to_httpd` and `to_net`; 0 means never (an assembly
@@ -21,8 +21,8 @@
 #![no_std]
 #![no_main]
 
+use component_runtime::time::ClockPage;
 use component_runtime::{error, log};
-use core::sync::atomic::{AtomicU64, Ordering};
 
 component_runtime::component_entry!(main);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/ticker.rs"));
@@ -86,21 +86,16 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // Writing an unmapped page would fault: publish only when the assembly
     // connects `clock` (the loader lists every mapped dataport).
     let clock_mapped = start.dataports().iter().any(|d| d.vaddr == glue::clock::VADDR as u64);
-    let words = glue::clock::VADDR as *const AtomicU64;
-    let store = |i: usize, v: u64, o: Ordering| {
-        if clock_mapped {
-            // SAFETY: our clock page, mapped read-write (checked above); its
-            // first words are ours to write (atomics, read by the others).
-            unsafe { &*words.add(i) }.store(v, o)
-        }
-    };
+    // SAFETY: our clock page, mapped read-write (checked) for as long as we
+    // run; only we write it.
+    let clock = clock_mapped.then(|| unsafe { ClockPage::at(glue::clock::VADDR) });
     let hz = (glue::attributes::HZ as u64).clamp(19, 1000);
     let divisor = (PIT_HZ / hz).clamp(1, 65535);
     let ns_per_tick = divisor * 1_000_000_000 / PIT_HZ;
     let (boot, f) = read_rtc();
-    store(1, boot, Ordering::Relaxed);
-    store(2, ns_per_tick, Ordering::Relaxed);
-    store(0, 0, Ordering::Release);
+    if let Some(clock) = clock {
+        clock.start(boot, ns_per_tick);
+    }
     // Channel 0, lobyte/hibyte, mode 2 (rate generator), binary.
     let program = glue::pit::out8(0x43, 0x34)
         .and_then(|()| glue::pit::out8(0x40, divisor as u8))
@@ -128,7 +123,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         glue::irq::wait();
         let _ = glue::irq::acknowledge();
         ticks += 1;
-        store(0, ticks, Ordering::Release);
+        if let Some(clock) = clock {
+            clock.set_ticks(ticks);
+        }
         if httpd_every != 0 && ticks.is_multiple_of(httpd_every) {
             glue::to_httpd::emit();
         }

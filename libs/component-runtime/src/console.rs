@@ -78,11 +78,7 @@ fn ring() -> Option<&'static Ring> {
 /// The time stamp lines carry, so that the server prints the lines of all
 /// rings in the order they were written.
 fn stamp() -> u64 {
-    #[cfg(target_arch = "x86_64")]
-    // SAFETY: RDTSC only reads the time-stamp counter.
-    return unsafe { core::arch::x86_64::_rdtsc() };
-    #[cfg(not(target_arch = "x86_64"))]
-    0
+    crate::time::rdtsc()
 }
 
 /// One line being formatted for the ring; what does not fit is cut (and

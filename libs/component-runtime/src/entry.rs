@@ -38,8 +38,9 @@ macro_rules! root_task_entry {
 /// `$main(&'static StartInfo) -> !` on the stack the loader provided.
 ///
 /// Before `main` it checks the start record whose address the loader passes
-/// in `rdi`, takes the instance name from it for logs and panics, and
-/// registers the IPC buffer with the bindings.
+/// in `rdi`, takes the instance name from it for logs and panics, the TSC
+/// rate for [`time`](crate::time), and registers the IPC buffer with the
+/// bindings.
 #[macro_export]
 macro_rules! component_entry {
     ($main:path) => {
@@ -55,6 +56,7 @@ macro_rules! component_entry {
             $crate::set_supervisor_slot(start.supervisor_slot);
             $crate::console::enable_debug_put_char(start.flags & $crate::start::START_FLAG_DEBUG_KERNEL != 0);
             $crate::console::init_from_start(start);
+            $crate::time::init_component(start);
             // SAFETY: the loader registered this address as our IPC buffer.
             unsafe { $crate::sel4::set_ipc_buffer(start.ipc_buffer as *mut $crate::sel4::IpcBuffer) };
             $main(start)

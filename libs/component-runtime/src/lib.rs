@@ -3,8 +3,9 @@
 //! It provides what a `no_std` program on seL4 needs before its own logic can
 //! run: an entry point ([`root_task_entry!`], [`component_entry!`]), a console
 //! with logging macros ([`log!`], [`info!`], [`warn!`], [`error!`]), a panic
-//! handler that names the component, and (feature `heap`) a global allocator
-//! over a static region.
+//! handler that names the component, time ([`time`]: the TSC at the rate the
+//! kernel measured, the ticker's clock page) and (feature `heap`) a global
+//! allocator over a static region.
 //!
 //! Host builds (unit tests of crates that depend on this one) get only the
 //! formatting parts: the entry points, the panic handler and the allocator
@@ -21,6 +22,7 @@ pub mod logring;
 mod panic;
 pub mod restart;
 pub mod start;
+pub mod time;
 
 pub use restart::{restart, RestartError};
 

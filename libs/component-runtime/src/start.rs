@@ -3,8 +3,8 @@
 //! The loader maps one read-only page holding a [`StartInfo`] at
 //! [`START_INFO_VADDR`] in every component and passes that address in `rdi`.
 //! [`component_entry!`](crate::component_entry) reads it before `main`: the
-//! instance name (for logs and panics), where the IPC buffer is, and how many
-//! times the supervisor has restarted this instance.
+//! instance name (for logs and panics), where the IPC buffer is, how many
+//! times the supervisor has restarted this instance, and the TSC rate.
 
 /// Where the loader maps the start-info page in every component.
 pub const START_INFO_VADDR: u64 = 0x0000_7100_0000_0000;
@@ -81,6 +81,9 @@ pub struct StartInfo {
     /// With [`START_FLAG_LOG_SERVER`]: every ring, where it is mapped
     /// (read-only) and whose it is.
     pub log_rings: [LogRingRecord; MAX_LOG_RINGS],
+    /// The TSC rate in MHz as the kernel measured it at boot (boot info
+    /// `archInfo`), 0 if there was none; see [`crate::time`].
+    pub tsc_mhz: u64,
 }
 
 /// Most rings the log server reads (the start page's table size).
@@ -168,6 +171,7 @@ impl StartInfo {
             log_wait_slot: 0,
             log_ring_count: 0,
             log_rings: [LogRingRecord::default(); MAX_LOG_RINGS],
+            tsc_mhz: 0,
         }
     }
 

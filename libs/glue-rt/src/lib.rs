@@ -1,7 +1,8 @@
 //! Support code of the Rust glue the `camkes` compiler generates: message
 //! register access and the marshalling of `in string` arguments for RPC
-//! stubs, and the typed [`Dataport`] whose type records the rights the
-//! assembly granted.
+//! stubs, the typed [`Dataport`] whose type records the rights the
+//! assembly granted, and (feature `iolite`) IO-Lite pools mapped from
+//! dataports (`pools`).
 //!
 //! Generated glue reaches it as `glue::rt` (`pub use ::glue_rt as rt;`), so
 //! every component crate that includes glue depends on this crate. It used
@@ -12,6 +13,9 @@
 #![deny(missing_docs)]
 
 use core::marker::PhantomData;
+
+#[cfg(any(feature = "iolite", test))]
+pub mod pools;
 
 /// The reply label of a successful call.
 pub const OK: sel4::Word = 0;

@@ -249,25 +249,8 @@ impl ByteStream {
     }
 }
 
-/// The time stamp counter, fenced (see bench_client's `timestamp`).
-#[inline(always)]
-pub fn rdtsc() -> u64 {
-    let low: u32;
-    let high: u32;
-    // SAFETY: lfence and rdtsc only write eax and edx; seL4 leaves rdtsc
-    // enabled for user threads (CR4.TSD clear), and so does Linux.
-    unsafe {
-        core::arch::asm!(
-            "lfence",
-            "rdtsc",
-            "lfence",
-            out("eax") low,
-            out("edx") high,
-            options(nostack, preserves_flags),
-        );
-    }
-    (u64::from(high) << 32) | u64::from(low)
-}
+/// The time stamp counter, fenced (for timing a stretch of code).
+pub use component_runtime::time::rdtsc_ordered as rdtsc;
 
 /// Private pools and bookkeeping tables as statics: the library's
 /// [`iolite::static_pool!`] and [`iolite::static_meta!`], re-exported so the

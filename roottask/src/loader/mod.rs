@@ -438,6 +438,7 @@ impl System {
         let flags = if component.events { flags | start::START_FLAG_EVENTS } else { flags };
         let mut info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
         info.seed = random_seed();
+        info.tsc_mhz = component_runtime::time::measured_tsc_mhz().unwrap_or(0);
         if let Some(end) = &component.log_ring {
             info.flags |= start::START_FLAG_LOG_RING;
             info.log_signal_slot = end.signal_slot;
@@ -695,7 +696,7 @@ pub fn events_page() -> &'static EventsPage {
 /// 64 random bits for a new incarnation: RDRAND where the CPU has it,
 /// mixed with the TSC (which alone is only hard to predict, not random).
 fn random_seed() -> u64 {
-    let tsc = crate::time::rdtsc();
+    let tsc = component_runtime::time::rdtsc();
     let mut x = tsc.wrapping_mul(0x9E37_79B9_7F4A_7C15);
     if let Some(r) = rdrand() {
         x ^= r;

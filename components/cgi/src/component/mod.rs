@@ -47,14 +47,16 @@ extern crate alloc;
 use alloc::boxed::Box;
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, Ordering};
 
 use cgi::{Component, Counters, Env, FragmentSource, Programs};
+use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
-use fs::proto;
+use glue_rt::map_pool;
+use glue_rt::pools::rw;
 use iolite::{
-    AggDesc, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, SliceDesc, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    AggDesc, Aggregate, Boundary, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, SliceDesc, Trust,
+    BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::link::{self, CounterPage};
 
@@ -68,38 +70,15 @@ const REQ_POOL: PoolId = glue::attributes::REQ_POOL_ID as PoolId;
 /// (`test_hook`). A constant from the assembly, so the default image's
 /// binary has neither their code nor their names.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
-const FILE_POOL: PoolId = proto::FS_POOL;
+const FILE_POOL: PoolId = fs_api::FS_POOL;
 const HTTPD: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
-const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
-
-fn meta(size: usize) -> &'static mut [BufMeta] {
-    let pages = PoolLayout::fitting(size).pages as usize;
-    Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
-}
-
-/// # Safety
-/// A dataport mapped read-write for the program's lifetime.
-unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
-    // SAFETY: per the contract.
-    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size) }.expect("dataport region")
-}
-
-/// # Safety
-/// A dataport mapped (read-only is enough) for the program's lifetime.
-unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
-    // SAFETY: per the contract.
-    unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
-}
-
-fn clock_word(i: usize) -> u64 {
-    // SAFETY: the ticker's clock page, mapped read-only; atomics.
-    unsafe { (*(glue::clock::VADDR as *const AtomicU64).add(i)).load(Ordering::Acquire) }
-}
+const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
 
 fn now_ms() -> u64 {
-    clock_word(0) * clock_word(2).max(1) / 1_000_000
+    // SAFETY: the ticker's clock page, mapped read-only for our lifetime.
+    unsafe { ClockPage::at(glue::clock::VADDR) }.now_ms()
 }
 
 /// The page's fragments, read from fs by reference.
@@ -115,7 +94,9 @@ impl FragmentSource<'static> for FsFragments {
             return None;
         }
         let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);
-        if glue::fs::stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation) < 0 || kind != 1 {
+        if glue::fs::stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation) < 0
+            || fs_api::kind_from_code(kind) != fs_api::FileKind::File
+        {
             return None;
         }
         // FNV-1a over ⟨ino, generation, mtime, size⟩.
@@ -136,7 +117,7 @@ impl FragmentSource<'static> for FsFragments {
         }
         self.tag += 1;
         let tag = self.tag;
-        let n = glue::fs::read(h as u32, 0, size.min(15 * 16 * 1024), tag);
+        let n = glue::fs::read(h as u32, 0, size.min(fs_api::ONE_MESSAGE_READ as u64), tag);
         glue::fs::close(h as u32);
         let mut out = Aggregate::new(self.d);
         if n <= 0 {
@@ -238,27 +219,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): mapped as the assembly declares for as long as
     // we run, used only through this domain.
     unsafe {
-        d.add_owned_pool(
-            CGI_POOL,
-            rw(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
-            meta(glue::cgi_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("cgi pool");
-        d.add_foreign_pool(
-            REQ_POOL,
-            ro(glue::req_pool::VADDR, glue::req_pool::SIZE),
-            meta(glue::req_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("request pool");
-        d.add_foreign_pool(
-            FILE_POOL,
-            ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
-            meta(glue::file_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("file pool");
+        map_pool!(owned d, CGI_POOL, glue::cgi_pool, Trust::Trusted).expect("cgi pool");
+        map_pool!(foreign d, REQ_POOL, glue::req_pool, Trust::Trusted).expect("request pool");
+        map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
     }
     // What each peer may reference in what it sends us (the assembly's
     // grant lists): httpd its request pool, fs its file cache.
@@ -274,8 +237,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
             d,
             FS,
             rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            proto::FWD_CAP,
-            proto::REL_CAP,
+            fs_api::FWD_CAP,
+            fs_api::REL_CAP,
             NoNotify,
             BUILD_COPY_MODE,
             Boundary::FileCacheToApp,
@@ -606,7 +569,7 @@ fn hostile_garbage() {
     let tail = |addr: usize| head(addr + 64).load(Ordering::Acquire);
     let b = glue::cgi_chan::VADDR + cgi::chan::B_OFF;
     head(b).store(tail(b).wrapping_add(0x4000_0000), Ordering::Release);
-    let rel = glue::fs_channel::VADDR + iolite::ring::ring_bytes::<AggDesc>(proto::FWD_CAP).div_ceil(64) * 64;
+    let rel = glue::fs_channel::VADDR + iolite::ring::ring_bytes::<AggDesc>(fs_api::FWD_CAP).div_ceil(64) * 64;
     head(rel).store(tail(rel).wrapping_add(0x7777_7777), Ordering::Release);
     log!("hostile: ring heads overwritten");
     let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);

@@ -38,7 +38,7 @@ use component_runtime::{error, log};
 use fs::clients::{queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode, FS_POOL};
 use fs::{Config, File, Fs};
-use iolite::{BufMeta, ChannelTx, Domain, NoNotify, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
+use iolite::{ChannelTx, Domain, NoNotify, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
 
 use virtio_blk::VirtioBlk;
 
@@ -173,12 +173,9 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
 
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
     d.seed_generations(seed);
-    let pool = glue::pool::get();
-    // SAFETY: the pool dataport is mapped read-write for as long as we run
-    // and is used only through the IO-Lite library from here on.
-    let pool = unsafe { RwRegion::from_raw_parts(pool.as_mut_ptr(), pool.len()).expect("pool dataport") };
-    let meta: &'static mut [BufMeta] = Box::leak(alloc::vec![BufMeta::EMPTY; POOL_PAGES as usize].into_boxed_slice());
-    d.add_owned_pool(FS_POOL, pool, meta, Trust::Trusted).expect("pool");
+    // SAFETY: the pool dataport is used only through the IO-Lite library
+    // from here on.
+    unsafe { glue_rt::map_pool!(owned d, FS_POOL, glue::pool, Trust::Trusted) }.expect("pool");
     let peers: Vec<PeerId> = (0..CLIENTS).map(|i| PeerId(i as u8)).collect();
     d.set_pool_acl(FS_POOL, &peers).expect("acl");
     let mut clients = Vec::new();
@@ -234,7 +231,7 @@ fn channel_region(i: usize) -> RwRegion {
     };
     // SAFETY: a channel dataport the assembly maps read-write (CLIENTS says
     // which exist), used only through the IO-Lite library.
-    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size).expect("channel dataport") }
+    unsafe { glue_rt::pools::rw(vaddr, size) }
 }
 
 /// (Re)initialises client `i`'s channel and attaches as its only sender.

@@ -45,14 +45,16 @@ use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
-use core::sync::atomic::{AtomicU64, Ordering};
 
+use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
-use fs::proto::{self, ErrorCode as FsErr};
+use fs_api::{ErrorCode as FsErr, FileKind};
+use glue_rt::map_pool;
+use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
-    PoolLayout, RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Boundary, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId, Trust,
+    BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::api::{ErrorCode, Event, Request};
 use netstack::link::{self, PairControl};
@@ -63,7 +65,7 @@ include!(concat!(env!("IOLITE_GLUE_DIR"), "/httpd.rs"));
 
 const HTTPD_POOL: PoolId = glue::attributes::HTTPD_POOL_ID as PoolId;
 const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const FILE_POOL: PoolId = proto::FS_POOL;
+const FILE_POOL: PoolId = fs_api::FS_POOL;
 const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
 const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
 
@@ -73,7 +75,7 @@ const CGI: PeerId = PeerId(2);
 const PORT: u16 = glue::attributes::PORT as u16;
 const _: () = assert!(glue::client::SIZE >= link::PAIR_BYTES);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
-const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
+const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
 
 /// Wake-up badge bits (the order of the `from` ends of `httpd_wake`).
 const WAKE_NETSTACK: u64 = 1;
@@ -84,7 +86,7 @@ const WAKE_NETSTACK: u64 = 1;
 /// pool can still place.
 const READ_MAX: u64 = match BUILD_COPY_MODE {
     CopyMode::Posix => 64 * 1024,
-    _ => 15 * 16 * 1024,
+    _ => fs_api::ONE_MESSAGE_READ as u64,
 };
 /// Pull no more output while this many quarters of our pool are in use
 /// (posix copies file data into it, and netstack holds those copies until
@@ -106,44 +108,18 @@ const TICK_MS: u64 = 100;
 /// restart; `httpd.may_restart` must name it).
 const CGI_INSTANCE: &str = "cgi";
 
-fn meta(size: usize) -> &'static mut [BufMeta] {
-    let pages = PoolLayout::fitting(size).pages as usize;
-    Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
-}
-
-/// # Safety
-/// A dataport mapped read-write for the program's lifetime.
-unsafe fn rw(vaddr: usize, size: usize) -> RwRegion {
-    // SAFETY: per the contract.
-    unsafe { RwRegion::from_raw_parts(vaddr as *mut u8, size) }.expect("dataport region")
-}
-
-/// # Safety
-/// A dataport mapped (read-only is enough) for the program's lifetime.
-unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
-    // SAFETY: per the contract.
-    unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
-}
-
 // ---- time --------------------------------------------------------------
 
-/// The ticker's clock page: ticks (word 0), boot time in Unix seconds
-/// (word 1), nanoseconds per tick (word 2).
+/// The ticker's clock page.
 #[derive(Clone, Copy)]
-pub struct TickClock;
-
-fn clock_word(i: usize) -> u64 {
-    // SAFETY: the clock dataport is mapped read-only for our lifetime; its
-    // first words are atomics written by the ticker.
-    unsafe { (*(glue::clock::VADDR as *const AtomicU64).add(i)).load(Ordering::Acquire) }
-}
+pub struct TickClock(&'static ClockPage);
 
 impl Clock for TickClock {
     fn now_ms(&self) -> u64 {
-        clock_word(0) * clock_word(2).max(1) / 1_000_000
+        self.0.now_ms()
     }
     fn unix_secs(&self) -> u64 {
-        clock_word(1) + self.now_ms() / 1000
+        self.0.unix_secs()
     }
 }
 
@@ -164,7 +140,7 @@ pub struct FsSource {
 }
 
 fn fs_error(e: i64, dir: bool) -> SourceError {
-    let code = proto::ErrorCode::ALL.iter().copied().find(|c| c.ret() == e);
+    let code = fs_api::ErrorCode::ALL.iter().copied().find(|c| c.ret() == e);
     match code {
         Some(FsErr::NotFound | FsErr::NotADirectory | FsErr::NameTooLong) => SourceError::NotFound,
         Some(FsErr::NotAFile) if dir => SourceError::IsDirectory,
@@ -188,10 +164,10 @@ impl FileSource<'static> for FsSource {
         if r < 0 {
             return Err(fs_error(r.into(), false));
         }
-        let kind = match kind {
-            1 => Kind::File,
-            2 => return Err(SourceError::IsDirectory),
-            _ => Kind::Other,
+        let kind = match fs_api::kind_from_code(kind) {
+            FileKind::File => Kind::File,
+            FileKind::Dir => return Err(SourceError::IsDirectory),
+            FileKind::Symlink | FileKind::Other => Kind::Other,
         };
         if kind == Kind::Other {
             return Err(SourceError::Forbidden);
@@ -333,43 +309,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): the dataports are mapped as the assembly
     // declares for as long as we run, used only through this domain.
     unsafe {
-        d.add_owned_pool(
-            HTTPD_POOL,
-            rw(glue::app_pool::VADDR, glue::app_pool::SIZE),
-            meta(glue::app_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("httpd pool");
-        d.add_foreign_pool(
-            SOCK_POOL,
-            ro(glue::sock_pool::VADDR, glue::sock_pool::SIZE),
-            meta(glue::sock_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("sock pool");
-        d.add_foreign_pool(
-            FILE_POOL,
-            ro(glue::file_pool::VADDR, glue::file_pool::SIZE),
-            meta(glue::file_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("file pool");
+        map_pool!(owned d, HTTPD_POOL, glue::app_pool, Trust::Trusted).expect("httpd pool");
+        map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
+        map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
         // CGI output: the cgi can rewrite its buffers, so nothing keys a
         // cache on them and headers are parsed from a private copy.
-        d.add_foreign_pool(
-            CGI_POOL,
-            ro(glue::cgi_pool::VADDR, glue::cgi_pool::SIZE),
-            meta(glue::cgi_pool::SIZE),
-            Trust::Untrusted,
-        )
-        .expect("cgi pool");
-        d.add_owned_pool(
-            CGI_REQ_POOL,
-            rw(glue::cgi_req_pool::VADDR, glue::cgi_req_pool::SIZE),
-            meta(glue::cgi_req_pool::SIZE),
-            Trust::Trusted,
-        )
-        .expect("cgi request pool");
+        map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
+        map_pool!(owned d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
     }
     // Who may read the CGI request pool (echoed bodies go to the network).
     d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
@@ -432,8 +378,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             d,
             FS,
             rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            proto::FWD_CAP,
-            proto::REL_CAP,
+            fs_api::FWD_CAP,
+            fs_api::REL_CAP,
             NoNotify,
             BUILD_COPY_MODE,
             Boundary::FileCacheToApp,
@@ -444,7 +390,9 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let src = FsSource { d, rx: fs_rx, tag: 0, copied: 0 };
 
     let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
-    let srv = Server::new(d, HTTPD_POOL, src, TickClock, cfg);
+    // SAFETY: the clock dataport, mapped read-only for our lifetime.
+    let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
+    let srv = Server::new(d, HTTPD_POOL, src, clock, cfg);
     // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
     // its control block is written by the cgi only.
     let cgi_control = unsafe { cgi::chan::Control::at(glue::cgi_chan::VADDR as *mut u8) };

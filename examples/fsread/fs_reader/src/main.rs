@@ -28,11 +28,11 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use component_runtime::start::StartInfo;
+use component_runtime::time::rdtsc_ordered as rdtsc;
 use component_runtime::{error, log};
-use fs::proto::{self, ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
+use fs_api::{ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RoRegion, RwRegion, Trust,
-    BUILD_COPY_MODE,
+    Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE,
 };
 use sha2::{Digest, Sha256};
 
@@ -40,8 +40,7 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/fs_reader.rs"));
 
-const FS_POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
-const _: () = assert!(glue::channel::SIZE >= proto::CHANNEL_BYTES, "channel dataport too small");
+const _: () = assert!(glue::channel::SIZE >= fs_api::CHANNEL_BYTES, "channel dataport too small");
 /// The private pool (posix copies land here): room for 8 copies of the
 /// 1 MiB file plus slack.
 const PRIVATE_PAGES: u32 = 2112;
@@ -50,8 +49,8 @@ const PRIVATE_BYTES: usize = PoolLayout { pages: PRIVATE_PAGES }.region_bytes();
 const POLICY_BUDGET: u64 = 64 << 10;
 /// The budget restored after it (fsread.camkes's fs.cache_budget).
 const NORMAL_BUDGET: u64 = 2 << 20;
-/// Chunk size of fs's cache (fs::DEFAULT_CHUNK_BYTES).
-const CHUNK: u64 = fs::DEFAULT_CHUNK_BYTES as u64;
+/// Chunk size of fs's cache.
+const CHUNK: u64 = fs_api::CHUNK_BYTES as u64;
 /// Simultaneous readers of one file in the memory measurement.
 const READERS: usize = 8;
 /// Warm rounds of the throughput measurement.
@@ -74,15 +73,6 @@ fn err_name(ret: i64) -> String {
         Some(c) => alloc::format!("{c:?}"),
         None => alloc::format!("unknown error {ret}"),
     }
-}
-
-fn rdtsc() -> u64 {
-    let (lo, hi): (u32, u32);
-    // SAFETY: lfence/rdtsc only write eax and edx; seL4 leaves rdtsc enabled.
-    unsafe {
-        core::arch::asm!("lfence", "rdtsc", "lfence", out("eax") lo, out("edx") hi, options(nostack, preserves_flags))
-    };
-    u64::from(hi) << 32 | u64::from(lo)
 }
 
 /// The fs counters (the `stats` call).
@@ -236,7 +226,7 @@ impl Client {
                 assert_eq!(r.tag, tag);
                 let mut bytes = alloc::vec![0u8; r.agg.len()];
                 r.agg.read_at(0, &mut bytes);
-                let recs = proto::decode_records(&bytes).expect("malformed listing");
+                let recs = fs_api::decode_records(&bytes).expect("malformed listing");
                 assert_eq!(recs.len() as i64, n, "listing count");
                 for rec in recs {
                     out.push((String::from_utf8_lossy(rec.name).into_owned(), rec.ino, rec.kind));
@@ -274,14 +264,12 @@ fn main(_start: &'static StartInfo) -> ! {
     // The first call returns once fs has set the channel up.
     let before = counters();
     let d: &'static Domain = alloc::boxed::Box::leak(alloc::boxed::Box::new(Domain::new()));
-    let pool = glue::pool::get();
     let channel = glue::channel::get();
     // SAFETY: the dataports are mapped (pool read-only, channel read-write)
     // for as long as we run and are used only through the IO-Lite library;
-    // PRIVATE is used by nothing else.
-    let (pool, channel, private) = unsafe {
+    // PRIVATE is used by nothing else (also for the map_pool! below).
+    let (channel, private) = unsafe {
         (
-            RoRegion::from_raw_parts(pool.as_ptr(), pool.len()).expect("pool"),
             RwRegion::from_raw_parts(channel.as_mut_ptr(), channel.len()).expect("channel"),
             RwRegion::from_raw_parts(core::ptr::addr_of_mut!(PRIVATE) as *mut u8, PRIVATE_BYTES).expect("private"),
         )
@@ -289,7 +277,8 @@ fn main(_start: &'static StartInfo) -> ! {
     let leak = |n: u32| -> &'static mut [BufMeta] {
         alloc::boxed::Box::leak(alloc::vec![BufMeta::EMPTY; n as usize].into_boxed_slice())
     };
-    d.add_foreign_pool(FS_POOL, pool, leak(FS_POOL_PAGES), Trust::Trusted).expect("fs pool");
+    // SAFETY: see above.
+    unsafe { glue_rt::map_pool!(foreign d, FS_POOL, glue::pool, Trust::Trusted) }.expect("fs pool");
     d.add_owned_pool(PRIVATE_POOL, private, leak(PRIVATE_PAGES), Trust::Trusted).expect("private pool");
     // SAFETY: fs initialised the channel before answering `stats`; the only receiver.
     let rx = unsafe {
@@ -297,8 +286,8 @@ fn main(_start: &'static StartInfo) -> ! {
             d,
             PEER,
             channel,
-            proto::FWD_CAP,
-            proto::REL_CAP,
+            fs_api::FWD_CAP,
+            fs_api::REL_CAP,
             NoNotify,
             BUILD_COPY_MODE,
             Boundary::FileCacheToApp,

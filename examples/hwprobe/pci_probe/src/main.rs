@@ -22,8 +22,8 @@
 #![no_main]
 
 use component_runtime::{error, log};
+use e1000_regs::{self as e1000, RegisterFile};
 
-mod e1000;
 mod pci;
 
 component_runtime::component_entry!(main);
@@ -35,8 +35,10 @@ const E1000: pci::Device<pci::ThroughPorts> = pci::Device::new(pci::ThroughPorts
 const E1000_VENDOR: u16 = 0x8086;
 const E1000_DEVICE: u16 = 0x100e;
 
-/// Interrupt rounds, each with its own cause.
-const IRQ_ROUNDS: [u32; 3] = [e1000::CAUSE_LSC, e1000::CAUSE_RXT0, e1000::CAUSE_TXDW];
+/// Interrupt rounds, each with its own cause: causes the device does not
+/// raise on its own while its receiver and transmitter are off, so a cause
+/// seen in ICR is the one hwprobe set.
+const IRQ_ROUNDS: [u32; 3] = [e1000::INT_LSC, e1000::INT_RXT0, e1000::INT_TXDW];
 
 /// How many times to poll the interrupt notification (yielding in between)
 /// before giving up. The interrupt is raised synchronously by the ICS write
@@ -70,7 +72,7 @@ fn probe(mapped_bar0: u64) -> sel4::Result<()> {
         log!("skipping MMIO and interrupts: the register mapping is not the e1000's");
         return Ok(());
     }
-    let mut regs = e1000::Registers::new();
+    let mut regs = e1000::Mmio::new(glue::regs::get());
     report_registers(&regs);
     raise_interrupts(&mut regs);
     Ok(())
@@ -169,10 +171,10 @@ fn check_bar0(mapped_bar0: u64) -> sel4::Result<bool> {
 }
 
 /// Step 2b: registers through the uncached mapping.
-fn report_registers(regs: &e1000::Registers) {
+fn report_registers(regs: &e1000::Mmio) {
     let status = regs.read(e1000::STATUS);
     let link = if status & e1000::STATUS_LU != 0 { "up" } else { "down" };
-    match regs.mac() {
+    match e1000::mac(regs) {
         Some([a, b, c, d, e, f]) => {
             log!("e1000 status {status:#010x} mac {a:02x}:{b:02x}:{c:02x}:{d:02x}:{e:02x}:{f:02x} link {link}")
         }
@@ -183,7 +185,7 @@ fn report_registers(regs: &e1000::Registers) {
 }
 
 /// Step 3: one interrupt per cause in [`IRQ_ROUNDS`].
-fn raise_interrupts(regs: &mut e1000::Registers) {
+fn raise_interrupts(regs: &mut e1000::Mmio) {
     // Start from a quiet device and an empty notification: no cause
     // enabled, none pending, nothing signalled before we asked.
     regs.write(e1000::IMC, !0);

@@ -29,10 +29,7 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
-use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust,
-};
+use iolite::{Aggregate, Boundary, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, RwRegion, Trust};
 use netstack::api::{ErrorCode, Event, Request};
 use netstack::link::{self, CounterPage, PairControl};
 use netstack::ConnId;
@@ -57,11 +54,6 @@ fn msg_slot(conns: &mut BTreeMap<ConnId, Conn>, conn: ConnId) -> &mut Option<Agg
         Some(Conn { kind: Kind::Source { msg, .. }, .. }) => msg,
         _ => unreachable!("a source connection"),
     }
-}
-
-fn meta(size: usize) -> &'static mut [BufMeta] {
-    let pages = PoolLayout::fitting(size).pages as usize;
-    Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
 }
 
 // An aggregate is a fixed 16-slice array kept inline on purpose (no
@@ -102,11 +94,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY: the pool dataports are mapped as declared for as long as we
     // run, and used only through this domain.
     unsafe {
-        let app = RwRegion::from_raw_parts(glue::app_pool::VADDR as *mut u8, glue::app_pool::SIZE).expect("app pool");
-        d.add_owned_pool(APP_POOL, app, meta(glue::app_pool::SIZE), Trust::Trusted).expect("app pool");
-        let sock =
-            RoRegion::from_raw_parts(glue::sock_pool::VADDR as *const u8, glue::sock_pool::SIZE).expect("sock pool");
-        d.add_foreign_pool(SOCK_POOL, sock, meta(glue::sock_pool::SIZE), Trust::Trusted).expect("sock pool");
+        glue_rt::map_pool!(owned d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
+        glue_rt::map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
     }
     let base = glue::client::VADDR;
     // SAFETY: the client pair dataport, mapped read-write, shared with

@@ -99,24 +99,6 @@ fn measure(name: &str, cycles: &mut [u64; SAMPLES], mut trip: impl FnMut(u64) ->
     );
 }
 
-/// The TSC, fenced so that the code being timed can neither start before
-/// the first reading nor still be running at the second (`lfence` waits for
-/// every earlier instruction to finish, and later ones for it).
-#[inline(always)]
-fn timestamp() -> u64 {
-    let low: u32;
-    let high: u32;
-    // SAFETY: lfence and rdtsc only write eax and edx; seL4 leaves rdtsc
-    // enabled for user threads (CR4.TSD clear).
-    unsafe {
-        core::arch::asm!(
-            "lfence",
-            "rdtsc",
-            "lfence",
-            out("eax") low,
-            out("edx") high,
-            options(nostack, preserves_flags),
-        );
-    }
-    (u64::from(high) << 32) | u64::from(low)
-}
+// The TSC, fenced so that the code being timed can neither start before
+// the first reading nor still be running at the second.
+use component_runtime::time::rdtsc_ordered as timestamp;

@@ -1,17 +1,20 @@
-//! The wire side of the fs component's interface (`FsIoLite.idl4`), shared
-//! by the component and its clients: error codes, the directory listing
-//! format, the channel's capacities and the pool and peer numbering.
+//! The fs component's client protocol, shared by fs and its clients (httpd,
+//! cgi, the fs_reader example): what `FsIoLite.idl4` and the client's IO-Lite
+//! channel mean, without the filesystem behind them. A client depends on
+//! this crate, never on the `fs` implementation.
 //!
 //! RPC carries paths, handles, counts and counters; data never travels in
 //! messages. `read` and `list_dir` queue aggregates of the fs pool on the
 //! client's IO-Lite channel (fs → client), and the client returns its
 //! holds on the channel's release ring.
+#![cfg_attr(not(test), no_std)]
+#![deny(missing_docs)]
+
+extern crate alloc;
 
 use alloc::vec::Vec;
 
-use iolite::{PeerId, PoolId};
-
-use crate::{FileKind, FsError};
+use iolite::{PeerId, PoolId, MAX_SLICES, PAGE_SIZE};
 
 /// The file cache's pool (the `pool` dataport: RW in fs, R in clients), in
 /// fs's domain and in every client's.
@@ -27,6 +30,12 @@ pub const FWD_CAP: usize = 64;
 pub const REL_CAP: usize = 1024;
 /// The smallest channel dataport.
 pub const CHANNEL_BYTES: usize = iolite::channel_bytes(FWD_CAP, REL_CAP);
+/// The file cache's unit (fs's default chunk): a `read` message holds one
+/// slice per chunk the range touches.
+pub const CHUNK_BYTES: usize = 4 * PAGE_SIZE;
+/// The longest `read` that fs answers with one aggregate wherever the range
+/// starts: it touches at most [`MAX_SLICES`] chunks.
+pub const ONE_MESSAGE_READ: usize = (MAX_SLICES - 1) * CHUNK_BYTES;
 
 /// Errors on the wire: an RPC returns `-(code)`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -94,22 +103,17 @@ impl ErrorCode {
     }
 }
 
-impl From<FsError> for ErrorCode {
-    fn from(e: FsError) -> Self {
-        match e {
-            FsError::NotFound => ErrorCode::NotFound,
-            FsError::NotAFile => ErrorCode::NotAFile,
-            FsError::NotADirectory => ErrorCode::NotADirectory,
-            FsError::TooLarge => ErrorCode::TooLarge,
-            FsError::NameTooLong => ErrorCode::NameTooLong,
-            FsError::TooManySymlinks => ErrorCode::TooManySymlinks,
-            FsError::Io(_) => ErrorCode::Io,
-            FsError::Corrupt(_) => ErrorCode::Corrupt,
-            FsError::Unsupported(_) => ErrorCode::Unsupported,
-            FsError::NoMemory | FsError::Iolite(iolite::Error::PoolExhausted) => ErrorCode::NoMemory,
-            FsError::Iolite(_) => ErrorCode::Io,
-        }
-    }
+/// What a path names (stat's `kind`, a listing's kind byte).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum FileKind {
+    /// A regular file.
+    File,
+    /// A directory.
+    Dir,
+    /// A symbolic link.
+    Symlink,
+    /// A device node, FIFO or socket (never served).
+    Other,
 }
 
 /// `FileKind` on the wire (stat's `kind`, a listing's kind byte).
@@ -187,8 +191,8 @@ mod tests {
             assert_eq!(ErrorCode::from_ret(c.ret()), Some(*c));
         }
         assert_eq!(ErrorCode::from_ret(0), None);
-        assert_eq!(ErrorCode::from(FsError::NotFound).ret(), -1);
-        assert_eq!(ErrorCode::from(FsError::Iolite(iolite::Error::PoolExhausted)), ErrorCode::NoMemory);
+        assert_eq!(ErrorCode::NotFound.ret(), -1);
+        assert_eq!(ErrorCode::from_ret(-15), None, "unknown codes are not guessed");
     }
 
     #[test]
@@ -208,5 +212,20 @@ mod tests {
         assert_eq!(decode_records(&buf[..buf.len() - 1]), None);
         assert_eq!(decode_records(&[1, 0, 0]), None);
         assert_eq!(kind_from_code(u32::from(kind_code(FileKind::Symlink))), FileKind::Symlink);
+    }
+
+    #[test]
+    fn wire_numbers_match_the_idl() {
+        // camkes/interfaces/FsIoLite.idl4: kind 1 file, 2 directory, 3
+        // symlink, 4 other; the codes as listed there.
+        let kinds = [FileKind::File, FileKind::Dir, FileKind::Symlink, FileKind::Other];
+        assert_eq!(kinds.map(kind_code), [1, 2, 3, 4]);
+        assert_eq!(kind_from_code(99), FileKind::Other);
+        assert_eq!((ErrorCode::ChannelBusy.ret(), ErrorCode::Denied.ret()), (-13, -14));
+        // A read of ONE_MESSAGE_READ bytes from the middle of a chunk touches
+        // MAX_SLICES chunks, no more.
+        let start = CHUNK_BYTES / 2;
+        let chunks = (start + ONE_MESSAGE_READ).div_ceil(CHUNK_BYTES) - start / CHUNK_BYTES;
+        assert_eq!(chunks, MAX_SLICES);
     }
 }

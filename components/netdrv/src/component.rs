@@ -1,0 +1,423 @@
+//! netdrv: the e1000 (82540EM) driver of the network path
+//! (examples/netecho/netecho.camkes). The rings, receive, transmit and the
+//! interrupt causes are the library's (`netdrv::e1000`, tested on the host
+//! against a simulated device); this is the seL4 side: discovery, the
+//! registers and physical addresses, the link with netstack, the loop.
+//!
+//! * **Discovery:** PCI configuration space through the granted ports
+//!   0xCF8..0xCFF; the e1000 must be at 00:03.0 with BAR0 where the assembly
+//!   maps it. Memory decoding and bus mastering (DMA) are switched on.
+//! * **Receive:** 512 RX descriptors, each pointing at a one-page buffer of
+//!   the driver's IO-Lite pool (`rx_pool`, read-only for netstack). A
+//!   completed buffer is sealed at the frame's length and goes up to netstack
+//!   as a one-slice aggregate, by reference. When netstack returns it, the
+//!   page goes back to the pool and a fresh buffer refills the descriptor.
+//! * **Transmit:** netstack's frames are aggregates (a header slice and
+//!   payload slices in any mapped pool). Every slice gets its own data
+//!   descriptor at the slice's physical address (every dataport is physically
+//!   contiguous; the loader's start record gives the address), so payload is
+//!   never copied. The frame's holds are kept until the NIC reports the
+//!   descriptor done, then returned. A TCP checksum offload request becomes
+//!   a context descriptor (TUCSS/TUCSO), written only when it changes.
+//! * **Batching:** per wake-up, every completed RX descriptor is drained and
+//!   netstack is signalled once; netstack (higher priority) runs to
+//!   completion at once, then its frames are posted and TDT is written once,
+//!   and RDT once after refilling. Interrupt throttling (ITR, attribute
+//!   `itr`) bounds the interrupt rate.
+//! * **Polling fallback** (attribute `poll = 1`): for a machine whose
+//!   interrupt routing does not work, the e1000's interrupts stay masked
+//!   and the driver runs its pass on every signal of `tick` instead (the
+//!   ticker's `to_drv`, e.g. at 500 Hz). Nothing else changes: a frame
+//!   waits at most one tick in either direction. `irq` is then never
+//!   waited on or acknowledged (the `irqs` counter stays 0).
+//! * **Counters:** the `drv_stats` page (`netstack::link::DRV_NAMES`).
+extern crate alloc;
+
+use alloc::boxed::Box;
+use component_runtime::start::StartInfo;
+use component_runtime::time::rdtsc;
+use component_runtime::{error, log};
+use e1000_regs::Mmio;
+use glue_rt::map_pool;
+use glue_rt::pools::rw;
+use iolite::{Boundary, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, Trust};
+use netdrv::e1000::{self, Counter, Dma, Interrupt, Pull, TxRequest, E1000, NCOUNTERS};
+use netstack::link::{self, CounterPage, PairControl};
+use netstack::TxOffload;
+
+component_runtime::component_entry!(main);
+component_runtime::global_heap!(2 << 20);
+include!(concat!(env!("IOLITE_GLUE_DIR"), "/netdrv.rs"));
+
+/// The e1000, through the pci_config server (it alone holds the 0xCF8/0xCFC
+/// pair, and lets netdrv touch only the function the assembly grants).
+const E1000: pci::Device<pci::ThroughServer> = pci::Device::new(
+    pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32),
+    pci::Function::new(0, 3, 0),
+);
+const E1000_IDS: (u16, u16) = (0x8086, 0x100e);
+
+/// netstack's peer slot here (one channel each way).
+const NETSTACK: PeerId = PeerId(0);
+
+const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
+const HDR_POOL: PoolId = glue::attributes::HDR_POOL_ID as PoolId;
+const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
+const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
+const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
+const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
+const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+/// Our pool dataports by name, for the assembly's grant lists.
+const POOLS: &[(&str, PoolId)] = &[
+    ("rx_pool", RX_POOL),
+    ("hdr_pool", HDR_POOL),
+    ("sock_pool", SOCK_POOL),
+    ("app_pool", APP_POOL),
+    ("file_pool", FILE_POOL),
+    ("cgi_pool", CGI_POOL),
+    ("cgi_req_pool", CGI_REQ_POOL),
+];
+
+const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
+/// Poll on `tick` instead of taking the e1000's interrupt (see the top).
+const POLL: bool = glue::attributes::POLL != 0;
+/// Test images only (`netdrv.test_hooks = 1`): after probing, try writes
+/// pci_config must refuse (see `try_forbidden_writes`). A constant, so
+/// the default image has no such code.
+const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
+
+/// The loader's physical addresses of our dataports.
+struct StartDma(&'static StartInfo);
+
+impl Dma for StartDma {
+    fn physical(&self, vaddr: u64) -> Option<u64> {
+        self.0.physical_address(vaddr)
+    }
+}
+
+const _: () = assert!(link::DRV_NAMES.len() == NCOUNTERS, "the counter page names every counter");
+
+struct Driver {
+    nic: E1000<'static, Mmio, StartDma>,
+    d: &'static Domain,
+    to_stack: ChannelTx<'static, NoNotify>,
+    from_stack: ChannelRx<'static, NoNotify>,
+    /// The two link channels; a ring netstack corrupts, or a descriptor
+    /// that fails validation, breaks its channel for good (reported once)
+    /// instead of being retried in a loop.
+    to_stack_guard: iolite::Guard,
+    from_stack_guard: iolite::Guard,
+    control: &'static PairControl,
+    stats: &'static CounterPage,
+    /// An interrupt cause register that did not come from the device was
+    /// reported (once).
+    bogus_icr_seen: bool,
+}
+
+fn main(start: &'static StartInfo) -> ! {
+    init_heap();
+    let regs = match probe(start) {
+        Ok(Some(r)) => r,
+        Ok(None) => component_runtime::exit(1),
+        Err(e) => {
+            error!("PCI configuration space access failed: {e:?}");
+            component_runtime::exit(1)
+        }
+    };
+    let mut drv = Driver::new(start, regs);
+    drv.run()
+}
+
+/// Finds the e1000, checks BAR0 against the assembly and enables memory
+/// decoding and bus mastering.
+fn probe(start: &StartInfo) -> Result<Option<Mmio>, pci::Refused> {
+    match E1000.ids()? {
+        Some(ids) if ids == E1000_IDS => {}
+        other => {
+            error!("no e1000 at {E1000} (found {other:x?}): boot with --net or --port");
+            return Ok(None);
+        }
+    }
+    let mapped = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
+    // Read only: pci_config refuses a driver's BAR writes (sizing), and the
+    // assembly fixes the size (e1000.regs_size, checked by the compiler).
+    match E1000.memory_bar0_base()? {
+        Some(base) if base == mapped => {}
+        Some(base) => {
+            error!("pci {E1000}: bar0 {base:#x}, but the assembly maps {mapped:#x} (fix e1000.regs_paddr)");
+            return Ok(None);
+        }
+        None => {
+            error!("pci {E1000}: BAR0 is an I/O BAR");
+            return Ok(None);
+        }
+    }
+    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
+    E1000.write(
+        pci::REG_COMMAND,
+        (command | pci::COMMAND_MEMORY | pci::COMMAND_BUS_MASTER) & !pci::COMMAND_INTX_DISABLE,
+    )?;
+    if TEST_HOOKS {
+        try_forbidden_writes()?;
+    }
+    Ok(Some(Mmio::new(glue::regs::get())))
+}
+
+/// Writes a driver must not make (BAR0, the interrupt line, a command bit
+/// it does not need), each with the value the register already has, so
+/// that nothing changes even where pci_config let them through. Logs
+/// whether each was refused, for the end-to-end test of pci_config's
+/// policy.
+fn try_forbidden_writes() -> Result<(), pci::Refused> {
+    let serr = 1 << 8;
+    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
+    for (name, register, value) in [
+        ("BAR0", pci::REG_BAR0, E1000.read(pci::REG_BAR0)?),
+        ("the interrupt line", pci::REG_INTERRUPT, E1000.read(pci::REG_INTERRUPT)?),
+        ("SERR# enable", pci::REG_COMMAND, command ^ serr),
+    ] {
+        match E1000.write(register, value) {
+            Err(pci::Refused) => log!("test hook: writing {name} was refused"),
+            Ok(()) => {
+                error!("test hook: writing {name} was accepted");
+                if register == pci::REG_COMMAND {
+                    E1000.write(register, command)?;
+                }
+            }
+        }
+    }
+    Ok(())
+}
+
+impl Driver {
+    fn new(start: &'static StartInfo, mut regs: Mmio) -> Driver {
+        // --- the device, quiet and reset ---
+        let mac = e1000::reset(&mut regs, sel4::yield_now).unwrap_or_else(|e| {
+            error!("e1000: {e}");
+            component_runtime::exit(1)
+        });
+
+        // --- IO-Lite: our RX pool, the pools frames may point into ---
+        let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+        // SAFETY (all four): the dataports are mapped as declared for as
+        // long as we run, and used only through the IO-Lite domain.
+        unsafe {
+            map_pool!(owned d, RX_POOL, glue::rx_pool, Trust::Trusted).expect("rx pool");
+            map_pool!(foreign d, HDR_POOL, glue::hdr_pool, Trust::Trusted).expect("hdr pool");
+            map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
+            map_pool!(foreign d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
+            // Pools of other producers whose buffers frames may carry (the
+            // web server's file cache and CGI output); id 0: not in this
+            // assembly (the `maybe` dataport is then unmapped).
+            if FILE_POOL != 0 {
+                map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
+            }
+            if CGI_POOL != 0 {
+                map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
+            }
+            if CGI_REQ_POOL != 0 {
+                map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
+            }
+        }
+        // Frames from netstack may point only into these pools, and into
+        // our own only where we lent the buffer to netstack.
+        d.set_peer_pools_named(NETSTACK, glue::attributes::LINK_REFS, POOLS).expect("link grant list");
+
+        // --- the link with netstack (netstack, above us, set it up) ---
+        let link_base = glue::link::VADDR as *mut u8;
+        // SAFETY: the link dataport is mapped read-write, shared only with
+        // netstack, which uses the same layout.
+        let control = unsafe { PairControl::at(link_base) };
+        if PairControl::get(&control.magic) != link::PAIR_MAGIC {
+            error!("the link with netstack is not initialised (netstack must run above netdrv)");
+            component_runtime::exit(1)
+        }
+        // SAFETY: channel A (ours to send) and B (ours to receive) of the
+        // initialised pair; we are their only sender and receiver here.
+        let (to_stack, from_stack) = unsafe {
+            (
+                ChannelTx::attach(
+                    d,
+                    NETSTACK,
+                    rw(glue::link::VADDR, link::CHANNEL_BYTES),
+                    link::FWD_CAP,
+                    link::REL_CAP,
+                    NoNotify,
+                )
+                .expect("link A"),
+                ChannelRx::attach(
+                    d,
+                    NETSTACK,
+                    rw(glue::link::VADDR + link::PAIR_B_OFF, link::CHANNEL_BYTES),
+                    link::FWD_CAP,
+                    link::REL_CAP,
+                    NoNotify,
+                    // The driver never copies: frames are DMA'd from where they are.
+                    CopyMode::IoLite,
+                    Boundary::Pipe,
+                    None,
+                )
+                .expect("link B"),
+            )
+        };
+        // SAFETY: our counter page, mapped read-write.
+        let stats = unsafe { CounterPage::at(glue::drv_stats::VADDR as *const u8) };
+
+        // --- the rings: pages of our pool, kept for good ---
+        let itr = glue::attributes::ITR as u32;
+        let mut nic = E1000::new(regs, StartDma(start), d, RX_POOL, itr, !POLL).unwrap_or_else(|e| {
+            error!("e1000: {e}");
+            component_runtime::exit(1)
+        });
+        let up = nic.link_up();
+        let m = mac;
+        PairControl::set(&control.mac, 1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]));
+        PairControl::set(&control.link_up, up as u64);
+        log!(
+            "e1000 at {E1000} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
+            m[0],
+            m[1],
+            m[2],
+            m[3],
+            m[4],
+            m[5],
+            if up { "up" } else { "down" }
+        );
+        if POLL {
+            log!("no interrupt: polling the rings on every tick");
+        }
+        Driver {
+            nic,
+            d,
+            to_stack,
+            from_stack,
+            to_stack_guard: iolite::Guard::new(),
+            from_stack_guard: iolite::Guard::new(),
+            control,
+            stats,
+            bogus_icr_seen: false,
+        }
+    }
+
+    fn run(&mut self) -> ! {
+        // The kernel masks a level-triggered line until acknowledged; an
+        // earlier incarnation may have left it masked.
+        if !POLL {
+            let _ = glue::irq::acknowledge();
+        }
+        let mut wake_stack = true; // netstack waits for the MAC address
+        let mut woke = rdtsc();
+        loop {
+            let mut nested = 0u64;
+            let reaped = self.nic.tx_reap();
+            let received = self.rx_drain();
+            if received > 0 || (reaped > 0 && PairControl::get(&self.control.tx_waiting) != 0) {
+                wake_stack = true;
+            }
+            if wake_stack {
+                wake_stack = false;
+                self.to_stack.flush();
+                // Return the reaped frames' buffers first: netstack, woken
+                // because it waits for them (a full frame pool in the copy
+                // modes), runs now and would otherwise find none back.
+                let _ = self.from_stack.flush_releases();
+                self.nic.count(Counter::Wakeups, 1);
+                // netstack runs above us: it handles everything now and
+                // returns here when it blocks, its frames queued on the link.
+                let t = rdtsc();
+                glue::wake::emit();
+                nested = rdtsc().wrapping_sub(t);
+            }
+            if let (_, Some(e)) = self.to_stack_guard.poll_releases(&mut self.to_stack) {
+                error!("channel link.A from netstack broken: {e:?} (its releases)");
+            }
+            self.tx_post();
+            let _ = self.from_stack.flush_releases();
+            self.nic.rx_refill();
+            let now = rdtsc();
+            self.nic.count(Counter::BusyCycles, now.wrapping_sub(woke).saturating_sub(nested));
+            woke = now;
+            self.publish();
+            if self.nic.rx_ready() {
+                continue;
+            }
+            let interrupt = if POLL {
+                // netstack's kicks wait on `kick` meanwhile, unread: its
+                // frames go out at the next tick.
+                glue::tick::wait();
+                // The causes latch in ICR while masked: read for link changes.
+                Some(self.nic.interrupt())
+            } else {
+                // The interrupt and netstack's kick share this notification
+                // (`irq_notification`): each has its own badge bit.
+                let bits = glue::irq::wait();
+                if bits & glue::irq::BADGE != 0 {
+                    // Reading ICR clears the causes and so deasserts the
+                    // level line before the kernel unmasks it.
+                    let causes = self.nic.interrupt();
+                    let _ = glue::irq::acknowledge();
+                    self.nic.count(Counter::Irqs, 1);
+                    Some(causes)
+                } else {
+                    None
+                }
+            };
+            woke = rdtsc();
+            match interrupt {
+                Some(Interrupt::Causes { link: Some(up), .. }) => {
+                    PairControl::set(&self.control.link_up, up as u64);
+                    log!("link {}", if up { "up" } else { "down" });
+                }
+                Some(Interrupt::NotTheDevice(icr)) if !self.bogus_icr_seen => {
+                    self.bogus_icr_seen = true;
+                    error!("e1000: interrupt causes {icr:#x} have reserved bits set: not believed (device gone?)");
+                }
+                _ => {}
+            }
+        }
+    }
+
+    fn publish(&mut self) {
+        self.nic.set_counter(Counter::BytesCopied, self.d.stats().bytes_copied);
+        self.stats.publish(self.nic.counters());
+    }
+
+    /// Hands every completed RX buffer to netstack; returns how many.
+    fn rx_drain(&mut self) -> usize {
+        let (tx, guard) = (&mut self.to_stack, &mut self.to_stack_guard);
+        // netstack empties the channel every time it runs, so a batch of at
+        // most FWD_CAP frames always fits; the rest waits in the ring (the
+        // caller loops while descriptors are done).
+        self.nic.rx_drain(link::FWD_CAP, |agg| match guard.send(tx, agg, 0, 0) {
+            Ok(()) => true,
+            Err((_, _, broke)) => {
+                if let Some(e) = broke {
+                    error!("channel link.A from netstack broken: {e:?}");
+                }
+                false
+            }
+        })
+    }
+
+    /// Posts netstack's queued frames; TDT is written once.
+    fn tx_post(&mut self) {
+        let (rx, guard) = (&mut self.from_stack, &mut self.from_stack_guard);
+        self.nic.tx_post(|| match guard.recv(rx) {
+            iolite::Next::Msg(r) => {
+                let req = match link::decode_offload(r.tag) {
+                    TxOffload::None => TxRequest::Plain,
+                    TxOffload::TcpChecksum { start, offset } => TxRequest::TcpChecksum { start, offset },
+                };
+                Pull::Frame(r.agg, req)
+            }
+            // Empty; or the returns of a rejected descriptor wait for ring
+            // space; or the channel is broken.
+            iolite::Next::Idle | iolite::Next::Wait(_) => Pull::Empty,
+            iolite::Next::Refused(_) => Pull::Refused,
+            iolite::Next::Broke(e) => {
+                error!("channel link.B from netstack broken: {e:?}");
+                Pull::Broken
+            }
+        })
+    }
+}

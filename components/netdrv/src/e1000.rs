@@ -1,0 +1,589 @@
+//! The e1000 (82540EM) rings, over any [`RegisterFile`] and [`Dma`].
+//!
+//! * **Receive:** [`RING`] descriptors, each pointing at a buffer of the
+//!   driver's IO-Lite pool. A completed buffer is sealed at the frame's
+//!   length and handed to the caller as a one-slice aggregate, by reference
+//!   ([`E1000::rx_drain`]); [`E1000::rx_refill`] gives the device a fresh
+//!   buffer for every free descriptor and writes RDT once. Descriptors in
+//!   `[rx_next, rx_tail)` are the device's; nothing outside that range is
+//!   ever read as a frame, and one slot always stays empty (RDT never
+//!   reaches RDH).
+//! * **Transmit:** an aggregate (a header slice and payload slices in any
+//!   mapped pool) becomes one data descriptor per slice at the slice's
+//!   physical address, so payload is never copied ([`E1000::tx_post`]). A
+//!   TCP checksum request becomes a context descriptor, written only when
+//!   it changes. The frame's holds are kept until the device reports its
+//!   last descriptor done ([`E1000::tx_reap`]); a frame that does not fit
+//!   the ring waits, whole, for the next pass.
+//! * **What the device says is checked:** a write-back with errors, without
+//!   end of packet (the rest of that frame is dropped too), or with a
+//!   length outside 14..=2048 is dropped and its buffer reused; an interrupt
+//!   cause register with reserved bits set did not come from an 82540EM
+//!   ([`Interrupt::NotTheDevice`]); after reset, the head registers must
+//!   read back as programmed ([`InitError::Head`]), and the reset must
+//!   finish within a bound ([`InitError::ResetStuck`]).
+
+use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use core::sync::atomic::{fence, Ordering};
+
+use e1000_regs::*;
+use iolite::{Aggregate, BufMut, Domain, PoolId};
+
+#[cfg(test)]
+mod fake;
+#[cfg(test)]
+mod tests;
+
+/// Descriptors per ring (16 bytes each: two pages per ring). QEMU's e1000
+/// drops frames that arrive while the RX ring is full, and slirp dumps
+/// whole windows at once: a deep ring matters more than anything else here.
+pub const RING: usize = 512;
+/// RX buffer size (RCTL.BSIZE = 2048).
+pub const RX_BUF: usize = RX_BUFFER_BYTES;
+/// Largest frame transmitted (no jumbo frames; the NIC adds the CRC).
+pub const MAX_FRAME: usize = 1514;
+/// Smallest frame accepted either way: an Ethernet header.
+pub const MIN_FRAME: usize = 14;
+/// How many times [`reset`] looks at CTRL.RST before giving up.
+pub const RESET_POLLS: u32 = 100_000;
+
+/// Virtual to physical addresses, for what the device reads and writes by
+/// DMA (every dataport is physically contiguous).
+pub trait Dma {
+    /// The physical address of the byte at `vaddr`, if it is in a dataport.
+    fn physical(&self, vaddr: u64) -> Option<u64>;
+}
+
+/// The driver's counters, in the order of netstack's `link::DRV_NAMES`
+/// (the component checks the length). There is no transmit copy counter:
+/// the driver never copies a frame; `BytesCopied` is the domain's count of
+/// any copy at all.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[repr(usize)]
+pub enum Counter {
+    /// Frames handed up.
+    RxFrames,
+    /// Their bytes.
+    RxBytes,
+    /// Frames dropped: bad write-backs, or the receiver refused them.
+    RxDropped,
+    /// Frames posted.
+    TxFrames,
+    /// Their bytes.
+    TxBytes,
+    /// Descriptors posted (data and context).
+    TxDescriptors,
+    /// Frames with a checksum offload.
+    TxOffloaded,
+    /// Frames refused: bad length or offload, not in a dataport, or
+    /// refused by the channel.
+    TxRejected,
+    /// Interrupts taken (the component counts).
+    Irqs,
+    /// Wake-ups of netstack (the component counts).
+    Wakeups,
+    /// ARP frames received.
+    ArpRx,
+    /// ARP frames sent.
+    ArpTx,
+    /// 1 while the link is up.
+    LinkUp,
+    /// Refills that found the pool empty.
+    RxRingEmpty,
+    /// Payload bytes the domain copied (the component sets it).
+    BytesCopied,
+    /// TSC cycles of the driver's own passes (the component counts).
+    BusyCycles,
+}
+
+/// How many [`Counter`]s there are.
+pub const NCOUNTERS: usize = Counter::BusyCycles as usize + 1;
+
+/// Why the device could not be brought up.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum InitError {
+    /// CTRL.RST still set after [`RESET_POLLS`] looks.
+    ResetStuck,
+    /// Receive address 0 is not valid: no MAC address.
+    NoMac,
+    /// A head register does not read back the 0 just written (the value):
+    /// not the device the driver expects, or a broken one.
+    Head(&'static str, u32),
+    /// The ring pages could not be allocated from the pool.
+    Pool(iolite::Error),
+    /// A ring page has no physical address (the pool is not a dataport).
+    NotInDataport,
+}
+
+impl core::fmt::Display for InitError {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        match self {
+            InitError::ResetStuck => {
+                write!(f, "CTRL.RST still set after {RESET_POLLS} looks: the reset never finished")
+            }
+            InitError::NoMac => f.write_str("receive address 0 not valid: no MAC address"),
+            InitError::Head(name, v) => write!(f, "{name} reads {v:#x} right after 0 was written"),
+            InitError::Pool(e) => write!(f, "no pages for the descriptor rings: {e:?}"),
+            InitError::NotInDataport => f.write_str("the descriptor rings have no physical address"),
+        }
+    }
+}
+
+/// A transmit request: the frame and what the device must do to it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxRequest {
+    /// Send as is.
+    Plain,
+    /// Compute the ones'-complement sum from byte `start` to the end of the
+    /// frame and store its complement at byte `offset` (TUCSS/TUCSO).
+    TcpChecksum {
+        /// First byte summed.
+        start: u16,
+        /// Where the checksum goes.
+        offset: u16,
+    },
+}
+
+/// What [`E1000::tx_post`]'s source has next.
+// Not boxed: one is moved per frame, and boxing would allocate per frame.
+#[allow(clippy::large_enum_variant)]
+pub enum Pull<'d> {
+    /// A frame to send.
+    Frame(Aggregate<'d>, TxRequest),
+    /// A message the source refused (counted as rejected); ask again.
+    Refused,
+    /// A message the source refused, and nothing more now (the channel
+    /// broke): counted as rejected.
+    Broken,
+    /// Nothing now.
+    Empty,
+}
+
+/// One reading of the interrupt cause register ([`E1000::interrupt`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Interrupt {
+    /// The causes (reading cleared them); `link`: the link state, if it
+    /// changed.
+    Causes {
+        /// ICR as read.
+        icr: u32,
+        /// The new link state after a link status change.
+        link: Option<bool>,
+    },
+    /// Reserved bits set (all ones: a device that no longer answers): the
+    /// causes are not believed.
+    NotTheDevice(u32),
+}
+
+/// Resets the device, leaves its interrupts masked and its link set up,
+/// clears the multicast table; returns the MAC address. `yield_now` runs
+/// between looks at CTRL.RST.
+pub fn reset<R: RegisterFile>(regs: &mut R, mut yield_now: impl FnMut()) -> Result<[u8; 6], InitError> {
+    regs.write(IMC, !0);
+    regs.write(CTRL, regs.read(CTRL) | CTRL_RST);
+    let mut done = false;
+    for _ in 0..RESET_POLLS {
+        if regs.read(CTRL) & CTRL_RST == 0 {
+            done = true;
+            break;
+        }
+        yield_now();
+    }
+    if !done {
+        return Err(InitError::ResetStuck);
+    }
+    regs.write(IMC, !0);
+    let _ = regs.read(ICR);
+    regs.write(CTRL, (regs.read(CTRL) | CTRL_SLU | CTRL_ASDE) & !CTRL_RST);
+    for i in 0..128 {
+        regs.write(MTA + 4 * i, 0);
+    }
+    mac(regs).ok_or(InitError::NoMac)
+}
+
+/// A descriptor ring: [`RING`] descriptors in pages of the driver's pool,
+/// kept for good.
+struct Ring {
+    base: *mut [u64; 2],
+    phys: u64,
+}
+
+impl Ring {
+    fn new(d: &Domain, pool: PoolId, dma: &impl Dma) -> Result<Ring, InitError> {
+        let mut b = d.alloc(pool, RING * DESC_BYTES).map_err(InitError::Pool)?;
+        let p = b.writable().as_mut_ptr();
+        // SAFETY: the pages are ours (an unsealed buffer nobody else can
+        // name, page-aligned); zero them before the device sees them.
+        unsafe { core::ptr::write_bytes(p, 0, RING * DESC_BYTES) };
+        let phys = dma.physical(p as u64).ok_or(InitError::NotInDataport)?;
+        // Never released: the device owns the ring for the driver's life.
+        core::mem::forget(b);
+        Ok(Ring { base: p.cast(), phys })
+    }
+
+    fn read(&self, i: usize) -> [u64; 2] {
+        // SAFETY: i % RING is inside the ring's pages; the device writes
+        // descriptors back, so only volatile reads.
+        unsafe {
+            let d = self.base.add(i % RING);
+            [core::ptr::read_volatile(&(*d)[0]), core::ptr::read_volatile(&(*d)[1])]
+        }
+    }
+
+    fn write(&self, i: usize, words: [u64; 2]) {
+        // SAFETY: as in `read`; the caller owns descriptor i (it is not in
+        // the device's share of the ring).
+        unsafe {
+            let d = self.base.add(i % RING);
+            core::ptr::write_volatile(&mut (*d)[0], words[0]);
+            core::ptr::write_volatile(&mut (*d)[1], words[1]);
+        }
+    }
+}
+
+/// A transmitted frame waiting for its last descriptor to be done.
+struct InFlight<'d> {
+    last: usize,
+    descs: usize,
+    _frame: Aggregate<'d>,
+}
+
+/// The driver's view of the device.
+pub struct E1000<'d, R: RegisterFile, M: Dma> {
+    regs: R,
+    dma: M,
+    d: &'d Domain,
+    rx_pool: PoolId,
+    tx_ring: Ring,
+    rx_ring: Ring,
+    rx_bufs: Vec<Option<BufMut<'d>>>,
+    /// Next RX descriptor to look at.
+    rx_next: usize,
+    /// The RDT value: descriptors [rx_next, rx_tail) belong to the device.
+    rx_tail: usize,
+    /// Inside a frame that spans descriptors: dropped up to its end.
+    rx_discarding: bool,
+    /// Next free TX descriptor (the TDT value once written).
+    tx_tail: usize,
+    /// TX descriptors the device has and has not reported done.
+    tx_used: usize,
+    tx_inflight: VecDeque<InFlight<'d>>,
+    /// A frame that did not fit the ring yet.
+    tx_pending: Option<(Aggregate<'d>, TxRequest)>,
+    /// The checksum context last given to the device (start, offset).
+    tx_context: Option<(u8, u8)>,
+    counters: [u64; NCOUNTERS],
+}
+
+impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
+    /// Sets up both rings (pages of `rx_pool`, owned by `d`) on a device
+    /// [`reset`] left quiet, fills the RX ring, and enables receive and
+    /// transmit with interrupt throttling `itr`; the interrupt causes the
+    /// driver handles are unmasked only with `interrupts` (otherwise the
+    /// caller polls).
+    pub fn new(regs: R, dma: M, d: &'d Domain, rx_pool: PoolId, itr: u32, interrupts: bool) -> Result<Self, InitError> {
+        let tx_ring = Ring::new(d, rx_pool, &dma)?;
+        let rx_ring = Ring::new(d, rx_pool, &dma)?;
+        let mut nic = E1000 {
+            regs,
+            dma,
+            d,
+            rx_pool,
+            tx_ring,
+            rx_ring,
+            rx_bufs: (0..RING).map(|_| None).collect(),
+            rx_next: 0,
+            rx_tail: 0,
+            rx_discarding: false,
+            tx_tail: 0,
+            tx_used: 0,
+            tx_inflight: VecDeque::new(),
+            tx_pending: None,
+            tx_context: None,
+            counters: [0; NCOUNTERS],
+        };
+        let (rx_pa, tx_pa) = (nic.rx_ring.phys, nic.tx_ring.phys);
+        let r = &mut nic.regs;
+        r.write(RDBAL, rx_pa as u32);
+        r.write(RDBAH, (rx_pa >> 32) as u32);
+        r.write(RDLEN, (RING * DESC_BYTES) as u32);
+        r.write(RDH, 0);
+        r.write(RDT, 0);
+        r.write(RDTR, 0);
+        r.write(RADV, 0);
+        r.write(TDBAL, tx_pa as u32);
+        r.write(TDBAH, (tx_pa >> 32) as u32);
+        r.write(TDLEN, (RING * DESC_BYTES) as u32);
+        r.write(TDH, 0);
+        r.write(TDT, 0);
+        r.write(TIDV, 0);
+        r.write(TADV, 0);
+        // The driver tracks the rings by descriptor status, never by the
+        // heads; but a device whose heads do not take the value just
+        // written is not one whose write-backs can be believed either.
+        for (name, reg) in [("RDH", RDH), ("TDH", TDH)] {
+            match r.read(reg) {
+                0 => {}
+                v => return Err(InitError::Head(name, v)),
+            }
+        }
+        r.write(TIPG, TIPG_DEFAULT);
+        r.write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD);
+        r.write(ITR, itr);
+        nic.rx_refill();
+        nic.regs.write(RCTL, RCTL_EN | RCTL_BAM | RCTL_SECRC);
+        if interrupts {
+            nic.regs.write(IMS, INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC | INT_TXDW);
+        }
+        nic.link_up();
+        Ok(nic)
+    }
+
+    /// The counters, in [`Counter`] order.
+    pub fn counters(&self) -> &[u64; NCOUNTERS] {
+        &self.counters
+    }
+
+    /// Adds `n` to counter `c`.
+    pub fn count(&mut self, c: Counter, n: u64) {
+        self.counters[c as usize] += n;
+    }
+
+    /// Sets counter `c`.
+    pub fn set_counter(&mut self, c: Counter, value: u64) {
+        self.counters[c as usize] = value;
+    }
+
+    /// The register file (tests reach the simulated device through it).
+    pub fn regs(&mut self) -> &mut R {
+        &mut self.regs
+    }
+
+    /// Reads the link state (STATUS.LU) into [`Counter::LinkUp`].
+    pub fn link_up(&mut self) -> bool {
+        let up = self.regs.read(STATUS) & STATUS_LU != 0;
+        self.counters[Counter::LinkUp as usize] = up as u64;
+        up
+    }
+
+    /// Reads (and so clears) the interrupt causes; on a link status change
+    /// also the new link state. Reading ICR deasserts a level interrupt.
+    pub fn interrupt(&mut self) -> Interrupt {
+        let icr = self.regs.read(ICR);
+        if icr & !INT_DEFINED != 0 {
+            return Interrupt::NotTheDevice(icr);
+        }
+        let link = (icr & INT_LSC != 0).then(|| self.link_up());
+        Interrupt::Causes { icr, link }
+    }
+
+    /// Whether the device has completed the next RX descriptor (more to
+    /// drain). False while the device owns no descriptor: the status there
+    /// is an old one.
+    pub fn rx_ready(&self) -> bool {
+        self.rx_next != self.rx_tail && rx_writeback(self.rx_ring.read(self.rx_next)[1]).0 & DD != 0
+    }
+
+    /// Hands at most `max` completed frames to `deliver`, each a sealed
+    /// one-slice aggregate of the RX pool; `deliver` returns whether it
+    /// took the frame (a refused one counts as dropped). Returns how many
+    /// were taken.
+    pub fn rx_drain(&mut self, max: usize, mut deliver: impl FnMut(Aggregate<'d>) -> bool) -> usize {
+        let mut n = 0;
+        // At most one lap per call, whatever the descriptors say.
+        for _ in 0..RING {
+            if n == max {
+                break;
+            }
+            let i = self.rx_next;
+            if i == self.rx_tail {
+                break;
+            }
+            let (status, errors, len) = rx_writeback(self.rx_ring.read(i)[1]);
+            if status & DD == 0 {
+                break;
+            }
+            fence(Ordering::Acquire);
+            self.rx_next = (i + 1) % RING;
+            // Every descriptor the device owns has a buffer (rx_refill).
+            let Some(mut buf) = self.rx_bufs[i].take() else { continue };
+            let len = len as usize;
+            let eop = status & RXD_EOP != 0;
+            let continuation = core::mem::replace(&mut self.rx_discarding, !eop);
+            if !eop || continuation || errors != 0 || !(MIN_FRAME..=RX_BUF).contains(&len) {
+                // One count per frame, at its first descriptor.
+                if !continuation {
+                    self.counters[Counter::RxDropped as usize] += 1;
+                }
+                self.rx_bufs[i] = Some(buf); // reused as is
+                continue;
+            }
+            let w = buf.writable();
+            let arp = w[12] == 0x08 && w[13] == 0x06;
+            match buf.seal(len) {
+                Ok(agg) => {
+                    if deliver(agg) {
+                        n += 1;
+                        self.counters[Counter::RxFrames as usize] += 1;
+                        self.counters[Counter::RxBytes as usize] += len as u64;
+                        self.counters[Counter::ArpRx as usize] += arp as u64;
+                    } else {
+                        self.counters[Counter::RxDropped as usize] += 1;
+                    }
+                }
+                Err((_, b)) => {
+                    self.counters[Counter::RxDropped as usize] += 1;
+                    self.rx_bufs[i] = Some(b);
+                }
+            }
+        }
+        n
+    }
+
+    /// Gives the device every free RX descriptor there is a buffer for,
+    /// then writes RDT once.
+    pub fn rx_refill(&mut self) {
+        let old = self.rx_tail;
+        while (self.rx_tail + 1) % RING != self.rx_next {
+            let i = self.rx_tail;
+            if self.rx_bufs[i].is_none() {
+                match self.d.alloc(self.rx_pool, RX_BUF) {
+                    Ok(b) => self.rx_bufs[i] = Some(b),
+                    Err(_) => {
+                        self.counters[Counter::RxRingEmpty as usize] += 1;
+                        break;
+                    }
+                }
+            }
+            let b = self.rx_bufs[i].as_mut().expect("filled above");
+            let va = b.writable().as_mut_ptr() as u64;
+            let pa = self.dma.physical(va).expect("the RX pool is a dataport");
+            // Not the device's (outside [rx_next, rx_tail)); status cleared.
+            self.rx_ring.write(i, [pa, 0]);
+            self.rx_tail = (i + 1) % RING;
+        }
+        if self.rx_tail != old {
+            fence(Ordering::Release);
+            self.regs.write(RDT, self.rx_tail as u32);
+        }
+    }
+
+    /// Releases the frames whose last descriptor the device has done;
+    /// returns how many.
+    pub fn tx_reap(&mut self) -> usize {
+        let mut n = 0;
+        while let Some(f) = self.tx_inflight.front() {
+            if tx_status(self.tx_ring.read(f.last)[1]) & DD == 0 {
+                break;
+            }
+            self.tx_used -= f.descs;
+            self.tx_inflight.pop_front();
+            n += 1;
+        }
+        n
+    }
+
+    /// Frames posted and not yet reaped.
+    pub fn tx_in_flight(&self) -> usize {
+        self.tx_inflight.len()
+    }
+
+    /// Whether a frame waits for ring space.
+    pub fn tx_waiting(&self) -> bool {
+        self.tx_pending.is_some()
+    }
+
+    /// Posts the waiting frame, then what `pull` yields, until the ring is
+    /// full or `pull` has nothing; writes TDT once. Invalid frames are
+    /// counted and dropped; a frame that does not fit waits, whole.
+    pub fn tx_post(&mut self, mut pull: impl FnMut() -> Pull<'d>) {
+        let start_tail = self.tx_tail;
+        loop {
+            let (agg, req) = match self.tx_pending.take() {
+                Some(f) => f,
+                None => match pull() {
+                    Pull::Frame(agg, req) => (agg, req),
+                    Pull::Refused => {
+                        self.counters[Counter::TxRejected as usize] += 1;
+                        continue;
+                    }
+                    Pull::Broken => {
+                        self.counters[Counter::TxRejected as usize] += 1;
+                        break;
+                    }
+                    Pull::Empty => break,
+                },
+            };
+            let len = agg.len();
+            let offload = match req {
+                TxRequest::TcpChecksum { start, offset }
+                    if start < offset && offset < 256 && offset as usize + 2 <= len =>
+                {
+                    Some((start as u8, offset as u8))
+                }
+                TxRequest::TcpChecksum { .. } => {
+                    self.counters[Counter::TxRejected as usize] += 1;
+                    continue;
+                }
+                TxRequest::Plain => None,
+            };
+            if !(MIN_FRAME..=MAX_FRAME).contains(&len) {
+                self.counters[Counter::TxRejected as usize] += 1;
+                continue;
+            }
+            let ctx = offload.filter(|&o| self.tx_context != Some(o));
+            let n = agg.slice_count();
+            if RING - 1 - self.tx_used < n + ctx.is_some() as usize {
+                self.tx_pending = Some((agg, req));
+                break;
+            }
+            // Physical addresses first: a slice outside the dataports
+            // (impossible after the channel's validation, but checked)
+            // rejects the frame before any descriptor is written.
+            let mut pas = [(0u64, 0usize); iolite::MAX_SLICES];
+            let mut ok = true;
+            for (k, s) in agg.slices().enumerate() {
+                match self.dma.physical(s.as_ptr() as u64) {
+                    Some(pa) => pas[k] = (pa, s.len()),
+                    None => ok = false,
+                }
+            }
+            if !ok {
+                self.counters[Counter::TxRejected as usize] += 1;
+                continue;
+            }
+            if let Some(first) = agg.slices().next() {
+                if first.len() >= 14 && first[12] == 0x08 && first[13] == 0x06 {
+                    self.counters[Counter::ArpTx as usize] += 1;
+                }
+            }
+            let first_idx = self.tx_tail;
+            if let Some((start, offset)) = ctx {
+                self.put_tx(tx_context(start, offset));
+                self.tx_context = ctx;
+            }
+            for (k, &(pa, l)) in pas[..n].iter().enumerate() {
+                self.put_tx([pa, tx_data(l as u16, k + 1 == n, offload.is_some())]);
+            }
+            let last = (self.tx_tail + RING - 1) % RING;
+            let descs = (self.tx_tail + RING - first_idx) % RING;
+            self.tx_used += descs;
+            self.counters[Counter::TxFrames as usize] += 1;
+            self.counters[Counter::TxBytes as usize] += len as u64;
+            self.counters[Counter::TxDescriptors as usize] += descs as u64;
+            self.counters[Counter::TxOffloaded as usize] += offload.is_some() as u64;
+            self.tx_inflight.push_back(InFlight { last, descs, _frame: agg });
+        }
+        if self.tx_tail != start_tail {
+            fence(Ordering::Release);
+            self.regs.write(TDT, self.tx_tail as u32);
+        }
+    }
+
+    fn put_tx(&mut self, words: [u64; 2]) {
+        // A free descriptor: tx_used < RING - 1 (checked by the caller).
+        self.tx_ring.write(self.tx_tail, words);
+        self.tx_tail = (self.tx_tail + 1) % RING;
+    }
+}

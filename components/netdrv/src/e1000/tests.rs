@@ -1,0 +1,488 @@
+//! The driver against the simulated device (`fake.rs`): ring set-up, receive
+//! into pool buffers and ring wrap, pool exhaustion, bad write-backs,
+//! multi-descriptor transmit, checksum contexts, completion and reclaim, a
+//! full TX ring, and hostile register values. Every frame is compared byte
+//! for byte.
+
+use std::alloc::{alloc_zeroed, Layout};
+use std::collections::VecDeque;
+
+use iolite::{BufMeta, PoolLayout, RwRegion, Trust};
+
+use super::fake::{Device, Map, Sent, MAC};
+use super::*;
+
+const RX_POOL: PoolId = 1;
+const HDR_POOL: PoolId = 2;
+const APP_POOL: PoolId = 3;
+/// A pool that is not a dataport (not in the DMA map).
+const PRIVATE_POOL: PoolId = 4;
+/// Pages of the RX pool the rings take (two per ring).
+const RING_PAGES: u32 = 4;
+
+type Nic = E1000<'static, Device, Map>;
+
+fn leak<T>(v: T) -> &'static mut T {
+    Box::leak(Box::new(v))
+}
+
+/// A domain owning the RX pool (`rx_pages` pages), a header and a payload
+/// pool (all three "dataports" in the returned map) and a private pool.
+fn domain(rx_pages: u32) -> (&'static Domain, Map) {
+    let d: &'static Domain = leak(Domain::new());
+    let mut map = Map::default();
+    for (id, pages, dataport) in
+        [(RX_POOL, rx_pages, true), (HDR_POOL, 64, true), (APP_POOL, 1024, true), (PRIVATE_POOL, 8, false)]
+    {
+        let len = PoolLayout { pages }.region_bytes();
+        // SAFETY: a non-zero size; leaked, so it lives as long as the domain.
+        let base = unsafe { alloc_zeroed(Layout::from_size_align(len, 4096).unwrap()) };
+        // SAFETY: fresh memory used only through the domain and the device.
+        let region = unsafe { RwRegion::from_raw_parts(base, len) }.unwrap();
+        let meta = Box::leak(vec![BufMeta::EMPTY; pages as usize].into_boxed_slice());
+        d.add_owned_pool(id, region, meta, Trust::Trusted).unwrap();
+        if dataport {
+            map.add(base as u64, len as u64);
+        }
+    }
+    (d, map)
+}
+
+/// The driver on a fresh device, interrupts on.
+fn nic(rx_pages: u32) -> (&'static Domain, Nic) {
+    let (d, map) = domain(rx_pages);
+    let mut dev = Device::new(map.clone());
+    assert_eq!(reset(&mut dev, || {}), Ok(MAC));
+    (d, E1000::new(dev, map, d, RX_POOL, 200, true).unwrap())
+}
+
+/// `len` pseudo-random bytes (IPv4 ethertype unless `arp`), different per
+/// `seed`.
+fn frame(seed: u64, len: usize, arp: bool) -> Vec<u8> {
+    let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
+    let mut f: Vec<u8> = (0..len)
+        .map(|_| {
+            x ^= x << 13;
+            x ^= x >> 7;
+            x ^= x << 17;
+            x as u8
+        })
+        .collect();
+    if len >= 14 {
+        f[12..14].copy_from_slice(if arp { &[0x08, 0x06] } else { &[0x08, 0x00] });
+    }
+    f
+}
+
+fn bytes(agg: &Aggregate<'_>) -> Vec<u8> {
+    let mut out = vec![0; agg.len()];
+    assert_eq!(agg.read_at(0, &mut out), agg.len());
+    out
+}
+
+/// Takes every completed frame, returns them in order.
+fn drain(nic: &mut Nic) -> Vec<Aggregate<'static>> {
+    let mut got = Vec::new();
+    nic.rx_drain(usize::MAX, |a| {
+        got.push(a);
+        true
+    });
+    got
+}
+
+/// An aggregate of `parts` bytes each in its own buffer of `pool`.
+fn aggregate(d: &'static Domain, pool: PoolId, parts: &[&[u8]]) -> Aggregate<'static> {
+    let mut agg = Aggregate::new(d);
+    for p in parts {
+        agg.append(d.alloc_copy(pool, p).unwrap()).map_err(|_| ()).unwrap();
+    }
+    agg
+}
+
+fn pages_in_use(d: &Domain, pool: PoolId) -> u32 {
+    d.pool_stats(pool).unwrap().pages_in_use
+}
+
+fn counter(nic: &Nic, c: Counter) -> u64 {
+    nic.counters()[c as usize]
+}
+
+/// Posts `frames` (plain), returns how many `pull` calls there were.
+fn post(nic: &mut Nic, frames: &mut VecDeque<(Aggregate<'static>, TxRequest)>) -> usize {
+    let mut pulls = 0;
+    nic.tx_post(|| {
+        pulls += 1;
+        match frames.pop_front() {
+            Some((a, r)) => Pull::Frame(a, r),
+            None => Pull::Empty,
+        }
+    });
+    pulls
+}
+
+#[test]
+fn set_up_gives_the_device_both_rings_and_all_rx_descriptors_but_one() {
+    let (_, mut nic) = nic(RING_PAGES + RING as u32);
+    let dev = nic.regs();
+    assert_eq!(dev.writes_to(RDLEN), [(RING * 16) as u32]);
+    assert_eq!(dev.writes_to(TDLEN), [(RING * 16) as u32]);
+    for base in [RDBAL, TDBAL] {
+        let pa = u64::from(dev.writes_to(base + 4)[0]) << 32 | u64::from(dev.writes_to(base)[0]);
+        assert!(dev.map().virt(pa, RING * 16).is_some(), "ring {base:#x} at {pa:#x} is in a dataport");
+    }
+    // One RDT write after the refill: the device has RING - 1 buffers (an
+    // RDT equal to RDH would mean none).
+    assert_eq!(dev.writes_to(RDT), [0, (RING - 1) as u32]);
+    assert_eq!(dev.rx_free(), RING - 1);
+    // The receiver is enabled only once its ring is full.
+    let pos = |reg: usize| dev.writes.iter().rposition(|w| w.0 == reg).unwrap();
+    assert!(pos(RCTL) > pos(RDT));
+    assert_eq!(dev.read(IMS), INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC | INT_TXDW);
+    assert_eq!(dev.writes_to(TCTL), [TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD]);
+    assert_eq!(dev.writes_to(ITR), [200]);
+    assert_eq!(counter(&nic, Counter::LinkUp), 1);
+
+    // Polling: no cause unmasked.
+    let (d, map) = domain(RING_PAGES + 8);
+    let mut dev = Device::new(map.clone());
+    reset(&mut dev, || {}).unwrap();
+    let mut polled = E1000::new(dev, map, d, RX_POOL, 200, false).unwrap();
+    assert_eq!(polled.regs().read(IMS), 0);
+}
+
+#[test]
+fn reset_gives_up_on_a_device_that_never_finishes() {
+    let (_, map) = domain(RING_PAGES);
+    let mut dev = Device::new(map);
+    dev.stuck_reset = true;
+    let mut yields = 0;
+    assert_eq!(reset(&mut dev, || yields += 1), Err(InitError::ResetStuck));
+    assert_eq!(yields, RESET_POLLS);
+}
+
+#[test]
+fn no_valid_receive_address_is_an_error() {
+    let (_, map) = domain(RING_PAGES);
+    let mut dev = Device::new(map);
+    dev.set(RAH0, 0x5634);
+    assert_eq!(reset(&mut dev, || {}), Err(InitError::NoMac));
+}
+
+#[test]
+fn a_head_register_that_does_not_read_back_is_refused() {
+    for (reg, name, value) in [(TDH, "TDH", RING as u32 + 7), (RDH, "RDH", u32::MAX), (RDH, "RDH", 3)] {
+        let (d, map) = domain(RING_PAGES + 8);
+        let mut dev = Device::new(map.clone());
+        reset(&mut dev, || {}).unwrap();
+        dev.lie = Some((reg, value));
+        let r = E1000::new(dev, map, d, RX_POOL, 200, true);
+        assert_eq!(r.err(), Some(InitError::Head(name, value)));
+    }
+}
+
+#[test]
+fn received_frames_arrive_whole_in_pool_buffers() {
+    let (_, mut nic) = nic(RING_PAGES + RING as u32);
+    let sizes = [14, 60, 61, 1000, 1514, 2048];
+    let sent: Vec<Vec<u8>> = sizes.iter().enumerate().map(|(i, &n)| frame(i as u64, n, i == 1)).collect();
+    for f in &sent {
+        assert!(nic.regs().receive(f));
+    }
+    assert!(nic.rx_ready());
+    let got = drain(&mut nic);
+    assert!(!nic.rx_ready());
+    assert_eq!(got.len(), sent.len());
+    for (agg, f) in got.iter().zip(&sent) {
+        assert_eq!(bytes(agg), *f);
+        assert_eq!(agg.slice_count(), 1, "by reference: one buffer, no copy");
+        assert_eq!(agg.descs()[0].pool, RX_POOL);
+    }
+    assert_eq!(counter(&nic, Counter::RxFrames), 6);
+    assert_eq!(counter(&nic, Counter::RxBytes), sizes.iter().sum::<usize>() as u64);
+    assert_eq!(counter(&nic, Counter::ArpRx), 1);
+    assert_eq!(nic.regs().dma_faults, 0);
+}
+
+#[test]
+fn the_rx_ring_wraps_and_is_refilled_once_per_pass() {
+    let (_, mut nic) = nic(RING_PAGES + RING as u32);
+    let mut expected = VecDeque::new();
+    let (mut seed, mut passes) = (0u64, 0);
+    while seed < 5 * RING as u64 {
+        // Batches that do not divide the ring: every wrap position occurs.
+        for _ in 0..97 {
+            let f = frame(seed, 60 + (seed as usize * 37) % 1455, false);
+            assert!(nic.regs().receive(&f), "frame {seed}: the device had a descriptor");
+            expected.push_back(f);
+            seed += 1;
+        }
+        // Less than the whole backlog per call, as the component does.
+        let mut got = Vec::new();
+        while nic.rx_ready() {
+            nic.rx_drain(40, |a| {
+                got.push(a);
+                true
+            });
+        }
+        for agg in got {
+            assert_eq!(bytes(&agg), expected.pop_front().unwrap());
+        }
+        nic.rx_refill();
+        passes += 1;
+        assert_eq!(nic.regs().rx_free(), RING - 1, "pass {passes}: every buffer back with the device");
+    }
+    assert!(expected.is_empty());
+    assert_eq!(nic.regs().writes_to(RDT).len(), 2 + passes, "one RDT write per refill pass");
+    assert_eq!((nic.regs().overruns, nic.regs().dma_faults), (0, 0));
+}
+
+#[test]
+fn held_buffers_run_the_pool_dry_without_a_stale_descriptor_looking_ready() {
+    // Exactly one ring's worth of buffers: netstack holding every frame of
+    // a lap leaves the driver with none to give.
+    let (d, mut nic) = nic(RING_PAGES + RING as u32 - 1);
+    for f in 0..(RING - 1) as u64 {
+        assert!(nic.regs().receive(&frame(f, 100, false)));
+    }
+    drop(drain(&mut nic));
+    nic.rx_refill();
+    let mut held = Vec::new();
+    for f in 0..(RING - 1) as u64 {
+        assert!(nic.regs().receive(&frame(1000 + f, 100, false)));
+    }
+    held.extend(drain(&mut nic));
+    nic.rx_refill();
+    assert_eq!(pages_in_use(d, RX_POOL), RING_PAGES + RING as u32 - 1, "the pool is dry");
+    assert!(counter(&nic, Counter::RxRingEmpty) > 0);
+    assert_eq!(nic.regs().rx_free(), 0, "the device owns no descriptor");
+    // The next descriptor holds an old completion from the first lap: the
+    // driver must not take it for a new frame (its loop would spin).
+    assert!(!nic.rx_ready());
+    assert_eq!(drain(&mut nic).len(), 0);
+    // The holder returns the frames: the ring fills and receives again.
+    drop(held);
+    nic.rx_refill();
+    assert_eq!(nic.regs().rx_free(), RING - 1);
+    let f = frame(7, 333, false);
+    assert!(nic.regs().receive(&f));
+    assert_eq!(drain(&mut nic).iter().map(bytes).collect::<Vec<_>>(), [f]);
+}
+
+#[test]
+fn a_completion_in_a_descriptor_the_device_does_not_own_is_ignored() {
+    let (_, mut nic) = nic(RING_PAGES + 8);
+    assert_eq!(nic.regs().rx_free(), 8);
+    let mut held = Vec::new();
+    for f in 0..8 {
+        assert!(nic.regs().receive(&frame(f, 64, false)));
+    }
+    held.extend(drain(&mut nic));
+    nic.rx_refill(); // nothing to give: the device owns nothing
+                     // The device claims frames in descriptors it was never given.
+    for i in [8, 9, RING - 1] {
+        nic.regs().poke_rx(i, 60 | u64::from(DD | RXD_EOP) << 32);
+    }
+    assert!(!nic.rx_ready());
+    assert_eq!(drain(&mut nic).len(), 0);
+    assert_eq!(counter(&nic, Counter::RxFrames), 8);
+    drop(held);
+}
+
+#[test]
+fn bad_write_backs_are_dropped_and_their_buffers_reused() {
+    let (d, mut nic) = nic(RING_PAGES + RING as u32);
+    let in_use = pages_in_use(d, RX_POOL);
+    let good = frame(1, 200, false);
+    let dev = nic.regs();
+    dev.receive_raw(&frame(2, 100, false), DD | RXD_EOP, 0x01); // CRC error
+    dev.receive_lying(&frame(3, 100, false), 10, DD | RXD_EOP, 0); // shorter than a header
+    dev.receive_lying(&frame(4, 100, false), 4000, DD | RXD_EOP, 0); // longer than the buffer
+    assert!(dev.receive(&frame(5, 3000, false))); // two descriptors: no EOP, then EOP
+    assert!(dev.receive(&good));
+    let got = drain(&mut nic);
+    assert_eq!(got.iter().map(bytes).collect::<Vec<_>>(), [good], "only the good frame, whole");
+    assert_eq!(counter(&nic, Counter::RxDropped), 4, "one per dropped frame");
+    drop(got);
+    nic.rx_refill();
+    assert_eq!(pages_in_use(d, RX_POOL), in_use, "dropped buffers went back to the ring, none leaked");
+    assert_eq!(nic.regs().rx_free(), RING - 1);
+}
+
+#[test]
+fn a_refused_frame_is_counted_as_dropped() {
+    let (_, mut nic) = nic(RING_PAGES + 16);
+    assert!(nic.regs().receive(&frame(1, 80, false)));
+    assert_eq!(nic.rx_drain(8, |_| false), 0);
+    assert_eq!((counter(&nic, Counter::RxDropped), counter(&nic, Counter::RxFrames)), (1, 0));
+}
+
+#[test]
+fn an_aggregate_goes_out_as_one_descriptor_per_slice() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    let (hdr, body1, body2) = (frame(1, 54, false), frame(2, 700, false), frame(3, 300, false));
+    let mut agg = aggregate(d, HDR_POOL, &[&hdr]);
+    agg.append(aggregate(d, APP_POOL, &[&body1, &body2])).map_err(|_| ()).unwrap();
+    assert_eq!(agg.slice_count(), 3);
+    let mut q = VecDeque::from([(agg, TxRequest::Plain)]);
+    post(&mut nic, &mut q);
+    assert_eq!(nic.regs().writes_to(TDT), [0, 3], "TDT once, past the three descriptors");
+    assert_eq!(nic.regs().transmit(usize::MAX), 3);
+    let whole: Vec<u8> = [hdr, body1, body2].concat();
+    assert_eq!(nic.regs().sent, [Sent { bytes: whole, checksum: None, descriptors: 3 }]);
+    assert_eq!(counter(&nic, Counter::TxDescriptors), 3);
+    assert_eq!(counter(&nic, Counter::TxBytes), 1054);
+    assert_eq!(nic.regs().dma_faults, 0);
+}
+
+#[test]
+fn the_checksum_context_is_written_only_when_it_changes() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    let csum = |start, offset| TxRequest::TcpChecksum { start, offset };
+    let mut q: VecDeque<_> = [(1, csum(34, 50)), (2, csum(34, 50)), (3, csum(34, 40)), (4, TxRequest::Plain)]
+        .into_iter()
+        .map(|(s, r)| (aggregate(d, HDR_POOL, &[&frame(s, 120, false)]), r))
+        .collect();
+    post(&mut nic, &mut q);
+    nic.regs().transmit(usize::MAX);
+    let sums: Vec<_> = nic.regs().sent.iter().map(|s| s.checksum).collect();
+    assert_eq!(sums, [Some((34, 50)), Some((34, 50)), Some((34, 40)), None]);
+    assert_eq!(counter(&nic, Counter::TxDescriptors), 6, "two contexts, four data descriptors");
+    assert_eq!(counter(&nic, Counter::TxOffloaded), 3);
+    // Requests the device cannot carry out are refused, not posted.
+    let mut bad: VecDeque<_> = [csum(50, 50), csum(60, 50), csum(34, 119), csum(34, 300)]
+        .into_iter()
+        .map(|r| (aggregate(d, HDR_POOL, &[&frame(9, 120, false)]), r))
+        .collect();
+    post(&mut nic, &mut bad);
+    assert_eq!(counter(&nic, Counter::TxRejected), 4);
+    assert_eq!(nic.regs().tx_queued(), 0);
+}
+
+#[test]
+fn frames_keep_their_buffers_until_the_device_is_done() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    let mut q: VecDeque<_> =
+        (0..10).map(|i| (aggregate(d, APP_POOL, &[&frame(i, 1000, false)]), TxRequest::Plain)).collect();
+    post(&mut nic, &mut q);
+    assert_eq!(pages_in_use(d, APP_POOL), 10, "in flight: held by the driver alone");
+    assert_eq!(nic.tx_reap(), 0, "nothing done yet");
+    nic.regs().transmit(4);
+    assert_eq!(nic.tx_reap(), 4);
+    assert_eq!(pages_in_use(d, APP_POOL), 6);
+    nic.regs().transmit(usize::MAX);
+    assert_eq!(nic.tx_reap(), 6);
+    assert_eq!((pages_in_use(d, APP_POOL), nic.tx_in_flight()), (0, 0));
+    assert_eq!(nic.regs().sent.len(), 10);
+}
+
+#[test]
+fn a_full_tx_ring_keeps_the_next_frame_waiting_and_wraps() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    let total = 3 * RING as u64;
+    // Three slices per frame: 170 frames fill 510 of the 511 usable descriptors.
+    let make = |i: u64| -> (Vec<u8>, Aggregate<'static>) {
+        let parts = [frame(i, 42, false), frame(i + 7, 100 + i as usize % 200, false), frame(i + 9, 64, false)];
+        let agg = aggregate(d, APP_POOL, &[&parts[0], &parts[1], &parts[2]]);
+        (parts.concat(), agg)
+    };
+    let (mut next, mut expected) = (0u64, Vec::new());
+    let pull_frame = |next: &mut u64, expected: &mut Vec<Vec<u8>>| {
+        let (bytes, agg) = make(*next);
+        *next += 1;
+        expected.push(bytes);
+        (agg, TxRequest::Plain)
+    };
+    let mut pulls = 0;
+    nic.tx_post(|| {
+        pulls += 1;
+        let (a, r) = pull_frame(&mut next, &mut expected);
+        Pull::Frame(a, r)
+    });
+    assert_eq!(nic.tx_in_flight(), 170);
+    assert!(nic.tx_waiting(), "the 171st frame waits, whole");
+    assert_eq!(pulls, 171, "and nothing more was pulled meanwhile");
+    assert_eq!(nic.regs().tx_queued(), 510);
+    while next < total || nic.tx_waiting() || nic.tx_in_flight() > 0 {
+        // The device finishes a few frames' worth; the driver reaps and
+        // posts again, the waiting frame first.
+        nic.regs().transmit(3 * 11);
+        nic.tx_reap();
+        nic.tx_post(|| {
+            if next < total {
+                let (a, r) = pull_frame(&mut next, &mut expected);
+                Pull::Frame(a, r)
+            } else {
+                Pull::Empty
+            }
+        });
+        assert!(nic.regs().tx_queued() < RING, "the ring never overflows");
+    }
+    let sent: Vec<Vec<u8>> = nic.regs().sent.iter().map(|s| s.bytes.clone()).collect();
+    assert_eq!(sent.len(), total as usize);
+    assert!(sent == expected, "every frame once, in order, byte for byte");
+    assert_eq!(pages_in_use(d, APP_POOL), 0);
+    assert_eq!(nic.regs().dma_faults, 0);
+}
+
+#[test]
+fn one_tx_descriptor_always_stays_free() {
+    // TDT equal to TDH means an empty ring to the device: posting all RING
+    // descriptors would make every frame in it vanish.
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    let mut q: VecDeque<_> =
+        (0..RING as u64 + 5).map(|i| (aggregate(d, APP_POOL, &[&frame(i, 60, false)]), TxRequest::Plain)).collect();
+    post(&mut nic, &mut q);
+    assert_eq!((nic.tx_in_flight(), nic.regs().tx_queued()), (RING - 1, RING - 1));
+    assert!(nic.tx_waiting());
+    assert_eq!(nic.regs().transmit(usize::MAX), RING - 1);
+    assert_eq!(nic.tx_reap(), RING - 1);
+    post(&mut nic, &mut q);
+    nic.regs().transmit(usize::MAX);
+    nic.tx_reap();
+    let sent: Vec<_> = nic.regs().sent.iter().map(|s| s.bytes.clone()).collect();
+    assert_eq!(sent, (0..RING as u64 + 5).map(|i| frame(i, 60, false)).collect::<Vec<_>>());
+}
+
+#[test]
+fn frames_of_bad_length_or_outside_the_dataports_are_rejected() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    let mut q: VecDeque<_> = [
+        aggregate(d, HDR_POOL, &[&frame(1, 13, false)]),
+        aggregate(d, HDR_POOL, &[&frame(2, 1000, false), &frame(3, 515, false)]),
+        aggregate(d, PRIVATE_POOL, &[&frame(4, 60, false)]),
+    ]
+    .into_iter()
+    .map(|a| (a, TxRequest::Plain))
+    .collect();
+    post(&mut nic, &mut q);
+    let mut refused = 2;
+    nic.tx_post(|| match refused {
+        0 => Pull::Empty,
+        _ => {
+            refused -= 1;
+            Pull::Refused
+        }
+    });
+    assert_eq!(counter(&nic, Counter::TxRejected), 5);
+    assert_eq!(nic.regs().writes_to(TDT), [0], "no descriptor was posted");
+    assert_eq!((pages_in_use(d, HDR_POOL), pages_in_use(d, PRIVATE_POOL)), (0, 0), "rejected frames are released");
+}
+
+#[test]
+fn interrupt_causes_and_link_changes() {
+    let (_, mut nic) = nic(RING_PAGES + 8);
+    nic.regs().raise(INT_RXT0 | INT_TXDW);
+    assert_eq!(nic.interrupt(), Interrupt::Causes { icr: INT_RXT0 | INT_TXDW, link: None });
+    assert_eq!(nic.interrupt(), Interrupt::Causes { icr: 0, link: None }, "reading cleared them");
+    nic.regs().set(STATUS, 0);
+    nic.regs().raise(INT_LSC);
+    assert_eq!(nic.interrupt(), Interrupt::Causes { icr: INT_LSC, link: Some(false) });
+    assert_eq!(counter(&nic, Counter::LinkUp), 0);
+    // A device that no longer answers reads as all ones: not believed, so
+    // no link change is made up from it.
+    nic.regs().lie = Some((ICR, u32::MAX));
+    assert_eq!(nic.interrupt(), Interrupt::NotTheDevice(u32::MAX));
+    assert_eq!(counter(&nic, Counter::LinkUp), 0);
+    nic.regs().lie = Some((ICR, 1 << 20 | INT_LSC));
+    assert!(matches!(nic.interrupt(), Interrupt::NotTheDevice(_)));
+}
