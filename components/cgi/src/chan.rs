@@ -32,8 +32,10 @@ use core::sync::atomic::{fence, AtomicU64, Ordering};
 pub const FWD_CAP: usize = 64;
 /// Releases in flight per direction.
 pub const REL_CAP: usize = 512;
+/// Both channels' ring capacities.
+pub const GEOMETRY: iolite::Geometry = iolite::Geometry { fwd: FWD_CAP, rel: REL_CAP };
 /// Bytes of one channel (whole pages).
-pub const CHANNEL_BYTES: usize = iolite::channel_bytes(FWD_CAP, REL_CAP).div_ceil(4096) * 4096;
+pub const CHANNEL_BYTES: usize = GEOMETRY.page_bytes();
 /// Offset of channel B.
 pub const B_OFF: usize = CHANNEL_BYTES;
 /// Offset of the control block.

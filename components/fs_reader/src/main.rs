@@ -31,8 +31,8 @@ use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
 use fs::proto::{self, ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RoRegion, RwRegion, Trust,
-    BUILD_COPY_MODE,
+    Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, CopyMode, Domain, Geometry, PoolLayout, RoRegion,
+    RwRegion, Trust, BUILD_COPY_MODE,
 };
 use sha2::{Digest, Sha256};
 
@@ -132,7 +132,9 @@ fn set_budget(bytes: u64) {
 /// One client: the channel's receiving end.
 struct Client {
     d: &'static Domain,
-    rx: ChannelRx<'static, NoNotify>,
+    rx: ChannelRx<'static>,
+    /// The copy modes copy at our end, into our private pool.
+    copier: Copier<'static>,
     tag: u64,
 }
 
@@ -152,7 +154,7 @@ impl Client {
     fn receive(&mut self, tag: u64, bytes: u64, mut each: impl FnMut(Aggregate<'static>)) {
         let mut got = 0;
         while got < bytes {
-            match self.rx.recv() {
+            match self.copier.recv(&mut self.rx) {
                 Ok(Some(r)) => {
                     assert_eq!(r.tag, tag, "message of another request");
                     got += r.agg.len() as u64;
@@ -231,7 +233,7 @@ impl Client {
             return Err(n);
         }
         let mut out = Vec::new();
-        match self.rx.recv() {
+        match self.copier.recv(&mut self.rx) {
             Ok(Some(r)) => {
                 assert_eq!(r.tag, tag);
                 let mut bytes = alloc::vec![0u8; r.agg.len()];
@@ -292,21 +294,11 @@ fn main(_start: &'static StartInfo) -> ! {
     d.add_foreign_pool(FS_POOL, pool, leak(FS_POOL_PAGES), Trust::Trusted).expect("fs pool");
     d.add_owned_pool(PRIVATE_POOL, private, leak(PRIVATE_PAGES), Trust::Trusted).expect("private pool");
     // SAFETY: fs initialised the channel before answering `stats`; the only receiver.
-    let rx = unsafe {
-        ChannelRx::attach(
-            d,
-            PEER,
-            channel,
-            proto::FWD_CAP,
-            proto::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::FileCacheToApp,
-            Some(PRIVATE_POOL),
-        )
-    }
-    .expect("channel");
-    let mut c = Client { d, rx, tag: 0 };
+    let geometry = Geometry { fwd: proto::FWD_CAP, rel: proto::REL_CAP };
+    let rx =
+        unsafe { ChannelRx::attach(Attach { domain: d, peer: PEER, region: channel, geometry }) }.expect("channel");
+    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(PRIVATE_POOL)).expect("copy pool");
+    let mut c = Client { d, rx, copier, tag: 0 };
     log!("counters at start: hits {} misses {} disk reads {}", before.hits, before.misses, before.disk_reads);
 
     every_file(&mut c);

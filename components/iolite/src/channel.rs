@@ -8,63 +8,98 @@
 //! ```
 //!
 //! The sender's [`ChannelTx::send`] lends an aggregate's holds to the peer
-//! and enqueues its descriptor; [`ChannelTx::flush`] signals the receiver once
-//! per batch. The receiver's [`ChannelRx::recv`] validates each descriptor and
-//! yields an [`Aggregate`]; when it drops its references, the library queues
-//! releases that [`ChannelRx::flush_releases`] puts on the release ring, and
-//! the sender applies them in [`ChannelTx::poll_releases`].
+//! and enqueues its descriptor. The receiver's [`ChannelRx::recv`]
+//! validates each descriptor and yields an [`Aggregate`]; when it drops its
+//! references, the library queues releases that [`ChannelRx::flush`] puts
+//! on the release ring, and the sender applies them in
+//! [`ChannelTx::poll_releases`].
+//!
+//! **Wake-ups** follow the rings' "signal me" flags (see [`crate::ring`]):
+//! a side about to block calls `arm` (the receiver asks for data; the
+//! sender for releases and/or room), and does not block if `arm` says
+//! there is already something to do; when it runs again it calls
+//! `disarm`. `flush` on either end publishes what is queued and returns
+//! whether the other side asked for what was published since the last
+//! flush: then, and only then, the caller signals it (one signal per
+//! batch, none to a peer that is running anyway). The library sends no
+//! signal itself: the component owns its notifications.
+//!
+//! **Copy modes** are not the channel's business: a receiver that must
+//! copy (flash/posix comparison modes) puts a [`crate::copy::Copier`]
+//! after its `ChannelRx`.
 //!
 //! Back-pressure: a full forward ring, a full release ring, or the peer's
 //! quota make `send` fail with the aggregate handed back; nothing is lost.
 
 use crate::aggregate::{Aggregate, SliceVec};
-use crate::desc::{AggDesc, PoolId, RelDesc, FLAG_EOF, FLAG_RECLAIM};
+use crate::desc::{AggDesc, RelDesc, FLAG_EOF, FLAG_RECLAIM};
 use crate::domain::{Domain, PeerId};
-use crate::mode::{Boundary, CopyMode};
 use crate::region::RwRegion;
 use crate::ring::{ring_bytes, RingConsumer, RingProducer};
 use crate::{Error, Result, MAX_SLICES};
 
-/// Wakes the other side of a channel (an seL4 notification on target).
-pub trait Notify {
-    /// Signal the peer that the ring it consumes has new entries.
-    fn notify(&self);
+/// The capacities of a channel's two rings; both sides of a channel must
+/// use the same (a protocol constant).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Geometry {
+    /// Aggregate descriptors in flight (a power of two; 336 bytes each).
+    pub fwd: usize,
+    /// Releases in flight (a power of two; 16 bytes each).
+    pub rel: usize,
 }
 
-/// A [`Notify`] that does nothing (polling peers, tests).
-#[derive(Debug, Clone, Copy, Default)]
-pub struct NoNotify;
-
-impl Notify for NoNotify {
-    fn notify(&self) {}
-}
-
-impl<F: Fn()> Notify for F {
-    fn notify(&self) {
-        self()
+impl Geometry {
+    const fn release_ring_off(&self) -> usize {
+        ring_bytes::<AggDesc>(self.fwd).div_ceil(64) * 64
     }
-}
 
-const fn release_ring_off(fwd_cap: usize) -> usize {
-    ring_bytes::<AggDesc>(fwd_cap).div_ceil(64) * 64
+    /// Bytes of shared memory the channel needs.
+    pub const fn bytes(&self) -> usize {
+        self.release_ring_off() + ring_bytes::<RelDesc>(self.rel)
+    }
+
+    /// [`Geometry::bytes`] rounded up to whole pages.
+    pub const fn page_bytes(&self) -> usize {
+        self.bytes().div_ceil(4096) * 4096
+    }
+
+    /// The two rings' regions inside `region`.
+    fn split(&self, region: RwRegion) -> Result<(RwRegion, RwRegion)> {
+        if region.len() < self.bytes() {
+            return Err(Error::BadRegion);
+        }
+        let off = self.release_ring_off();
+        // SAFETY: both sub-ranges are inside `region`.
+        unsafe {
+            let fwd = RwRegion::from_raw_parts(region.as_ptr(), off).ok_or(Error::BadRegion)?;
+            let rel = RwRegion::from_raw_parts(region.as_ptr().add(off), region.len() - off).ok_or(Error::BadRegion)?;
+            Ok((fwd, rel))
+        }
+    }
+
+    /// Byte offset of the release ring in the channel's region (a test or
+    /// a deliberately hostile peer writing raw ring words needs it).
+    pub const fn release_ring_offset(&self) -> usize {
+        self.release_ring_off()
+    }
 }
 
 /// Bytes of shared memory needed for a channel.
 pub const fn channel_bytes(fwd_cap: usize, rel_cap: usize) -> usize {
-    release_ring_off(fwd_cap) + ring_bytes::<RelDesc>(rel_cap)
+    Geometry { fwd: fwd_cap, rel: rel_cap }.bytes()
 }
 
-fn split(region: RwRegion, fwd_cap: usize, rel_cap: usize) -> Result<(RwRegion, RwRegion)> {
-    if region.len() < channel_bytes(fwd_cap, rel_cap) {
-        return Err(Error::BadRegion);
-    }
-    let off = release_ring_off(fwd_cap);
-    // SAFETY: both sub-ranges are inside `region`.
-    unsafe {
-        let fwd = RwRegion::from_raw_parts(region.as_ptr(), off).ok_or(Error::BadRegion)?;
-        let rel = RwRegion::from_raw_parts(region.as_ptr().add(off), region.len() - off).ok_or(Error::BadRegion)?;
-        Ok((fwd, rel))
-    }
+/// Where and how one end attaches to a channel.
+#[derive(Clone, Copy)]
+pub struct Attach<'d> {
+    /// The component's IO-Lite domain.
+    pub domain: &'d Domain,
+    /// The other end's peer slot in `domain`.
+    pub peer: PeerId,
+    /// The channel's shared memory (read-write on both sides).
+    pub region: RwRegion,
+    /// Ring capacities, as the channel was initialised with.
+    pub geometry: Geometry,
 }
 
 /// Initialises a channel's shared region (both rings empty). Done once by
@@ -73,46 +108,43 @@ fn split(region: RwRegion, fwd_cap: usize, rel_cap: usize) -> Result<(RwRegion, 
 ///
 /// # Safety
 /// `region` must be the channel's shared memory and no side may be using it.
-pub unsafe fn init_channel(region: RwRegion, fwd_cap: usize, rel_cap: usize) -> Result<()> {
-    let (fwd, rel) = split(region, fwd_cap, rel_cap)?;
+pub unsafe fn init_channel(region: RwRegion, geometry: Geometry) -> Result<()> {
+    let (fwd, rel) = geometry.split(region)?;
     // SAFETY: per this function's contract.
     unsafe {
-        RingProducer::<AggDesc>::init(fwd, fwd_cap)?;
-        RingProducer::<RelDesc>::init(rel, rel_cap)?;
+        RingProducer::<AggDesc>::init(fwd, geometry.fwd)?;
+        RingProducer::<RelDesc>::init(rel, geometry.rel)?;
     }
     Ok(())
 }
 
 /// The sending end of a channel.
-pub struct ChannelTx<'d, N: Notify = NoNotify> {
+pub struct ChannelTx<'d> {
     d: &'d Domain,
     peer: PeerId,
     fwd: RingProducer<AggDesc>,
     rel: RingConsumer<RelDesc>,
-    notify: N,
-    unsignalled: usize,
+    /// Descriptors published since the last flush.
+    sent: usize,
+    /// Releases consumed since the last flush.
+    taken: usize,
+    /// The last send found the forward ring full.
+    full: bool,
     notifications: u64,
 }
 
-impl<'d, N: Notify> ChannelTx<'d, N> {
-    /// Attaches to an initialised channel as its sender; `peer` is the
-    /// receiver's peer slot in `d`, `notify` wakes the receiver.
+impl<'d> ChannelTx<'d> {
+    /// Attaches to an initialised channel as its sender.
     ///
     /// # Safety
-    /// `region` must be the channel's shared memory, initialised with
-    /// [`init_channel`] with the same capacities; only one sender may exist.
-    pub unsafe fn attach(
-        d: &'d Domain,
-        peer: PeerId,
-        region: RwRegion,
-        fwd_cap: usize,
-        rel_cap: usize,
-        notify: N,
-    ) -> Result<Self> {
-        let (f, r) = split(region, fwd_cap, rel_cap)?;
+    /// `at.region` must be the channel's shared memory, initialised with
+    /// [`init_channel`] with the same geometry; only one sender may exist.
+    pub unsafe fn attach(at: Attach<'d>) -> Result<Self> {
+        let (f, r) = at.geometry.split(at.region)?;
         // SAFETY: per this function's contract.
-        let (fwd, rel) = unsafe { (RingProducer::attach(f, fwd_cap)?, RingConsumer::attach(r, rel_cap)?) };
-        Ok(Self { d, peer, fwd, rel, notify, unsignalled: 0, notifications: 0 })
+        let (fwd, rel) =
+            unsafe { (RingProducer::attach(f, at.geometry.fwd)?, RingConsumer::attach(r, at.geometry.rel)?) };
+        Ok(Self { d: at.domain, peer: at.peer, fwd, rel, sent: 0, taken: 0, full: false, notifications: 0 })
     }
 
     /// The receiver's peer id.
@@ -158,7 +190,8 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
     fn enqueue(&mut self, agg: &Aggregate<'d>, tag: u64, flags: u32, move_local: bool) -> Result<()> {
         // Returned releases may make room under the quota.
         let _ = self.poll_releases();
-        if self.fwd.free()? == 0 {
+        self.full = self.fwd.free()? == 0;
+        if self.full {
             return Err(Error::Full);
         }
         self.d.lend_holds(agg, self.peer, move_local)?;
@@ -174,7 +207,7 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
                 }
             })
             .expect("room checked");
-        self.unsignalled += 1;
+        self.sent += 1;
         Ok(())
     }
 
@@ -189,19 +222,47 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
         self.send(Aggregate::new(self.d), 0, FLAG_RECLAIM).map_err(|(e, _)| e)
     }
 
-    /// Signals the receiver if anything was sent since the last signal
-    /// (one notification per batch). Returns whether it signalled.
+    /// Ends a batch: whether the receiver must be signalled now, because it
+    /// asked ([`ChannelRx::arm`]) for what happened since the last flush:
+    /// descriptors were sent, or releases were taken from a ring it found
+    /// full. The request is used up; the caller signals.
+    #[must_use = "signal the receiver when this is true"]
     pub fn flush(&mut self) -> bool {
-        if self.unsignalled == 0 {
-            return false;
-        }
-        self.unsignalled = 0;
-        self.notifications += 1;
-        self.notify.notify();
-        true
+        let data = self.sent > 0 && self.fwd.take_data_request();
+        let room = self.taken > 0 && self.rel.take_space_request();
+        self.sent = 0;
+        self.taken = 0;
+        let signal = data || room;
+        self.notifications += signal as u64;
+        signal
     }
 
-    /// Notifications sent so far.
+    /// Before blocking: asks the receiver to signal when it returns
+    /// releases (if `releases`: the caller waits for its buffers), and,
+    /// if the last send found the forward ring full, when it takes
+    /// descriptors. Returns true if that already happened (do not block
+    /// then, look again). A corrupt ring says false: blocking on a broken
+    /// channel is the caller's choice, spinning on it is not.
+    pub fn arm(&mut self, releases: bool) -> bool {
+        let mut ready = false;
+        if releases {
+            self.rel.request_data_signal();
+            ready |= self.rel.is_empty() == Ok(false);
+        }
+        if self.full {
+            self.fwd.request_space_signal();
+            ready |= self.fwd.free().is_ok_and(|n| n > 0);
+        }
+        ready
+    }
+
+    /// Withdraws what [`ChannelTx::arm`] asked for (this side runs again).
+    pub fn disarm(&mut self) {
+        self.rel.cancel_data_request();
+        self.fwd.cancel_space_request();
+    }
+
+    /// Signals [`ChannelTx::flush`] asked for so far.
     pub fn notifications(&self) -> u64 {
         self.notifications
     }
@@ -209,22 +270,13 @@ impl<'d, N: Notify> ChannelTx<'d, N> {
     /// Applies every release the receiver returned. Bad releases are counted
     /// in [`Stats::bad_releases`](crate::Stats::bad_releases) and skipped.
     /// Returns the number of release messages consumed.
-    ///
-    /// If the release ring was full, the receiver may still hold releases it
-    /// could not queue and be waiting for data: it is signalled, so it
-    /// flushes them. Otherwise a sender waiting for pool space and a
-    /// receiver waiting for data would wait for each other forever.
     pub fn poll_releases(&mut self) -> Result<usize> {
-        let was_full = self.rel.len()? >= self.rel.capacity();
         let mut n = 0;
         while let Some(r) = self.rel.pop()? {
             let _ = self.d.apply_release(&r, self.peer);
             n += 1;
         }
-        if was_full && n > 0 {
-            self.notifications += 1;
-            self.notify.notify();
-        }
+        self.taken += n;
         Ok(n)
     }
 }
@@ -240,64 +292,51 @@ pub struct Received<'d> {
     pub flags: u32,
 }
 
+/// Something messages are received from: a [`ChannelRx`], or a stage
+/// after one (a [`crate::copy::Copying`] receiver).
+pub trait Receive<'d> {
+    /// The next message, if any (see [`ChannelRx::recv`]).
+    fn recv(&mut self) -> Result<Option<Received<'d>>>;
+}
+
 /// The receiving end of a channel.
-pub struct ChannelRx<'d, N: Notify = NoNotify> {
+pub struct ChannelRx<'d> {
     d: &'d Domain,
     peer: PeerId,
     fwd: RingConsumer<AggDesc>,
     rel: RingProducer<RelDesc>,
-    notify: N,
-    copy: bool,
-    copy_pool: Option<PoolId>,
     /// Rejected descriptor whose releases did not all fit the ring yet.
     reject: Option<(AggDesc, usize)>,
-    /// Received but not yet copied (copy pool was exhausted).
-    stalled: Option<Received<'d>>,
     /// Remainder of a message partly consumed by `iol_read`.
     pub(crate) pending: Option<Aggregate<'d>>,
     pub(crate) eof: bool,
+    /// Descriptors consumed since the last flush.
+    taken: usize,
+    /// Releases published since the last flush.
+    released: usize,
     notifications: u64,
 }
 
-impl<'d, N: Notify> ChannelRx<'d, N> {
-    /// Attaches to an initialised channel as its receiver; `peer` is the
-    /// sender's peer slot in `d`, `notify` wakes the sender (for releases).
-    /// `mode` and `boundary` decide whether received data is copied into a
-    /// private buffer of `copy_pool` (see [`CopyMode`]).
+impl<'d> ChannelRx<'d> {
+    /// Attaches to an initialised channel as its receiver.
     ///
     /// # Safety
     /// As for [`ChannelTx::attach`]; only one receiver may exist.
-    #[allow(clippy::too_many_arguments)]
-    pub unsafe fn attach(
-        d: &'d Domain,
-        peer: PeerId,
-        region: RwRegion,
-        fwd_cap: usize,
-        rel_cap: usize,
-        notify: N,
-        mode: CopyMode,
-        boundary: Boundary,
-        copy_pool: Option<PoolId>,
-    ) -> Result<Self> {
-        let (f, r) = split(region, fwd_cap, rel_cap)?;
+    pub unsafe fn attach(at: Attach<'d>) -> Result<Self> {
+        let (f, r) = at.geometry.split(at.region)?;
         // SAFETY: per this function's contract.
-        let (fwd, rel) = unsafe { (RingConsumer::attach(f, fwd_cap)?, RingProducer::attach(r, rel_cap)?) };
-        let copy = mode.copies(boundary);
-        if copy && copy_pool.is_none() {
-            return Err(Error::NoCopyPool);
-        }
+        let (fwd, rel) =
+            unsafe { (RingConsumer::attach(f, at.geometry.fwd)?, RingProducer::attach(r, at.geometry.rel)?) };
         Ok(Self {
-            d,
-            peer,
+            d: at.domain,
+            peer: at.peer,
             fwd,
             rel,
-            notify,
-            copy,
-            copy_pool,
             reject: None,
-            stalled: None,
             pending: None,
             eof: false,
+            taken: 0,
+            released: 0,
             notifications: 0,
         })
     }
@@ -312,17 +351,13 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
         self.d
     }
 
-    /// Whether this end copies received data (copy mode at its boundary).
-    pub fn copies(&self) -> bool {
-        self.copy
-    }
-
-    /// Notifications sent so far (for releases).
+    /// Signals [`ChannelRx::flush`] asked for so far.
     pub fn notifications(&self) -> u64 {
         self.notifications
     }
 
-    /// Takes the next message, if any.
+    /// Takes the next message, if any, by reference (counted in
+    /// [`Stats::bytes_by_ref_received`](crate::Stats::bytes_by_ref_received)).
     ///
     /// A descriptor that fails validation is dropped with its error
     /// returned, and every hold it claimed to grant goes back to the sender
@@ -330,10 +365,16 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
     /// queued (release ring full) `recv` returns `Err(Error::Full)` and
     /// consumes nothing.
     pub fn recv(&mut self) -> Result<Option<Received<'d>>> {
-        if let Some(st) = self.stalled.take() {
-            let Received { agg, tag, flags } = st;
-            return self.deliver(agg, tag, flags).map(Some);
+        let r = self.recv_uncounted()?;
+        if let Some(r) = &r {
+            self.d.count_by_ref_received(r.agg.len());
         }
+        Ok(r)
+    }
+
+    /// [`ChannelRx::recv`] without counting the bytes: a stage after the
+    /// channel (a copier) counts them as what it makes of them.
+    pub(crate) fn recv_uncounted(&mut self) -> Result<Option<Received<'d>>> {
         self.push_reject()?;
         if self.reject.is_some() {
             return Err(Error::Full);
@@ -352,6 +393,7 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
         else {
             return Ok(None);
         };
+        self.taken += 1;
         if let Err(e) = self.d.accept_holds(nslices, got.as_slice(), self.peer) {
             let mut desc = AggDesc { nslices, flags, tag, ..AggDesc::default() };
             desc.slices[..got.len()].copy_from_slice(got.as_slice());
@@ -359,38 +401,12 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
             let _ = self.push_reject();
             return Err(e);
         }
-        // Normalising drops zero-length slices and merges contiguous ones;
-        // the holds this frees are queued for return to the sender at once.
-        if self.copy {
-            let agg = Aggregate::from_held(self.d, got.as_slice());
-            return self.deliver(agg, tag, flags).map(Some);
-        }
-        // By reference: built in place (no intermediate moves).
+        // Built in place (no intermediate moves). Normalising drops
+        // zero-length slices and merges contiguous ones; the holds this
+        // frees are queued for return to the sender at once.
         let mut r = Received { agg: Aggregate::new(self.d), tag, flags };
         r.agg.set_held(got.as_slice());
-        self.d.count_by_ref_received(r.agg.len());
         Ok(Some(r))
-    }
-
-    /// Hands a received aggregate to the caller: by reference, or as a
-    /// private copy if this end copies. Counted as received by reference
-    /// or as copied, never both. If the copy pool is exhausted the message
-    /// is kept for the next `recv`.
-    #[cold]
-    fn deliver(&mut self, agg: Aggregate<'d>, tag: u64, flags: u32) -> Result<Received<'d>> {
-        if self.copy && !agg.is_empty() {
-            let pool = self.copy_pool.expect("checked at attach");
-            return match agg.copy_to_pool(pool) {
-                // The sender's buffers are released at once (as after write(2)).
-                Ok(private) => Ok(Received { agg: private, tag, flags }),
-                Err(e) => {
-                    self.stalled = Some(Received { agg, tag, flags });
-                    Err(e)
-                }
-            };
-        }
-        self.d.count_by_ref_received(agg.len());
-        Ok(Received { agg, tag, flags })
     }
 
     #[inline]
@@ -404,12 +420,11 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
     #[cold]
     fn push_reject_slow(&mut self) -> Result<()> {
         if let Some((desc, mut done)) = self.reject.take() {
-            let mut pushed = false;
             for rel in Domain::rejected_releases(&desc).skip(done) {
                 match self.rel.push(rel) {
                     Ok(()) => {
                         done += 1;
-                        pushed = true;
+                        self.released += 1;
                     }
                     Err(Error::Full) => {
                         self.reject = Some((desc, done));
@@ -421,36 +436,74 @@ impl<'d, N: Notify> ChannelRx<'d, N> {
                     }
                 }
             }
-            if pushed {
-                self.notifications += 1;
-                self.notify.notify();
-            }
         }
         Ok(())
     }
 
-    /// Puts the releases owed to the sender on the release ring and signals
-    /// it if any were queued. Returns how many were queued; the rest stay
-    /// pending (ring full) for the next call.
+    /// Puts the releases owed to the sender on the release ring. Returns
+    /// how many were queued; the rest stay pending (ring full) for the next
+    /// call. Signals nobody: see [`ChannelRx::flush`].
     pub fn flush_releases(&mut self) -> Result<usize> {
         self.push_reject()?;
         let rel = &mut self.rel;
         let n = self.d.drain_returns(self.peer, |r| rel.push(r).is_ok())?;
-        if n > 0 {
-            self.notifications += 1;
-            self.notify.notify();
-        }
+        self.released += n;
         Ok(n)
+    }
+
+    /// Ends a batch: queues the releases owed ([`ChannelRx::flush_releases`];
+    /// a corrupt ring queues nothing, which the next `recv` reports), and
+    /// says whether the sender must be signalled now because it asked
+    /// ([`ChannelTx::arm`]) for what happened since the last flush:
+    /// releases were returned, or descriptors taken from a full ring. The
+    /// request is used up; the caller signals.
+    #[must_use = "signal the sender when this is true"]
+    pub fn flush(&mut self) -> bool {
+        let _ = self.flush_releases();
+        let releases = self.released > 0 && self.rel.take_data_request();
+        let room = self.taken > 0 && self.fwd.take_space_request();
+        self.released = 0;
+        self.taken = 0;
+        let signal = releases || room;
+        self.notifications += signal as u64;
+        signal
+    }
+
+    /// Before blocking: asks the sender to signal when it sends (and, while
+    /// releases wait for room in the release ring, when it takes some).
+    /// Returns true if there is already something to do (a descriptor in
+    /// the ring, or room for the waiting releases): do not block then, look
+    /// again. A corrupt ring says false (see [`ChannelTx::arm`]).
+    pub fn arm(&mut self) -> bool {
+        self.fwd.request_data_signal();
+        let mut ready = self.fwd.is_empty() == Ok(false);
+        if self.reject.is_some() || self.d.has_returns(self.peer) {
+            self.rel.request_space_signal();
+            ready |= self.rel.free().is_ok_and(|n| n > 0);
+        }
+        ready
+    }
+
+    /// Withdraws what [`ChannelRx::arm`] asked for (this side runs again).
+    pub fn disarm(&mut self) {
+        self.fwd.cancel_data_request();
+        self.rel.cancel_space_request();
+    }
+}
+
+impl<'d> Receive<'d> for ChannelRx<'d> {
+    fn recv(&mut self) -> Result<Option<Received<'d>>> {
+        ChannelRx::recv(self)
     }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::desc::PoolId;
     use crate::region::host;
     use crate::testutil::{bytes, make, map, own};
     use crate::{SliceDesc, FLAG_EOF, MAX_SLICES, PAGE_SIZE};
-    use std::cell::Cell;
     use std::vec::Vec;
 
     const FS_POOL: PoolId = 1;
@@ -462,8 +515,12 @@ mod tests {
     fn chan(fwd: usize, rel: usize) -> RwRegion {
         let r = host::region(channel_bytes(fwd, rel));
         // SAFETY: fresh region.
-        unsafe { init_channel(r, fwd, rel).unwrap() };
+        unsafe { init_channel(r, Geometry { fwd, rel }).unwrap() };
         r
+    }
+
+    fn at(d: &Domain, peer: PeerId, region: RwRegion, fwd: usize, rel: usize) -> Attach<'_> {
+        Attach { domain: d, peer, region, geometry: Geometry { fwd, rel } }
     }
 
     fn domains() -> (Domain, Domain) {
@@ -474,20 +531,12 @@ mod tests {
         (fs, http)
     }
 
-    fn ends<'a, N: Notify>(
-        fs: &'a Domain,
-        http: &'a Domain,
-        r: RwRegion,
-        cap: (usize, usize),
-        n: N,
-        mode: CopyMode,
-        b: Boundary,
-    ) -> (ChannelTx<'a, N>, ChannelRx<'a>) {
+    fn ends<'a>(fs: &'a Domain, http: &'a Domain, r: RwRegion, cap: (usize, usize)) -> (ChannelTx<'a>, ChannelRx<'a>) {
         // SAFETY: `r` was initialised by chan(); one end each.
         unsafe {
             (
-                ChannelTx::attach(fs, FS_HTTP, r, cap.0, cap.1, n).unwrap(),
-                ChannelRx::attach(http, HTTP_FS, r, cap.0, cap.1, NoNotify, mode, b, Some(HTTP_POOL)).unwrap(),
+                ChannelTx::attach(at(fs, FS_HTTP, r, cap.0, cap.1)).unwrap(),
+                ChannelRx::attach(at(http, HTTP_FS, r, cap.0, cap.1)).unwrap(),
             )
         }
     }
@@ -495,15 +544,14 @@ mod tests {
     #[test]
     fn round_trip_is_zero_copy_and_batched() {
         let (fs, http) = domains();
-        let signals = Cell::new(0);
-        let notify = || signals.set(signals.get() + 1);
-        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), notify, CopyMode::IoLite, Boundary::AppToNet);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8));
         for i in 0..3u8 {
             tx.send(make(&fs, FS_POOL, &[i; 1000]), i as u64, 0).unwrap();
         }
-        assert!(tx.flush());
+        // A fresh channel: the receiver has not run yet, so it is waiting.
+        assert!(tx.flush(), "one notification per batch");
         assert!(!tx.flush(), "nothing new to signal");
-        assert_eq!(signals.get(), 1, "one notification per batch");
+        assert_eq!(tx.notifications(), 1);
         for i in 0..3u8 {
             let r = rx.recv().unwrap().unwrap();
             assert_eq!(r.tag, i as u64);
@@ -524,7 +572,7 @@ mod tests {
     fn send_ref_lends_without_giving_up_the_aggregate() {
         let (fs, http) = domains();
         fs.set_quota(FS_HTTP, 1).unwrap();
-        let (mut tx, mut rx) = ends(&fs, &http, chan(2, 8), (2, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(2, 8), (2, 8));
         let cached = make(&fs, FS_POOL, b"cached");
         let buf = cached.descs()[0].buf;
         tx.send_ref(&cached, 1, 0).unwrap();
@@ -552,7 +600,7 @@ mod tests {
     #[test]
     fn full_ring_is_back_pressure_not_loss() {
         let (fs, http) = domains();
-        let (mut tx, mut rx) = ends(&fs, &http, chan(2, 8), (2, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(2, 8), (2, 8));
         tx.send(make(&fs, FS_POOL, b"1"), 1, 0).unwrap();
         tx.send(make(&fs, FS_POOL, b"2"), 2, 0).unwrap();
         let (e, back) = tx.send(make(&fs, FS_POOL, b"3"), 3, 0).unwrap_err();
@@ -569,7 +617,7 @@ mod tests {
     fn quota_back_pressure_through_the_channel() {
         let (fs, http) = domains();
         fs.set_quota(FS_HTTP, 1).unwrap();
-        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8));
         tx.send(make(&fs, FS_POOL, b"a"), 0, 0).unwrap();
         let (e, b) = tx.send(make(&fs, FS_POOL, b"b"), 0, 0).unwrap_err();
         assert_eq!(e, Error::QuotaExceeded);
@@ -582,7 +630,7 @@ mod tests {
     #[test]
     fn honest_descriptor_rejected_by_receiver_returns_its_holds() {
         let (fs, http) = domains();
-        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8));
         // PRIVATE_POOL is not in http's ACL.
         let mut a = make(&fs, FS_POOL, b"ok ");
         a.append(make(&fs, PRIVATE_POOL, b"secret")).unwrap();
@@ -604,13 +652,11 @@ mod tests {
     fn forged_descriptor_from_a_malicious_sender() {
         let (fs, http) = domains();
         let r = chan(8, 8);
-        let (fwd, relr) = split(r, 8, 8).unwrap();
+        let (fwd, relr) = Geometry { fwd: 8, rel: 8 }.split(r).unwrap();
         // SAFETY: the test plays a malicious sender writing raw descriptors.
         let mut evil = unsafe { RingProducer::<AggDesc>::attach(fwd, 8).unwrap() };
         let mut evil_rel = unsafe { RingConsumer::<RelDesc>::attach(relr, 8).unwrap() };
-        let mut rx = unsafe {
-            ChannelRx::attach(&http, HTTP_FS, r, 8, 8, NoNotify, CopyMode::IoLite, Boundary::Pipe, None).unwrap()
-        };
+        let mut rx = unsafe { ChannelRx::attach(at(&http, HTTP_FS, r, 8, 8)).unwrap() };
         let live = make(&fs, FS_POOL, b"live data");
         let s = live.descs()[0];
         let mut d = AggDesc { nslices: 2, ..AggDesc::default() };
@@ -711,13 +757,11 @@ mod tests {
 
         // The channel http -> net; http writes raw descriptors.
         let r = chan(64, 64);
-        let (fwd, relr) = split(r, 64, 64).unwrap();
+        let (fwd, relr) = Geometry { fwd: 64, rel: 64 }.split(r).unwrap();
         // SAFETY: the test plays the hostile sender on a fresh channel.
         let mut evil = unsafe { RingProducer::<AggDesc>::attach(fwd, 64).unwrap() };
         let mut evil_rel = unsafe { RingConsumer::<RelDesc>::attach(relr, 64).unwrap() };
-        let mut rx = unsafe {
-            ChannelRx::attach(&net, NET_HTTP, r, 64, 64, NoNotify, CopyMode::IoLite, Boundary::AppToNet, None).unwrap()
-        };
+        let mut rx = unsafe { ChannelRx::attach(at(&net, NET_HTTP, r, 64, 64)).unwrap() };
         let one = |s: SliceDesc| {
             let mut d = AggDesc { nslices: 1, ..AggDesc::default() };
             d.slices[0] = s;
@@ -793,7 +837,7 @@ mod tests {
     #[test]
     fn full_release_ring_drains_over_several_flushes() {
         let (fs, http) = domains();
-        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 1), (8, 1), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 1), (8, 1));
         for i in 0..5u8 {
             tx.send(make(&fs, FS_POOL, &[i]), 0, 0).unwrap();
         }
@@ -815,99 +859,74 @@ mod tests {
         // drained the ring silently, a receiver waiting for data would never
         // flush the rest while the sender waits for pool space.
         let (fs, http) = domains();
-        let signals = Cell::new(0);
-        let notify = || signals.set(signals.get() + 1);
-        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 1), (8, 1), notify, CopyMode::IoLite, Boundary::Pipe);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 1), (8, 1));
         for i in 0..3u8 {
             tx.send(make(&fs, FS_POOL, &[i]), 0, 0).unwrap();
         }
+        let _ = tx.flush();
         drop((0..3).map(|_| rx.recv().unwrap().unwrap()).collect::<Vec<_>>());
         assert_eq!(rx.flush_releases().unwrap(), 1, "the ring holds one release");
-        let before = signals.get();
+        assert!(rx.flush(), "a fresh ring: its consumer counts as waiting once");
+        // The receiver blocks with releases held back: it asks for room.
+        assert!(!rx.arm(), "nothing to do yet");
         assert_eq!(tx.poll_releases().unwrap(), 1);
-        assert_eq!(signals.get(), before + 1, "the sender signals the receiver after draining a full ring");
+        assert!(tx.flush(), "the sender signals the receiver after draining a full ring");
+        assert!(rx.arm(), "room now: the receiver does not block");
+        rx.disarm();
         assert_eq!(rx.flush_releases().unwrap(), 1);
         tx.poll_releases().unwrap();
+        assert!(!tx.flush(), "the receiver runs (disarmed): no signal");
         assert_eq!(rx.flush_releases().unwrap(), 1);
-        let before = signals.get();
+        assert!(!rx.arm(), "every release queued: it waits for data only");
         tx.poll_releases().unwrap();
         assert_eq!(fs.stats().buffers_in_use, 0);
-        assert_eq!(signals.get(), before + 1);
+        assert!(!tx.flush(), "it did not ask for room");
         assert_eq!(tx.poll_releases().unwrap(), 0);
-        assert_eq!(signals.get(), before + 1, "no signal when nothing was drained");
+        assert!(!tx.flush(), "no signal when nothing was drained");
     }
 
     #[test]
-    fn copy_modes_count_their_copies() {
-        for (mode, boundary, copies) in [
-            (CopyMode::IoLite, Boundary::AppToNet, false),
-            (CopyMode::Flash, Boundary::FileCacheToApp, false),
-            (CopyMode::Flash, Boundary::AppToNet, true),
-            (CopyMode::Flash, Boundary::CgiToApp, true),
-            (CopyMode::Posix, Boundary::FileCacheToApp, true),
-        ] {
-            let (fs, http) = domains();
-            let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), NoNotify, mode, boundary);
-            assert_eq!(rx.copies(), copies);
-            let data = vec![0x5a; 3 * PAGE_SIZE];
-            tx.send(make(&fs, FS_POOL, &data), 0, 0).unwrap();
-            let r = rx.recv().unwrap().unwrap();
-            assert!(r.agg.eq_bytes(&data));
-            rx.flush_releases().unwrap();
-            tx.poll_releases().unwrap();
-            let copied = http.stats().bytes_copied;
-            let by_ref = http.stats().bytes_by_ref_received;
-            // Each received byte counts once: by reference or copied.
-            assert_eq!(copied + by_ref, data.len() as u64, "{mode:?} {boundary:?}");
-            if copies {
-                assert_eq!(copied, data.len() as u64, "{mode:?} {boundary:?}");
-                assert_eq!(r.agg.descs()[0].pool, HTTP_POOL, "a private copy");
-                assert_eq!(fs.stats().buffers_in_use, 0, "sender's buffer released at once");
-            } else {
-                assert_eq!(copied, 0, "{mode:?} {boundary:?}");
-                assert_eq!(r.agg.descs()[0].pool, FS_POOL, "the one physical copy");
-                assert_eq!(fs.stats().buffers_in_use, 1);
-            }
-        }
+    fn flush_signals_only_what_the_peer_asked_for() {
         let (fs, http) = domains();
-        let r = chan(8, 8);
-        // SAFETY: initialised above.
-        let e = unsafe {
-            ChannelRx::attach(&http, HTTP_FS, r, 8, 8, NoNotify, CopyMode::Posix, Boundary::Pipe, None).err()
-        };
-        assert_eq!(e, Some(Error::NoCopyPool));
-        let _ = fs;
-    }
-
-    #[test]
-    fn copy_into_an_exhausted_pool_stalls_without_loss() {
-        let (fs, http) = (Domain::new(), Domain::new());
-        map(&http, FS_POOL, own(&fs, FS_POOL, 16));
-        own(&http, HTTP_POOL, 1);
-        let r = chan(8, 8);
-        // SAFETY: initialised above.
-        let (mut tx, mut rx) = unsafe {
-            (
-                ChannelTx::attach(&fs, FS_HTTP, r, 8, 8, NoNotify).unwrap(),
-                ChannelRx::attach(&http, HTTP_FS, r, 8, 8, NoNotify, CopyMode::Posix, Boundary::Pipe, Some(HTTP_POOL))
-                    .unwrap(),
-            )
-        };
-        tx.send(make(&fs, FS_POOL, b"first"), 1, 0).unwrap();
-        tx.send(make(&fs, FS_POOL, b"second"), 2, 0).unwrap();
-        let first = rx.recv().unwrap().unwrap();
-        assert_eq!(rx.recv().unwrap_err(), Error::PoolExhausted);
-        drop(first);
-        let second = rx.recv().unwrap().unwrap();
-        assert_eq!((second.tag, bytes(&second.agg)), (2, b"second".to_vec()));
-        assert_eq!(http.stats().bytes_copied, 11, "the stalled message is copied once");
-        assert_eq!(http.stats().bytes_by_ref_received, 0, "nothing was delivered by reference");
+        let (mut tx, mut rx) = ends(&fs, &http, chan(2, 8), (2, 8));
+        // The receiver runs (which withdraws a fresh ring's standing
+        // request): sends are not signalled.
+        rx.disarm();
+        tx.send(make(&fs, FS_POOL, b"a"), 1, 0).unwrap();
+        assert!(!tx.flush());
+        // It blocks: the look after arming finds the message.
+        assert!(rx.arm());
+        rx.disarm();
+        let a = rx.recv().unwrap().unwrap();
+        assert!(!rx.arm(), "nothing more: it may block");
+        tx.send(make(&fs, FS_POOL, b"b"), 2, 0).unwrap();
+        tx.send(make(&fs, FS_POOL, b"c"), 3, 0).unwrap();
+        assert!(tx.flush(), "one signal for the batch");
+        assert_eq!(tx.send(make(&fs, FS_POOL, b"d"), 4, 0).unwrap_err().0, Error::Full);
+        assert!(!tx.flush(), "the request was used up");
+        // The sender waits for room and for its buffers.
+        assert!(!tx.arm(true));
+        drop(a);
+        assert!(rx.flush(), "releases: the sender asked");
+        assert!(tx.arm(true), "releases arrived: do not block");
+        tx.disarm();
+        tx.poll_releases().unwrap();
+        assert!(!tx.arm(true), "nothing left: the sender blocks");
+        rx.disarm();
+        let _b = rx.recv().unwrap().unwrap();
+        assert!(rx.flush(), "room: the sender asked");
+        assert!(!rx.flush());
+        assert!(tx.arm(false), "room now");
+        tx.disarm();
+        tx.send(make(&fs, FS_POOL, b"d"), 4, 0).unwrap();
+        assert!(!tx.arm(false), "not full any more: nothing to wait for");
+        assert_eq!((tx.notifications(), rx.notifications()), (1, 2));
     }
 
     #[test]
     fn control_flags_pass_through() {
         let (fs, http) = domains();
-        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        let (mut tx, mut rx) = ends(&fs, &http, chan(8, 8), (8, 8));
         tx.request_reclaim().unwrap();
         tx.send_eof().unwrap();
         let a = rx.recv().unwrap().unwrap();
@@ -920,7 +939,7 @@ mod tests {
     fn dead_receiver_then_channel_reset() {
         let (fs, http) = domains();
         let r = chan(4, 4);
-        let (mut tx, mut rx) = ends(&fs, &http, r, (4, 4), NoNotify, CopyMode::IoLite, Boundary::Pipe);
+        let (mut tx, mut rx) = ends(&fs, &http, r, (4, 4));
         tx.send(make(&fs, FS_POOL, b"x"), 0, 0).unwrap();
         tx.send(make(&fs, FS_POOL, b"y"), 0, 0).unwrap();
         let got = rx.recv().unwrap().unwrap(); // one received, one still in the ring
@@ -930,8 +949,8 @@ mod tests {
         fs.peer_died(FS_HTTP).unwrap();
         assert_eq!(fs.stats().buffers_in_use, 0);
         // SAFETY: nobody uses the channel during the reset.
-        unsafe { init_channel(r, 4, 4).unwrap() };
-        let mut tx = unsafe { ChannelTx::attach(&fs, FS_HTTP, r, 4, 4, NoNotify).unwrap() };
+        unsafe { init_channel(r, Geometry { fwd: 4, rel: 4 }).unwrap() };
+        let mut tx = unsafe { ChannelTx::attach(at(&fs, FS_HTTP, r, 4, 4)).unwrap() };
         tx.send(make(&fs, FS_POOL, b"z"), 0, 0).unwrap();
         assert_eq!(fs.peer_held_buffers(FS_HTTP).unwrap(), 1);
     }
@@ -947,7 +966,7 @@ mod tests {
             let fs = Domain::new();
             fs.add_owned_pool(FS_POOL, pool, crate::testutil::meta(8), crate::Trust::Trusted).unwrap();
             // SAFETY: initialised before the threads start; one sender.
-            let mut tx = unsafe { ChannelTx::attach(&fs, FS_HTTP, r, 4, 4, NoNotify).unwrap() };
+            let mut tx = unsafe { ChannelTx::attach(at(&fs, FS_HTTP, r, 4, 4)).unwrap() };
             let mut seq = 0u64;
             let mut gens = std::collections::HashSet::new();
             while seq < MSGS {
@@ -971,14 +990,14 @@ mod tests {
                         Ok(()) => break,
                         Err((Error::Full, back)) => {
                             a = back;
-                            tx.flush();
+                            let _ = tx.flush(); // a polling receiver
                             tx.poll_releases().unwrap();
                             std::thread::yield_now();
                         }
                         Err((e, _)) => panic!("{e:?}"),
                     }
                 }
-                tx.flush();
+                let _ = tx.flush();
                 seq += 1;
             }
             while fs.stats().buffers_in_use > 0 {
@@ -993,9 +1012,7 @@ mod tests {
             let http = Domain::new();
             map(&http, FS_POOL, pool);
             // SAFETY: as above; one receiver.
-            let mut rx = unsafe {
-                ChannelRx::attach(&http, HTTP_FS, r, 4, 4, NoNotify, CopyMode::IoLite, Boundary::Pipe, None).unwrap()
-            };
+            let mut rx = unsafe { ChannelRx::attach(at(&http, HTTP_FS, r, 4, 4)).unwrap() };
             let mut expect = 0u64;
             loop {
                 match rx.recv().unwrap() {

@@ -3,8 +3,8 @@
 //! channels (Pai, Druschel, Zwaenepoel, OSDI '99, §2.1–2.3, 2.8, 2.9).
 //!
 //! The library is kernel-free and works over raw shared-memory regions, so it
-//! is tested on the host; the seL4 side supplies the dataports and implements
-//! [`Notify`] with seL4 notifications. See `README.md` for the model: types,
+//! is tested on the host; the seL4 side supplies the dataports and signals
+//! its seL4 notifications when a channel's `flush` says the peer asked. See `README.md` for the model: types,
 //! lifetimes, who owns what, the wire format, and the design decisions.
 //!
 //! Quick tour:
@@ -15,7 +15,8 @@
 //! * [`Aggregate`]: an ordered list of slices; every operation works on slices,
 //!   never on payload bytes (except the explicit, counted copy operations).
 //! * [`ChannelTx`]/[`ChannelRx`]: an IO-Lite pipe; aggregates go one way,
-//!   releases come back.
+//!   releases come back. [`Copier`]: the copy modes' stage after a
+//!   receiving end.
 //! * [`iol`]: `iol_read`/`iol_write` and the copying compatibility path.
 //! * [`StaticMeta`], [`StaticRegion`], [`static_meta!`], [`static_pool!`]:
 //!   bookkeeping tables and private pools as plain statics (no `static mut`).
@@ -54,6 +55,7 @@
 
 pub mod aggregate;
 pub mod channel;
+pub mod copy;
 pub mod desc;
 pub mod domain;
 pub mod guard;
@@ -65,7 +67,8 @@ pub mod ring;
 pub mod statics;
 
 pub use aggregate::Aggregate;
-pub use channel::{channel_bytes, init_channel, ChannelRx, ChannelTx, NoNotify, Notify, Received};
+pub use channel::{channel_bytes, init_channel, Attach, ChannelRx, ChannelTx, Geometry, Receive, Received};
+pub use copy::{Copier, Copying};
 pub use desc::{AggDesc, PoolId, RelDesc, SliceDesc, FLAG_EOF, FLAG_RECLAIM};
 pub use domain::{BufMut, Domain, Holds, PeerId, PeerState, PoolStats, Stats};
 pub use guard::{Guard, Next};

@@ -39,8 +39,8 @@ use alloc::vec::Vec;
 use component_runtime::{error, log};
 use core::sync::atomic::{fence, Ordering};
 use iolite::{
-    Aggregate, Boundary, BufMeta, BufMut, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust,
+    Aggregate, Attach, BufMeta, BufMut, ChannelRx, ChannelTx, Domain, PeerId, PoolId, PoolLayout, RoRegion, RwRegion,
+    Trust,
 };
 use netstack::link::{self, CounterPage, PairControl};
 use netstack::TxOffload;
@@ -169,8 +169,8 @@ struct Driver {
     tx_pending: Option<(Aggregate<'static>, TxOffload)>,
     /// The checksum context last given to the NIC (start, offset).
     tx_context: Option<(u16, u16)>,
-    to_stack: ChannelTx<'static, NoNotify>,
-    from_stack: ChannelRx<'static, NoNotify>,
+    to_stack: ChannelTx<'static>,
+    from_stack: ChannelRx<'static>,
     /// The two link channels; a ring netstack corrupts, or a descriptor
     /// that fails validation, breaks its channel for good (reported once)
     /// instead of being retried in a loop.
@@ -372,30 +372,12 @@ impl Driver {
         }
         // SAFETY: channel A (ours to send) and B (ours to receive) of the
         // initialised pair; we are their only sender and receiver here.
+        // The driver never copies: frames are DMA'd from where they are.
+        let at = |region| Attach { domain: d, peer: NETSTACK, region, geometry: link::GEOMETRY };
         let (to_stack, from_stack) = unsafe {
             (
-                ChannelTx::attach(
-                    d,
-                    NETSTACK,
-                    rw(glue::link::VADDR, link::CHANNEL_BYTES),
-                    link::FWD_CAP,
-                    link::REL_CAP,
-                    NoNotify,
-                )
-                .expect("link A"),
-                ChannelRx::attach(
-                    d,
-                    NETSTACK,
-                    rw(glue::link::VADDR + link::PAIR_B_OFF, link::CHANNEL_BYTES),
-                    link::FWD_CAP,
-                    link::REL_CAP,
-                    NoNotify,
-                    // The driver never copies: frames are DMA'd from where they are.
-                    CopyMode::IoLite,
-                    Boundary::Pipe,
-                    None,
-                )
-                .expect("link B"),
+                ChannelTx::attach(at(rw(glue::link::VADDR, link::CHANNEL_BYTES))).expect("link A"),
+                ChannelRx::attach(at(rw(glue::link::VADDR + link::PAIR_B_OFF, link::CHANNEL_BYTES))).expect("link B"),
             )
         };
         // SAFETY: our counter page, mapped read-write.
@@ -501,7 +483,7 @@ impl Driver {
             }
             if wake_stack {
                 wake_stack = false;
-                self.to_stack.flush();
+                let _ = self.to_stack.flush();
                 // Return the reaped frames' buffers first: netstack, woken
                 // because it waits for them (a full frame pool in the copy
                 // modes), runs now and would otherwise find none back.

@@ -27,8 +27,8 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use component_runtime::{error, log, warn};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
-    PoolLayout, RoRegion, RwRegion, Trust,
+    Aggregate, Attach, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, PeerId, PoolId, PoolLayout,
+    RoRegion, RwRegion, Trust,
 };
 use netstack::api::{Event, Session};
 use netstack::link::{self, CounterPage, PairControl};
@@ -126,7 +126,7 @@ unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
 
 /// The stack's NIC: netdrv through the link pair.
 struct Port {
-    rx: ChannelRx<'static, NoNotify>,
+    rx: ChannelRx<'static>,
     /// link.A (frames from netdrv) and link.B (frames to it): broken for
     /// good by a corrupt ring or a forged descriptor, never retried in a loop.
     rx_guard: Guard,
@@ -175,7 +175,7 @@ impl Port {
     /// Moves queued frames into netdrv's ring, as many as fit.
     /// `starving`: our pools run low, so netdrv should wake us when it
     /// returns buffers (it holds frames' buffers until they are sent).
-    fn flush(&mut self, tx: &mut ChannelTx<'static, NoNotify>, control: &PairControl, starving: bool) {
+    fn flush(&mut self, tx: &mut ChannelTx<'static>, control: &PairControl, starving: bool) {
         while let Some(f) = self.queue.pop_front() {
             let tag = link::encode_offload(f.offload);
             if let Err((_, agg, broke)) = self.tx_guard.send(tx, f.agg, tag, 0) {
@@ -198,7 +198,7 @@ impl Port {
             self.held_back += 1;
         }
         PairControl::set(&control.tx_waiting, (waiting || starving) as u64);
-        tx.flush();
+        let _ = tx.flush();
     }
 }
 
@@ -206,11 +206,11 @@ struct Node {
     d: &'static Domain,
     stack: NetStack<'static>,
     port: Port,
-    link_tx: ChannelTx<'static, NoNotify>,
+    link_tx: ChannelTx<'static>,
     link_control: &'static PairControl,
     session: Session<'static>,
-    events: ChannelTx<'static, NoNotify>,
-    requests: ChannelRx<'static, NoNotify>,
+    events: ChannelTx<'static>,
+    requests: ChannelRx<'static>,
     /// client.B (requests) and client.A (events): see `Port`'s guards.
     requests_guard: Guard,
     events_guard: Guard,
@@ -317,10 +317,12 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let link_base = glue::link::VADDR;
     // SAFETY: the link dataport, mapped read-write, shared only with netdrv,
     // which attaches only after we set the magic (it runs below us).
+    let (link_a, link_b) =
+        unsafe { (rw(link_base, link::CHANNEL_BYTES), rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES)) };
+    let at = |peer, region| Attach { domain: d, peer, region, geometry: link::GEOMETRY };
     let link_control = unsafe {
-        iolite::init_channel(rw(link_base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("link A");
-        iolite::init_channel(rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP)
-            .expect("link B");
+        iolite::init_channel(link_a, link::GEOMETRY).expect("link A");
+        iolite::init_channel(link_b, link::GEOMETRY).expect("link B");
         let c = PairControl::at(link_base as *mut u8);
         PairControl::set(&c.tx_waiting, 0);
         PairControl::set(&c.mac, 0);
@@ -329,32 +331,10 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     };
     // SAFETY: the initialised pair; we are the only receiver of A and the
     // only sender of B.
+    // Frames are not application data: never copied here (smoltcp copies
+    // the payload it keeps, counted by the stack).
     let (link_rx, link_tx) = unsafe {
-        (
-            ChannelRx::attach(
-                d,
-                NETDRV,
-                rw(link_base, link::CHANNEL_BYTES),
-                link::FWD_CAP,
-                link::REL_CAP,
-                NoNotify,
-                // Frames are not application data: never copied here (smoltcp
-                // copies the payload it keeps, counted by the stack).
-                CopyMode::IoLite,
-                Boundary::Pipe,
-                None,
-            )
-            .expect("link A"),
-            ChannelTx::attach(
-                d,
-                NETDRV,
-                rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
-                link::FWD_CAP,
-                link::REL_CAP,
-                NoNotify,
-            )
-            .expect("link B"),
-        )
+        (ChannelRx::attach(at(NETDRV, link_a)).expect("link A"), ChannelTx::attach(at(NETDRV, link_b)).expect("link B"))
     };
 
     // --- the client pair: the client runs above us and set it up ---
@@ -366,24 +346,12 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         component_runtime::exit(1)
     }
     // SAFETY: the initialised pair; we send on A and receive on B only.
+    // The copy modes' send copy is the stack's own (into the socket's send
+    // ring, counted there), as write(2) copies once: no copy stage here.
     let (events, requests) = unsafe {
         (
-            ChannelTx::attach(d, CLIENT, rw(client_base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
-                .expect("client A"),
-            ChannelRx::attach(
-                d,
-                CLIENT,
-                rw(client_base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
-                link::FWD_CAP,
-                link::REL_CAP,
-                NoNotify,
-                // The copy modes' send copy is the stack's own (into the
-                // socket's send ring, counted there), as write(2) copies once.
-                CopyMode::IoLite,
-                Boundary::AppToNet,
-                None,
-            )
-            .expect("client B"),
+            ChannelTx::attach(at(CLIENT, rw(client_base, link::CHANNEL_BYTES))).expect("client A"),
+            ChannelRx::attach(at(CLIENT, rw(client_base + link::PAIR_B_OFF, link::CHANNEL_BYTES))).expect("client B"),
         )
     };
     // SAFETY: our counter page, mapped read-write.
@@ -556,7 +524,7 @@ impl Node {
             let released = self.requests.flush_releases().unwrap_or(0);
             let client_waits = PairControl::get(&self.client_control.tx_waiting) != 0;
             if delivered > 0 || ((released > 0 || consumed > 0) && client_waits) {
-                self.events.flush();
+                let _ = self.events.flush();
                 // The client runs above us: it handles the events now and
                 // its requests are queued when this returns.
                 let t = rdtsc();

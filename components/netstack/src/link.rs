@@ -21,7 +21,7 @@
 //! initialises both channels and then sets `PairControl::magic`.
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use iolite::channel_bytes;
+use iolite::Geometry;
 
 use crate::TxOffload;
 
@@ -31,8 +31,10 @@ pub const FWD_CAP: usize = 256;
 /// buffer (several holds coalesce), so this many distinct buffers can be on
 /// their way back before the returns wait (they are kept, never lost).
 pub const REL_CAP: usize = 2048;
+/// Both channels' ring capacities.
+pub const GEOMETRY: Geometry = Geometry { fwd: FWD_CAP, rel: REL_CAP };
 /// Bytes of one channel.
-pub const CHANNEL_BYTES: usize = channel_bytes(FWD_CAP, REL_CAP).div_ceil(4096) * 4096;
+pub const CHANNEL_BYTES: usize = GEOMETRY.page_bytes();
 /// Offset of channel B in a pair dataport.
 pub const PAIR_B_OFF: usize = CHANNEL_BYTES;
 /// Offset of the control block.

@@ -30,7 +30,7 @@ pub mod stream;
 pub use iolite;
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use iolite::{channel_bytes, CopyMode, PeerId, PoolId, RwRegion};
+use iolite::{channel_bytes, Attach, CopyMode, Domain, Geometry, PeerId, PoolId, RwRegion};
 
 /// The producer's pool (the `pool` dataport).
 pub const PRODUCER_POOL: PoolId = 1;
@@ -50,6 +50,14 @@ pub const FWD_CAP: usize = 64;
 /// would never wake it). Also at least the pool's data pages
 /// ([`release_ring_fits`]).
 pub const REL_CAP: usize = 2048;
+/// The channel's ring capacities.
+pub const GEOMETRY: Geometry = Geometry { fwd: FWD_CAP, rel: REL_CAP };
+
+/// How either side attaches to the channel dataport.
+pub fn attach(d: &Domain, channel: RwRegion) -> Attach<'_> {
+    Attach { domain: d, peer: PEER, region: channel, geometry: GEOMETRY }
+}
+
 /// Offset of the [`Control`] block in the channel dataport.
 pub const CONTROL_OFF: usize = channel_bytes(FWD_CAP, REL_CAP).div_ceil(64) * 64;
 /// The smallest channel dataport: rings plus the control block.

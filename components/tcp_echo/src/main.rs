@@ -30,8 +30,8 @@ use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust,
+    Aggregate, Attach, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, PeerId, PoolId, PoolLayout, RoRegion, RwRegion,
+    Trust,
 };
 use netstack::api::{ErrorCode, Event, Request};
 use netstack::link::{self, CounterPage, PairControl};
@@ -81,8 +81,8 @@ struct Conn {
 
 struct Echo {
     d: &'static Domain,
-    events: ChannelRx<'static, NoNotify>,
-    requests: ChannelTx<'static, NoNotify>,
+    events: ChannelRx<'static>,
+    requests: ChannelTx<'static>,
     control: &'static PairControl,
     outq: VecDeque<(u64, Aggregate<'static>)>,
     conns: BTreeMap<ConnId, Conn>,
@@ -115,23 +115,12 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let (events, requests, control) = unsafe {
         let a = RwRegion::from_raw_parts(base as *mut u8, link::CHANNEL_BYTES).expect("pair");
         let b = RwRegion::from_raw_parts((base + link::PAIR_B_OFF) as *mut u8, link::CHANNEL_BYTES).expect("pair");
-        iolite::init_channel(a, link::FWD_CAP, link::REL_CAP).expect("pair A");
-        iolite::init_channel(b, link::FWD_CAP, link::REL_CAP).expect("pair B");
-        let a = RwRegion::from_raw_parts(base as *mut u8, link::CHANNEL_BYTES).expect("pair");
-        let b = RwRegion::from_raw_parts((base + link::PAIR_B_OFF) as *mut u8, link::CHANNEL_BYTES).expect("pair");
-        let events = ChannelRx::attach(
-            d,
-            NETSTACK,
-            a,
-            link::FWD_CAP,
-            link::REL_CAP,
-            NoNotify,
-            CopyMode::IoLite,
-            Boundary::NetToApp,
-            None,
-        )
-        .expect("events");
-        let requests = ChannelTx::attach(d, NETSTACK, b, link::FWD_CAP, link::REL_CAP, NoNotify).expect("requests");
+        iolite::init_channel(a, link::GEOMETRY).expect("pair A");
+        iolite::init_channel(b, link::GEOMETRY).expect("pair B");
+        // Received data is echoed by reference: never copied here.
+        let at = |region| Attach { domain: d, peer: NETSTACK, region, geometry: link::GEOMETRY };
+        let events = ChannelRx::attach(at(a)).expect("events");
+        let requests = ChannelTx::attach(at(b)).expect("requests");
         let control = PairControl::at(base as *mut u8);
         PairControl::set(&control.tx_waiting, 0);
         PairControl::set(&control.magic, link::PAIR_MAGIC);

@@ -53,8 +53,8 @@ use cgi::{Component, Counters, Env, FragmentSource, Programs};
 use component_runtime::{error, log, warn};
 use fs::proto;
 use iolite::{
-    AggDesc, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, SliceDesc, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    AggDesc, Aggregate, Attach, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Geometry, PeerId, PoolId,
+    PoolLayout, RoRegion, RwRegion, SliceDesc, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::link::{self, CounterPage};
 
@@ -105,7 +105,9 @@ fn now_ms() -> u64 {
 /// The page's fragments, read from fs by reference.
 struct FsFragments {
     d: &'static Domain,
-    rx: ChannelRx<'static, NoNotify>,
+    rx: ChannelRx<'static>,
+    /// The copy modes copy file data at our end (flash does not).
+    copier: Copier<'static>,
     tag: u64,
 }
 
@@ -143,7 +145,7 @@ impl FragmentSource<'static> for FsFragments {
             return (n == 0).then_some(out);
         }
         while (out.len() as i64) < n {
-            match self.rx.recv() {
+            match self.copier.recv(&mut self.rx) {
                 Ok(Some(m)) if m.tag == tag => {
                     if out.append(m.agg).is_err() {
                         return None;
@@ -270,53 +272,34 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     glue::fs::reset();
     // SAFETY: fs initialised the channel before answering; the only receiver.
     let fs_rx = unsafe {
-        ChannelRx::attach(
-            d,
-            FS,
-            rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            proto::FWD_CAP,
-            proto::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::FileCacheToApp,
-            Some(CGI_POOL),
-        )
+        ChannelRx::attach(Attach {
+            domain: d,
+            peer: FS,
+            region: rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
+            geometry: Geometry { fwd: proto::FWD_CAP, rel: proto::REL_CAP },
+        })
     }
     .expect("fs channel");
+    let fs_copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(CGI_POOL)).expect("copy pool");
 
     // --- the httpd channels: ours to (re)initialise ---
     let base = glue::cgi_chan::VADDR;
     let n = cgi::chan::CHANNEL_BYTES;
     // SAFETY: the cgi_chan dataport, mapped read-write; httpd attaches only
     // after we publish the generation below.
+    let geometry = cgi::chan::GEOMETRY;
     let (requests, mut replies, control) = unsafe {
-        iolite::init_channel(rw(base, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP).expect("channel A");
-        iolite::init_channel(rw(base + cgi::chan::B_OFF, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP)
+        iolite::init_channel(rw(base, n), geometry).expect("channel A");
+        iolite::init_channel(rw(base + cgi::chan::B_OFF, n), geometry).expect("channel B");
+        let rx =
+            ChannelRx::attach(Attach { domain: d, peer: HTTPD, region: rw(base, n), geometry }).expect("channel A");
+        let tx = ChannelTx::attach(Attach { domain: d, peer: HTTPD, region: rw(base + cgi::chan::B_OFF, n), geometry })
             .expect("channel B");
-        let rx = ChannelRx::attach(
-            d,
-            HTTPD,
-            rw(base, n),
-            cgi::chan::FWD_CAP,
-            cgi::chan::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::Pipe,
-            Some(CGI_POOL),
-        )
-        .expect("channel A");
-        let tx = ChannelTx::attach(
-            d,
-            HTTPD,
-            rw(base + cgi::chan::B_OFF, n),
-            cgi::chan::FWD_CAP,
-            cgi::chan::REL_CAP,
-            NoNotify,
-        )
-        .expect("channel B");
         (rx, tx, cgi::chan::Control::at(base as *mut u8))
     };
     let mut requests = requests;
+    // The copy modes copy requests at our end (posix: as read(2) from a pipe).
+    let mut copier = Copier::new(BUILD_COPY_MODE, Boundary::Pipe, Some(CGI_POOL)).expect("copy pool");
     // Pages our dead predecessor left in use (responses httpd, netstack or
     // the NIC may still be sending) stay quarantined until the supervisor
     // says every peer settled that death; the pool's generations go on.
@@ -327,7 +310,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     log!("ready (generation {generation}, restart {})", start.restarts);
     glue::done::emit();
 
-    let mut programs = Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, tag: 0 });
+    let mut programs = Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, copier: fs_copier, tag: 0 });
     // httpd's requests: a corrupt ring or a forged descriptor breaks the
     // channel for good (reported once) rather than being retried.
     let mut guard = iolite::Guard::new();
@@ -339,7 +322,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         death_watch.poll(d);
         let mut answered = 0;
         loop {
-            let r = match guard.recv(&mut requests) {
+            let r = match guard.recv(&mut copier.over(&mut requests)) {
                 iolite::Next::Msg(r) => r,
                 iolite::Next::Idle | iolite::Next::Wait(_) => break,
                 iolite::Next::Refused(e) => {
@@ -367,7 +350,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         }
         if answered > 0 {
             control.answered.fetch_add(answered, Ordering::Relaxed);
-            replies.flush();
+            let _ = replies.flush();
             glue::done::emit();
         }
     }
@@ -484,7 +467,8 @@ fn test_hook(
         "/cgi-bin/fshog" => {
             let query = env.get_str("QUERY_STRING").unwrap_or("");
             let paths = cgi::programs::query_param(query, "path").unwrap_or("/index.html");
-            let report = fs_hog(d, &mut programs.fragments_mut().rx, paths);
+            let f = programs.fragments_mut();
+            let report = fs_hog(d, &mut f.copier, &mut f.rx, paths);
             match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\n{report}\n")) {
                 Ok(a) => (id, a, true),
                 Err(_) => (id, Aggregate::new(d), false),
@@ -662,7 +646,7 @@ fn blob(d: &'static Domain, size: usize) -> Option<Aggregate<'static>> {
 /// Handles and buffers stay with this incarnation (a restart gives them
 /// back: fs `reset`). Reports `opened=N open_error=E held_bytes=B
 /// held_buffers=K read_error=F` (errors as fs returns them, -(code)).
-fn fs_hog(d: &'static Domain, rx: &mut ChannelRx<'static, NoNotify>, paths: &str) -> String {
+fn fs_hog(d: &'static Domain, copier: &mut Copier<'static>, rx: &mut ChannelRx<'static>, paths: &str) -> String {
     static mut HOARD: Vec<Aggregate<'static>> = Vec::new();
     // SAFETY: the component is single-threaded; only this function touches it.
     let hoard = unsafe { &mut *core::ptr::addr_of_mut!(HOARD) };
@@ -692,7 +676,7 @@ fn fs_hog(d: &'static Domain, rx: &mut ChannelRx<'static, NoNotify>, paths: &str
             }
             let mut got = 0i64;
             while got < n {
-                match rx.recv() {
+                match copier.recv(rx) {
                     Ok(Some(m)) if m.tag == tag => {
                         got += m.agg.len() as i64;
                         hoard.push(m.agg);

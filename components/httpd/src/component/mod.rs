@@ -51,7 +51,7 @@ use component_runtime::{error, log, warn};
 use fs::proto::{self, ErrorCode as FsErr};
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId,
+    Aggregate, Attach, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, CopyMode, Domain, Guard, Next, PeerId, PoolId,
     PoolLayout, RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::api::{ErrorCode, Event, Request};
@@ -157,7 +157,9 @@ pub struct FsFile {
 /// `FileSource` over the fs component.
 pub struct FsSource {
     d: &'static Domain,
-    rx: ChannelRx<'static, NoNotify>,
+    rx: ChannelRx<'static>,
+    /// posix copies file data at our end (flash and iolite do not).
+    copier: Copier<'static>,
     tag: u64,
     /// Bytes copied on the channel (posix mode copies at our end).
     copied: u64,
@@ -219,7 +221,7 @@ impl FileSource<'static> for FsSource {
         // fs queued the range before answering: it is in the ring now.
         loop {
             let before = self.d.stats().bytes_copied;
-            let r = self.rx.recv();
+            let r = self.copier.recv(&mut self.rx);
             self.copied += self.d.stats().bytes_copied - before;
             match r {
                 Ok(Some(m)) if m.tag == tag => {
@@ -254,8 +256,10 @@ impl FileSource<'static> for FsSource {
 // ---- the component -----------------------------------------------------------
 
 struct Cgi {
-    tx: ChannelTx<'static, NoNotify>,
-    rx: ChannelRx<'static, NoNotify>,
+    tx: ChannelTx<'static>,
+    rx: ChannelRx<'static>,
+    /// The copy modes copy replies at our end.
+    copier: Copier<'static>,
     /// Replies: a corrupt ring or forged descriptor breaks the channel
     /// (reported once); pending calls then time out and the cgi is
     /// restarted, which attaches fresh channels.
@@ -265,10 +269,12 @@ struct Cgi {
 struct Httpd {
     d: &'static Domain,
     srv: Server<'static, FsSource, TickClock>,
-    events: ChannelRx<'static, NoNotify>,
+    events: ChannelRx<'static>,
+    /// The copy modes copy received data at our end (as recv(2)).
+    events_copier: Copier<'static>,
     /// netstack's events: see `Cgi::guard`.
     events_guard: Guard,
-    requests: ChannelTx<'static, NoNotify>,
+    requests: ChannelTx<'static>,
     control: &'static PairControl,
     outq: VecDeque<(u64, Aggregate<'static>)>,
     /// netstack connection → server connection, and back.
@@ -392,30 +398,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY: the client pair dataport, mapped read-write, shared with
     // netstack only, which attaches after we set the magic.
     let (events, requests, control) = unsafe {
-        iolite::init_channel(rw(base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("pair A");
-        iolite::init_channel(rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP)
-            .expect("pair B");
-        let events = ChannelRx::attach(
-            d,
-            NETSTACK,
-            rw(base, link::CHANNEL_BYTES),
-            link::FWD_CAP,
-            link::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::NetToApp,
-            Some(HTTPD_POOL),
-        )
-        .expect("events");
-        let requests = ChannelTx::attach(
-            d,
-            NETSTACK,
-            rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
-            link::FWD_CAP,
-            link::REL_CAP,
-            NoNotify,
-        )
-        .expect("requests");
+        let (a, b) = (rw(base, link::CHANNEL_BYTES), rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES));
+        iolite::init_channel(a, link::GEOMETRY).expect("pair A");
+        iolite::init_channel(b, link::GEOMETRY).expect("pair B");
+        let events = ChannelRx::attach(Attach { domain: d, peer: NETSTACK, region: a, geometry: link::GEOMETRY })
+            .expect("events");
+        let requests = ChannelTx::attach(Attach { domain: d, peer: NETSTACK, region: b, geometry: link::GEOMETRY })
+            .expect("requests");
         let control = PairControl::at(base as *mut u8);
         PairControl::set(&control.tx_waiting, 0);
         PairControl::set(&control.magic, link::PAIR_MAGIC);
@@ -428,20 +417,16 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     glue::fs::stats(&mut h, &mut s, &mut n, &mut p, &mut q, &mut r, &mut t, &mut u, &mut v, &mut w, &mut x, &mut y);
     // SAFETY: fs initialised the channel before answering; we are its only receiver.
     let fs_rx = unsafe {
-        ChannelRx::attach(
-            d,
-            FS,
-            rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            proto::FWD_CAP,
-            proto::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::FileCacheToApp,
-            Some(HTTPD_POOL),
-        )
+        ChannelRx::attach(Attach {
+            domain: d,
+            peer: FS,
+            region: rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
+            geometry: iolite::Geometry { fwd: proto::FWD_CAP, rel: proto::REL_CAP },
+        })
     }
     .expect("fs channel");
-    let src = FsSource { d, rx: fs_rx, tag: 0, copied: 0 };
+    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(HTTPD_POOL)).expect("copy pool");
+    let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0 };
 
     let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
     let srv = Server::new(d, HTTPD_POOL, src, TickClock, cfg);
@@ -452,6 +437,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         d,
         srv,
         events,
+        events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(HTTPD_POOL)).expect("copy pool"),
         events_guard: Guard::new(),
         requests,
         control,
@@ -556,7 +542,7 @@ impl Httpd {
         if let Some(c) = &mut self.cgi {
             let _ = c.rx.flush_releases();
             let _ = c.tx.poll_releases();
-            c.tx.flush();
+            let _ = c.tx.flush();
         }
         if core::mem::take(&mut self.cgi_signal) {
             glue::cgi_go::emit();
@@ -570,7 +556,7 @@ impl Httpd {
     fn handle_events(&mut self) {
         loop {
             let before = self.d.stats().bytes_copied;
-            let r = self.events_guard.recv(&mut self.events);
+            let r = self.events_guard.recv(&mut self.events_copier.over(&mut self.events));
             self.request_copied += self.d.stats().bytes_copied - before;
             let r = match r {
                 Next::Msg(r) => r,
@@ -802,7 +788,7 @@ impl Httpd {
             }
             let Some(c) = &mut self.cgi else { return };
             let before = self.d.stats().bytes_copied;
-            let r = c.guard.recv(&mut c.rx);
+            let r = c.guard.recv(&mut c.copier.over(&mut c.rx));
             self.cgi_copied += self.d.stats().bytes_copied - before;
             let r = match r {
                 Next::Msg(r) => r,
@@ -959,20 +945,12 @@ impl Httpd {
         let n = cgi::chan::CHANNEL_BYTES;
         // SAFETY: the cgi initialised both channels before publishing the
         // generation; we are the only sender of A and receiver of B.
+        let at = |region| Attach { domain: self.d, peer: CGI, region, geometry: cgi::chan::GEOMETRY };
         let attached = unsafe {
-            ChannelTx::attach(self.d, CGI, rw(a, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP, NoNotify).and_then(|tx| {
-                ChannelRx::attach(
-                    self.d,
-                    CGI,
-                    rw(b, n),
-                    cgi::chan::FWD_CAP,
-                    cgi::chan::REL_CAP,
-                    NoNotify,
-                    BUILD_COPY_MODE,
-                    Boundary::CgiToApp,
-                    Some(HTTPD_POOL),
-                )
-                .map(|rx| Cgi { tx, rx, guard: Guard::new() })
+            ChannelTx::attach(at(rw(a, n))).and_then(|tx| {
+                let rx = ChannelRx::attach(at(rw(b, n)))?;
+                let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(HTTPD_POOL))?;
+                Ok(Cgi { tx, rx, copier, guard: Guard::new() })
             })
         };
         match attached {
