@@ -238,20 +238,24 @@ impl<'d> ChannelTx<'d> {
     }
 
     /// Before blocking: asks the receiver to signal when it returns
-    /// releases (if `releases`: the caller waits for its buffers), and,
-    /// if the last send found the forward ring full, when it takes
-    /// descriptors. Returns true if that already happened (do not block
-    /// then, look again). A corrupt ring says false: blocking on a broken
-    /// channel is the caller's choice, spinning on it is not.
-    pub fn arm(&mut self, releases: bool) -> bool {
+    /// releases (if `releases`: the caller waits for its buffers), and when
+    /// it takes descriptors: if `room` (the caller waits for the receiver
+    /// to take what it sent), and always when the last send found the
+    /// forward ring full. Returns true if that already happened (do not
+    /// block then, look again): releases are in the ring, a full ring has
+    /// room, or (`room`) the receiver took everything. A corrupt ring says
+    /// false: blocking on a broken channel is the caller's choice,
+    /// spinning on it is not.
+    pub fn arm(&mut self, releases: bool, room: bool) -> bool {
         let mut ready = false;
         if releases {
             self.rel.request_data_signal();
             ready |= self.rel.is_empty() == Ok(false);
         }
-        if self.full {
+        if self.full || room {
             self.fwd.request_space_signal();
-            ready |= self.fwd.free().is_ok_and(|n| n > 0);
+            let free = self.fwd.free().unwrap_or(0);
+            ready |= if self.full { free > 0 } else { free == self.fwd.capacity() };
         }
         ready
     }
@@ -475,13 +479,24 @@ impl<'d> ChannelRx<'d> {
     /// the ring, or room for the waiting releases): do not block then, look
     /// again. A corrupt ring says false (see [`ChannelTx::arm`]).
     pub fn arm(&mut self) -> bool {
-        self.fwd.request_data_signal();
-        let mut ready = self.fwd.is_empty() == Ok(false);
-        if self.reject.is_some() || self.d.has_returns(self.peer) {
-            self.rel.request_space_signal();
-            ready |= self.rel.free().is_ok_and(|n| n > 0);
+        let room = self.arm_releases_only();
+        if self.reject.is_some() {
+            // Nothing is taken from the forward ring until the rejected
+            // descriptor's holds are back: only room can change that.
+            return room;
         }
-        ready
+        self.fwd.request_data_signal();
+        room || self.fwd.is_empty() == Ok(false)
+    }
+
+    /// [`ChannelRx::arm`] without asking for data: only room for releases
+    /// that wait for it (a receiver that cannot take messages now).
+    pub(crate) fn arm_releases_only(&mut self) -> bool {
+        if self.reject.is_none() && !self.d.has_returns(self.peer) {
+            return false;
+        }
+        self.rel.request_space_signal();
+        self.rel.free().is_ok_and(|n| n > 0)
     }
 
     /// Withdraws what [`ChannelRx::arm`] asked for (this side runs again).
@@ -501,8 +516,7 @@ impl<'d> Receive<'d> for ChannelRx<'d> {
 mod tests {
     use super::*;
     use crate::desc::PoolId;
-    use crate::region::host;
-    use crate::testutil::{bytes, make, map, own};
+    use crate::testing::{bytes, make, map, own};
     use crate::{SliceDesc, FLAG_EOF, MAX_SLICES, PAGE_SIZE};
     use std::vec::Vec;
 
@@ -513,7 +527,7 @@ mod tests {
     const HTTP_FS: PeerId = PeerId(0);
 
     fn chan(fwd: usize, rel: usize) -> RwRegion {
-        let r = host::region(channel_bytes(fwd, rel));
+        let r = crate::testing::region(channel_bytes(fwd, rel));
         // SAFETY: fresh region.
         unsafe { init_channel(r, Geometry { fwd, rel }).unwrap() };
         r
@@ -905,22 +919,30 @@ mod tests {
         assert_eq!(tx.send(make(&fs, FS_POOL, b"d"), 4, 0).unwrap_err().0, Error::Full);
         assert!(!tx.flush(), "the request was used up");
         // The sender waits for room and for its buffers.
-        assert!(!tx.arm(true));
+        assert!(!tx.arm(true, false));
         drop(a);
         assert!(rx.flush(), "releases: the sender asked");
-        assert!(tx.arm(true), "releases arrived: do not block");
+        assert!(tx.arm(true, false), "releases arrived: do not block");
         tx.disarm();
         tx.poll_releases().unwrap();
-        assert!(!tx.arm(true), "nothing left: the sender blocks");
+        assert!(!tx.arm(true, false), "nothing left: the sender blocks");
         rx.disarm();
         let _b = rx.recv().unwrap().unwrap();
         assert!(rx.flush(), "room: the sender asked");
         assert!(!rx.flush());
-        assert!(tx.arm(false), "room now");
+        assert!(tx.arm(false, false), "room now");
         tx.disarm();
         tx.send(make(&fs, FS_POOL, b"d"), 4, 0).unwrap();
-        assert!(!tx.arm(false), "not full any more: nothing to wait for");
-        assert_eq!((tx.notifications(), rx.notifications()), (1, 2));
+        assert!(!tx.arm(false, false), "not full any more: nothing to wait for");
+        // Waiting for the receiver to take what was sent (not full).
+        tx.disarm();
+        assert!(!tx.arm(false, true), "c and d are still in the ring");
+        rx.disarm();
+        let _c = rx.recv().unwrap().unwrap();
+        let _d = rx.recv().unwrap().unwrap();
+        assert!(rx.flush(), "the sender asked to hear when they were taken");
+        assert!(tx.arm(false, true), "all taken: do not block");
+        assert_eq!((tx.notifications(), rx.notifications()), (1, 3));
     }
 
     #[test]
@@ -960,11 +982,11 @@ mod tests {
         // fs and http run concurrently; a small pool forces buffers to be
         // recycled through the release path many times.
         const MSGS: u64 = 3000;
-        let pool = crate::testutil::pool_region(8);
+        let pool = crate::testing::pool_region(8);
         let r = chan(4, 4);
         let producer = std::thread::spawn(move || {
             let fs = Domain::new();
-            fs.add_owned_pool(FS_POOL, pool, crate::testutil::meta(8), crate::Trust::Trusted).unwrap();
+            fs.add_owned_pool(FS_POOL, pool, crate::testing::meta(8), crate::Trust::Trusted).unwrap();
             // SAFETY: initialised before the threads start; one sender.
             let mut tx = unsafe { ChannelTx::attach(at(&fs, FS_HTTP, r, 4, 4)).unwrap() };
             let mut seq = 0u64;

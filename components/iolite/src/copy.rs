@@ -102,8 +102,7 @@ impl<'d> Receive<'d> for Copying<'_, 'd> {
 mod tests {
     use super::*;
     use crate::channel::{channel_bytes, init_channel, Attach, ChannelTx, Geometry};
-    use crate::region::host;
-    use crate::testutil::{bytes, make, map, own};
+    use crate::testing::{bytes, make, map, own};
     use crate::{Domain, Guard, Next, PeerId, PAGE_SIZE};
 
     const FS_POOL: PoolId = 1;
@@ -111,7 +110,7 @@ mod tests {
     const G: Geometry = Geometry { fwd: 8, rel: 8 };
 
     fn ends<'a>(fs: &'a Domain, http: &'a Domain) -> (ChannelTx<'a>, ChannelRx<'a>) {
-        let r = host::region(channel_bytes(G.fwd, G.rel));
+        let r = crate::testing::region(channel_bytes(G.fwd, G.rel));
         // SAFETY: a fresh region, initialised once; one end each.
         unsafe {
             init_channel(r, G).unwrap();

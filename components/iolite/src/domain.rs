@@ -1211,7 +1211,7 @@ impl Drop for BufMut<'_> {
 mod tests {
     use super::*;
     use crate::pool::{gen_counter, gen_is_live};
-    use crate::testutil::{bytes, make, map, meta, own, pool_region};
+    use crate::testing::{bytes, make, map, meta, own, pool_region};
     use std::vec::Vec;
 
     const FS_POOL: PoolId = 1;

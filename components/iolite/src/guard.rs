@@ -137,8 +137,7 @@ impl Guard {
 mod tests {
     use super::*;
     use crate::channel::{init_channel, Attach, ChannelRx, Geometry};
-    use crate::region::host;
-    use crate::testutil::{make, map, own};
+    use crate::testing::{make, map, own};
     use crate::{Domain, PeerId};
 
     const FWD: usize = 8;
@@ -152,7 +151,7 @@ mod tests {
         let r = own(a, 1, 16);
         map(b, 1, r);
         let bytes = crate::channel_bytes(FWD, REL);
-        let shared = host::region(bytes);
+        let shared = crate::testing::region(bytes);
         // SAFETY: the region is ours, initialised once, then shared by the
         // two ends below only.
         let geometry = Geometry { fwd: FWD, rel: REL };

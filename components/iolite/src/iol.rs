@@ -161,8 +161,7 @@ mod tests {
     use super::*;
     use crate::channel::{channel_bytes, init_channel, Attach, Geometry};
     use crate::domain::PeerId;
-    use crate::region::host;
-    use crate::testutil::{bytes, make, map, own};
+    use crate::testing::{bytes, make, map, own};
 
     const P: PoolId = 1;
     const Q: PoolId = 2;
@@ -221,7 +220,7 @@ mod tests {
     fn pipe_iol_read_splits_to_max_and_reports_eof() {
         let (w, r) = (crate::Domain::new(), crate::Domain::new());
         map(&r, P, own(&w, P, 8));
-        let reg = host::region(channel_bytes(8, 8));
+        let reg = crate::testing::region(channel_bytes(8, 8));
         // SAFETY: fresh region, one end each.
         let (mut tx, mut rx) = unsafe { ends(&w, &r, reg) };
         assert!(rx.iol_read(4).unwrap().is_none(), "nothing yet");
@@ -243,7 +242,7 @@ mod tests {
         let (w, r) = (crate::Domain::new(), crate::Domain::new());
         map(&r, P, own(&w, P, 8));
         own(&r, Q, 8);
-        let reg = host::region(channel_bytes(8, 8));
+        let reg = crate::testing::region(channel_bytes(8, 8));
         // SAFETY: fresh region, one end each.
         let (mut tx, mut rx) = unsafe { ends(&w, &r, reg) };
         assert_eq!(write(&mut tx, &w, P, b"legacy bytes").unwrap(), 12);

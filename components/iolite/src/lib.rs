@@ -58,6 +58,7 @@ pub mod channel;
 pub mod copy;
 pub mod desc;
 pub mod domain;
+pub mod duplex;
 pub mod guard;
 pub mod iol;
 pub mod mode;
@@ -65,12 +66,15 @@ pub mod pool;
 pub mod region;
 pub mod ring;
 pub mod statics;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use aggregate::Aggregate;
 pub use channel::{channel_bytes, init_channel, Attach, ChannelRx, ChannelTx, Geometry, Receive, Received};
 pub use copy::{Copier, Copying};
 pub use desc::{AggDesc, PoolId, RelDesc, SliceDesc, FLAG_EOF, FLAG_RECLAIM};
 pub use domain::{BufMut, Domain, Holds, PeerId, PeerState, PoolStats, Stats};
+pub use duplex::{init_duplex, Duplex, DuplexAttach, Side, Want};
 pub use guard::{Guard, Next};
 pub use mode::{Boundary, CopyMode, BUILD_COPY_MODE};
 pub use pool::{BufMeta, PoolLayout, Trust, PAGE_SIZE};
@@ -142,45 +146,3 @@ impl core::fmt::Display for Error {
 
 /// Result type of the library.
 pub type Result<T> = core::result::Result<T, Error>;
-
-#[cfg(test)]
-pub(crate) mod testutil {
-    //! Host stand-ins for the system composition: pools backed by leaked,
-    //! page-aligned heap memory, viewed read-write by the owner and
-    //! read-only by the other "components" (domains).
-    use crate::pool::{BufMeta, PoolLayout, Trust};
-    use crate::region::{host, RwRegion};
-    use crate::{Domain, PoolId};
-
-    pub fn meta(pages: u32) -> &'static mut [BufMeta] {
-        Box::leak(vec![BufMeta::EMPTY; pages as usize].into_boxed_slice())
-    }
-
-    pub fn pool_region(pages: u32) -> RwRegion {
-        host::region(PoolLayout { pages }.region_bytes())
-    }
-
-    /// Adds an owned pool of `pages` pages to `d`; returns its region.
-    pub fn own(d: &Domain, id: PoolId, pages: u32) -> RwRegion {
-        let r = pool_region(pages);
-        d.add_owned_pool(id, r, meta(pages), Trust::Trusted).unwrap();
-        r
-    }
-
-    /// Maps `r` (pool `id`) read-only into `d`.
-    pub fn map(d: &Domain, id: PoolId, r: RwRegion) {
-        let pages = PoolLayout::fitting(r.len()).pages;
-        d.add_foreign_pool(id, r.read_only(), meta(pages), Trust::Trusted).unwrap();
-    }
-
-    /// Allocates, fills with `bytes` in place and seals (no copy counted).
-    pub fn make<'d>(d: &'d Domain, pool: PoolId, bytes: &[u8]) -> crate::Aggregate<'d> {
-        let mut b = d.alloc(pool, bytes.len()).unwrap();
-        b.writable()[..bytes.len()].copy_from_slice(bytes);
-        b.seal(bytes.len()).map_err(|(e, _)| e).unwrap()
-    }
-
-    pub fn bytes(a: &crate::Aggregate<'_>) -> Vec<u8> {
-        a.slices().flat_map(|s| s.iter().copied()).collect()
-    }
-}

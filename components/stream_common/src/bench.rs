@@ -200,7 +200,7 @@ impl<S: Fn(), W: Fn()> RoundCtx<'_, '_, S, W> {
     /// record of a round marker) unless that already came in.
     fn block(&self, tx: &mut ChannelTx<'_>) {
         self.flush(tx);
-        if !tx.arm(true) {
+        if !tx.arm(true, false) {
             (self.wait_space)();
         }
         tx.disarm();

@@ -368,7 +368,7 @@ fn block(tx: &mut ChannelTx<'_>, signal_data: &impl Fn(), wait_space: &impl Fn()
     if tx.flush() {
         signal_data();
     }
-    if !tx.arm(true) {
+    if !tx.arm(true, false) {
         wait_space();
     }
     tx.disarm();
