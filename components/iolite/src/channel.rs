@@ -238,21 +238,22 @@ impl<'d> ChannelTx<'d> {
     }
 
     /// Before blocking: asks the receiver to signal when it returns
-    /// releases (if `releases`: the caller waits for its buffers), and when
-    /// it takes descriptors: if `room` (the caller waits for the receiver
-    /// to take what it sent), and always when the last send found the
-    /// forward ring full. Returns true if that already happened (do not
-    /// block then, look again): releases are in the ring, a full ring has
-    /// room, or (`room`) the receiver took everything. A corrupt ring says
-    /// false: blocking on a broken channel is the caller's choice,
-    /// spinning on it is not.
+    /// releases (if `releases`: the caller waits for its buffers) and when
+    /// it takes descriptors (if `room`: the caller holds messages back, or
+    /// has more to send once the receiver made progress). Returns true if
+    /// that already happened (do not block then, look again): releases are
+    /// in the ring, or (`room`) the ring the last send found full has room,
+    /// or the receiver took everything. A corrupt ring says false: blocking
+    /// on a broken channel is the caller's choice, spinning on it is not;
+    /// and a caller that will not send (its channel broken) asks for no
+    /// room.
     pub fn arm(&mut self, releases: bool, room: bool) -> bool {
         let mut ready = false;
         if releases {
             self.rel.request_data_signal();
             ready |= self.rel.is_empty() == Ok(false);
         }
-        if self.full || room {
+        if room {
             self.fwd.request_space_signal();
             let free = self.fwd.free().unwrap_or(0);
             ready |= if self.full { free > 0 } else { free == self.fwd.capacity() };
@@ -919,21 +920,21 @@ mod tests {
         assert_eq!(tx.send(make(&fs, FS_POOL, b"d"), 4, 0).unwrap_err().0, Error::Full);
         assert!(!tx.flush(), "the request was used up");
         // The sender waits for room and for its buffers.
-        assert!(!tx.arm(true, false));
+        assert!(!tx.arm(true, true));
         drop(a);
         assert!(rx.flush(), "releases: the sender asked");
         assert!(tx.arm(true, false), "releases arrived: do not block");
         tx.disarm();
         tx.poll_releases().unwrap();
-        assert!(!tx.arm(true, false), "nothing left: the sender blocks");
+        assert!(!tx.arm(true, true), "nothing left: the sender blocks");
         rx.disarm();
         let _b = rx.recv().unwrap().unwrap();
         assert!(rx.flush(), "room: the sender asked");
         assert!(!rx.flush());
-        assert!(tx.arm(false, false), "room now");
+        assert!(tx.arm(false, true), "room now");
         tx.disarm();
         tx.send(make(&fs, FS_POOL, b"d"), 4, 0).unwrap();
-        assert!(!tx.arm(false, false), "not full any more: nothing to wait for");
+        assert!(!tx.arm(false, false), "nothing to wait for");
         // Waiting for the receiver to take what was sent (not full).
         tx.disarm();
         assert!(!tx.arm(false, true), "c and d are still in the ring");

@@ -54,6 +54,12 @@ impl<'d> Copier<'d> {
         self.pool.is_some()
     }
 
+    /// Whether a message waits here for room in the copy pool: the
+    /// receiver then waits for buffers to come back, not for messages.
+    pub fn stalled(&self) -> bool {
+        self.stalled.is_some()
+    }
+
     /// The next message of `rx`, by reference or as a private copy.
     pub fn recv(&mut self, rx: &mut ChannelRx<'d>) -> Result<Option<Received<'d>>> {
         if let Some(r) = self.stalled.take() {
@@ -177,9 +183,11 @@ mod tests {
         // Back-pressure through the guard: a wait, not a fault.
         assert!(matches!(g.recv(&mut copier.over(&mut rx)), Next::Wait(Error::PoolExhausted)));
         assert_eq!(g.broken(), None);
+        assert!(copier.stalled(), "the message waits in the stage, not in the ring");
         drop(first);
         let second = copier.recv(&mut rx).unwrap().unwrap();
         assert_eq!((second.tag, bytes(&second.agg)), (2, b"second".to_vec()));
+        assert!(!copier.stalled());
         assert_eq!(http.stats().bytes_copied, 11, "the stalled message is copied once");
         assert_eq!(http.stats().bytes_by_ref_received, 0, "nothing was delivered by reference");
         assert!(copier.recv(&mut rx).unwrap().is_none());

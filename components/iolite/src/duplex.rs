@@ -180,9 +180,8 @@ pub struct Want {
     pub data: bool,
     /// Releases of what this side lent the peer (it waits for buffers).
     pub releases: bool,
-    /// The peer taking what this side sent (it has more to send once the
-    /// peer has made progress). Room in a ring this side found full is
-    /// asked for in any case.
+    /// The peer taking what this side sent: it holds messages back (the
+    /// ring was full), or has more to send once the peer made progress.
     pub room: bool,
 }
 
@@ -262,9 +261,9 @@ impl<'d> Duplex<'d> {
         sent || returned
     }
 
-    /// Before blocking: asks the peer to signal for what `want` says (and
-    /// for room in a ring this side found full). Returns true if some of it
-    /// is already there: do not block then, run again.
+    /// Before blocking: asks the peer to signal for what `want` says.
+    /// Returns true if some of it is already there: do not block then, run
+    /// again.
     pub fn arm(&mut self, want: Want) -> bool {
         let from_tx = self.tx.arm(want.releases, want.room);
         // Room for held-back releases is always worth a wake-up.
@@ -506,7 +505,7 @@ mod tests {
                     signals += 1;
                     na.signal();
                 }
-                let want = Want { data: held.is_none(), releases: true, room: false };
+                let want = Want { data: held.is_none(), releases: true, room: held.is_some() };
                 if served < N && !db.arm(want) {
                     assert!(nb.wait(), "server: lost wake-up");
                 }
@@ -538,7 +537,7 @@ mod tests {
                 signals += 1;
                 note_b.signal();
             }
-            let want = Want { data: true, releases: true, room: false };
+            let want = Want { data: true, releases: true, room: sent < N };
             if answered < N && !da.arm(want) {
                 assert!(note_a.wait(), "client: lost wake-up");
             }

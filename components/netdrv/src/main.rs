@@ -17,9 +17,12 @@
 //!   descriptor done, then returned. A TCP checksum offload request becomes
 //!   a context descriptor (TUCSS/TUCSO), written only when it changes.
 //! * **Batching:** per wake-up, every completed RX descriptor is drained and
-//!   netstack is signalled once; netstack (higher priority) runs to
-//!   completion at once, then its frames are posted and TDT is written once,
-//!   and RDT once after refilling. Interrupt throttling (ITR, attribute
+//!   netstack is signalled once, if it asked (the link's "signal me" flags:
+//!   it waits for frames, or for its buffers back while its frames wait);
+//!   netstack (higher priority) runs to completion at once, then its frames
+//!   are posted and TDT is written once, and RDT once after refilling.
+//!   Before blocking we ask netstack for its frames, so a round of its own
+//!   (a timer, its client) kicks us. Interrupt throttling (ITR, attribute
 //!   `itr`) bounds the interrupt rate.
 //! * **Polling fallback** (attribute `poll = 1`): for a machine whose
 //!   interrupt routing does not work, the e1000's interrupts stay masked
@@ -38,11 +41,12 @@ use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use component_runtime::{error, log};
 use core::sync::atomic::{fence, Ordering};
+use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Attach, BufMeta, BufMut, ChannelRx, ChannelTx, Domain, PeerId, PoolId, PoolLayout, RoRegion, RwRegion,
-    Trust,
+    Aggregate, BufMeta, BufMut, Domain, Duplex, DuplexAttach, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust,
+    Want,
 };
-use netstack::link::{self, CounterPage, PairControl};
+use netstack::link::{self, CounterPage};
 use netstack::TxOffload;
 
 mod regs;
@@ -169,14 +173,13 @@ struct Driver {
     tx_pending: Option<(Aggregate<'static>, TxOffload)>,
     /// The checksum context last given to the NIC (start, offset).
     tx_context: Option<(u16, u16)>,
-    to_stack: ChannelTx<'static>,
-    from_stack: ChannelRx<'static>,
+    /// The link with netstack: frames up on `link.tx`, down on `link.rx`.
+    link: Duplex<'static>,
     /// The two link channels; a ring netstack corrupts, or a descriptor
     /// that fails validation, breaks its channel for good (reported once)
     /// instead of being retried in a loop.
     to_stack_guard: iolite::Guard,
     from_stack_guard: iolite::Guard,
-    control: &'static PairControl,
     stats: &'static CounterPage,
     c: [u64; NCOUNTERS],
 }
@@ -362,23 +365,23 @@ impl Driver {
         d.set_peer_pools_named(NETSTACK, glue::attributes::LINK_REFS, POOLS).expect("link grant list");
 
         // --- the link with netstack (netstack, above us, set it up) ---
-        let link_base = glue::link::VADDR as *mut u8;
-        // SAFETY: the link dataport is mapped read-write, shared only with
-        // netstack, which uses the same layout.
-        let control = unsafe { PairControl::at(link_base) };
-        if PairControl::get(&control.magic) != link::PAIR_MAGIC {
-            error!("the link with netstack is not initialised (netstack must run above netdrv)");
-            component_runtime::exit(1)
-        }
-        // SAFETY: channel A (ours to send) and B (ours to receive) of the
-        // initialised pair; we are their only sender and receiver here.
-        // The driver never copies: frames are DMA'd from where they are.
-        let at = |region| Attach { domain: d, peer: NETSTACK, region, geometry: link::GEOMETRY };
-        let (to_stack, from_stack) = unsafe {
-            (
-                ChannelTx::attach(at(rw(glue::link::VADDR, link::CHANNEL_BYTES))).expect("link A"),
-                ChannelRx::attach(at(rw(glue::link::VADDR + link::PAIR_B_OFF, link::CHANNEL_BYTES))).expect("link B"),
-            )
+        // SAFETY: the link dataport, mapped read-write for our lifetime,
+        // shared only with netstack; we are its side A.
+        let link = unsafe {
+            let region = rw(glue::link::VADDR, glue::link::SIZE);
+            if Control::of(region, link::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
+                error!("the link with netstack is not initialised (netstack must run above netdrv)");
+                component_runtime::exit(1)
+            }
+            // The driver never copies: frames are DMA'd from where they are.
+            Duplex::attach(DuplexAttach {
+                domain: d,
+                peer: NETSTACK,
+                region,
+                geometry: link::GEOMETRY,
+                side: link::DRV_SIDE,
+            })
+            .expect("link")
         };
         // SAFETY: our counter page, mapped read-write.
         let stats = unsafe { CounterPage::at(glue::drv_stats::VADDR as *const u8) };
@@ -413,11 +416,9 @@ impl Driver {
             tx_inflight: VecDeque::new(),
             tx_pending: None,
             tx_context: None,
-            to_stack,
-            from_stack,
+            link,
             to_stack_guard: iolite::Guard::new(),
             from_stack_guard: iolite::Guard::new(),
-            control,
             stats,
             c: [0; NCOUNTERS],
         };
@@ -448,8 +449,11 @@ impl Driver {
         let up = drv.regs.read(STATUS) & STATUS_LU != 0;
         drv.c[C::LinkUp as usize] = up as u64;
         let m = mac;
-        PairControl::set(&control.mac, 1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]));
-        PairControl::set(&control.link_up, up as u64);
+        let words = drv.link.control();
+        words
+            .word(link::WORD_MAC)
+            .store(1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]), Ordering::Release);
+        words.word(link::WORD_LINK_UP).store(up as u64, Ordering::Release);
         log!(
             "e1000 at {E1000} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
             m[0],
@@ -475,19 +479,14 @@ impl Driver {
         let mut wake_stack = true; // netstack waits for the MAC address
         let mut woke = rdtsc();
         loop {
+            self.link.disarm();
             let mut nested = 0u64;
-            let reaped = self.tx_reap();
-            let received = self.rx_drain();
-            if received > 0 || (reaped > 0 && PairControl::get(&self.control.tx_waiting) != 0) {
-                wake_stack = true;
-            }
-            if wake_stack {
-                wake_stack = false;
-                let _ = self.to_stack.flush();
-                // Return the reaped frames' buffers first: netstack, woken
-                // because it waits for them (a full frame pool in the copy
-                // modes), runs now and would otherwise find none back.
-                let _ = self.from_stack.flush_releases();
+            self.tx_reap();
+            self.rx_drain();
+            // The received frames, and the reaped frames' buffers (netstack
+            // may wait for them: a full frame pool in the copy modes): if
+            // netstack asked for either, it runs now and finds them.
+            if self.link.flush() || core::mem::take(&mut wake_stack) {
                 self.c[C::Wakeups as usize] += 1;
                 // netstack runs above us: it handles everything now and
                 // returns here when it blocks, its frames queued on the link.
@@ -495,17 +494,23 @@ impl Driver {
                 glue::wake::emit();
                 nested = rdtsc().wrapping_sub(t);
             }
-            if let (_, Some(e)) = self.to_stack_guard.poll_releases(&mut self.to_stack) {
+            if let (_, Some(e)) = self.to_stack_guard.poll_releases(&mut self.link.tx) {
                 error!("channel link.A from netstack broken: {e:?} (its releases)");
             }
             self.tx_post();
-            let _ = self.from_stack.flush_releases();
+            let _ = self.link.rx.flush_releases();
             self.rx_refill();
             let now = rdtsc();
             self.c[C::BusyCycles as usize] += now.wrapping_sub(woke).saturating_sub(nested);
             woke = now;
             self.publish();
             if self.rx_ready() {
+                continue;
+            }
+            // netstack's frames: it kicks us for them while we wait (not
+            // while the NIC's ring is full: its interrupt comes then).
+            let frames = self.tx_pending.is_none() && self.from_stack_guard.broken().is_none();
+            if self.link.arm(Want { data: frames, ..Want::default() }) {
                 continue;
             }
             let icr = if POLL {
@@ -533,7 +538,7 @@ impl Driver {
             if icr & INT_LSC != 0 {
                 let up = self.regs.read(STATUS) & STATUS_LU != 0;
                 self.c[C::LinkUp as usize] = up as u64;
-                PairControl::set(&self.control.link_up, up as u64);
+                self.link.control().word(link::WORD_LINK_UP).store(up as u64, Ordering::Release);
                 log!("link {}", if up { "up" } else { "down" });
             }
         }
@@ -588,7 +593,7 @@ impl Driver {
                 self.c[C::ArpRx as usize] += 1;
             }
             match buf.seal(len) {
-                Ok(agg) => match self.to_stack_guard.send(&mut self.to_stack, agg, 0, 0) {
+                Ok(agg) => match self.to_stack_guard.send(&mut self.link.tx, agg, 0, 0) {
                     Ok(()) => {
                         n += 1;
                         self.c[C::RxFrames as usize] += 1;
@@ -665,7 +670,7 @@ impl Driver {
         loop {
             let (agg, offload) = match self.tx_pending.take() {
                 Some(f) => f,
-                None => match self.from_stack_guard.recv(&mut self.from_stack) {
+                None => match self.from_stack_guard.recv(&mut self.link.rx) {
                     iolite::Next::Msg(r) => (r.agg, link::decode_offload(r.tag)),
                     // Empty; or the returns of a rejected descriptor wait
                     // for ring space; or the channel is broken.

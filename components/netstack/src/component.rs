@@ -1,18 +1,24 @@
 //! The netstack component: wiring and event loop.
 //!
-//! * **Below:** the `link` pair with netdrv. Channel A brings received
-//!   frames (aggregates of netdrv's `rx_pool`), channel B takes frames to
-//!   transmit (headers in our `hdr_pool`, payload by reference) with the
-//!   checksum offload request in the tag. We run above netdrv, so we set the
-//!   pair up at start.
-//! * **Above:** the `client` pair with the socket client (tcp_echo, later
+//! * **Below:** the `link` duplex with netdrv (`netstack::link`). Channel
+//!   A brings received frames (aggregates of netdrv's `rx_pool`), channel B
+//!   takes frames to transmit (headers in our `hdr_pool`, payload by
+//!   reference) with the checksum offload request in the tag. We run above
+//!   netdrv, so we set the region up at start.
+//! * **Above:** the `client` duplex with the socket client (tcp_echo,
 //!   httpd): channel A carries [`Event`]s to it, channel B its requests
-//!   ([`netstack::api`]). The client runs above us and set that pair up.
-//! * **Wake-ups:** we block only on netdrv's `wake`. When we signal the
-//!   client (`event`), it runs to completion before we continue, so its
-//!   requests are already in the ring when `emit` returns; we loop until a
-//!   round produces nothing for the client. Frames go to netdrv without a
-//!   signal: netdrv runs below us and posts them when we block.
+//!   ([`netstack::api`]). The client runs above us and set it up.
+//! * **Wake-ups:** we block only on our `wake` notification (netdrv, the
+//!   client's kick, the ticker), after asking each peer, through the
+//!   regions' "signal me" flags, for what we wait for: frames, requests,
+//!   and releases while frames are held back or our pools run low. We
+//!   signal a peer only for what it asked. The client runs to completion
+//!   when we signal it (`event`), so its requests are in the ring when
+//!   `emit` returns; we loop until a round produces nothing it asked for.
+//!   netdrv runs below us: frames we queue while it is in its own pass
+//!   (it woke us) go out when we block; while it waits for its interrupt
+//!   it has asked for them, and we kick it (`kick_drv`, when the assembly
+//!   connects it).
 //! * **Time:** the TSC. TCP timers (and DHCP's) advance whenever we run;
 //!   the assemblies' ticker wakes us periodically (badge bit of its own),
 //!   so a timer that expires while the network is idle fires within a tick
@@ -26,12 +32,14 @@ extern crate alloc;
 use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use component_runtime::{error, log, warn};
+use core::sync::atomic::Ordering;
+use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Attach, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust,
+    init_duplex, Aggregate, BufMeta, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, PoolLayout,
+    RoRegion, RwRegion, Trust, Want,
 };
 use netstack::api::{Event, Session};
-use netstack::link::{self, CounterPage, PairControl};
+use netstack::link::{self, CounterPage};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
 
 component_runtime::component_entry!(main);
@@ -64,15 +72,13 @@ const POOLS: &[(&str, PoolId)] = &[
     ("cgi_req_pool", CGI_REQ_POOL),
 ];
 
-/// 1: signal netdrv (`kick_drv`) when a round netdrv did not start queued
-/// frames: netdrv waits for its interrupt and this kick, and would
-/// otherwise post them at the next interrupt (a client that sends on its
-/// own, e.g. httpd answering from a CGI reply, or TCP timers run from the
-/// ticker). A notification, not the e1000's interrupt-cause register: the
-/// device's registers are netdrv's alone.
+/// 1: signal netdrv (`kick_drv`) when it asked for frames (it waits for
+/// its interrupt and this kick) and we queued some: it would otherwise
+/// post them at the next interrupt (a client that sends on its own, e.g.
+/// httpd answering from a CGI reply, or TCP timers run from the ticker).
+/// A notification, not the e1000's interrupt-cause register: the device's
+/// registers are netdrv's alone.
 const NIC_KICK: bool = glue::attributes::NIC_KICK != 0;
-/// Wake-up badge bit of netdrv (the first emitter of our `wake`).
-const WAKE_NETDRV: u64 = 1;
 const NETDRV: PeerId = PeerId(0);
 const CLIENT: PeerId = PeerId(1);
 const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES && glue::client::SIZE >= link::PAIR_BYTES);
@@ -124,13 +130,16 @@ unsafe fn ro(vaddr: usize, size: usize) -> RoRegion {
     unsafe { RoRegion::from_raw_parts(vaddr as *const u8, size) }.expect("dataport region")
 }
 
-/// The stack's NIC: netdrv through the link pair.
+/// The stack's NIC: netdrv through the link region.
 struct Port {
-    rx: ChannelRx<'static>,
+    link: Duplex<'static>,
     /// link.A (frames from netdrv) and link.B (frames to it): broken for
     /// good by a corrupt ring or a forged descriptor, never retried in a loop.
     rx_guard: Guard,
     tx_guard: Guard,
+    /// Frames are held back, or our pools run low: wait for netdrv to
+    /// return buffers.
+    want_releases: bool,
     queue: VecDeque<TxFrame<'static>>,
     rx_errors: u64,
     held_back: u64,
@@ -156,7 +165,7 @@ impl NicPort<'static> for Port {
 
     fn receive(&mut self) -> Option<Aggregate<'static>> {
         loop {
-            match self.rx_guard.recv(&mut self.rx) {
+            match self.rx_guard.recv(&mut self.link.rx) {
                 Next::Msg(r) => return Some(r.agg),
                 Next::Idle | Next::Wait(_) => return None,
                 // One message refused (its holds went back): the next.
@@ -175,10 +184,10 @@ impl Port {
     /// Moves queued frames into netdrv's ring, as many as fit.
     /// `starving`: our pools run low, so netdrv should wake us when it
     /// returns buffers (it holds frames' buffers until they are sent).
-    fn flush(&mut self, tx: &mut ChannelTx<'static>, control: &PairControl, starving: bool) {
+    fn flush(&mut self, starving: bool) {
         while let Some(f) = self.queue.pop_front() {
             let tag = link::encode_offload(f.offload);
-            if let Err((_, agg, broke)) = self.tx_guard.send(tx, f.agg, tag, 0) {
+            if let Err((_, agg, broke)) = self.tx_guard.send(&mut self.link.tx, f.agg, tag, 0) {
                 if let Some(e) = broke {
                     error!("channel link.B from netdrv broken: {e:?}");
                 }
@@ -197,8 +206,7 @@ impl Port {
         if waiting {
             self.held_back += 1;
         }
-        PairControl::set(&control.tx_waiting, (waiting || starving) as u64);
-        let _ = tx.flush();
+        self.want_releases = waiting || starving;
     }
 }
 
@@ -206,15 +214,14 @@ struct Node {
     d: &'static Domain,
     stack: NetStack<'static>,
     port: Port,
-    link_tx: ChannelTx<'static>,
-    link_control: &'static PairControl,
     session: Session<'static>,
-    events: ChannelTx<'static>,
-    requests: ChannelRx<'static>,
+    /// The client region: events on `client.tx`, requests on `client.rx`.
+    client: Duplex<'static>,
     /// client.B (requests) and client.A (events): see `Port`'s guards.
     requests_guard: Guard,
     events_guard: Guard,
-    client_control: &'static PairControl,
+    /// netdrv asked for the frames we queued (it waits for its interrupt).
+    kick_drv: bool,
     /// The one event the channel did not take (ring full or the client's
     /// quota), sent first next time; the others wait in the session.
     undelivered: Option<(u64, Option<Aggregate<'static>>)>,
@@ -314,52 +321,50 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let _ = d.set_quota(CLIENT, glue::attributes::CLIENT_QUOTA as u32);
 
     // --- the link with netdrv: we run first, so we set it up ---
-    let link_base = glue::link::VADDR;
-    // SAFETY: the link dataport, mapped read-write, shared only with netdrv,
-    // which attaches only after we set the magic (it runs below us).
-    let (link_a, link_b) =
-        unsafe { (rw(link_base, link::CHANNEL_BYTES), rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES)) };
-    let at = |peer, region| Attach { domain: d, peer, region, geometry: link::GEOMETRY };
-    let link_control = unsafe {
-        iolite::init_channel(link_a, link::GEOMETRY).expect("link A");
-        iolite::init_channel(link_b, link::GEOMETRY).expect("link B");
-        let c = PairControl::at(link_base as *mut u8);
-        PairControl::set(&c.tx_waiting, 0);
-        PairControl::set(&c.mac, 0);
-        PairControl::set(&c.magic, link::PAIR_MAGIC);
-        c
+    // SAFETY: the link dataport, mapped read-write for our lifetime, shared
+    // only with netdrv, which attaches only after we initialised it (it
+    // runs below us).
+    let link = unsafe {
+        let region = rw(glue::link::VADDR, glue::link::SIZE);
+        init_duplex(region, link::GEOMETRY).expect("link");
+        Duplex::attach(DuplexAttach {
+            domain: d,
+            peer: NETDRV,
+            region,
+            geometry: link::GEOMETRY,
+            side: link::STACK_LINK_SIDE,
+        })
+        .expect("link")
     };
-    // SAFETY: the initialised pair; we are the only receiver of A and the
-    // only sender of B.
     // Frames are not application data: never copied here (smoltcp copies
     // the payload it keeps, counted by the stack).
-    let (link_rx, link_tx) = unsafe {
-        (ChannelRx::attach(at(NETDRV, link_a)).expect("link A"), ChannelTx::attach(at(NETDRV, link_b)).expect("link B"))
-    };
 
-    // --- the client pair: the client runs above us and set it up ---
-    let client_base = glue::client::VADDR;
-    // SAFETY: the client dataport, mapped read-write, shared with the client.
-    let client_control = unsafe { PairControl::at(client_base as *mut u8) };
-    if PairControl::get(&client_control.magic) != link::PAIR_MAGIC {
-        error!("the client pair is not initialised (the client must run above netstack)");
-        component_runtime::exit(1)
-    }
-    // SAFETY: the initialised pair; we send on A and receive on B only.
+    // --- the client region: the client runs above us and set it up ---
+    // SAFETY: the client dataport, mapped read-write for our lifetime,
+    // shared with the client only; we are its side A.
+    let client = unsafe {
+        let region = rw(glue::client::VADDR, glue::client::SIZE);
+        if Control::of(region, link::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
+            error!("the client region is not initialised (the client must run above netstack)");
+            component_runtime::exit(1)
+        }
+        Duplex::attach(DuplexAttach {
+            domain: d,
+            peer: CLIENT,
+            region,
+            geometry: link::GEOMETRY,
+            side: link::STACK_CLIENT_SIDE,
+        })
+        .expect("client")
+    };
     // The copy modes' send copy is the stack's own (into the socket's send
     // ring, counted there), as write(2) copies once: no copy stage here.
-    let (events, requests) = unsafe {
-        (
-            ChannelTx::attach(at(CLIENT, rw(client_base, link::CHANNEL_BYTES))).expect("client A"),
-            ChannelRx::attach(at(CLIENT, rw(client_base + link::PAIR_B_OFF, link::CHANNEL_BYTES))).expect("client B"),
-        )
-    };
     // SAFETY: our counter page, mapped read-write.
     let stats = unsafe { CounterPage::at(glue::stack_stats::VADDR as *const u8) };
 
     // --- netdrv tells us the MAC address with its first wake-up ---
     let mac = loop {
-        let m = PairControl::get(&link_control.mac);
+        let m = link.control().word(link::WORD_MAC).load(Ordering::Acquire);
         if m >> 63 == 1 {
             let b = m.to_le_bytes();
             break [b[0], b[1], b[2], b[3], b[4], b[5]];
@@ -403,22 +408,20 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         d,
         stack,
         port: Port {
-            rx: link_rx,
+            link,
             rx_guard: Guard::new(),
             tx_guard: Guard::new(),
+            want_releases: false,
             queue: VecDeque::new(),
             rx_errors: 0,
             held_back: 0,
             posted: 0,
         },
-        link_tx,
-        link_control,
         session: Session::with_events(MAX_PENDING, EVENTS_CAP),
-        events,
-        requests,
+        client,
         requests_guard: Guard::new(),
         events_guard: Guard::new(),
-        client_control,
+        kick_drv: false,
         undelivered: None,
         stats,
         accepted: 0,
@@ -429,21 +432,26 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         busy_cycles: 0,
         nested_cycles: 0,
     };
-    let mut bits = WAKE_NETDRV;
     let mut woke = rdtsc();
     loop {
-        let posted = node.port.posted;
+        node.port.link.disarm();
+        node.client.disarm();
         node.round();
         node.log_dhcp();
-        if NIC_KICK && bits & WAKE_NETDRV == 0 && node.port.posted != posted {
-            // netdrv is blocked, not waiting for us to return: wake it.
+        if NIC_KICK && core::mem::take(&mut node.kick_drv) {
+            // netdrv waits for its interrupt: wake it for our frames.
             glue::kick_drv::emit();
         }
         let pass = rdtsc().wrapping_sub(woke);
         node.busy_cycles += pass.saturating_sub(node.nested_cycles);
         node.nested_cycles = 0;
+        woke = rdtsc();
         node.publish();
-        bits = glue::wake::wait();
+        if node.arm() {
+            // Something came in since we last looked: another round.
+            continue;
+        }
+        glue::wake::wait();
         woke = rdtsc();
         node.wakeups += 1;
     }
@@ -454,17 +462,15 @@ impl Node {
     /// signals the client once per round that produced something for it.
     fn round(&mut self) {
         loop {
-            if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.link_tx) {
+            if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.port.link.tx) {
                 error!("channel link.B from netdrv broken: {e:?} (its releases)");
             }
-            if let (_, Some(e)) = self.events_guard.poll_releases(&mut self.events) {
+            if let (_, Some(e)) = self.events_guard.poll_releases(&mut self.client.tx) {
                 error!("channel client.A from client broken: {e:?} (its releases)");
             }
-            let mut consumed = 0;
             loop {
-                match self.requests_guard.recv(&mut self.requests) {
+                match self.requests_guard.recv(&mut self.client.rx) {
                     Next::Msg(r) => {
-                        consumed += 1;
                         self.client_requests += 1;
                         self.session.handle(&mut self.stack, r.tag, r.agg);
                     }
@@ -498,7 +504,7 @@ impl Node {
                     },
                 };
                 let agg = agg.unwrap_or_else(|| Aggregate::new(self.d));
-                match self.events_guard.send(&mut self.events, agg, tag, 0) {
+                match self.events_guard.send(&mut self.client.tx, agg, tag, 0) {
                     Ok(()) => delivered += 1,
                     Err((_, agg, broke)) => {
                         if let Some(e) = broke {
@@ -519,14 +525,14 @@ impl Node {
             // The stack held segments back for lack of frame buffers (or
             // ring space): netdrv must wake us when it gives some back.
             let starving = self.starving() || self.stack.tx_blocked();
-            self.port.flush(&mut self.link_tx, self.link_control, starving);
-            let _ = self.port.rx.flush_releases();
-            let released = self.requests.flush_releases().unwrap_or(0);
-            let client_waits = PairControl::get(&self.client_control.tx_waiting) != 0;
-            if delivered > 0 || ((released > 0 || consumed > 0) && client_waits) {
-                let _ = self.events.flush();
-                // The client runs above us: it handles the events now and
-                // its requests are queued when this returns.
+            self.port.flush(starving);
+            // Frames (and the received frames' buffers) to netdrv: if it
+            // waits for them, kick it after the round.
+            self.kick_drv |= self.port.link.flush();
+            if self.client.flush() {
+                // The client asked for what we did (events, its buffers
+                // back, its requests taken). It runs above us: it handles
+                // them now and its requests are queued when this returns.
                 let t = rdtsc();
                 glue::event::emit();
                 self.nested_cycles += rdtsc().wrapping_sub(t);
@@ -534,6 +540,32 @@ impl Node {
             }
             break;
         }
+    }
+
+    /// Before blocking: asks netdrv for frames, for its returns while our
+    /// pools run low, and, while frames wait for room in its ring, to say
+    /// when it took some; asks the client for requests, for its returns
+    /// while our pools run low or an event waits for its quota, and for
+    /// room while an event waits. True if some of it already came in. A
+    /// broken channel is asked for nothing.
+    fn arm(&mut self) -> bool {
+        let starving = self.starving();
+        let (to_drv, to_client) = (self.port.tx_guard.broken().is_none(), self.events_guard.broken().is_none());
+        let held = !self.port.queue.is_empty();
+        let link = Want {
+            data: self.port.rx_guard.broken().is_none(),
+            releases: self.port.want_releases && to_drv,
+            room: held && to_drv,
+        };
+        let waiting = self.undelivered.is_some();
+        let client = Want {
+            data: self.requests_guard.broken().is_none(),
+            releases: (starving || waiting) && to_client,
+            room: waiting && to_client,
+        };
+        let from_link = self.port.link.arm(link);
+        let from_client = self.client.arm(client);
+        from_link || from_client
     }
 
     /// Logs a DHCP lease (or its loss) once per change: the test image

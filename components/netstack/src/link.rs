@@ -7,21 +7,21 @@
 //! without pulling the stack in at run time.
 //!
 //! ## Channel dataports
-//! A *pair* dataport holds two IO-Lite channels, one per direction, and a
-//! 64-byte control block at the end:
+//! The `link` (netdrv ↔ netstack) and each `client` (netstack ↔ a socket
+//! client) dataport is an IO-Lite duplex region ([`iolite::Duplex`]) of
+//! [`GEOMETRY`]: channel A, channel B, a control page.
 //!
-//! | offset | content |
-//! |---|---|
-//! | 0 | channel A: the lower component's sender (netdrv → netstack frames; netstack → client events) |
-//! | [`PAIR_B_OFF`] | channel B: the other direction (netstack → netdrv frames; client → netstack requests) |
-//! | [`PAIR_CONTROL_OFF`] | [`PairControl`] |
+//! | region | side A (sends on A) | side B (sends on B) | initialised by |
+//! |---|---|---|---|
+//! | `link` | netdrv: received frames | netstack: frames to send, the offload request in the tag | netstack (it runs first) |
+//! | `client` | netstack: events | the client: requests | the client (it runs first) |
 //!
-//! Both channels use [`FWD_CAP`] descriptors and [`REL_CAP`] releases. The
-//! side that runs first (the higher priority one, see netecho.camkes)
-//! initialises both channels and then sets `PairControl::magic`.
+//! The link's protocol words: [`WORD_MAC`] and [`WORD_LINK_UP`], written by
+//! netdrv. Wake-ups follow the rings' "signal me" flags: each side signals
+//! the other only for what it asked before it blocked.
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use iolite::Geometry;
+use iolite::{Geometry, Side};
 
 use crate::TxOffload;
 
@@ -33,58 +33,20 @@ pub const FWD_CAP: usize = 256;
 pub const REL_CAP: usize = 2048;
 /// Both channels' ring capacities.
 pub const GEOMETRY: Geometry = Geometry { fwd: FWD_CAP, rel: REL_CAP };
-/// Bytes of one channel.
-pub const CHANNEL_BYTES: usize = GEOMETRY.page_bytes();
-/// Offset of channel B in a pair dataport.
-pub const PAIR_B_OFF: usize = CHANNEL_BYTES;
-/// Offset of the control block.
-pub const PAIR_CONTROL_OFF: usize = 2 * CHANNEL_BYTES;
-/// The smallest pair dataport.
-pub const PAIR_BYTES: usize = PAIR_CONTROL_OFF + 4096;
-
-/// "IOLNETPR": the pair's channels are initialised.
-pub const PAIR_MAGIC: u64 = u64::from_le_bytes(*b"IOLNETPR");
-
-/// Shared state next to a pair's channels; each field has one writer.
-#[repr(C)]
-pub struct PairControl {
-    /// Initialiser: [`PAIR_MAGIC`] once both channels are set up.
-    pub magic: AtomicU64,
-    /// Lower → upper side: set when the upper side should be woken as soon
-    /// as buffers come back (netstack: frames held back for lack of ring
-    /// space, or its pools run low; netdrv wakes it when it has reaped
-    /// transmitted frames. A client: requests held back, or a sender waiting
-    /// for its buffers; netstack wakes it after consuming requests or
-    /// returning buffers).
-    pub tx_waiting: AtomicU64,
-    /// netdrv → netstack: the MAC address (low 48 bits), bit 63 = valid.
-    pub mac: AtomicU64,
-    /// netdrv → netstack: 1 when the link is up.
-    pub link_up: AtomicU64,
-}
-
-impl PairControl {
-    /// The control block of a pair dataport.
-    ///
-    /// # Safety
-    /// `base` must be a pair dataport of at least [`PAIR_BYTES`] bytes,
-    /// mapped read-write for the caller's lifetime, 4096-aligned; its control
-    /// block is accessed only through this type.
-    pub unsafe fn at(base: *mut u8) -> &'static PairControl {
-        // SAFETY: in range and aligned per the contract; atomics accept any bits.
-        unsafe { &*(base.add(PAIR_CONTROL_OFF) as *const PairControl) }
-    }
-
-    /// Reads a field (acquire).
-    pub fn get(f: &AtomicU64) -> u64 {
-        f.load(Ordering::Acquire)
-    }
-
-    /// Writes a field (release).
-    pub fn set(f: &AtomicU64, v: u64) {
-        f.store(v, Ordering::Release)
-    }
-}
+/// The smallest link or client dataport.
+pub const PAIR_BYTES: usize = GEOMETRY.duplex_bytes();
+/// netdrv's side of the link.
+pub const DRV_SIDE: Side = Side::A;
+/// netstack's side of the link.
+pub const STACK_LINK_SIDE: Side = Side::B;
+/// netstack's side of a client region.
+pub const STACK_CLIENT_SIDE: Side = Side::A;
+/// A client's side of its region.
+pub const CLIENT_SIDE: Side = Side::B;
+/// Link word (netdrv): the MAC address in the low 48 bits, bit 63 = valid.
+pub const WORD_MAC: usize = 0;
+/// Link word (netdrv): 1 when the link is up.
+pub const WORD_LINK_UP: usize = 1;
 
 /// The tag of a frame on the netstack → netdrv channel: the checksum offload
 /// request. Bit 63: offload; bits 0..16: start; bits 16..32: offset.
@@ -248,6 +210,7 @@ mod tests {
             assert_eq!(decode_offload(encode_offload(o)), o);
         }
         const { assert!(PAIR_BYTES <= 0x80000, "pair dataports in netecho.camkes are 512 KiB") };
+        assert_eq!(PAIR_BYTES, 2 * GEOMETRY.page_bytes() + 4096);
         assert!(core::mem::size_of::<CounterPage>() <= 4096);
         assert!(DRV_NAMES.len() <= 126 && STACK_NAMES.len() <= 126);
     }

@@ -196,11 +196,12 @@ impl<S: Fn(), W: Fn()> RoundCtx<'_, '_, S, W> {
         }
     }
 
-    /// Flushes, then waits for the consumer (releases, room, or its
-    /// record of a round marker) unless that already came in.
-    fn block(&self, tx: &mut ChannelTx<'_>) {
+    /// Flushes, then waits for the consumer (releases, room if `full`: the
+    /// last send found the ring full, or its record of a round marker)
+    /// unless that already came in.
+    fn block(&self, tx: &mut ChannelTx<'_>, full: bool) {
         self.flush(tx);
-        if !tx.arm(true, false) {
+        if !tx.arm(true, full) {
             (self.wait_space)();
         }
         tx.disarm();
@@ -229,14 +230,14 @@ fn round<'d, S: Fn(), W: Fn()>(
                 sent += 1;
                 expected = expected.wrapping_add(ctx.sums[k]);
             }
-            Err((Error::Full | Error::QuotaExceeded, _)) => ctx.block(tx),
+            Err((e @ (Error::Full | Error::QuotaExceeded), _)) => ctx.block(tx, e == Error::Full),
             Err((e, _)) => panic!("send: {:?}", e),
         }
     }
     loop {
         match tx.send(Aggregate::new(ctx.d), number, FLAG_EOF) {
             Ok(()) => break,
-            Err((Error::Full, _)) => ctx.block(tx),
+            Err((Error::Full, _)) => ctx.block(tx, true),
             Err((e, _)) => panic!("round marker: {:?}", e),
         }
     }
@@ -247,7 +248,7 @@ fn round<'d, S: Fn(), W: Fn()>(
         if Control::get(&ctx.control.ack) == number + 1 && ctx.d.peer_held_buffers(PEER).expect("peer") == 0 {
             break;
         }
-        ctx.block(tx);
+        ctx.block(tx, false);
     }
     (start, sent, expected)
 }

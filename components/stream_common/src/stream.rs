@@ -263,7 +263,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
                 Err(Error::PoolExhausted) => {
                     // The consumer holds the pages: wait for its releases.
                     pool_waits += 1;
-                    block(&mut tx, &signal_data, &wait_space);
+                    block(&mut tx, &signal_data, &wait_space, false);
                     continue;
                 }
                 Err(e) => panic!("building the group after aggregate {}: {:?}", aggregates, e),
@@ -289,7 +289,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
                         Error::QuotaExceeded => {}
                         e => panic!("send {}: {:?}", aggregates, e),
                     }
-                    block(&mut tx, &signal_data, &wait_space);
+                    block(&mut tx, &signal_data, &wait_space, e == Error::Full);
                 }
             }
         }
@@ -298,7 +298,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
     loop {
         match tx.send_eof() {
             Ok(()) => break,
-            Err(Error::Full) => block(&mut tx, &signal_data, &wait_space),
+            Err(Error::Full) => block(&mut tx, &signal_data, &wait_space, true),
             Err(e) => panic!("end of stream: {:?}", e),
         }
     }
@@ -308,7 +308,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
     // The last, partly used header page goes back once its objects are.
     d.flush_pack(PRODUCER_POOL).expect("flush pack");
     while Control::get(&control.consumer_done) != 1 {
-        block(&mut tx, &signal_data, &wait_space);
+        block(&mut tx, &signal_data, &wait_space, false);
     }
     log!("stream done: {} bytes, checksum {:#018x}", bytes, checksum);
     if await_restart {
@@ -337,7 +337,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
         }
     } else {
         while d.pool_stats(PRODUCER_POOL).expect("pool").pages_in_use != 0 {
-            block(&mut tx, &signal_data, &wait_space);
+            block(&mut tx, &signal_data, &wait_space, false);
         }
         Control::set(&control.producer_reported, 1);
         signal_data();
@@ -360,15 +360,16 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
 }
 
 /// Tells the consumer about everything sent so far (a signal if it waits
-/// for data), then blocks until it signals (releases, room in a full ring,
-/// or a control change) and applies its releases. Does not block if
-/// releases or room came in meanwhile. Never spins: seL4 notifications are
-/// sticky, so a signal that came in before the wait ends it at once.
-fn block(tx: &mut ChannelTx<'_>, signal_data: &impl Fn(), wait_space: &impl Fn()) {
+/// for data), then blocks until it signals (releases, room in the ring if
+/// `full`: the last send found it full, or a control change) and applies
+/// its releases. Does not block if they came in meanwhile. Never spins:
+/// seL4 notifications are sticky, so a signal that came in before the
+/// wait ends it at once.
+fn block(tx: &mut ChannelTx<'_>, signal_data: &impl Fn(), wait_space: &impl Fn(), full: bool) {
     if tx.flush() {
         signal_data();
     }
-    if !tx.arm(true, false) {
+    if !tx.arm(true, full) {
         wait_space();
     }
     tx.disarm();

@@ -8,8 +8,8 @@
 //!   aggregate, generated parts in our (untrusted) pool, echoed bodies and
 //!   page fragments forwarded by reference. A program that fails answers
 //!   with an empty message without `FLAG_EOF` (httpd: 502).
-//! * **Restarts**: every start (re)initialises both channels, bumps the
-//!   generation in the control block (`cgi::chan::Control`) and wakes httpd,
+//! * **Restarts**: every start (re)initialises the region, which bumps its
+//!   generation (`cgi::chan`), and wakes httpd,
 //!   which fails what the dead incarnation left unanswered (502) and
 //!   attaches anew. We also `reset` our fs client slot, so fs takes back
 //!   what it had lent to the dead incarnation.
@@ -53,8 +53,8 @@ use cgi::{Component, Counters, Env, FragmentSource, Programs};
 use component_runtime::{error, log, warn};
 use fs::proto;
 use iolite::{
-    AggDesc, Aggregate, Attach, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Geometry, PeerId, PoolId,
-    PoolLayout, RoRegion, RwRegion, SliceDesc, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    init_duplex, AggDesc, Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, Domain, Duplex, DuplexAttach,
+    Geometry, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, SliceDesc, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::link::{self, CounterPage};
 
@@ -282,22 +282,6 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     .expect("fs channel");
     let fs_copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(CGI_POOL)).expect("copy pool");
 
-    // --- the httpd channels: ours to (re)initialise ---
-    let base = glue::cgi_chan::VADDR;
-    let n = cgi::chan::CHANNEL_BYTES;
-    // SAFETY: the cgi_chan dataport, mapped read-write; httpd attaches only
-    // after we publish the generation below.
-    let geometry = cgi::chan::GEOMETRY;
-    let (requests, mut replies, control) = unsafe {
-        iolite::init_channel(rw(base, n), geometry).expect("channel A");
-        iolite::init_channel(rw(base + cgi::chan::B_OFF, n), geometry).expect("channel B");
-        let rx =
-            ChannelRx::attach(Attach { domain: d, peer: HTTPD, region: rw(base, n), geometry }).expect("channel A");
-        let tx = ChannelTx::attach(Attach { domain: d, peer: HTTPD, region: rw(base + cgi::chan::B_OFF, n), geometry })
-            .expect("channel B");
-        (rx, tx, cgi::chan::Control::at(base as *mut u8))
-    };
-    let mut requests = requests;
     // The copy modes copy requests at our end (posix: as read(2) from a pipe).
     let mut copier = Copier::new(BUILD_COPY_MODE, Boundary::Pipe, Some(CGI_POOL)).expect("copy pool");
     // Pages our dead predecessor left in use (responses httpd, netstack or
@@ -306,7 +290,17 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let quarantined = d.quarantined_pages(CGI_POOL).unwrap_or(0);
     let mut death_watch = DeathWatch::new(start.instance as usize, quarantined);
     death_watch.poll(d);
-    let generation = control.start_generation();
+    // --- the httpd region: ours to (re)initialise, last: publishing its
+    // new generation tells httpd we serve ---
+    // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
+    // httpd attaches only after it sees the generation this publishes.
+    let (mut chan, generation) = unsafe {
+        let region = rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE);
+        let generation = init_duplex(region, cgi::chan::GEOMETRY).expect("cgi_chan");
+        let at =
+            DuplexAttach { domain: d, peer: HTTPD, region, geometry: cgi::chan::GEOMETRY, side: cgi::chan::CGI_SIDE };
+        (Duplex::attach(at).expect("cgi_chan"), generation)
+    };
     log!("ready (generation {generation}, restart {})", start.restarts);
     glue::done::emit();
 
@@ -315,14 +309,24 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // channel for good (reported once) rather than being retried.
     let mut guard = iolite::Guard::new();
     loop {
-        let _ = replies.poll_releases();
-        let _ = requests.flush_releases();
+        let _ = chan.tx.poll_releases();
+        // Replies, and the requests' buffers back: httpd is signalled if
+        // it waits for them.
+        if chan.flush() {
+            glue::done::emit();
+        }
         let _ = programs.fragments_mut().rx.flush_releases();
-        glue::wake::wait();
+        // Requests, unless the copy stage waits for room in our pool: then
+        // our replies' buffers coming back.
+        let stalled = copier.stalled();
+        let want = Want { data: !stalled && guard.broken().is_none(), releases: stalled, room: false };
+        if !chan.arm(want) {
+            glue::wake::wait();
+        }
+        chan.disarm();
         death_watch.poll(d);
-        let mut answered = 0;
         loop {
-            let r = match guard.recv(&mut copier.over(&mut requests)) {
+            let r = match guard.recv(&mut copier.over(&mut chan.rx)) {
                 iolite::Next::Msg(r) => r,
                 iolite::Next::Idle | iolite::Next::Wait(_) => break,
                 iolite::Next::Refused(e) => {
@@ -339,19 +343,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
                 // `/cgi-bin/hostile` wrote the reply ring behind our
                 // producer's back: a send would overwrite what it wrote.
                 drop(reply);
-                answered += 1;
                 continue;
             }
             let flags = if ok { FLAG_EOF } else { 0 };
-            if let Err((e, _)) = replies.send(reply, u64::from(id), flags) {
+            if let Err((e, _)) = chan.tx.send(reply, u64::from(id), flags) {
                 warn!("reply {id}: {e:?}");
             }
-            answered += 1;
-        }
-        if answered > 0 {
-            control.answered.fetch_add(answered, Ordering::Relaxed);
-            let _ = replies.flush();
-            glue::done::emit();
         }
     }
 }

@@ -1,25 +1,28 @@
 //! The httpd component: `httpd::Server` on seL4 (camkes/iolite.camkes).
 //!
-//! * **netstack** (`client` pair, as tcp_echo): we listen on `port` and
-//!   turn socket events into `Server` calls; every `Action::Send` is a
-//!   `Send` request carrying the aggregate **by reference** (the header from
-//!   our pool, the body slices of fs's file cache). We run above netstack:
-//!   when it signals us it waits until we are done, and finds our requests
-//!   in the ring. When something else woke us (a CGI reply, the ticker) and
-//!   we queued requests, we `kick` netstack's wake-up.
+//! * **netstack** (`client` duplex, as tcp_echo; `netstack::link`): we
+//!   listen on `port` and turn socket events into `Server` calls; every
+//!   `Action::Send` is a `Send` request carrying the aggregate **by
+//!   reference** (the header from our pool, the body slices of fs's file
+//!   cache). We run above netstack: when it signals us it waits until we
+//!   are done, and finds our requests in the ring. When it waits for them
+//!   (the region's "signal me" flags: something else woke us, a CGI reply
+//!   or the ticker), we `kick` it. Before we block we ask it for events,
+//!   and, while we hold output back, for our buffers or for it to take
+//!   what we sent.
 //! * **fs** (`FsIoLite` RPC + the `fs_channel`): [`FsSource`] implements
 //!   `FileSource`: `stat` + `open` by path, `read` = an RPC that queues the
 //!   range on the channel as aggregates of the cache's buffers, which we
 //!   receive at once (fs has answered by then).
-//! * **cgi** (`cgi_chan`: requests A, replies B, control block; see
+//! * **cgi** (`cgi_chan`, a duplex: requests A, replies B; see
 //!   `cgi::chan`): the cgi runs below us (a CGI that spins harms nobody
-//!   above it). Requests go on A and we signal `cgi_go`; it answers on B and
-//!   signals our `wake`. A request is its environment and body in our CGI
+//!   above it). Requests go on A and we signal `cgi_go` if it waits for
+//!   them; it answers on B and signals our `wake` if we wait for replies. A request is its environment and body in our CGI
 //!   request pool (`cgi_req_pool`), the only pool of ours the cgi maps: we
 //!   copy the body there from netstack's socket pool (counted as
 //!   `cgi_body_bytes_copied`), so the cgi sees its own requests and no
 //!   other client's bytes. When the cgi restarts (a fault, restarted by the
-//!   supervisor) it bumps the generation in the control block and wakes us:
+//!   supervisor) it initialises the region again (a new generation) and wakes us:
 //!   every request the dead incarnation had not answered gets 502, we forget
 //!   its holds and attach to the fresh channels. No answer within
 //!   `cgi_timeout_ms` is 504 (`Server::tick`), and then we ask the
@@ -50,12 +53,13 @@ use core::sync::atomic::{AtomicU64, Ordering};
 use component_runtime::{error, log, warn};
 use fs::proto::{self, ErrorCode as FsErr};
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
+use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Attach, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, CopyMode, Domain, Guard, Next, PeerId, PoolId,
-    PoolLayout, RoRegion, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
+    init_duplex, Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach,
+    Guard, Next, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use netstack::api::{ErrorCode, Event, Request};
-use netstack::link::{self, PairControl};
+use netstack::link;
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(8 << 20);
@@ -75,8 +79,6 @@ const _: () = assert!(glue::client::SIZE >= link::PAIR_BYTES);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
 const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
 
-/// Wake-up badge bits (the order of the `from` ends of `httpd_wake`).
-const WAKE_NETSTACK: u64 = 1;
 /// Most file bytes one `FileSource::read` asks fs for: 15 cache chunks,
 /// so the range touches at most 16 and fits one aggregate (one message).
 /// In posix mode each message is copied into one contiguous buffer of our
@@ -256,8 +258,8 @@ impl FileSource<'static> for FsSource {
 // ---- the component -----------------------------------------------------------
 
 struct Cgi {
-    tx: ChannelTx<'static>,
-    rx: ChannelRx<'static>,
+    /// Requests on `link.tx`, replies on `link.rx`.
+    link: Duplex<'static>,
     /// The copy modes copy replies at our end.
     copier: Copier<'static>,
     /// Replies: a corrupt ring or forged descriptor breaks the channel
@@ -269,13 +271,12 @@ struct Cgi {
 struct Httpd {
     d: &'static Domain,
     srv: Server<'static, FsSource, TickClock>,
-    events: ChannelRx<'static>,
+    /// The netstack region: events on `net.rx`, requests on `net.tx`.
+    net: Duplex<'static>,
     /// The copy modes copy received data at our end (as recv(2)).
     events_copier: Copier<'static>,
     /// netstack's events: see `Cgi::guard`.
     events_guard: Guard,
-    requests: ChannelTx<'static>,
-    control: &'static PairControl,
     outq: VecDeque<(u64, Aggregate<'static>)>,
     /// netstack connection → server connection, and back.
     by_net: BTreeMap<u32, HConn>,
@@ -296,13 +297,11 @@ struct Httpd {
     fs_waiting: Vec<HConn>,
     cgi: Option<Cgi>,
     cgi_gen: u64,
-    cgi_control: &'static cgi::chan::Control,
+    cgi_control: Control,
     /// CGI request id → server connection.
     cgi_pending: BTreeMap<u32, HConn>,
-    cgi_signal: bool,
     /// A CGI reply waits for room in our pool (copy modes).
     cgi_stuck: bool,
-    sent_to_net: bool,
     last_tick: u64,
     // counters of the component (beyond the server's)
     static_copied: u64,
@@ -392,23 +391,21 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
     d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, &pools).expect("cgi grant list");
 
-    // --- the netstack pair: we run above netstack, so we set it up now,
-    // before anything that could block ---
-    let base = glue::client::VADDR;
-    // SAFETY: the client pair dataport, mapped read-write, shared with
-    // netstack only, which attaches after we set the magic.
-    let (events, requests, control) = unsafe {
-        let (a, b) = (rw(base, link::CHANNEL_BYTES), rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES));
-        iolite::init_channel(a, link::GEOMETRY).expect("pair A");
-        iolite::init_channel(b, link::GEOMETRY).expect("pair B");
-        let events = ChannelRx::attach(Attach { domain: d, peer: NETSTACK, region: a, geometry: link::GEOMETRY })
-            .expect("events");
-        let requests = ChannelTx::attach(Attach { domain: d, peer: NETSTACK, region: b, geometry: link::GEOMETRY })
-            .expect("requests");
-        let control = PairControl::at(base as *mut u8);
-        PairControl::set(&control.tx_waiting, 0);
-        PairControl::set(&control.magic, link::PAIR_MAGIC);
-        (events, requests, control)
+    // --- the netstack region: we run above netstack, so we set it up
+    // now, before anything that could block ---
+    // SAFETY: the client dataport, mapped read-write for our lifetime,
+    // shared with netstack only, which attaches after we initialised it.
+    let net = unsafe {
+        let region = rw(glue::client::VADDR, glue::client::SIZE);
+        init_duplex(region, link::GEOMETRY).expect("client");
+        Duplex::attach(DuplexAttach {
+            domain: d,
+            peer: NETSTACK,
+            region,
+            geometry: link::GEOMETRY,
+            side: link::CLIENT_SIDE,
+        })
+        .expect("client")
     };
 
     // --- fs: the channel is set up once fs answers a call ---
@@ -431,16 +428,15 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
     let srv = Server::new(d, HTTPD_POOL, src, TickClock, cfg);
     // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
-    // its control block is written by the cgi only.
-    let cgi_control = unsafe { cgi::chan::Control::at(glue::cgi_chan::VADDR as *mut u8) };
+    // its control page is written by the cgi only.
+    let cgi_control =
+        unsafe { Control::of(rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE), cgi::chan::GEOMETRY) }.expect("cgi_chan");
     let mut me = Httpd {
         d,
         srv,
-        events,
+        net,
         events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(HTTPD_POOL)).expect("copy pool"),
         events_guard: Guard::new(),
-        requests,
-        control,
         outq: VecDeque::new(),
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
@@ -453,9 +449,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_gen: 0,
         cgi_control,
         cgi_pending: BTreeMap::new(),
-        cgi_signal: false,
         cgi_stuck: false,
-        sent_to_net: false,
         last_tick: 0,
         static_copied: 0,
         cgi_copied: 0,
@@ -478,9 +472,15 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     me.publish();
     loop {
         me.flush();
-        let bits = glue::wake::wait();
-        me.wakeups += 1;
-        me.round(bits);
+        if !me.arm() {
+            glue::wake::wait();
+            me.wakeups += 1;
+        }
+        me.net.disarm();
+        if let Some(c) = &mut me.cgi {
+            c.link.disarm();
+        }
+        me.round();
     }
 }
 
@@ -488,9 +488,8 @@ impl Httpd {
     /// Queues a request for netstack (in order behind earlier ones if the
     /// ring is full).
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
-        self.sent_to_net = true;
         if self.outq.is_empty() {
-            if let Err((_, agg)) = self.requests.send(agg, tag, 0) {
+            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
                 self.outq.push_back((tag, agg));
             }
         } else {
@@ -498,7 +497,7 @@ impl Httpd {
         }
     }
 
-    fn round(&mut self, bits: u64) {
+    fn round(&mut self) {
         self.check_events();
         self.check_cgi();
         self.handle_events();
@@ -520,43 +519,59 @@ impl Httpd {
             self.publish();
         }
         self.pump();
-        if self.sent_to_net && bits & WAKE_NETSTACK == 0 {
-            // netstack is not in a round waiting for us: wake it up.
-            glue::kick::emit();
-        }
-        self.sent_to_net = false;
     }
 
-    /// Sends what waits, returns releases, signals the cgi, and tells
-    /// netstack whether we wait for it.
+    /// Sends what waits, returns releases, and signals netstack and the
+    /// cgi if they wait for any of it.
     fn flush(&mut self) {
-        let _ = self.requests.poll_releases();
+        let _ = self.net.tx.poll_releases();
         while let Some((tag, agg)) = self.outq.pop_front() {
-            if let Err((_, agg)) = self.requests.send(agg, tag, 0) {
+            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
                 self.outq.push_front((tag, agg));
                 break;
             }
         }
-        let _ = self.events.flush_releases();
         let _ = self.srv.source_mut().rx.flush_releases();
         if let Some(c) = &mut self.cgi {
-            let _ = c.rx.flush_releases();
-            let _ = c.tx.poll_releases();
-            let _ = c.tx.flush();
+            let _ = c.link.tx.poll_releases();
+            if c.link.flush() {
+                glue::cgi_go::emit();
+            }
         }
-        if core::mem::take(&mut self.cgi_signal) {
-            glue::cgi_go::emit();
+        if self.net.flush() {
+            // netstack waits for our requests (or buffers): it is not in a
+            // round of its own, so wake it up.
+            glue::kick::emit();
         }
-        // Wake us when netstack consumed requests or returned buffers, if
-        // requests wait or a connection has more to send.
-        let waiting = !self.outq.is_empty() || !self.ready.is_empty() || !self.fs_waiting.is_empty() || self.cgi_stuck;
-        PairControl::set(&self.control.tx_waiting, waiting as u64);
+    }
+
+    /// Before blocking: asks netstack for events (unless the copy stage
+    /// waits for room in our pool), for our buffers back while we hold
+    /// output for lack of pool or fs, and for it to take our requests while
+    /// some wait for ring room or connections yielded the round; asks the
+    /// cgi for replies (unless one waits for room). True if something
+    /// already came in: run again instead.
+    fn arm(&mut self) -> bool {
+        let stalled = self.events_copier.stalled();
+        let yielded = self.ready.iter().any(|&id| !self.must_wait(id));
+        let waiting = !self.ready.is_empty() || !self.fs_waiting.is_empty() || self.cgi_stuck || stalled;
+        let net_ok = self.events_guard.broken().is_none();
+        let want = Want { data: net_ok && !stalled, releases: waiting, room: !self.outq.is_empty() || yielded };
+        let from_net = self.net.arm(want);
+        let from_cgi = match &mut self.cgi {
+            Some(c) => {
+                let data = !self.cgi_stuck && !c.copier.stalled() && c.guard.broken().is_none();
+                c.link.arm(Want { data, ..Want::default() })
+            }
+            None => false,
+        };
+        from_net || from_cgi
     }
 
     fn handle_events(&mut self) {
         loop {
             let before = self.d.stats().bytes_copied;
-            let r = self.events_guard.recv(&mut self.events_copier.over(&mut self.events));
+            let r = self.events_guard.recv(&mut self.events_copier.over(&mut self.net.rx));
             self.request_copied += self.d.stats().bytes_copied - before;
             let r = match r {
                 Next::Msg(r) => r,
@@ -764,10 +779,9 @@ impl Httpd {
             Ok(m) => m,
             Err(_) => return Err((call_id, cgi::Failure::Unavailable)),
         };
-        match c.tx.send(msg, tag, FLAG_EOF) {
+        match c.link.tx.send(msg, tag, FLAG_EOF) {
             Ok(()) => {
                 self.cgi_pending.insert(call_id, id);
-                self.cgi_signal = true;
                 Ok(())
             }
             Err(_) => {
@@ -788,7 +802,7 @@ impl Httpd {
             }
             let Some(c) = &mut self.cgi else { return };
             let before = self.d.stats().bytes_copied;
-            let r = c.guard.recv(&mut c.copier.over(&mut c.rx));
+            let r = c.guard.recv(&mut c.copier.over(&mut c.link.rx));
             self.cgi_copied += self.d.stats().bytes_copied - before;
             let r = match r {
                 Next::Msg(r) => r,
@@ -940,17 +954,19 @@ impl Httpd {
             log!("cgi restarted (generation {g}): {failed} requests failed with 502");
         }
         self.cgi_gen = g;
-        let base = glue::cgi_chan::VADDR;
-        let (a, b) = (base, base + cgi::chan::B_OFF);
-        let n = cgi::chan::CHANNEL_BYTES;
-        // SAFETY: the cgi initialised both channels before publishing the
-        // generation; we are the only sender of A and receiver of B.
-        let at = |region| Attach { domain: self.d, peer: CGI, region, geometry: cgi::chan::GEOMETRY };
+        // SAFETY: the cgi initialised the region before publishing the
+        // generation; we are its only side A.
         let attached = unsafe {
-            ChannelTx::attach(at(rw(a, n))).and_then(|tx| {
-                let rx = ChannelRx::attach(at(rw(b, n)))?;
+            Duplex::attach(DuplexAttach {
+                domain: self.d,
+                peer: CGI,
+                region: rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE),
+                geometry: cgi::chan::GEOMETRY,
+                side: cgi::chan::HTTPD_SIDE,
+            })
+            .and_then(|link| {
                 let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(HTTPD_POOL))?;
-                Ok(Cgi { tx, rx, copier, guard: Guard::new() })
+                Ok(Cgi { link, copier, guard: Guard::new() })
             })
         };
         match attached {
