@@ -30,7 +30,7 @@
 //!   ticker's `to_drv`, e.g. at 500 Hz). Nothing else changes: a frame
 //!   waits at most one tick in either direction. `irq` is then never
 //!   waited on or acknowledged (the `irqs` counter stays 0).
-//! * **Counters:** the `drv_stats` page (`netstack::link::DRV_NAMES`).
+//! * **Counters:** the `drv_stats` page (`nic_api::DrvCounter`).
 #![no_std]
 #![no_main]
 
@@ -46,8 +46,7 @@ use iolite::{
     Aggregate, BufMeta, BufMut, Domain, Duplex, DuplexAttach, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust,
     Want,
 };
-use netstack::link::{self, CounterPage};
-use netstack::TxOffload;
+use nic_api::{CounterPage, DrvCounter as C, TxOffload, Values};
 
 mod regs;
 
@@ -94,42 +93,13 @@ const POOLS: &[(&str, PoolId)] = &[
     ("cgi_req_pool", CGI_REQ_POOL),
 ];
 
-const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
+const _: () = assert!(glue::link::SIZE >= nic_api::REGION_BYTES, "link dataport too small");
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
 const POLL: bool = glue::attributes::POLL != 0;
 /// Test images only (`netdrv.test_hooks = 1`): after probing, try writes
 /// pci_config must refuse (see `try_forbidden_writes`). A constant, so
 /// the default image has no such code.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
-
-/// Counter indices (order of `link::DRV_NAMES`). There is no transmit copy
-/// counter: the driver never copies a frame (every slice gets its own
-/// descriptor); `BytesCopied` is the domain's count of any copy at all.
-#[derive(Clone, Copy)]
-#[repr(usize)]
-#[allow(dead_code)]
-enum C {
-    RxFrames,
-    RxBytes,
-    RxDropped,
-    TxFrames,
-    TxBytes,
-    TxDescriptors,
-    TxOffloaded,
-    TxRejected,
-    Irqs,
-    Wakeups,
-    ArpRx,
-    ArpTx,
-    LinkUp,
-    RxRingEmpty,
-    BytesCopied,
-    /// TSC cycles of our passes, without the time netstack ran inside our
-    /// `wake` signals (it runs above us): the driver's own CPU cost.
-    BusyCycles,
-}
-const NCOUNTERS: usize = 16;
-const _: () = assert!(link::DRV_NAMES.len() == NCOUNTERS);
 
 fn rdtsc() -> u64 {
     let lo: u32;
@@ -181,7 +151,7 @@ struct Driver {
     to_stack_guard: iolite::Guard,
     from_stack_guard: iolite::Guard,
     stats: &'static CounterPage,
-    c: [u64; NCOUNTERS],
+    c: Values<C>,
 }
 
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
@@ -369,7 +339,7 @@ impl Driver {
         // shared only with netstack; we are its side A.
         let link = unsafe {
             let region = rw(glue::link::VADDR, glue::link::SIZE);
-            if Control::of(region, link::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
+            if Control::of(region, nic_api::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
                 error!("the link with netstack is not initialised (netstack must run above netdrv)");
                 component_runtime::exit(1)
             }
@@ -378,8 +348,8 @@ impl Driver {
                 domain: d,
                 peer: NETSTACK,
                 region,
-                geometry: link::GEOMETRY,
-                side: link::DRV_SIDE,
+                geometry: nic_api::GEOMETRY,
+                side: nic_api::DRV_SIDE,
             })
             .expect("link")
         };
@@ -420,7 +390,7 @@ impl Driver {
             to_stack_guard: iolite::Guard::new(),
             from_stack_guard: iolite::Guard::new(),
             stats,
-            c: [0; NCOUNTERS],
+            c: Values::new(),
         };
         let r = &mut drv.regs;
         r.write(RDBAL, rx_pa as u32);
@@ -447,13 +417,13 @@ impl Driver {
         }
 
         let up = drv.regs.read(STATUS) & STATUS_LU != 0;
-        drv.c[C::LinkUp as usize] = up as u64;
+        drv.c[C::LinkUp] = up as u64;
         let m = mac;
         let words = drv.link.control();
         words
-            .word(link::WORD_MAC)
+            .word(nic_api::WORD_MAC)
             .store(1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]), Ordering::Release);
-        words.word(link::WORD_LINK_UP).store(up as u64, Ordering::Release);
+        words.word(nic_api::WORD_LINK_UP).store(up as u64, Ordering::Release);
         log!(
             "e1000 at {E1000} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
             m[0],
@@ -487,7 +457,7 @@ impl Driver {
             // may wait for them: a full frame pool in the copy modes): if
             // netstack asked for either, it runs now and finds them.
             if self.link.flush() || core::mem::take(&mut wake_stack) {
-                self.c[C::Wakeups as usize] += 1;
+                self.c[C::Wakeups] += 1;
                 // netstack runs above us: it handles everything now and
                 // returns here when it blocks, its frames queued on the link.
                 let t = rdtsc();
@@ -501,7 +471,7 @@ impl Driver {
             let _ = self.link.rx.flush_releases();
             self.rx_refill();
             let now = rdtsc();
-            self.c[C::BusyCycles as usize] += now.wrapping_sub(woke).saturating_sub(nested);
+            self.c[C::BusyCycles] += now.wrapping_sub(woke).saturating_sub(nested);
             woke = now;
             self.publish();
             if self.rx_ready() {
@@ -528,7 +498,7 @@ impl Driver {
                     // level line before the kernel unmasks it.
                     let icr = self.regs.read(ICR);
                     let _ = glue::irq::acknowledge();
-                    self.c[C::Irqs as usize] += 1;
+                    self.c[C::Irqs] += 1;
                     icr
                 } else {
                     0
@@ -537,15 +507,15 @@ impl Driver {
             woke = rdtsc();
             if icr & INT_LSC != 0 {
                 let up = self.regs.read(STATUS) & STATUS_LU != 0;
-                self.c[C::LinkUp as usize] = up as u64;
-                self.link.control().word(link::WORD_LINK_UP).store(up as u64, Ordering::Release);
+                self.c[C::LinkUp] = up as u64;
+                self.link.control().word(nic_api::WORD_LINK_UP).store(up as u64, Ordering::Release);
                 log!("link {}", if up { "up" } else { "down" });
             }
         }
     }
 
     fn publish(&mut self) {
-        self.c[C::BytesCopied as usize] = self.d.stats().bytes_copied;
+        self.c[C::BytesCopied] = self.d.stats().bytes_copied;
         self.stats.publish(&self.c);
     }
 
@@ -570,7 +540,7 @@ impl Driver {
         // netstack empties the channel every time it runs, so a batch of at
         // most FWD_CAP frames always fits; the rest waits in the ring (the
         // caller loops while descriptors are done).
-        while n < link::FWD_CAP {
+        while n < nic_api::FWD_CAP {
             let i = self.rx_next;
             if i == self.rx_tail {
                 break;
@@ -584,30 +554,30 @@ impl Driver {
             let Some(mut buf) = self.rx_bufs[i].take() else { continue };
             let len = len as usize;
             if status & RXD_EOP == 0 || errors != 0 || !(14..=RX_BUF).contains(&len) {
-                self.c[C::RxDropped as usize] += 1;
+                self.c[C::RxDropped] += 1;
                 self.rx_bufs[i] = Some(buf); // reuse as is
                 continue;
             }
             let w = buf.writable();
             if w[12] == 0x08 && w[13] == 0x06 {
-                self.c[C::ArpRx as usize] += 1;
+                self.c[C::ArpRx] += 1;
             }
             match buf.seal(len) {
                 Ok(agg) => match self.to_stack_guard.send(&mut self.link.tx, agg, 0, 0) {
                     Ok(()) => {
                         n += 1;
-                        self.c[C::RxFrames as usize] += 1;
-                        self.c[C::RxBytes as usize] += len as u64;
+                        self.c[C::RxFrames] += 1;
+                        self.c[C::RxBytes] += len as u64;
                     }
                     Err((_, _, broke)) => {
                         if let Some(e) = broke {
                             error!("channel link.A from netstack broken: {e:?}");
                         }
-                        self.c[C::RxDropped as usize] += 1
+                        self.c[C::RxDropped] += 1
                     }
                 },
                 Err((_, b)) => {
-                    self.c[C::RxDropped as usize] += 1;
+                    self.c[C::RxDropped] += 1;
                     self.rx_bufs[i] = Some(b);
                 }
             }
@@ -625,7 +595,7 @@ impl Driver {
                 match self.d.alloc(RX_POOL, RX_BUF) {
                     Ok(b) => self.rx_bufs[i] = Some(b),
                     Err(_) => {
-                        self.c[C::RxRingEmpty as usize] += 1;
+                        self.c[C::RxRingEmpty] += 1;
                         break;
                     }
                 }
@@ -671,16 +641,16 @@ impl Driver {
             let (agg, offload) = match self.tx_pending.take() {
                 Some(f) => f,
                 None => match self.from_stack_guard.recv(&mut self.link.rx) {
-                    iolite::Next::Msg(r) => (r.agg, link::decode_offload(r.tag)),
+                    iolite::Next::Msg(r) => (r.agg, TxOffload::from_tag(r.tag)),
                     // Empty; or the returns of a rejected descriptor wait
                     // for ring space; or the channel is broken.
                     iolite::Next::Idle | iolite::Next::Wait(_) => break,
                     iolite::Next::Refused(_) => {
-                        self.c[C::TxRejected as usize] += 1;
+                        self.c[C::TxRejected] += 1;
                         continue;
                     }
                     iolite::Next::Broke(e) => {
-                        self.c[C::TxRejected as usize] += 1;
+                        self.c[C::TxRejected] += 1;
                         error!("channel link.B from netstack broken: {e:?}");
                         break;
                     }
@@ -694,13 +664,13 @@ impl Driver {
                     Some((start, offset))
                 }
                 TxOffload::TcpChecksum { .. } => {
-                    self.c[C::TxRejected as usize] += 1;
+                    self.c[C::TxRejected] += 1;
                     continue;
                 }
                 TxOffload::None => None,
             };
             if !(14..=MAX_FRAME).contains(&len) {
-                self.c[C::TxRejected as usize] += 1;
+                self.c[C::TxRejected] += 1;
                 continue;
             }
             let ctx = offload.is_some() && self.tx_context != offload;
@@ -724,12 +694,12 @@ impl Driver {
                 }
             }
             if !ok {
-                self.c[C::TxRejected as usize] += 1;
+                self.c[C::TxRejected] += 1;
                 continue;
             }
             if let Some(first) = agg.slices().next() {
                 if first.len() >= 14 && first[12] == 0x08 && first[13] == 0x06 {
-                    self.c[C::ArpTx as usize] += 1;
+                    self.c[C::ArpTx] += 1;
                 }
             }
             let first_idx = self.tx_tail;
@@ -756,11 +726,11 @@ impl Driver {
             let last = (self.tx_tail + RING - 1) % RING;
             let descs = (self.tx_tail + RING - first_idx) % RING;
             self.tx_used += descs;
-            self.c[C::TxFrames as usize] += 1;
-            self.c[C::TxBytes as usize] += len as u64;
-            self.c[C::TxDescriptors as usize] += descs as u64;
+            self.c[C::TxFrames] += 1;
+            self.c[C::TxBytes] += len as u64;
+            self.c[C::TxDescriptors] += descs as u64;
             if offload.is_some() {
-                self.c[C::TxOffloaded as usize] += 1;
+                self.c[C::TxOffloaded] += 1;
             }
             self.tx_inflight.push_back(InFlight { last, descs, _frame: agg });
         }

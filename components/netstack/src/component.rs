@@ -1,13 +1,14 @@
 //! The netstack component: wiring and event loop.
 //!
-//! * **Below:** the `link` duplex with netdrv (`netstack::link`). Channel
+//! * **Below:** the `link` duplex with netdrv (the `nic-api` protocol). Channel
 //!   A brings received frames (aggregates of netdrv's `rx_pool`), channel B
 //!   takes frames to transmit (headers in our `hdr_pool`, payload by
 //!   reference) with the checksum offload request in the tag. We run above
 //!   netdrv, so we set the region up at start.
 //! * **Above:** the `client` duplex with the socket client (tcp_echo,
 //!   httpd): channel A carries [`Event`]s to it, channel B its requests
-//!   ([`netstack::api`]). The client runs above us and set it up.
+//!   (the `socket-api` protocol, [`netstack::api`] the state machine). The
+//!   client runs above us and set it up.
 //! * **Wake-ups:** we block only on our `wake` notification (netdrv, the
 //!   client's kick, the ticker), after asking each peer, through the
 //!   regions' "signal me" flags, for what we wait for: frames, requests,
@@ -25,7 +26,7 @@
 //!   period.
 //! * **DHCP** (`dhcp = 1`): each lease obtained, renewed or lost is logged
 //!   (`dhcp lease A/P gw G from S for T s`).
-//! * **Counters:** the `stack_stats` page (`netstack::link::STACK_NAMES`).
+//! * **Counters:** the `stack_stats` page (`socket_api::StackCounter`).
 
 extern crate alloc;
 
@@ -39,8 +40,8 @@ use iolite::{
     RoRegion, RwRegion, Trust, Want,
 };
 use netstack::api::{Event, Session};
-use netstack::link::{self, CounterPage};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
+use socket_api::{CounterPage, StackCounter as S, Values};
 
 component_runtime::component_entry!(main);
 // What the heap holds at most: socket rings within `socket_budget` (10 MiB:
@@ -81,7 +82,7 @@ const POOLS: &[(&str, PoolId)] = &[
 const NIC_KICK: bool = glue::attributes::NIC_KICK != 0;
 const NETDRV: PeerId = PeerId(0);
 const CLIENT: PeerId = PeerId(1);
-const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES && glue::client::SIZE >= link::PAIR_BYTES);
+const _: () = assert!(glue::link::SIZE >= nic_api::REGION_BYTES && glue::client::SIZE >= socket_api::REGION_BYTES);
 
 /// Frames queued for netdrv beyond the ring (smoltcp stops emitting when
 /// this is full; they go out as the ring drains).
@@ -156,7 +157,7 @@ impl NicPort<'static> for Port {
         // Beyond TX_QUEUE only replies to received frames come here (the
         // stack's own segments wait on can_transmit): at most one per frame
         // netdrv hands us in a batch.
-        if self.queue.len() >= TX_QUEUE + link::FWD_CAP {
+        if self.queue.len() >= TX_QUEUE + nic_api::FWD_CAP {
             return Err(frame);
         }
         self.queue.push_back(frame);
@@ -186,7 +187,7 @@ impl Port {
     /// returns buffers (it holds frames' buffers until they are sent).
     fn flush(&mut self, starving: bool) {
         while let Some(f) = self.queue.pop_front() {
-            let tag = link::encode_offload(f.offload);
+            let tag = f.offload.tag();
             if let Err((_, agg, broke)) = self.tx_guard.send(&mut self.link.tx, f.agg, tag, 0) {
                 if let Some(e) = broke {
                     error!("channel link.B from netdrv broken: {e:?}");
@@ -326,13 +327,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // runs below us).
     let link = unsafe {
         let region = rw(glue::link::VADDR, glue::link::SIZE);
-        init_duplex(region, link::GEOMETRY).expect("link");
+        init_duplex(region, nic_api::GEOMETRY).expect("link");
         Duplex::attach(DuplexAttach {
             domain: d,
             peer: NETDRV,
             region,
-            geometry: link::GEOMETRY,
-            side: link::STACK_LINK_SIDE,
+            geometry: nic_api::GEOMETRY,
+            side: nic_api::STACK_SIDE,
         })
         .expect("link")
     };
@@ -344,7 +345,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // shared with the client only; we are its side A.
     let client = unsafe {
         let region = rw(glue::client::VADDR, glue::client::SIZE);
-        if Control::of(region, link::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
+        if Control::of(region, socket_api::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
             error!("the client region is not initialised (the client must run above netstack)");
             component_runtime::exit(1)
         }
@@ -352,8 +353,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             domain: d,
             peer: CLIENT,
             region,
-            geometry: link::GEOMETRY,
-            side: link::STACK_CLIENT_SIDE,
+            geometry: socket_api::GEOMETRY,
+            side: socket_api::STACK_SIDE,
         })
         .expect("client")
     };
@@ -364,7 +365,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
 
     // --- netdrv tells us the MAC address with its first wake-up ---
     let mac = loop {
-        let m = link.control().word(link::WORD_MAC).load(Ordering::Acquire);
+        let m = link.control().word(nic_api::WORD_MAC).load(Ordering::Acquire);
         if m >> 63 == 1 {
             let b = m.to_le_bytes();
             break [b[0], b[1], b[2], b[3], b[4], b[5]];
@@ -612,73 +613,76 @@ impl Node {
         let ss = self.session.stats();
         let c = self.stack.checksum_cache_stats();
         let ds = self.d.stats();
-        let mode = match self.stack.config().copy_mode {
-            CopyMode::IoLite => 0,
-            CopyMode::Flash => 1,
-            CopyMode::Posix => 2,
-        };
-        let csum = match self.stack.config().checksum {
-            TxChecksum::Cached => 0,
-            TxChecksum::Software => 1,
-            TxChecksum::Offload => 2,
-        };
-        let v = [
-            mode,
-            csum,
-            s.tx_frames,
-            s.tx_dropped,
-            s.rx_frames,
-            s.tx_payload_by_ref,
-            s.tx_retransmitted,
-            s.tx_payload_copied_socket,
-            s.tx_payload_copied_frame,
-            s.tx_copied(),
-            s.tx_coalesced_segments,
-            s.rx_payload,
-            s.rx_payload_copied,
-            c.hits,
-            c.misses,
-            c.bytes_cached,
-            c.bytes_summed,
-            c.hit_rate_percent(),
-            ds.bytes_copied,
-            ds.bytes_by_ref_sent,
-            self.accepted,
-            self.polls,
-            self.wakeups,
-            self.client_requests,
-            self.client_events,
-            self.port.held_back,
-            self.busy_cycles,
-            s.tx_deferred,
-            s.accept_deferred,
-            self.stack.socket_memory() as u64,
-            ds.rejected_descriptors,
-            ds.rejected_foreign_pool,
-            ds.rejected_not_granted,
-            s.tx_stale_withheld,
-            s.tx_stale_resets,
-            s.tx_coalesced_bytes,
-            s.tx_withheld,
-            s.tx_header_bytes,
-            s.tx_nontcp_frame_bytes,
-            s.rx_frame_bytes_flattened,
-            ss.events_deferred,
-            ss.events_dropped,
-            ss.sends_refused,
-            ss.send_full,
-            self.stack.connections() as u64,
-            heap_used() as u64,
-            self.stack.held_send_bytes() as u64,
-            self.port.rx_errors,
-            [self.port.rx_guard, self.port.tx_guard, self.requests_guard, self.events_guard]
-                .iter()
-                .filter(|g| g.broken().is_some())
-                .count() as u64,
-            self.d.pool_stats(HDR_POOL).map_or(0, |p| p.pages_in_use as u64),
-            self.d.pool_stats(SOCK_POOL).map_or(0, |p| p.pages_in_use as u64),
-        ];
-        debug_assert_eq!(v.len(), link::STACK_NAMES.len());
+        let broken = [self.port.rx_guard, self.port.tx_guard, self.requests_guard, self.events_guard]
+            .iter()
+            .filter(|g| g.broken().is_some())
+            .count() as u64;
+        let mut v = Values::<S>::new();
+        // Every counter of the page's declaration gets its value here: a new
+        // one does not compile until it has a line.
+        for &k in <S as socket_api::Counter>::ALL {
+            v[k] = match k {
+                S::CopyMode => match self.stack.config().copy_mode {
+                    CopyMode::IoLite => 0,
+                    CopyMode::Flash => 1,
+                    CopyMode::Posix => 2,
+                },
+                S::ChecksumMode => match self.stack.config().checksum {
+                    TxChecksum::Cached => 0,
+                    TxChecksum::Software => 1,
+                    TxChecksum::Offload => 2,
+                },
+                S::TxFrames => s.tx_frames,
+                S::TxDropped => s.tx_dropped,
+                S::RxFrames => s.rx_frames,
+                S::TxPayloadByRef => s.tx_payload_by_ref,
+                S::TxRetransmitted => s.tx_retransmitted,
+                S::TxPayloadCopiedSocket => s.tx_payload_copied_socket,
+                S::TxPayloadCopiedFrame => s.tx_payload_copied_frame,
+                S::TxCopied => s.tx_copied(),
+                S::TxCoalescedSegments => s.tx_coalesced_segments,
+                S::RxPayload => s.rx_payload,
+                S::RxPayloadCopied => s.rx_payload_copied,
+                S::CsumHits => c.hits,
+                S::CsumMisses => c.misses,
+                S::CsumBytesCached => c.bytes_cached,
+                S::CsumBytesSummed => c.bytes_summed,
+                S::CsumHitRatePercent => c.hit_rate_percent(),
+                S::BytesCopied => ds.bytes_copied,
+                S::BytesByRefSent => ds.bytes_by_ref_sent,
+                S::ConnectionsAccepted => self.accepted,
+                S::Polls => self.polls,
+                S::Wakeups => self.wakeups,
+                S::ClientRequests => self.client_requests,
+                S::ClientEvents => self.client_events,
+                S::TxHeldBack => self.port.held_back,
+                S::BusyCycles => self.busy_cycles,
+                S::TxDeferred => s.tx_deferred,
+                S::AcceptDeferred => s.accept_deferred,
+                S::SocketBytes => self.stack.socket_memory() as u64,
+                S::RejectedDescriptors => ds.rejected_descriptors,
+                S::RejectedForeignPool => ds.rejected_foreign_pool,
+                S::RejectedNotGranted => ds.rejected_not_granted,
+                S::TxStaleWithheld => s.tx_stale_withheld,
+                S::TxStaleResets => s.tx_stale_resets,
+                S::TxCoalescedBytes => s.tx_coalesced_bytes,
+                S::TxWithheld => s.tx_withheld,
+                S::TxHeaderBytes => s.tx_header_bytes,
+                S::TxNontcpFrameBytes => s.tx_nontcp_frame_bytes,
+                S::RxFrameBytesFlattened => s.rx_frame_bytes_flattened,
+                S::EventsDeferred => ss.events_deferred,
+                S::EventsDropped => ss.events_dropped,
+                S::SendsRefused => ss.sends_refused,
+                S::SendFull => ss.send_full,
+                S::Connections => self.stack.connections() as u64,
+                S::HeapUsed => heap_used() as u64,
+                S::SendQueuedBytes => self.stack.held_send_bytes() as u64,
+                S::RxErrors => self.port.rx_errors,
+                S::ChannelsBroken => broken,
+                S::HdrPoolPagesInUse => self.d.pool_stats(HDR_POOL).map_or(0, |p| p.pages_in_use as u64),
+                S::SockPoolPagesInUse => self.d.pool_stats(SOCK_POOL).map_or(0, |p| p.pages_in_use as u64),
+            };
+        }
         self.stats.publish(&v);
     }
 }

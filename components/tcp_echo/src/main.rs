@@ -34,9 +34,8 @@ use iolite::{
     init_duplex, Aggregate, BufMeta, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, PoolLayout,
     RoRegion, RwRegion, Trust, Want,
 };
-use netstack::api::{ErrorCode, Event, Request};
-use netstack::link::{self, CounterPage};
-use netstack::ConnId;
+use nic_api::DrvCounter;
+use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
@@ -47,7 +46,7 @@ const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
 const ECHO_PORT: u16 = glue::attributes::ECHO_PORT as u16;
 const SOURCE_PORT: u16 = glue::attributes::SOURCE_PORT as u16;
 const NETSTACK: PeerId = PeerId(0);
-const _: () = assert!(glue::client::SIZE >= link::PAIR_BYTES);
+const _: () = assert!(glue::client::SIZE >= socket_api::REGION_BYTES);
 /// Largest source message.
 const MAX_MESSAGE: usize = 1 << 20;
 /// Bytes a source keeps in flight (sent, not yet returned by netstack).
@@ -117,13 +116,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // runs below us). Received data is echoed by reference: no copy stage.
     let net = unsafe {
         let region = RwRegion::from_raw_parts(glue::client::VADDR as *mut u8, glue::client::SIZE).expect("client");
-        init_duplex(region, link::GEOMETRY).expect("client");
+        init_duplex(region, socket_api::GEOMETRY).expect("client");
         Duplex::attach(DuplexAttach {
             domain: d,
             peer: NETSTACK,
             region,
-            geometry: link::GEOMETRY,
-            side: link::CLIENT_SIDE,
+            geometry: socket_api::GEOMETRY,
+            side: socket_api::CLIENT_SIDE,
         })
         .expect("client")
     };
@@ -392,8 +391,8 @@ impl Echo {
             self.d.stats().bytes_copied,
         );
         let mut first = false;
-        let _ = self.drv.write_json(out, link::DRV_NAMES, &mut first);
-        let _ = self.stk.write_json(out, link::STACK_NAMES, &mut first);
+        let _ = self.drv.write_json::<DrvCounter>(out, &mut first);
+        let _ = self.stk.write_json::<StackCounter>(out, &mut first);
         out.push_str("}\n");
     }
 

@@ -56,7 +56,8 @@ use iolite::{
     init_duplex, AggDesc, Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, Domain, Duplex, DuplexAttach,
     Geometry, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, SliceDesc, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
-use netstack::link::{self, CounterPage};
+use nic_api::{Counter, CounterPage, DrvCounter};
+use socket_api::StackCounter;
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(2 << 20);
@@ -161,13 +162,13 @@ impl FragmentSource<'static> for FsFragments {
 
 /// netstack's and netdrv's counter pages as components, with the names
 /// the stats schema uses for the common ones.
-fn counter_page(name: &str, page: &CounterPage, names: &[&str]) -> Option<Component> {
+fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component> {
     if !page.valid() {
         return None;
     }
     let mut c = Component::new(name);
-    for (i, n) in names.iter().enumerate() {
-        c.set(n, page.get(i));
+    for (n, v) in page.read::<C>() {
+        c.set(n, v);
     }
     let alias = |c: &mut Component, to: &str, from: &str| {
         if let Some(v) = c.get(from) {
@@ -201,8 +202,8 @@ fn collect() -> Counters {
     let (stk, drv) = unsafe {
         (CounterPage::at(glue::stack_stats::VADDR as *const u8), CounterPage::at(glue::drv_stats::VADDR as *const u8))
     };
-    all.components.extend(counter_page("netstack", stk, link::STACK_NAMES));
-    all.components.extend(counter_page("netdrv", drv, link::DRV_NAMES));
+    all.components.extend(counter_page::<StackCounter>("netstack", stk));
+    all.components.extend(counter_page::<DrvCounter>("netdrv", drv));
     let mut v = [0u64; 12];
     let [hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce] = &mut v;
     if glue::fs::stats(hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce) == 0 {

@@ -1,6 +1,6 @@
 //! The httpd component: `httpd::Server` on seL4 (camkes/iolite.camkes).
 //!
-//! * **netstack** (`client` duplex, as tcp_echo; `netstack::link`): we
+//! * **netstack** (`client` duplex, as tcp_echo; the `socket-api` protocol): we
 //!   listen on `port` and turn socket events into `Server` calls; every
 //!   `Action::Send` is a `Send` request carrying the aggregate **by
 //!   reference** (the header from our pool, the body slices of fs's file
@@ -15,7 +15,7 @@
 //!   range on the channel as aggregates of the cache's buffers, which we
 //!   receive at once (fs has answered by then).
 //! * **cgi** (`cgi_chan`, a duplex: requests A, replies B; see
-//!   `cgi::chan`): the cgi runs below us (a CGI that spins harms nobody
+//!   `cgi_api::chan`): the cgi runs below us (a CGI that spins harms nobody
 //!   above it). Requests go on A and we signal `cgi_go` if it waits for
 //!   them; it answers on B and signals our `wake` if we wait for replies. A request is its environment and body in our CGI
 //!   request pool (`cgi_req_pool`), the only pool of ours the cgi maps: we
@@ -58,8 +58,7 @@ use iolite::{
     init_duplex, Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach,
     Guard, Next, PeerId, PoolId, PoolLayout, RoRegion, RwRegion, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
-use netstack::api::{ErrorCode, Event, Request};
-use netstack::link;
+use socket_api::{ErrorCode, Event, Request};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(8 << 20);
@@ -75,8 +74,8 @@ const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const CGI: PeerId = PeerId(2);
 const PORT: u16 = glue::attributes::PORT as u16;
-const _: () = assert!(glue::client::SIZE >= link::PAIR_BYTES);
-const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
+const _: () = assert!(glue::client::SIZE >= socket_api::REGION_BYTES);
+const _: () = assert!(glue::cgi_chan::SIZE >= cgi_api::chan::REGION_BYTES);
 const _: () = assert!(glue::fs_channel::SIZE >= proto::CHANNEL_BYTES);
 
 /// Most file bytes one `FileSource::read` asks fs for: 15 cache chunks,
@@ -397,13 +396,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // shared with netstack only, which attaches after we initialised it.
     let net = unsafe {
         let region = rw(glue::client::VADDR, glue::client::SIZE);
-        init_duplex(region, link::GEOMETRY).expect("client");
+        init_duplex(region, socket_api::GEOMETRY).expect("client");
         Duplex::attach(DuplexAttach {
             domain: d,
             peer: NETSTACK,
             region,
-            geometry: link::GEOMETRY,
-            side: link::CLIENT_SIDE,
+            geometry: socket_api::GEOMETRY,
+            side: socket_api::CLIENT_SIDE,
         })
         .expect("client")
     };
@@ -429,8 +428,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let srv = Server::new(d, HTTPD_POOL, src, TickClock, cfg);
     // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
     // its control page is written by the cgi only.
-    let cgi_control =
-        unsafe { Control::of(rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE), cgi::chan::GEOMETRY) }.expect("cgi_chan");
+    let cgi_control = unsafe { Control::of(rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE), cgi_api::chan::GEOMETRY) }
+        .expect("cgi_chan");
     let mut me = Httpd {
         d,
         srv,
@@ -653,7 +652,7 @@ impl Httpd {
 
     /// Pulls output of ready connections and hands it to netstack / the cgi.
     fn pump(&mut self) {
-        if self.outq.len() >= link::FWD_CAP {
+        if self.outq.len() >= socket_api::FWD_CAP {
             // netstack has not taken what we have for it: pull nothing more.
             return;
         }
@@ -748,14 +747,14 @@ impl Httpd {
             .unwrap_or(false)
     }
 
-    fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi::Failure)> {
+    fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi_api::Failure)> {
         let call_id = call.id;
         self.check_events();
         self.check_cgi();
         self.publish();
         let Some(c) = &mut self.cgi else {
             self.cgi_unavailable += 1;
-            return Err((call_id, cgi::Failure::Unavailable));
+            return Err((call_id, cgi_api::Failure::Unavailable));
         };
         // The body arrived in netstack's socket pool, which holds every
         // client's bytes: the cgi gets a copy in the pool that holds only
@@ -770,14 +769,14 @@ impl Httpd {
                 }
                 Err(_) => {
                     self.cgi_unavailable += 1;
-                    return Err((call_id, cgi::Failure::Unavailable));
+                    return Err((call_id, cgi_api::Failure::Unavailable));
                 }
             },
             None => None,
         };
-        let (msg, tag) = match cgi::wire::encode_request(self.d, CGI_REQ_POOL, call_id, &call.env, body) {
+        let (msg, tag) = match cgi_api::wire::encode_request(self.d, CGI_REQ_POOL, call_id, &call.env, body) {
             Ok(m) => m,
-            Err(_) => return Err((call_id, cgi::Failure::Unavailable)),
+            Err(_) => return Err((call_id, cgi_api::Failure::Unavailable)),
         };
         match c.link.tx.send(msg, tag, FLAG_EOF) {
             Ok(()) => {
@@ -786,7 +785,7 @@ impl Httpd {
             }
             Err(_) => {
                 self.cgi_unavailable += 1;
-                Err((call_id, cgi::Failure::Unavailable))
+                Err((call_id, cgi_api::Failure::Unavailable))
             }
         }
     }
@@ -828,7 +827,7 @@ impl Httpd {
             };
             let call_id = r.tag as u32;
             let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
-            let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi::Failure::Fault) };
+            let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi_api::Failure::Fault) };
             let before = self.d.stats().bytes_copied;
             self.srv.cgi_reply(id, call_id, result);
             self.cgi_copied += self.d.stats().bytes_copied - before;
@@ -896,7 +895,7 @@ impl Httpd {
         self.cgi = None;
         let failed = self.cgi_pending.len();
         for (call_id, id) in core::mem::take(&mut self.cgi_pending) {
-            self.srv.cgi_reply(id, call_id, Err(cgi::Failure::Fault));
+            self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Fault));
             self.ready.push(id);
         }
         let quarantined = self.d.peer_failed(CGI).unwrap_or(0);
@@ -931,7 +930,7 @@ impl Httpd {
         if old.is_some() || self.cgi_gen != 0 {
             drop(old);
             for (call_id, id) in core::mem::take(&mut self.cgi_pending) {
-                self.srv.cgi_reply(id, call_id, Err(cgi::Failure::Fault));
+                self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Fault));
                 self.ready.push(id);
             }
             if self.sys_events.is_none() {
@@ -961,8 +960,8 @@ impl Httpd {
                 domain: self.d,
                 peer: CGI,
                 region: rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE),
-                geometry: cgi::chan::GEOMETRY,
-                side: cgi::chan::HTTPD_SIDE,
+                geometry: cgi_api::chan::GEOMETRY,
+                side: cgi_api::chan::HTTPD_SIDE,
             })
             .and_then(|link| {
                 let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(HTTPD_POOL))?;
@@ -1025,8 +1024,8 @@ impl Httpd {
             },
         );
         let mut text = String::new();
-        cgi::chan::format_counters(&c, &mut text);
+        cgi_api::chan::format_counters(&c, &mut text);
         // SAFETY: our counter page, mapped read-write, written only here.
-        unsafe { cgi::chan::publish(glue::httpd_stats::VADDR as *mut u8, text.as_bytes()) };
+        unsafe { cgi_api::chan::publish(glue::httpd_stats::VADDR as *mut u8, text.as_bytes()) };
     }
 }
