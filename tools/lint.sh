@@ -33,7 +33,7 @@ check rustfmt cargo fmt --all -- --check
 check "clippy (host crates)" cargo clippy --all-targets -- -D warnings
 
 # The seL4-only crates need an assembly's glue: the CAmkES compiler makes
-# it for every assembly in camkes/ (cheap, and it covers the examples no
+# it for camkes/iolite.camkes and every examples/*/*.camkes (cheap, and it covers the examples no
 # test image boots); each component crate is linted once, with the glue of
 # the first assembly that instantiates it.
 cargo build --quiet --release -p camkes || exit 1
@@ -41,7 +41,7 @@ scratch=$(mktemp -d)
 trap 'rm -rf "$scratch"' EXIT
 declare -A glue_of=()
 order=()
-for assembly in camkes/iolite.camkes camkes/examples/*.camkes; do
+for assembly in camkes/iolite.camkes examples/*/*.camkes; do
     out="$scratch/$(basename "$assembly" .camkes)"
     mkdir -p "$out"
     if ! "${CARGO_TARGET_DIR:-target}/release/camkes" compile --import-path camkes --spec-out "$out/system.spec" \

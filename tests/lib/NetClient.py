@@ -1,6 +1,6 @@
 """Host-side TCP clients for the network suite (tests/robot/network.robot).
 
-The guest runs camkes/examples/netecho.camkes behind QEMU user networking
+The guest runs examples/netecho/netecho.camkes behind QEMU user networking
 (slirp) with `simulate --port H:7 --port S:19`: a connection to 127.0.0.1:H
 is slirp's host socket, which slirp relays to the guest's 10.0.2.15:7 as a TCP
 connection of its own. So what reaches the guest is always well-formed TCP

@@ -10,7 +10,7 @@ Test Tags           hello
 Test Teardown       Attach Serial Log If Test Failed
 
 *** Variables ***
-# The test variant "hello" (camkes/examples/hello.camkes, tests/variants).
+# The test variant "hello" (examples/hello/hello.camkes, tests/variants).
 ${HELLO_BUILD_DIR}        ${CURDIR}/../../build/variants/hello
 
 *** Test Cases ***

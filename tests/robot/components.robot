@@ -1,6 +1,6 @@
 *** Settings ***
 Documentation       The component framework on the real image: the loader builds the
-...                 hello assembly (camkes/examples/hello.camkes) from the spec the
+...                 hello assembly (examples/hello/hello.camkes) from the spec the
 ...                 CAmkES compiler wrote, and the components talk through the
 ...                 generated glue: an RPC round trip with typed arguments, a
 ...                 notification, and an 8 KiB dataport mapped read-write in
@@ -14,7 +14,7 @@ Test Tags           hello
 Test Teardown       Attach Serial Log If Test Failed
 
 *** Variables ***
-# The test variant "hello" (camkes/examples/hello.camkes, tests/variants).
+# The test variant "hello" (examples/hello/hello.camkes, tests/variants).
 ${HELLO_BUILD_DIR}        ${CURDIR}/../../build/variants/hello
 
 *** Test Cases ***

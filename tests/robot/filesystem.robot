@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       The file system on the image (issue 6): camkes/examples/fsread.camkes
+Documentation       The file system on the image: examples/fsread/fsread.camkes
 ...                 booted with the site's ext2 image as QEMU's virtio-blk disk
 ...                 (simulate --disk images/site.img, made by tools/image/make-site-image.sh
 ...                 from site/). fs drives the disk itself (legacy virtio-pci, DMA into the

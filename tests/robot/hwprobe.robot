@@ -1,6 +1,6 @@
 *** Settings ***
 Documentation       The loader's hardware capabilities on the real image
-...                 (camkes/examples/hwprobe.camkes, booted with --net): an I/O port
+...                 (examples/hwprobe/hwprobe.camkes, booted with --net): an I/O port
 ...                 range for PCI configuration space that the kernel enforces, the
 ...                 e1000's BAR0 mapped uncached, and its IOAPIC interrupt raised,
 ...                 delivered and acknowledged three times.

@@ -1,8 +1,8 @@
 *** Settings ***
-Documentation       IO-Lite on the image (issue 4): stream_producer streams a deterministic
+Documentation       IO-Lite on the image: stream_producer streams a deterministic
 ...                 8 MiB byte stream as aggregates of its pool (multi-buffer, packed
 ...                 headers, some split in two) to stream_consumer through one IO-Lite
-...                 channel (camkes/examples/stream.camkes). The consumer checksums what it
+...                 channel (examples/stream/stream.camkes). The consumer checksums what it
 ...                 receives; the producer's pool is mapped read-only in the consumer, so
 ...                 its deliberate write into a received buffer faults and the supervisor
 ...                 reports it by name; every pool is back to its initial free count after
@@ -10,7 +10,7 @@ Documentation       IO-Lite on the image (issue 4): stream_producer streams a de
 ...                 COPY_MODE=iolite (received by reference: nothing copied) and with
 ...                 COPY_MODE=posix (each aggregate copied once into a private buffer).
 ...
-...                 The lines come in a fixed order (see components/stream_common/src/stream.rs),
+...                 The lines come in a fixed order (see libs/stream-common/src/stream.rs),
 ...                 which these tests rely on: each waits after the previous one's line.
 Library             QemuSystem    ${STREAM_BUILD_DIR}    AS    Iolite
 Library             QemuSystem    ${STREAMPOSIX_BUILD_DIR}    AS    Posix

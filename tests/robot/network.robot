@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       The network path on the real image (camkes/examples/netecho.camkes):
+Documentation       The network path on the real image (examples/netecho/netecho.camkes):
 ...                 QEMU's e1000 -> netdrv -> netstack (smoltcp over IO-Lite) -> tcp_echo,
 ...                 booted with QEMU user networking and 127.0.0.1:5555 forwarded to the
 ...                 guest's echo port 7.

@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       netecho with DHCP (image `network_dhcp`: camkes/examples/netecho.camkes
+Documentation       netecho with DHCP (image `network_dhcp`: examples/netecho/netecho.camkes
 ...                 built with the override netstack.dhcp=1): netstack starts without an
 ...                 address, asks QEMU's user-networking DHCP server (slirp), logs the
 ...                 lease it got, and the echo service works on that address.

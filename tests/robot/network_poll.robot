@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       netdrv's polling fallback (image `network_poll`: camkes/examples/netecho.camkes
+Documentation       netdrv's polling fallback (image `network_poll`: examples/netecho/netecho.camkes
 ...                 built with netdrv.poll=1, ticker.drv_every=1, ticker.hz=500): the e1000's
 ...                 interrupts stay masked and netdrv runs its pass on every tick of the ticker
 ...                 (2 ms) instead. The echo service must work as with interrupts, and the

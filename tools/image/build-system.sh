@@ -36,9 +36,14 @@ done
 mapfile -t elves < "$system_dir/elves.txt"
 packages=()
 for elf in "${elves[@]}"; do
-    if [ ! -f "$root/components/$elf/Cargo.toml" ]; then
+    # A component's crate is a folder of components/ (the system) or of an
+    # example's own folder, examples/<name>/.
+    crates=("$root/components/$elf/Cargo.toml" "$root"/examples/*/"$elf"/Cargo.toml)
+    found=0
+    for c in "${crates[@]}"; do [ -f "$c" ] && found=$((found + 1)); done
+    if [ "$found" -ne 1 ]; then
         echo "build-system: the assembly instantiates a component of type '$elf'," >&2
-        echo "  but there is no crate components/$elf/ (a component is a folder there)" >&2
+        echo "  but there is not exactly one crate components/$elf/ or examples/*/$elf/ (found $found)" >&2
         exit 1
     fi
     packages+=(-p "$elf")

@@ -1,4 +1,4 @@
-//! log: the console server (camkes/iolite.camkes, camkes/examples/netecho.camkes).
+//! log: the console server (camkes/iolite.camkes, examples/netecho/netecho.camkes).
 //!
 //! It alone writes COM1 (its `serial` I/O port capability, the same on debug
 //! and release kernels). Every other component has a one-page log ring the

@@ -1,5 +1,5 @@
 //! netdrv: the e1000 (82540EM) driver of the network path
-//! (camkes/examples/netecho.camkes).
+//! (examples/netecho/netecho.camkes).
 //!
 //! * **Discovery:** PCI configuration space through the granted ports
 //!   0xCF8..0xCFF; the e1000 must be at 00:03.0 with BAR0 where the assembly

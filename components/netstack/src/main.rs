@@ -1,4 +1,4 @@
-//! netstack as an seL4 component (camkes/examples/netecho.camkes): the
+//! netstack as an seL4 component (examples/netecho/netecho.camkes): the
 //! library's [`NetStack`](netstack::NetStack) between the e1000 driver
 //! (netdrv, below) and one socket client (above), over IO-Lite channels.
 //! On the host this binary is an empty stub; the component is
@@ -10,5 +10,5 @@ mod component;
 
 #[cfg(not(target_os = "none"))]
 fn main() {
-    eprintln!("netstack is an seL4 component; see camkes/examples/netecho.camkes");
+    eprintln!("netstack is an seL4 component; see examples/netecho/netecho.camkes");
 }

@@ -10,7 +10,7 @@
 //! * Wakes httpd every `httpd_every` ticks (request/CGI timeouts) and
 //!   netstack every `net_every` ticks (TCP timers while the network is
 //!   idle), through `to_httpd` and `to_net`; 0 means never (an assembly
-//!   without httpd, camkes/examples/netecho.camkes, leaves `to_httpd`
+//!   without httpd, examples/netecho/netecho.camkes, leaves `to_httpd`
 //!   unconnected and sets `httpd_every = 0`). `to_drv` every `drv_every`
 //!   ticks (default 0: never) drives netdrv's polling fallback.
 //! * The `clock` page is optional: an assembly where nobody reads the time

@@ -43,7 +43,7 @@ fn snapshots(out: &camkes::Output, dir: &str) {
 
 #[test]
 fn hello_compiles_with_the_documented_layout() {
-    let out = compile("../../camkes/examples/hello.camkes");
+    let out = compile("../../examples/hello/hello.camkes");
     let spec = &out.spec;
     spec.validate().unwrap();
     roundtrip(spec);
@@ -81,7 +81,7 @@ fn hello_compiles_with_the_documented_layout() {
 
 #[test]
 fn hello_glue_has_typed_stubs_and_rights() {
-    let out = compile("../../camkes/examples/hello.camkes");
+    let out = compile("../../examples/hello/hello.camkes");
     let glue = |name: &str| out.glue.iter().find(|(n, _)| n == name).unwrap().1.clone();
     let client = glue("hello_client.rs");
     for line in [
@@ -219,7 +219,7 @@ fn the_cli_reports_errors_in_the_documented_form() {
         .arg(&spec_out)
         .arg("--glue-out")
         .arg(&glue_out)
-        .arg("../../camkes/examples/hello.camkes")
+        .arg("../../examples/hello/hello.camkes")
         .status()
         .unwrap();
     assert!(status.success());

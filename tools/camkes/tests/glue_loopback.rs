@@ -16,7 +16,7 @@ fn setup(name: &str) -> PathBuf {
     let dir = std::env::temp_dir().join(format!("camkes-{name}-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
-    for system in ["../../camkes/examples/hello.camkes", "../../camkes/iolite.camkes"] {
+    for system in ["../../examples/hello/hello.camkes", "../../camkes/iolite.camkes"] {
         let out = camkes::compile(Path::new(system), &[], &DiskFiles).unwrap_or_else(|d| panic!("{d}"));
         for (file, text) in out.glue {
             std::fs::write(dir.join(file), text).unwrap();

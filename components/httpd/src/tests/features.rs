@@ -1,4 +1,4 @@
-//! Every feature of issue 7 part 1, one test (or a few) each.
+//! Every feature of the server, one test (or a few) each.
 
 use super::*;
 use crate::Limits;

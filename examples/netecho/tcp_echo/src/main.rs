@@ -1,0 +1,420 @@
+//! tcp_echo: a socket client of netstack (examples/netecho/netecho.camkes).
+//!
+//! * **Echo, port `echo_port` (7):** every `Data` aggregate received on a
+//!   connection is sent straight back on it, by reference: in iolite mode the
+//!   bytes netstack received are the bytes it transmits, no copy here or
+//!   below. EOF from the peer closes the connection after the echoed data.
+//! * **Counters:** a connection to the echo port whose first data is exactly
+//!   `STATS\n` gets one line of JSON with every counter of netdrv, netstack
+//!   and tcp_echo (`{"connections":…,"drv_tx_frames":…,…}`) and is
+//!   closed. The same counters are logged as a `stats: …` line then, and
+//!   after every 1000th connection.
+//! * **Source, port `source_port` (19):** the client sends one line
+//!   `SEND <size> <count>\n`; we prepare one `<size>`-byte buffer (byte `i`
+//!   is `i % 251`, at most 1 MiB) and send it `<count>` times by reference,
+//!   at most a few messages in flight (counted as holds netstack has not
+//!   returned yet), then close. The benchmark's guest→host bulk send.
+//!
+//! We run above netstack: we block on its `event` notification only, and
+//! what we queue (requests, releases) is picked up when we block (it is in
+//! its round whenever we run). Before blocking we ask it, through the
+//! client region's "signal me" flags, for events, and, if requests wait
+//! for ring room or a source for its buffers, for room or releases.
+#![no_std]
+#![no_main]
+
+extern crate alloc;
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::string::String;
+use component_runtime::{log, warn};
+use core::fmt::Write;
+use iolite::{
+    init_duplex, Aggregate, BufMeta, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, PoolLayout,
+    RoRegion, RwRegion, Trust, Want,
+};
+use nic_api::DrvCounter;
+use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
+
+component_runtime::component_entry!(main);
+component_runtime::global_heap!(1 << 20);
+include!(concat!(env!("IOLITE_GLUE_DIR"), "/tcp_echo.rs"));
+
+const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
+const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
+const ECHO_PORT: u16 = glue::attributes::ECHO_PORT as u16;
+const SOURCE_PORT: u16 = glue::attributes::SOURCE_PORT as u16;
+const NETSTACK: PeerId = PeerId(0);
+const _: () = assert!(glue::client::SIZE >= socket_api::REGION_BYTES);
+/// Largest source message.
+const MAX_MESSAGE: usize = 1 << 20;
+/// Bytes a source keeps in flight (sent, not yet returned by netstack).
+const SOURCE_WINDOW: usize = 512 * 1024;
+
+fn msg_slot(conns: &mut BTreeMap<ConnId, Conn>, conn: ConnId) -> &mut Option<Aggregate<'static>> {
+    match conns.get_mut(&conn) {
+        Some(Conn { kind: Kind::Source { msg, .. }, .. }) => msg,
+        _ => unreachable!("a source connection"),
+    }
+}
+
+fn meta(size: usize) -> &'static mut [BufMeta] {
+    let pages = PoolLayout::fitting(size).pages as usize;
+    Box::leak(alloc::vec![BufMeta::EMPTY; pages].into_boxed_slice())
+}
+
+// An aggregate is a fixed 16-slice array kept inline on purpose (no
+// allocation per message); one per source connection is cheap.
+#[allow(clippy::large_enum_variant)]
+enum Kind {
+    /// Echo; `first` until the first data arrived.
+    Echo { first: bool },
+    /// Source: the command line so far, then the message and what is left.
+    Source { line: String, msg: Option<Aggregate<'static>>, left: u64, size: usize },
+}
+
+struct Conn {
+    kind: Kind,
+    close_sent: bool,
+}
+
+struct Echo {
+    d: &'static Domain,
+    /// The netstack region: events on `net.rx`, requests on `net.tx`.
+    net: Duplex<'static>,
+    /// A corrupt ring or a forged event breaks it for good (reported once).
+    guard: Guard,
+    /// A source waits for netstack to return its buffers.
+    sources_wait: bool,
+    outq: VecDeque<(u64, Aggregate<'static>)>,
+    conns: BTreeMap<ConnId, Conn>,
+    connections: u64,
+    closed: u64,
+    bytes_echoed: u64,
+    bytes_sourced: u64,
+    errors: u64,
+    stats_requests: u64,
+    drv: &'static CounterPage,
+    stk: &'static CounterPage,
+}
+
+fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+    init_heap();
+    let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    // SAFETY: the pool dataports are mapped as declared for as long as we
+    // run, and used only through this domain.
+    unsafe {
+        let app = RwRegion::from_raw_parts(glue::app_pool::VADDR as *mut u8, glue::app_pool::SIZE).expect("app pool");
+        d.add_owned_pool(APP_POOL, app, meta(glue::app_pool::SIZE), Trust::Trusted).expect("app pool");
+        let sock =
+            RoRegion::from_raw_parts(glue::sock_pool::VADDR as *const u8, glue::sock_pool::SIZE).expect("sock pool");
+        d.add_foreign_pool(SOCK_POOL, sock, meta(glue::sock_pool::SIZE), Trust::Trusted).expect("sock pool");
+    }
+    // SAFETY: the client dataport, mapped read-write for our lifetime,
+    // shared with netstack only, which attaches after we initialised it (it
+    // runs below us). Received data is echoed by reference: no copy stage.
+    let net = unsafe {
+        let region = RwRegion::from_raw_parts(glue::client::VADDR as *mut u8, glue::client::SIZE).expect("client");
+        init_duplex(region, socket_api::GEOMETRY).expect("client");
+        Duplex::attach(DuplexAttach {
+            domain: d,
+            peer: NETSTACK,
+            region,
+            geometry: socket_api::GEOMETRY,
+            side: socket_api::CLIENT_SIDE,
+        })
+        .expect("client")
+    };
+    // SAFETY: the counter pages, mapped read-only; we only load from them.
+    let (drv, stk) = unsafe {
+        (CounterPage::at(glue::drv_stats::VADDR as *const u8), CounterPage::at(glue::stack_stats::VADDR as *const u8))
+    };
+    let mut e = Echo {
+        d,
+        net,
+        guard: Guard::new(),
+        sources_wait: false,
+        outq: VecDeque::new(),
+        conns: BTreeMap::new(),
+        connections: 0,
+        closed: 0,
+        bytes_echoed: 0,
+        bytes_sourced: 0,
+        errors: 0,
+        stats_requests: 0,
+        drv,
+        stk,
+    };
+    e.request(Request::Listen { port: ECHO_PORT, backlog: 48 }.encode(), Aggregate::new(d));
+    e.request(Request::Listen { port: SOURCE_PORT, backlog: 2 }.encode(), Aggregate::new(d));
+    loop {
+        e.flush();
+        // netstack is in its round whenever we run: it takes what we queued
+        // when we return, so there is nobody to signal.
+        let _ = e.net.flush();
+        let want = Want { data: e.guard.broken().is_none(), releases: e.sources_wait, room: !e.outq.is_empty() };
+        if !e.net.arm(want) {
+            glue::event::wait();
+        }
+        e.net.disarm();
+        e.handle_events();
+    }
+}
+
+impl Echo {
+    /// Queues a request (kept in order behind earlier ones if the ring is full).
+    fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
+        if self.outq.is_empty() {
+            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
+                self.outq.push_back((tag, agg));
+            }
+        } else {
+            self.outq.push_back((tag, agg));
+        }
+    }
+
+    /// Sends what waits and makes progress on sources; notes whether a
+    /// source waits for its buffers.
+    fn flush(&mut self) {
+        let _ = self.net.tx.poll_releases();
+        while let Some((tag, agg)) = self.outq.pop_front() {
+            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
+                self.outq.push_front((tag, agg));
+                break;
+            }
+        }
+        let ids: alloc::vec::Vec<ConnId> = self.conns.keys().copied().collect();
+        let mut waiting = false;
+        for id in ids {
+            waiting |= self.pump_source(id);
+        }
+        self.sources_wait = waiting;
+    }
+
+    fn handle_events(&mut self) {
+        loop {
+            let r = match self.guard.recv(&mut self.net.rx) {
+                Next::Msg(r) => r,
+                Next::Idle | Next::Wait(_) => break,
+                Next::Refused(_) => {
+                    self.errors += 1;
+                    continue;
+                }
+                Next::Broke(e) => {
+                    self.errors += 1;
+                    warn!("channel client.A from netstack broken: {e:?}");
+                    break;
+                }
+            };
+            match Event::decode(r.tag) {
+                Some(Event::Listening { port }) => {
+                    let what = if port == ECHO_PORT { "echo" } else { "source" };
+                    log!("{what} listening on port {port}");
+                }
+                Some(Event::Accepted { port, conn }) => {
+                    self.connections += 1;
+                    let kind = if port == SOURCE_PORT {
+                        Kind::Source { line: String::new(), msg: None, left: 0, size: 0 }
+                    } else {
+                        Kind::Echo { first: true }
+                    };
+                    self.conns.insert(conn, Conn { kind, close_sent: false });
+                }
+                Some(Event::Data { conn }) => self.data(conn, r.agg),
+                Some(Event::Eof { conn }) => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        let idle_source = matches!(&c.kind, Kind::Source { msg: None, left: 0, .. });
+                        if matches!(c.kind, Kind::Echo { .. }) || idle_source {
+                            self.close(conn);
+                        }
+                    }
+                }
+                // netstack stops giving us a connection's data while its
+                // echo is held back (SendFull), so nothing else to do.
+                Some(Event::SendSpace { .. } | Event::SendFull { .. }) => {}
+                // The echo does not need to know who connected.
+                Some(Event::Peer { .. }) => {}
+                Some(Event::Closed { conn }) => {
+                    self.conns.remove(&conn);
+                    self.closed += 1;
+                    if self.closed.is_multiple_of(1000) {
+                        self.log_stats();
+                    }
+                }
+                Some(Event::Error { op, id, code }) => {
+                    self.errors += 1;
+                    if self.errors <= 10 && code != ErrorCode::NotFound {
+                        warn!("netstack: request {op} on {id} failed: {code:?}");
+                    }
+                }
+                None => self.errors += 1,
+            }
+        }
+    }
+
+    fn close(&mut self, conn: ConnId) {
+        if let Some(c) = self.conns.get_mut(&conn) {
+            if !c.close_sent {
+                c.close_sent = true;
+                self.request(Request::Close { conn }.encode(), Aggregate::new(self.d));
+            }
+        }
+    }
+
+    fn data(&mut self, conn: ConnId, agg: Aggregate<'static>) {
+        let Some(c) = self.conns.get_mut(&conn) else { return };
+        match &mut c.kind {
+            Kind::Echo { first } => {
+                let was_first = core::mem::replace(first, false);
+                if was_first && agg.eq_bytes(b"STATS\n") {
+                    self.stats_requests += 1;
+                    self.send_stats(conn);
+                    return;
+                }
+                self.bytes_echoed += agg.len() as u64;
+                // Back by reference: the same buffers netstack received into.
+                self.request(Request::Send { conn }.encode(), agg);
+            }
+            Kind::Source { line, msg, .. } => {
+                if msg.is_some() || line.len() > 64 {
+                    return;
+                }
+                for s in agg.slices() {
+                    line.push_str(&String::from_utf8_lossy(s));
+                }
+                if let Some(end) = line.find('\n') {
+                    let cmd = String::from(&line[..end]);
+                    self.start_source(conn, &cmd);
+                }
+            }
+        }
+    }
+
+    fn start_source(&mut self, conn: ConnId, cmd: &str) {
+        let mut w = cmd.split_whitespace();
+        let parsed = match (
+            w.next(),
+            w.next().and_then(|s| s.parse::<usize>().ok()),
+            w.next().and_then(|s| s.parse::<u64>().ok()),
+        ) {
+            (Some("SEND"), Some(size), Some(count)) if (1..=MAX_MESSAGE).contains(&size) => Some((size, count)),
+            _ => None,
+        };
+        let Some((size, count)) = parsed else {
+            self.close(conn);
+            return;
+        };
+        let mut buf = match self.d.alloc(APP_POOL, size) {
+            Ok(b) => b,
+            Err(_) => {
+                warn!("source: no room for a {size}-byte message");
+                self.close(conn);
+                return;
+            }
+        };
+        for (i, b) in buf.writable()[..size].iter_mut().enumerate() {
+            *b = (i % 251) as u8;
+        }
+        let Ok(msg) = buf.seal(size) else {
+            self.close(conn);
+            return;
+        };
+        if let Some(Conn { kind: Kind::Source { msg: m, left, size: s, .. }, .. }) = self.conns.get_mut(&conn) {
+            *m = Some(msg);
+            *left = count;
+            *s = size;
+        }
+        self.pump_source(conn);
+    }
+
+    /// Sends more of a source's messages while few are in flight; returns
+    /// whether it waits for netstack to return some.
+    fn pump_source(&mut self, conn: ConnId) -> bool {
+        let d = self.d;
+        let Some(Conn { kind: Kind::Source { msg: Some(msg), left, size, .. }, close_sent }) =
+            self.conns.get_mut(&conn)
+        else {
+            return false;
+        };
+        let size = *size;
+        if *close_sent {
+            return false;
+        }
+        let window = (SOURCE_WINDOW / size).max(2) as u32;
+        let id = msg.descs()[0];
+        let mut sends = alloc::vec::Vec::new();
+        while *left > 0 {
+            let in_flight = d.holds(id.pool, id.buf).map(|h| h.lent).unwrap_or(0);
+            if in_flight + sends.len() as u32 >= window {
+                break;
+            }
+            match msg.duplicate() {
+                Ok(m) => sends.push(m),
+                Err(_) => break,
+            }
+            *left -= 1;
+        }
+        let done = *left == 0;
+        if done {
+            // The holds lent to netstack keep the buffer alive until it
+            // is sent; our own reference can go now.
+            *msg_slot(&mut self.conns, conn) = None;
+        }
+        let size = size as u64;
+        let waiting = !done;
+        for m in sends {
+            self.bytes_sourced += size;
+            self.request(Request::Send { conn }.encode(), m);
+        }
+        if done {
+            self.close(conn);
+        }
+        waiting
+    }
+
+    fn counters_json(&self, out: &mut String) {
+        let mode = match iolite::BUILD_COPY_MODE {
+            CopyMode::IoLite => "iolite",
+            CopyMode::Flash => "flash",
+            CopyMode::Posix => "posix",
+        };
+        let _ = write!(
+            out,
+            "{{\"copy_mode\":\"{mode}\",\"connections\":{},\"closed\":{},\"bytes_echoed\":{},\"bytes_sourced\":{},\"echo_errors\":{},\"stats_requests\":{},\"echo_bytes_copied\":{}",
+            self.connections,
+            self.closed,
+            self.bytes_echoed,
+            self.bytes_sourced,
+            self.errors,
+            self.stats_requests,
+            self.d.stats().bytes_copied,
+        );
+        let mut first = false;
+        let _ = self.drv.write_json::<DrvCounter>(out, &mut first);
+        let _ = self.stk.write_json::<StackCounter>(out, &mut first);
+        out.push_str("}\n");
+    }
+
+    fn log_stats(&self) {
+        let mut s = String::new();
+        self.counters_json(&mut s);
+        log!("stats: {}", s.trim_end());
+    }
+
+    fn send_stats(&mut self, conn: ConnId) {
+        let mut s = String::new();
+        self.counters_json(&mut s);
+        log!("stats: {}", s.trim_end());
+        match self.d.alloc(APP_POOL, s.len()) {
+            Ok(mut b) => {
+                b.writable()[..s.len()].copy_from_slice(s.as_bytes());
+                if let Ok(a) = b.seal(s.len()) {
+                    self.request(Request::Send { conn }.encode(), a);
+                }
+            }
+            Err(_) => warn!("stats: app pool exhausted"),
+        }
+        self.close(conn);
+    }
+}
