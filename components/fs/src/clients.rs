@@ -131,7 +131,7 @@ mod tests {
     use crate::proto::{self, FS_POOL};
     use crate::testutil::{domain, map_pool, mkfs, own_pool, TempDir};
     use crate::Config;
-    use iolite::{init_channel, Attach, ChannelRx, Domain, Geometry, PeerId, RwRegion};
+    use iolite::{Attach, ChannelRx, Domain, Geometry, PeerId, RwRegion};
 
     const GEOMETRY: Geometry = Geometry { fwd: proto::FWD_CAP, rel: proto::REL_CAP };
 
@@ -166,10 +166,7 @@ mod tests {
     }
 
     fn chan() -> RwRegion {
-        let r = crate::testutil::region(proto::CHANNEL_BYTES.div_ceil(4096) as u32);
-        // SAFETY: a fresh region, larger than the channel.
-        unsafe { init_channel(r, GEOMETRY).unwrap() };
-        r
+        iolite::testing::channel(GEOMETRY)
     }
 
     /// fs with two clients, as the assembly sets them up: each with its

@@ -36,8 +36,8 @@ use component_runtime::{error, log, warn};
 use core::sync::atomic::Ordering;
 use iolite::duplex::Control;
 use iolite::{
-    init_duplex, Aggregate, BufMeta, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust, Want,
+    init_duplex, Aggregate, BufMeta, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, PoolLayout, RoRegion,
+    RwRegion, Trust, Want,
 };
 use netstack::api::{Event, Session};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
@@ -622,11 +622,7 @@ impl Node {
         // one does not compile until it has a line.
         for &k in <S as socket_api::Counter>::ALL {
             v[k] = match k {
-                S::CopyMode => match self.stack.config().copy_mode {
-                    CopyMode::IoLite => 0,
-                    CopyMode::Flash => 1,
-                    CopyMode::Posix => 2,
-                },
+                S::CopyMode => self.stack.config().copy_mode.number(),
                 S::ChecksumMode => match self.stack.config().checksum {
                     TxChecksum::Cached => 0,
                     TxChecksum::Software => 1,

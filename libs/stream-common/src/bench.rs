@@ -31,7 +31,7 @@
 //! [bench_channel_producer] channelbench done
 //! ```
 
-use crate::{mode_name, rdtsc, word_sum, ByteStream, Control, PEER, PRIVATE_POOL, PRODUCER_POOL};
+use crate::{rdtsc, word_sum, ByteStream, Control, PEER, PRIVATE_POOL, PRODUCER_POOL};
 use component_runtime::log;
 use iolite::{
     init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, RoRegion, RwRegion, Trust,
@@ -107,7 +107,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
     let mut tx = unsafe { ChannelTx::attach(crate::attach(&d, channel)) }.expect("attach");
     log!(
         "channelbench start: mode {}, sizes 4 KiB..1 MiB, {} cycles per size (at least {} messages), {} MiB cached per size",
-        mode_name(BUILD_COPY_MODE),
+        BUILD_COPY_MODE.name(),
         budget,
         MIN_MESSAGES,
         CACHE_BYTES >> 20
@@ -165,7 +165,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
             Control::get(&control.notifications) - releases_before,
             r.copied,
             if r.checksum_ok { "ok" } else { "MISMATCH" },
-            mode_name(BUILD_COPY_MODE)
+            BUILD_COPY_MODE.name()
         );
         results[i] = r;
         // Dropping the cache frees its buffers (every lent hold is back).

@@ -49,7 +49,7 @@
 //!    dead consumer's holds are dropped and the pool is whole again, which
 //!    its final lines show.
 
-use crate::{fnv1a64, mode_name, ByteStream, Control, SplitMix, FNV_START, PEER, PRIVATE_POOL, PRODUCER_POOL};
+use crate::{fnv1a64, ByteStream, Control, SplitMix, FNV_START, PEER, PRIVATE_POOL, PRODUCER_POOL};
 use component_runtime::log;
 use iolite::{
     init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, RoRegion, RwRegion, Trust,
@@ -477,7 +477,7 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     let private_free_before = private_stats.free_pages;
     log!(
         "consumer attached: mode {}, {} (private pool {} pages)",
-        mode_name(BUILD_COPY_MODE),
+        BUILD_COPY_MODE.name(),
         if copier.copies() {
             "each aggregate is copied into a private buffer"
         } else {
@@ -540,7 +540,7 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     log!(
         "copied bytes: {} (mode {}), by reference: {}",
         copied,
-        mode_name(BUILD_COPY_MODE),
+        BUILD_COPY_MODE.name(),
         d.stats().bytes_by_ref_received
     );
     log!("private pool free pages before: {}, after: {}", private_free_before, private_stats.free_pages);

@@ -93,14 +93,6 @@ const _: () = {
 /// Largest directory listing (one buffer).
 const MAX_LISTING: usize = 256 << 10;
 
-fn mode_name() -> &'static str {
-    match BUILD_COPY_MODE {
-        iolite::CopyMode::IoLite => "iolite",
-        iolite::CopyMode::Flash => "flash",
-        iolite::CopyMode::Posix => "posix",
-    }
-}
-
 fn main(start: &'static StartInfo) -> ! {
     init_heap();
     let dev = match bring_up(start) {
@@ -210,7 +202,7 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
         budget >> 10,
         fs.chunk_bytes() >> 10,
         POOL_PAGES,
-        mode_name()
+        BUILD_COPY_MODE.name()
     );
     let guards = alloc::vec![iolite::Guard::new(); clients.len()];
     let mut server = Server {

@@ -1015,14 +1015,7 @@ impl Httpd {
             c.set("pool_pages", u64::from(p.pages));
             c.set("pool_pages_in_use", u64::from(p.pages_in_use));
         }
-        c.set(
-            "copy_mode",
-            match iolite::BUILD_COPY_MODE {
-                CopyMode::IoLite => 0,
-                CopyMode::Flash => 1,
-                CopyMode::Posix => 2,
-            },
-        );
+        c.set("copy_mode", BUILD_COPY_MODE.number());
         let mut text = String::new();
         cgi_api::chan::format_counters(&c, &mut text);
         // SAFETY: our counter page, mapped read-write, written only here.

@@ -31,8 +31,8 @@ use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
 use fs::proto::{self, ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
 use iolite::{
-    Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, CopyMode, Domain, Geometry, PoolLayout, RoRegion,
-    RwRegion, Trust, BUILD_COPY_MODE,
+    Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, Domain, Geometry, PoolLayout, RoRegion, RwRegion, Trust,
+    BUILD_COPY_MODE,
 };
 use sha2::{Digest, Sha256};
 
@@ -60,14 +60,6 @@ const WARM_ROUNDS: u64 = 16;
 #[repr(C, align(4096))]
 struct PrivateRegion([u8; PRIVATE_BYTES]);
 static mut PRIVATE: PrivateRegion = PrivateRegion([0; PRIVATE_BYTES]);
-
-fn mode_name() -> &'static str {
-    match BUILD_COPY_MODE {
-        CopyMode::IoLite => "iolite",
-        CopyMode::Flash => "flash",
-        CopyMode::Posix => "posix",
-    }
-}
 
 fn err_name(ret: i64) -> String {
     match ErrorCode::from_ret(ret) {
@@ -272,7 +264,7 @@ impl Client {
 
 fn main(_start: &'static StartInfo) -> ! {
     init_heap();
-    log!("fs_reader started (mode {})", mode_name());
+    log!("fs_reader started (mode {})", BUILD_COPY_MODE.name());
     // The first call returns once fs has set the channel up.
     let before = counters();
     let d: &'static Domain = alloc::boxed::Box::leak(alloc::boxed::Box::new(Domain::new()));
@@ -507,7 +499,7 @@ fn memory(c: &mut Client) {
         "memory {READERS} readers of {path}: fs pool {fs_pages} pages, private copies {private} pages, total {total} pages = {}.{:02} copies of the file's {file_pages} pages (mode {})",
         total / file_pages,
         total % file_pages * 100 / file_pages,
-        mode_name()
+        BUILD_COPY_MODE.name()
     );
     drop(readers);
     c.release();
@@ -573,7 +565,7 @@ fn throughput(c: &mut Client) {
         "bench warm {path}: {total} bytes {} cycles ({WARM_ROUNDS} reads, disk reads {}, mode {})",
         t1 - t0,
         d.disk_reads - b.disk_reads,
-        mode_name()
+        BUILD_COPY_MODE.name()
     );
 }
 

@@ -31,8 +31,8 @@ use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
 use iolite::{
-    init_duplex, Aggregate, BufMeta, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, PoolLayout,
-    RoRegion, RwRegion, Trust, Want,
+    init_duplex, Aggregate, BufMeta, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, PoolLayout, RoRegion,
+    RwRegion, Trust, Want,
 };
 use nic_api::DrvCounter;
 use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
@@ -374,11 +374,7 @@ impl Echo {
     }
 
     fn counters_json(&self, out: &mut String) {
-        let mode = match iolite::BUILD_COPY_MODE {
-            CopyMode::IoLite => "iolite",
-            CopyMode::Flash => "flash",
-            CopyMode::Posix => "posix",
-        };
+        let mode = iolite::BUILD_COPY_MODE.name();
         let _ = write!(
             out,
             "{{\"copy_mode\":\"{mode}\",\"connections\":{},\"closed\":{},\"bytes_echoed\":{},\"bytes_sourced\":{},\"echo_errors\":{},\"stats_requests\":{},\"echo_bytes_copied\":{}",
