@@ -13,7 +13,7 @@
 
 use alloc::vec::Vec;
 
-use iolite::{ChannelTx, Notify, FLAG_EOF};
+use iolite::{ChannelTx, FLAG_EOF};
 
 use crate::proto::ErrorCode;
 use crate::{BlockDevice, File, Fs};
@@ -94,9 +94,9 @@ impl<F> OpenFiles<F> {
 /// corrupted breaks its channel (`Io`, and `guard.broken()` says why), and
 /// a broken channel is not written again.
 #[allow(clippy::too_many_arguments)]
-pub fn queue_range<'d, D: BlockDevice, N: Notify>(
+pub fn queue_range<'d, D: BlockDevice>(
     fs: &mut Fs<'d, D>,
-    tx: &mut ChannelTx<'d, N>,
+    tx: &mut ChannelTx<'d>,
     guard: &mut iolite::Guard,
     file: &File,
     offset: u64,
@@ -131,7 +131,13 @@ mod tests {
     use crate::proto::{self, FS_POOL};
     use crate::testutil::{domain, map_pool, mkfs, own_pool, TempDir};
     use crate::Config;
-    use iolite::{init_channel, Boundary, ChannelRx, CopyMode, Domain, NoNotify, PeerId, RwRegion};
+    use iolite::{Attach, ChannelRx, Domain, Geometry, PeerId, RwRegion};
+
+    const GEOMETRY: Geometry = Geometry { fwd: proto::FWD_CAP, rel: proto::REL_CAP };
+
+    fn at(domain: &Domain, peer: PeerId, region: RwRegion) -> Attach<'_> {
+        Attach { domain, peer, region, geometry: GEOMETRY }
+    }
 
     #[test]
     fn each_client_has_its_own_table() {
@@ -160,10 +166,7 @@ mod tests {
     }
 
     fn chan() -> RwRegion {
-        let r = crate::testutil::region(proto::CHANNEL_BYTES.div_ceil(4096) as u32);
-        // SAFETY: a fresh region, larger than the channel.
-        unsafe { init_channel(r, proto::FWD_CAP, proto::REL_CAP).unwrap() };
-        r
+        iolite::testing::channel(GEOMETRY)
     }
 
     /// fs with two clients, as the assembly sets them up: each with its
@@ -196,32 +199,10 @@ mod tests {
         // SAFETY: fresh channels, one sender and one receiver each.
         let (mut tx_web, mut tx_cgi, mut rx_web, mut rx_cgi) = unsafe {
             (
-                ChannelTx::attach(d, web_peer, rw, proto::FWD_CAP, proto::REL_CAP, NoNotify).unwrap(),
-                ChannelTx::attach(d, cgi_peer, rc, proto::FWD_CAP, proto::REL_CAP, NoNotify).unwrap(),
-                ChannelRx::attach(
-                    web,
-                    PeerId(0),
-                    rw,
-                    proto::FWD_CAP,
-                    proto::REL_CAP,
-                    NoNotify,
-                    CopyMode::IoLite,
-                    Boundary::FileCacheToApp,
-                    None,
-                )
-                .unwrap(),
-                ChannelRx::attach(
-                    cgi,
-                    PeerId(0),
-                    rc,
-                    proto::FWD_CAP,
-                    proto::REL_CAP,
-                    NoNotify,
-                    CopyMode::IoLite,
-                    Boundary::FileCacheToApp,
-                    None,
-                )
-                .unwrap(),
+                ChannelTx::attach(at(d, web_peer, rw)).unwrap(),
+                ChannelTx::attach(at(d, cgi_peer, rc)).unwrap(),
+                ChannelRx::attach(at(web, PeerId(0), rw)).unwrap(),
+                ChannelRx::attach(at(cgi, PeerId(0), rc)).unwrap(),
             )
         };
 

@@ -1,48 +1,13 @@
-//! Host stand-ins for the system composition (pools in leaked, page-aligned
-//! heap memory, like dataports that are never unmapped), a deterministic
-//! PRNG, and `mke2fs -d` image building.
+//! Host-test helpers: the system composition in miniature (IO-Lite's own
+//! fixtures), a deterministic PRNG, and `mke2fs -d` image building.
 
-use std::alloc::{alloc_zeroed, Layout};
 use std::path::{Path, PathBuf};
 use std::process::Command;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::vec::Vec;
 
-use iolite::{BufMeta, Domain, PoolId, PoolLayout, RwRegion, Trust};
-
-/// A fresh domain that lives for the rest of the test process.
-pub fn domain() -> &'static Domain {
-    Box::leak(Box::new(Domain::new()))
-}
-
-/// A pool region of `pages` data pages, zeroed and page-aligned.
-pub fn region(pages: u32) -> RwRegion {
-    let len = PoolLayout { pages }.region_bytes();
-    let layout = Layout::from_size_align(len, 4096).unwrap();
-    // SAFETY: non-zero size; the memory is never freed and only used as a region.
-    unsafe {
-        let p = alloc_zeroed(layout);
-        assert!(!p.is_null());
-        RwRegion::from_raw_parts(p, len).unwrap()
-    }
-}
-
-fn meta(pages: u32) -> &'static mut [BufMeta] {
-    Box::leak(vec![BufMeta::EMPTY; pages as usize].into_boxed_slice())
-}
-
-/// Adds an owned pool `id` of `pages` pages to `d`; returns its region.
-pub fn own_pool(d: &Domain, id: PoolId, pages: u32) -> RwRegion {
-    let r = region(pages);
-    d.add_owned_pool(id, r, meta(pages), Trust::Trusted).unwrap();
-    r
-}
-
-/// Maps region `r` (pool `id`) read-only into `d`.
-pub fn map_pool(d: &Domain, id: PoolId, r: RwRegion) {
-    let pages = PoolLayout::fitting(r.len()).pages;
-    d.add_foreign_pool(id, r.read_only(), meta(pages), Trust::Trusted).unwrap();
-}
+/// Domains and pools: the IO-Lite host fixtures (`iolite::testing`).
+pub use iolite::testing::{domain, map as map_pool, own as own_pool};
 
 /// xorshift64*: deterministic test data without a dependency.
 pub struct Rng(pub u64);

@@ -17,8 +17,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
-use cgi::gen::generate;
-use cgi::output::reason;
+use cgi_api::output::reason;
+use iolite::gen::generate;
 use iolite::{Aggregate, Domain, PoolId};
 
 use crate::chunked::{Decoder, Step};
@@ -50,14 +50,14 @@ pub struct Remote {
 }
 
 /// A request for the CGI component: send `env ++ body` on the cgi channel
-/// (see `cgi::wire::encode_request`), then call [`Server::cgi_reply`]
+/// (see `cgi_api::wire::encode_request`), then call [`Server::cgi_reply`]
 /// with the same `id`.
 #[derive(Debug)]
 pub struct CgiCall<'d> {
     /// Request id (unique per server).
     pub id: u32,
     /// CGI/1.1 meta-variables.
-    pub env: cgi::Env,
+    pub env: cgi_api::Env,
     /// The POST body, by reference, as it arrived.
     pub body: Option<Aggregate<'d>>,
 }
@@ -400,7 +400,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         let server_name = if host.is_empty() { self.cfg.server_name.as_str() } else { host };
         let remote =
             conn.remote.map(|r| format!("{}.{}.{}.{}", r.addr[0], r.addr[1], r.addr[2], r.addr[3])).unwrap_or_default();
-        let env = cgi::Env::from_request(&cgi::RequestInfo {
+        let env = cgi_api::Env::from_request(&cgi_api::RequestInfo {
             method: req.method.as_str(),
             script_name: &script,
             path_info: info,
@@ -840,13 +840,13 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         }
     }
 
-    fn cgi_done(&mut self, conn: &mut Conn<'d, S::File>, w: CgiWait, result: Result<Aggregate<'d>, cgi::Failure>) {
+    fn cgi_done(&mut self, conn: &mut Conn<'d, S::File>, w: CgiWait, result: Result<Aggregate<'d>, cgi_api::Failure>) {
         conn.state = State::Reading;
         let req = w.req;
         let mode = ConnMode::of(&req);
         let head = req.method == Method::Head;
-        let failed = |core: &mut Self, conn: &mut Conn<'d, S::File>, f: cgi::Failure| {
-            if f == cgi::Failure::Timeout {
+        let failed = |core: &mut Self, conn: &mut Conn<'d, S::File>, f: cgi_api::Failure| {
+            if f == cgi_api::Failure::Timeout {
                 core.stats.cgi_timeouts += 1;
             } else {
                 core.stats.cgi_failures += 1;
@@ -855,17 +855,17 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         };
         match result {
             Err(f) => failed(self, conn, f),
-            Ok(out) => match cgi::split_output(out) {
-                Err(e) => failed(self, conn, cgi::Failure::BadOutput(e)),
+            Ok(out) => match cgi_api::split_output(out) {
+                Err(e) => failed(self, conn, cgi_api::Failure::BadOutput(e)),
                 Ok((o, body, copied)) => {
                     self.stats.cgi_header_bytes_copied += copied as u64;
-                    if let cgi::Kind::LocalRedirect(loc) = &o.kind {
+                    if let cgi_api::Kind::LocalRedirect(loc) = &o.kind {
                         drop(body);
                         if w.redirects >= self.cfg.max_cgi_redirects {
-                            failed(self, conn, cgi::Failure::Fault);
+                            failed(self, conn, cgi_api::Failure::Fault);
                         } else {
                             let Ok(target) = parse_target(loc.as_bytes()) else {
-                                failed(self, conn, cgi::Failure::BadOutput(cgi::OutputError::BadLocation));
+                                failed(self, conn, cgi_api::Failure::BadOutput(cgi_api::OutputError::BadLocation));
                                 return self.finish(conn, mode);
                             };
                             let mut new = (*req).clone();
@@ -901,7 +901,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     fn cgi_response(
         &mut self,
         conn: &mut Conn<'d, S::File>,
-        o: &cgi::Output,
+        o: &cgi_api::Output,
         body: Aggregate<'d>,
         head: bool,
         mode: ConnMode,
@@ -1076,9 +1076,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     }
 
     /// The counters as the `httpd` component of `/cgi-bin/stats`.
-    pub fn component(&self) -> cgi::Component {
+    pub fn component(&self) -> cgi_api::Component {
         let s = self.stats();
-        cgi::Component::new("httpd")
+        cgi_api::Component::new("httpd")
             .with("connections_active", s.connections_active)
             .with("connections_accepted", s.connections_accepted)
             .with("connections_refused", s.connections_refused)
@@ -1315,7 +1315,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
 
     /// The CGI's answer to request `id` on `c`: its output (by reference),
     /// or how it failed. Late answers (after the 504) are dropped.
-    pub fn cgi_reply(&mut self, c: ConnId, id: u32, result: Result<Aggregate<'d>, cgi::Failure>) {
+    pub fn cgi_reply(&mut self, c: ConnId, id: u32, result: Result<Aggregate<'d>, cgi_api::Failure>) {
         let Some(conn) = self.conns.get_mut(&c.0) else { return };
         match &conn.state {
             State::Cgi(w) if w.id == id => {}
@@ -1345,7 +1345,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             match &conn.state {
                 State::Cgi(w) if now >= w.deadline => {
                     let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
-                    self.core.cgi_done(conn, w, Err(cgi::Failure::Timeout));
+                    self.core.cgi_done(conn, w, Err(cgi_api::Failure::Timeout));
                     self.core.process(conn);
                 }
                 State::Reading if !conn.outq.is_empty() && now.saturating_sub(conn.last_active) >= cfg_send => {

@@ -1,14 +1,14 @@
 //! Host tests: an in-memory site in an IO-Lite "file cache" pool, a fake
 //! clock, and a client that feeds bytes and reads responses.
 
-use std::alloc::{alloc_zeroed, Layout};
 use std::cell::Cell;
 use std::collections::BTreeMap;
 use std::rc::Rc;
 use std::string::String;
 use std::vec::Vec;
 
-use iolite::{Aggregate, BufMeta, Domain, PoolId, PoolLayout, RwRegion, SliceDesc, Trust};
+use iolite::testing::own;
+use iolite::{Aggregate, Domain, PoolId, SliceDesc};
 
 use crate::{Action, CgiCall, Clock, Config, ConnId, FileSource, FileStat, Kind, Remote, Server, SourceError};
 
@@ -24,21 +24,8 @@ pub const CGI_POOL: PoolId = 4;
 pub const CHUNK: usize = 16 * 1024;
 pub const MTIME: u64 = 1_700_000_000;
 
-fn own(d: &Domain, id: PoolId, pages: u32) {
-    let len = PoolLayout { pages }.region_bytes();
-    let layout = Layout::from_size_align(len, 4096).unwrap();
-    // SAFETY: non-zero size, never freed, used only as a region.
-    let r = unsafe {
-        let p = alloc_zeroed(layout);
-        assert!(!p.is_null());
-        RwRegion::from_raw_parts(p, len).unwrap()
-    };
-    let meta = Box::leak(vec![BufMeta::EMPTY; pages as usize].into_boxed_slice());
-    d.add_owned_pool(id, r, meta, Trust::Trusted).unwrap();
-}
-
 pub fn domain() -> &'static Domain {
-    let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    let d = iolite::testing::domain();
     own(d, HTTPD_POOL, 256);
     own(d, FS_POOL, 1024);
     own(d, NET_POOL, 512);
@@ -51,14 +38,10 @@ pub fn make<'d>(d: &'d Domain, pool: PoolId, bytes: &[u8]) -> Aggregate<'d> {
     if bytes.is_empty() {
         return Aggregate::new(d);
     }
-    let mut b = d.alloc(pool, bytes.len()).unwrap();
-    b.writable()[..bytes.len()].copy_from_slice(bytes);
-    b.seal(bytes.len()).map_err(|(e, _)| e).unwrap()
+    iolite::testing::make(d, pool, bytes)
 }
 
-pub fn bytes(a: &Aggregate<'_>) -> Vec<u8> {
-    a.slices().flat_map(|s| s.iter().copied()).collect()
-}
+pub use iolite::testing::bytes;
 
 /// Deterministic file contents.
 pub fn content(n: usize, seed: u8) -> Vec<u8> {

@@ -30,8 +30,8 @@ use std::hint::black_box;
 use std::time::Instant;
 
 use iolite::{
-    channel_bytes, init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify,
-    PeerId, PoolId, PoolLayout, RwRegion, Trust,
+    channel_bytes, init_channel, Aggregate, Attach, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, CopyMode, Domain,
+    Geometry, PeerId, PoolId, PoolLayout, RwRegion, Trust,
 };
 
 const P: PoolId = 1;
@@ -114,13 +114,15 @@ fn channel_case_with(name: &str, slices: usize, batch: usize, mode: CopyMode, le
     .unwrap();
     let ch = region(channel_bytes(FWD, REL));
     // SAFETY: fresh channel region, one sender and one receiver.
+    let geometry = Geometry { fwd: FWD, rel: REL };
     let (mut tx, mut rx) = unsafe {
-        init_channel(ch, FWD, REL).unwrap();
+        init_channel(ch, geometry).unwrap();
         (
-            ChannelTx::attach(&tx_d, PEER, ch, FWD, REL, NoNotify).unwrap(),
-            ChannelRx::attach(&rx_d, PEER, ch, FWD, REL, NoNotify, mode, Boundary::Pipe, Some(PRIV)).unwrap(),
+            ChannelTx::attach(Attach { domain: &tx_d, peer: PEER, region: ch, geometry }).unwrap(),
+            ChannelRx::attach(Attach { domain: &rx_d, peer: PEER, region: ch, geometry }).unwrap(),
         )
     };
+    let mut copier = Copier::new(mode, Boundary::Pipe, Some(PRIV)).unwrap();
     let src = cached(&tx_d, slices, len);
     assert_eq!(src.slice_count(), slices);
     let iters = 200_000 / batch as u64;
@@ -132,9 +134,9 @@ fn channel_case_with(name: &str, slices: usize, batch: usize, mode: CopyMode, le
                 tx.send(src.duplicate().unwrap(), i as u64, 0).map_err(|(e, _)| e).unwrap();
             }
         }
-        tx.flush();
+        black_box(tx.flush());
         for _ in 0..batch {
-            let r = rx.recv().unwrap().unwrap();
+            let r = copier.recv(&mut rx).unwrap().unwrap();
             black_box(&r);
         }
         rx.flush_releases().unwrap();

@@ -556,7 +556,7 @@ impl Drop for Aggregate<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::testutil::{bytes, make, own};
+    use crate::testing::{bytes, make, own};
     use crate::PAGE_SIZE;
 
     const P: PoolId = 1;

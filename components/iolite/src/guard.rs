@@ -12,7 +12,7 @@
 //! Back-pressure (`Full`, `PoolExhausted`, `QuotaExceeded`) and a peer that
 //! is down are not faults: the message waits, or only it is refused.
 
-use crate::channel::{ChannelRx, ChannelTx, Notify, Received};
+use crate::channel::{ChannelTx, Receive, Received};
 use crate::{Aggregate, Error};
 
 /// Whether `e`, returned by a channel operation, means the peer broke the
@@ -85,8 +85,10 @@ impl Guard {
         None
     }
 
-    /// The next message of `rx`, unless the channel is broken.
-    pub fn recv<'d, N: Notify>(&mut self, rx: &mut ChannelRx<'d, N>) -> Next<'d> {
+    /// The next message of `rx` (a `ChannelRx`, or one behind its copy
+    /// stage: [`Copier::over`](crate::Copier::over)), unless the channel is
+    /// broken.
+    pub fn recv<'d>(&mut self, rx: &mut impl Receive<'d>) -> Next<'d> {
         if self.broken.is_some() {
             return Next::Idle;
         }
@@ -105,9 +107,9 @@ impl Guard {
     /// aggregate is handed back); a send that finds the ring corrupt breaks
     /// it (the error is returned as usual; [`Guard::note`]'s report is
     /// returned with it).
-    pub fn send<'d, N: Notify>(
+    pub fn send<'d>(
         &mut self,
-        tx: &mut ChannelTx<'d, N>,
+        tx: &mut ChannelTx<'d>,
         agg: Aggregate<'d>,
         tag: u64,
         flags: u32,
@@ -120,7 +122,7 @@ impl Guard {
 
     /// `tx.poll_releases` unless the channel is broken; returns the number
     /// applied, and the error that broke the channel just now, if any.
-    pub fn poll_releases<N: Notify>(&mut self, tx: &mut ChannelTx<'_, N>) -> (usize, Option<Error>) {
+    pub fn poll_releases(&mut self, tx: &mut ChannelTx<'_>) -> (usize, Option<Error>) {
         if self.broken.is_some() {
             return (0, None);
         }
@@ -134,33 +136,29 @@ impl Guard {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channel::{init_channel, NoNotify};
-    use crate::region::host;
-    use crate::testutil::{make, map, own};
-    use crate::{Boundary, CopyMode, Domain, PeerId};
+    use crate::channel::{init_channel, Attach, ChannelRx, Geometry};
+    use crate::testing::{make, map, own};
+    use crate::{Domain, PeerId};
 
     const FWD: usize = 8;
     const REL: usize = 16;
 
     /// A channel from `a` (pool 1) to `b`, and the raw bytes of its shared
     /// region (for the hostile writes).
-    fn pair(
-    ) -> (&'static Domain, &'static Domain, ChannelTx<'static, NoNotify>, ChannelRx<'static, NoNotify>, crate::RwRegion)
-    {
+    fn pair() -> (&'static Domain, &'static Domain, ChannelTx<'static>, ChannelRx<'static>, crate::RwRegion) {
         let a: &'static Domain = Box::leak(Box::new(Domain::new()));
         let b: &'static Domain = Box::leak(Box::new(Domain::new()));
         let r = own(a, 1, 16);
         map(b, 1, r);
         let bytes = crate::channel_bytes(FWD, REL);
-        let shared = host::region(bytes);
+        let shared = crate::testing::region(bytes);
         // SAFETY: the region is ours, initialised once, then shared by the
         // two ends below only.
+        let geometry = Geometry { fwd: FWD, rel: REL };
         unsafe {
-            init_channel(shared, FWD, REL).unwrap();
-            let tx = ChannelTx::attach(a, PeerId(0), shared, FWD, REL, NoNotify).unwrap();
-            let rx =
-                ChannelRx::attach(b, PeerId(0), shared, FWD, REL, NoNotify, CopyMode::IoLite, Boundary::Pipe, None)
-                    .unwrap();
+            init_channel(shared, geometry).unwrap();
+            let tx = ChannelTx::attach(Attach { domain: a, peer: PeerId(0), region: shared, geometry }).unwrap();
+            let rx = ChannelRx::attach(Attach { domain: b, peer: PeerId(0), region: shared, geometry }).unwrap();
             (a, b, tx, rx, shared)
         }
     }

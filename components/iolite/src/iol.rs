@@ -13,7 +13,7 @@
 //!   count what they copy.
 
 use crate::aggregate::Aggregate;
-use crate::channel::{ChannelRx, ChannelTx, Notify};
+use crate::channel::{ChannelRx, ChannelTx};
 use crate::desc::{PoolId, FLAG_EOF};
 use crate::domain::Domain;
 use crate::{Error, Result};
@@ -32,7 +32,7 @@ pub trait IolSink<'d> {
     fn iol_write(&mut self, agg: Aggregate<'d>) -> core::result::Result<usize, (Error, Aggregate<'d>)>;
 }
 
-impl<'d, N: Notify> IolSource<'d> for ChannelRx<'d, N> {
+impl<'d> IolSource<'d> for ChannelRx<'d> {
     fn iol_read(&mut self, max: usize) -> Result<Option<Aggregate<'d>>> {
         loop {
             if let Some(mut p) = self.pending.take() {
@@ -60,15 +60,16 @@ impl<'d, N: Notify> IolSource<'d> for ChannelRx<'d, N> {
     }
 }
 
-fn self_domain<'d, N: Notify>(rx: &ChannelRx<'d, N>) -> &'d Domain {
+fn self_domain<'d>(rx: &ChannelRx<'d>) -> &'d Domain {
     rx.domain()
 }
 
-impl<'d, N: Notify> IolSink<'d> for ChannelTx<'d, N> {
+/// Sends by reference; waking the receiver is the caller's (a channel's
+/// [`ChannelTx::flush`] after the batch).
+impl<'d> IolSink<'d> for ChannelTx<'d> {
     fn iol_write(&mut self, agg: Aggregate<'d>) -> core::result::Result<usize, (Error, Aggregate<'d>)> {
         let n = agg.len();
         self.send(agg, 0, 0)?;
-        self.flush();
         Ok(n)
     }
 }
@@ -158,14 +159,26 @@ pub fn write<'d>(sink: &mut impl IolSink<'d>, d: &'d Domain, pool: PoolId, src: 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::channel::{channel_bytes, init_channel, NoNotify};
+    use crate::channel::{channel_bytes, init_channel, Attach, Geometry};
     use crate::domain::PeerId;
-    use crate::mode::{Boundary, CopyMode};
-    use crate::region::host;
-    use crate::testutil::{bytes, make, map, own};
+    use crate::testing::{bytes, make, map, own};
 
     const P: PoolId = 1;
     const Q: PoolId = 2;
+
+    /// # Safety
+    /// `reg` is a fresh channel region, used by these two ends only.
+    unsafe fn ends<'d>(w: &'d Domain, r: &'d Domain, reg: crate::RwRegion) -> (ChannelTx<'d>, ChannelRx<'d>) {
+        let geometry = Geometry { fwd: 8, rel: 8 };
+        // SAFETY: per the contract.
+        unsafe {
+            init_channel(reg, geometry).unwrap();
+            (
+                ChannelTx::attach(Attach { domain: w, peer: PeerId(0), region: reg, geometry }).unwrap(),
+                ChannelRx::attach(Attach { domain: r, peer: PeerId(0), region: reg, geometry }).unwrap(),
+            )
+        }
+    }
 
     #[test]
     fn iol_read_returns_snapshots() {
@@ -207,26 +220,9 @@ mod tests {
     fn pipe_iol_read_splits_to_max_and_reports_eof() {
         let (w, r) = (crate::Domain::new(), crate::Domain::new());
         map(&r, P, own(&w, P, 8));
-        let reg = host::region(channel_bytes(8, 8));
+        let reg = crate::testing::region(channel_bytes(8, 8));
         // SAFETY: fresh region, one end each.
-        let (mut tx, mut rx) = unsafe {
-            init_channel(reg, 8, 8).unwrap();
-            (
-                crate::ChannelTx::attach(&w, PeerId(0), reg, 8, 8, NoNotify).unwrap(),
-                crate::ChannelRx::attach(
-                    &r,
-                    PeerId(0),
-                    reg,
-                    8,
-                    8,
-                    NoNotify,
-                    CopyMode::IoLite,
-                    Boundary::CgiToApp,
-                    None,
-                )
-                .unwrap(),
-            )
-        };
+        let (mut tx, mut rx) = unsafe { ends(&w, &r, reg) };
         assert!(rx.iol_read(4).unwrap().is_none(), "nothing yet");
         tx.iol_write(make(&w, P, b"0123456789")).unwrap();
         let mut got = Vec::new();
@@ -246,16 +242,9 @@ mod tests {
         let (w, r) = (crate::Domain::new(), crate::Domain::new());
         map(&r, P, own(&w, P, 8));
         own(&r, Q, 8);
-        let reg = host::region(channel_bytes(8, 8));
+        let reg = crate::testing::region(channel_bytes(8, 8));
         // SAFETY: fresh region, one end each.
-        let (mut tx, mut rx) = unsafe {
-            init_channel(reg, 8, 8).unwrap();
-            (
-                crate::ChannelTx::attach(&w, PeerId(0), reg, 8, 8, NoNotify).unwrap(),
-                crate::ChannelRx::attach(&r, PeerId(0), reg, 8, 8, NoNotify, CopyMode::IoLite, Boundary::Pipe, None)
-                    .unwrap(),
-            )
-        };
+        let (mut tx, mut rx) = unsafe { ends(&w, &r, reg) };
         assert_eq!(write(&mut tx, &w, P, b"legacy bytes").unwrap(), 12);
         let mut buf = [0u8; 32];
         assert_eq!(read(&mut rx, &mut buf).unwrap(), Some(12));

@@ -3,8 +3,8 @@
 //! channels (Pai, Druschel, Zwaenepoel, OSDI '99, §2.1–2.3, 2.8, 2.9).
 //!
 //! The library is kernel-free and works over raw shared-memory regions, so it
-//! is tested on the host; the seL4 side supplies the dataports and implements
-//! [`Notify`] with seL4 notifications. See `README.md` for the model: types,
+//! is tested on the host; the seL4 side supplies the dataports and signals
+//! its seL4 notifications when a channel's `flush` says the peer asked. See `README.md` for the model: types,
 //! lifetimes, who owns what, the wire format, and the design decisions.
 //!
 //! Quick tour:
@@ -15,7 +15,8 @@
 //! * [`Aggregate`]: an ordered list of slices; every operation works on slices,
 //!   never on payload bytes (except the explicit, counted copy operations).
 //! * [`ChannelTx`]/[`ChannelRx`]: an IO-Lite pipe; aggregates go one way,
-//!   releases come back.
+//!   releases come back. [`Copier`]: the copy modes' stage after a
+//!   receiving end.
 //! * [`iol`]: `iol_read`/`iol_write` and the copying compatibility path.
 //! * [`StaticMeta`], [`StaticRegion`], [`static_meta!`], [`static_pool!`]:
 //!   bookkeeping tables and private pools as plain statics (no `static mut`).
@@ -54,8 +55,11 @@
 
 pub mod aggregate;
 pub mod channel;
+pub mod copy;
 pub mod desc;
 pub mod domain;
+pub mod duplex;
+pub mod gen;
 pub mod guard;
 pub mod iol;
 pub mod mode;
@@ -63,11 +67,16 @@ pub mod pool;
 pub mod region;
 pub mod ring;
 pub mod statics;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 pub use aggregate::Aggregate;
-pub use channel::{channel_bytes, init_channel, ChannelRx, ChannelTx, NoNotify, Notify, Received};
+pub use channel::{channel_bytes, init_channel, Attach, ChannelRx, ChannelTx, Geometry, Receive, Received};
+pub use copy::{Copier, Copying};
 pub use desc::{AggDesc, PoolId, RelDesc, SliceDesc, FLAG_EOF, FLAG_RECLAIM};
 pub use domain::{BufMut, Domain, Holds, PeerId, PeerState, PoolStats, Stats};
+pub use duplex::{init_duplex, Duplex, DuplexAttach, Side, Want};
+pub use gen::generate;
 pub use guard::{Guard, Next};
 pub use mode::{Boundary, CopyMode, BUILD_COPY_MODE};
 pub use pool::{BufMeta, PoolLayout, Trust, PAGE_SIZE};
@@ -139,45 +148,3 @@ impl core::fmt::Display for Error {
 
 /// Result type of the library.
 pub type Result<T> = core::result::Result<T, Error>;
-
-#[cfg(test)]
-pub(crate) mod testutil {
-    //! Host stand-ins for the system composition: pools backed by leaked,
-    //! page-aligned heap memory, viewed read-write by the owner and
-    //! read-only by the other "components" (domains).
-    use crate::pool::{BufMeta, PoolLayout, Trust};
-    use crate::region::{host, RwRegion};
-    use crate::{Domain, PoolId};
-
-    pub fn meta(pages: u32) -> &'static mut [BufMeta] {
-        Box::leak(vec![BufMeta::EMPTY; pages as usize].into_boxed_slice())
-    }
-
-    pub fn pool_region(pages: u32) -> RwRegion {
-        host::region(PoolLayout { pages }.region_bytes())
-    }
-
-    /// Adds an owned pool of `pages` pages to `d`; returns its region.
-    pub fn own(d: &Domain, id: PoolId, pages: u32) -> RwRegion {
-        let r = pool_region(pages);
-        d.add_owned_pool(id, r, meta(pages), Trust::Trusted).unwrap();
-        r
-    }
-
-    /// Maps `r` (pool `id`) read-only into `d`.
-    pub fn map(d: &Domain, id: PoolId, r: RwRegion) {
-        let pages = PoolLayout::fitting(r.len()).pages;
-        d.add_foreign_pool(id, r.read_only(), meta(pages), Trust::Trusted).unwrap();
-    }
-
-    /// Allocates, fills with `bytes` in place and seals (no copy counted).
-    pub fn make<'d>(d: &'d Domain, pool: PoolId, bytes: &[u8]) -> crate::Aggregate<'d> {
-        let mut b = d.alloc(pool, bytes.len()).unwrap();
-        b.writable()[..bytes.len()].copy_from_slice(bytes);
-        b.seal(bytes.len()).map_err(|(e, _)| e).unwrap()
-    }
-
-    pub fn bytes(a: &crate::Aggregate<'_>) -> Vec<u8> {
-        a.slices().flat_map(|s| s.iter().copied()).collect()
-    }
-}

@@ -39,6 +39,26 @@ pub enum Boundary {
 }
 
 impl CopyMode {
+    /// The mode's name as the build option spells it: `iolite`, `flash`,
+    /// `posix`.
+    pub const fn name(self) -> &'static str {
+        match self {
+            CopyMode::IoLite => "iolite",
+            CopyMode::Flash => "flash",
+            CopyMode::Posix => "posix",
+        }
+    }
+
+    /// The number counter pages publish for the mode (`copy_mode`,
+    /// `tcp_copy_mode`): 0 iolite, 1 flash, 2 posix.
+    pub const fn number(self) -> u64 {
+        match self {
+            CopyMode::IoLite => 0,
+            CopyMode::Flash => 1,
+            CopyMode::Posix => 2,
+        }
+    }
+
     /// Whether this mode copies the payload at boundary `b`.
     pub const fn copies(self, b: Boundary) -> bool {
         match self {
@@ -71,5 +91,8 @@ mod tests {
         assert!(!CopyMode::Flash.copies(FileCacheToApp));
         assert!(CopyMode::Flash.copies(AppToNet));
         assert!(CopyMode::Flash.copies(CgiToApp));
+        let modes = [CopyMode::IoLite, CopyMode::Flash, CopyMode::Posix];
+        assert_eq!(modes.map(CopyMode::name), ["iolite", "flash", "posix"]);
+        assert_eq!(modes.map(CopyMode::number), [0, 1, 2]);
     }
 }

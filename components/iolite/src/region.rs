@@ -91,22 +91,3 @@ impl RoRegion {
         self.len == 0
     }
 }
-
-#[cfg(test)]
-pub(crate) mod host {
-    //! Host-side helpers: page-aligned leaked allocations standing in for
-    //! dataports.
-    use super::*;
-    use std::alloc::{alloc_zeroed, Layout};
-
-    /// Allocates a zeroed, page-aligned region that lives for the rest of
-    /// the test process (dataports are never unmapped either).
-    pub fn region(len: usize) -> RwRegion {
-        let layout = Layout::from_size_align(len.max(1), 4096).unwrap();
-        // SAFETY: the layout has non-zero size.
-        let p = unsafe { alloc_zeroed(layout) };
-        assert!(!p.is_null());
-        // SAFETY: freshly allocated, never freed, exclusively used via regions.
-        unsafe { RwRegion::from_raw_parts(p, len).unwrap() }
-    }
-}

@@ -5,7 +5,9 @@
 //! | offset | field | written by |
 //! |---|---|---|
 //! | 0   | `head: u32` (free-running count of entries produced) | producer |
+//! | 4   | `want_space: u32` (non-zero: the producer asks for a signal when an entry is consumed) | producer sets, consumer clears |
 //! | 64  | `tail: u32` (free-running count of entries consumed) | consumer |
+//! | 68  | `want_data: u32` (non-zero: the consumer asks for a signal when an entry is produced) | consumer sets, producer clears |
 //! | 128 | `capacity: u32` (power of two) | initialiser |
 //! | 132 | `magic: u32` = [`RING_MAGIC`] | initialiser |
 //! | 192 | `entries: [T; capacity]` | producer |
@@ -13,6 +15,23 @@
 //! `head` and `tail` live on separate cache lines. The producer publishes an
 //! entry with a release store of `head`; the consumer acquires `head` before
 //! reading the entry and frees the slot with a release store of `tail`.
+//!
+//! ## Wake-ups ("signal me", as sDDF's queues)
+//! A side that is about to block sets its flag (`want_data` for the
+//! consumer, `want_space` for the producer), then looks at the ring once
+//! more: whatever the other side published before it saw the flag is then
+//! found by that look, and whatever it publishes after sees the flag (a
+//! sequentially consistent fence on both sides orders the flag against the
+//! index). The other side signals only if the flag is set, and clears it
+//! when it does ([`RingProducer::take_data_request`],
+//! [`RingConsumer::take_space_request`]): one signal per wait, however many
+//! entries were produced meanwhile. A side clears its own flag when it runs
+//! again ([`RingConsumer::cancel_data_request`]), so a peer that is busy
+//! anyway is not signalled. The flags are advisory: a peer that sets or
+//! clears them at random costs itself wake-ups (or gets spurious ones, at
+//! most one per batch), never this side's memory safety or progress.
+//! A fresh ring starts with `want_data` set (the consumer has not run yet,
+//! so the first entry signals it).
 //!
 //! Each side keeps its own index privately and only *reads* the other side's
 //! index from shared memory, validating it (`0 ≤ head − tail ≤ capacity`), so
@@ -22,7 +41,7 @@
 
 use core::marker::PhantomData;
 use core::mem::{align_of, size_of};
-use core::sync::atomic::{AtomicU32, Ordering};
+use core::sync::atomic::{fence, AtomicU32, Ordering};
 
 use crate::desc::{AggDesc, Pod, SliceDesc};
 use crate::region::RwRegion;
@@ -32,7 +51,9 @@ use crate::{Error, MAX_SLICES};
 pub const RING_MAGIC: u32 = 0x494f_4c52; // "IOLR"
 
 const HEAD_OFF: usize = 0;
+const WANT_SPACE_OFF: usize = 4;
 const TAIL_OFF: usize = 64;
+const WANT_DATA_OFF: usize = 68;
 const CAP_OFF: usize = 128;
 const MAGIC_OFF: usize = 132;
 const ENTRIES_OFF: usize = 192;
@@ -74,6 +95,18 @@ impl<T: Pod> Shared<T> {
     fn tail(&self) -> &AtomicU32 {
         self.atomic(TAIL_OFF)
     }
+    /// Sets one of this side's wake-up flags, then orders it before the
+    /// look at the other side's index that must follow.
+    fn request(&self, off: usize) {
+        self.atomic(off).store(1, Ordering::Relaxed);
+        fence(Ordering::SeqCst);
+    }
+    /// Reads and clears the other side's wake-up flag, after this side's
+    /// index store (one atomic access: the value read is the value acted on).
+    fn take(&self, off: usize) -> bool {
+        fence(Ordering::SeqCst);
+        self.atomic(off).swap(0, Ordering::AcqRel) != 0
+    }
     fn slot(&self, idx: u32) -> *mut T {
         let i = (idx & self.mask) as usize;
         // SAFETY: i < capacity, region holds `capacity` entries after ENTRIES_OFF.
@@ -112,6 +145,8 @@ impl<T: Pod> RingProducer<T> {
         let sh = Shared { region, mask: capacity as u32 - 1, cap: capacity as u32, _t: PhantomData };
         sh.head().store(0, Ordering::Relaxed);
         sh.tail().store(0, Ordering::Relaxed);
+        sh.atomic(WANT_SPACE_OFF).store(0, Ordering::Relaxed);
+        sh.atomic(WANT_DATA_OFF).store(1, Ordering::Relaxed);
         sh.atomic(CAP_OFF).store(capacity as u32, Ordering::Relaxed);
         sh.atomic(MAGIC_OFF).store(RING_MAGIC, Ordering::Release);
         Ok(Self { sh, head: 0 })
@@ -172,6 +207,26 @@ impl<T: Pod> RingProducer<T> {
         self.head = self.head.wrapping_add(1);
         self.sh.head().store(self.head, Ordering::Release);
         Ok(())
+    }
+
+    /// Whether the consumer asked to be signalled when entries are
+    /// produced; clears its request (the caller signals it now). Call after
+    /// publishing a batch.
+    pub fn take_data_request(&self) -> bool {
+        self.sh.take(WANT_DATA_OFF)
+    }
+
+    /// Asks the consumer to signal when it consumes an entry (this side is
+    /// about to wait for room). Then look at [`RingProducer::free`] again
+    /// before blocking: room made before the request was seen is found
+    /// there.
+    pub fn request_space_signal(&self) {
+        self.sh.request(WANT_SPACE_OFF)
+    }
+
+    /// Withdraws [`RingProducer::request_space_signal`] (this side runs).
+    pub fn cancel_space_request(&self) {
+        self.sh.atomic(WANT_SPACE_OFF).store(0, Ordering::Relaxed);
     }
 }
 
@@ -336,15 +391,34 @@ impl<T: Pod> RingConsumer<T> {
         self.sh.tail().store(self.tail, Ordering::Release);
         Ok(Some(r))
     }
+
+    /// Whether the producer asked to be signalled when entries are
+    /// consumed; clears its request (the caller signals it now). Call after
+    /// consuming a batch.
+    pub fn take_space_request(&self) -> bool {
+        self.sh.take(WANT_SPACE_OFF)
+    }
+
+    /// Asks the producer to signal when it produces an entry (this side is
+    /// about to wait for data). Then look at [`RingConsumer::is_empty`]
+    /// again before blocking: entries produced before the request was seen
+    /// are found there.
+    pub fn request_data_signal(&self) {
+        self.sh.request(WANT_DATA_OFF)
+    }
+
+    /// Withdraws [`RingConsumer::request_data_signal`] (this side runs).
+    pub fn cancel_data_request(&self) {
+        self.sh.atomic(WANT_DATA_OFF).store(0, Ordering::Relaxed);
+    }
 }
 
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::region::host;
 
     fn pair(cap: usize) -> (RingProducer<u64>, RingConsumer<u64>) {
-        let r = host::region(ring_bytes::<u64>(cap));
+        let r = crate::testing::region(ring_bytes::<u64>(cap));
         // SAFETY: fresh region, one producer and one consumer.
         unsafe { (RingProducer::init(r, cap).unwrap(), RingConsumer::attach(r, cap).unwrap()) }
     }
@@ -370,7 +444,7 @@ mod tests {
 
     #[test]
     fn indices_wrap_past_u32_max() {
-        let r = host::region(ring_bytes::<u64>(8));
+        let r = crate::testing::region(ring_bytes::<u64>(8));
         // SAFETY: fresh region.
         unsafe {
             let _ = RingProducer::<u64>::init(r, 8).unwrap();
@@ -392,7 +466,7 @@ mod tests {
 
     #[test]
     fn bad_geometry_rejected() {
-        let r = host::region(ring_bytes::<u64>(8));
+        let r = crate::testing::region(ring_bytes::<u64>(8));
         // SAFETY: fresh region.
         unsafe {
             assert!(RingProducer::<u64>::init(r, 6).is_err());
@@ -405,7 +479,7 @@ mod tests {
 
     #[test]
     fn corrupt_peer_index_is_detected() {
-        let r = host::region(ring_bytes::<u64>(8));
+        let r = crate::testing::region(ring_bytes::<u64>(8));
         // SAFETY: fresh region; we then act as a malicious peer.
         unsafe {
             let mut p = RingProducer::<u64>::init(r, 8).unwrap();
@@ -421,7 +495,7 @@ mod tests {
 
     #[test]
     fn descriptors_in_place() {
-        let r = host::region(ring_bytes::<AggDesc>(2));
+        let r = crate::testing::region(ring_bytes::<AggDesc>(2));
         // SAFETY: fresh region, one producer and one consumer.
         let (mut p, mut c) =
             unsafe { (RingProducer::<AggDesc>::init(r, 2).unwrap(), RingConsumer::<AggDesc>::attach(r, 2).unwrap()) };
@@ -456,6 +530,117 @@ mod tests {
             .unwrap();
         assert_eq!(got, (2, u64::MAX, vec![s(1), s(2)], s(102)));
         assert_eq!(c.pop_with(|_| ()).unwrap(), None);
+    }
+
+    #[test]
+    fn signal_requests_are_taken_once() {
+        let (mut p, mut c) = pair(4);
+        // A fresh ring: the consumer has not run, so the first batch signals.
+        p.push(1).unwrap();
+        assert!(p.take_data_request());
+        assert!(!p.take_data_request(), "taken: one signal per request");
+        p.push(2).unwrap();
+        assert!(!p.take_data_request(), "nobody asked");
+        c.request_data_signal();
+        c.cancel_data_request();
+        p.push(3).unwrap();
+        assert!(!p.take_data_request(), "withdrawn by a consumer that runs");
+        c.request_data_signal();
+        assert!(!c.is_empty().unwrap(), "the look after the request finds the entries");
+        assert!(p.take_data_request());
+        // Space: the producer waits for room, the consumer signals after
+        // taking an entry.
+        p.push(4).unwrap();
+        assert_eq!(p.push(5), Err(Error::Full));
+        assert!(!c.take_space_request(), "nobody asked");
+        p.request_space_signal();
+        assert_eq!(p.free().unwrap(), 0);
+        assert_eq!(c.pop().unwrap(), Some(1));
+        assert!(c.take_space_request());
+        assert!(!c.take_space_request());
+        p.request_space_signal();
+        p.cancel_space_request();
+        assert!(!c.take_space_request());
+    }
+
+    #[test]
+    fn a_peer_scribbling_on_the_flags_changes_only_wakeups() {
+        let r = crate::testing::region(ring_bytes::<u64>(4));
+        // SAFETY: fresh region; the test then writes the flags as a peer.
+        let (mut p, mut c) =
+            unsafe { (RingProducer::<u64>::init(r, 4).unwrap(), RingConsumer::<u64>::attach(r, 4).unwrap()) };
+        let word = |off: usize| unsafe { &*(r.as_ptr().add(off) as *const AtomicU32) };
+        let _ = p.take_data_request();
+        word(WANT_DATA_OFF).store(0xdead_beef, Ordering::Relaxed);
+        word(WANT_SPACE_OFF).store(u32::MAX, Ordering::Relaxed);
+        // Any non-zero value is a request, read and cleared in one access.
+        assert!(p.take_data_request());
+        assert_eq!(word(WANT_DATA_OFF).load(Ordering::Relaxed), 0);
+        assert!(c.take_space_request());
+        // The indices are untouched: the ring works as before.
+        for i in 0..4 {
+            p.push(i).unwrap();
+        }
+        assert_eq!(p.push(9), Err(Error::Full));
+        assert_eq!((0..4).map(|_| c.pop().unwrap().unwrap()).collect::<Vec<_>>(), [0, 1, 2, 3]);
+    }
+
+    /// Both sides block whenever they cannot go on (empty ring, full ring)
+    /// and rely on the other's signal alone: a wake-up lost in the window
+    /// between a side's last look and its wait leaves it blocked with work
+    /// in the ring (the wait times out and the test fails).
+    #[test]
+    fn signal_me_flags_lose_no_wakeup_between_two_threads() {
+        const N: u64 = 100_000;
+        let (mut p, mut c) = pair(8);
+        let (data, space) =
+            (std::sync::Arc::new(crate::testing::Note::new()), std::sync::Arc::new(crate::testing::Note::new()));
+        let (d2, s2) = (data.clone(), space.clone());
+        let signals = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
+        let sig2 = signals.clone();
+        let prod = std::thread::spawn(move || {
+            let mut i = 0u64;
+            while i < N {
+                p.cancel_space_request();
+                let mut pushed = 0;
+                while i < N && p.push(i).is_ok() {
+                    i += 1;
+                    pushed += 1;
+                }
+                if pushed > 0 && p.take_data_request() {
+                    sig2.fetch_add(1, Ordering::Relaxed);
+                    d2.signal();
+                }
+                if i < N {
+                    p.request_space_signal();
+                    if p.free().unwrap() == 0 {
+                        assert!(s2.wait(), "lost wake-up: the producer waits for room for ever");
+                    }
+                }
+            }
+        });
+        let mut expect = 0u64;
+        while expect < N {
+            c.cancel_data_request();
+            let mut popped = 0;
+            while let Some(v) = c.pop().unwrap() {
+                assert_eq!(v, expect);
+                expect += 1;
+                popped += 1;
+            }
+            if popped > 0 && c.take_space_request() {
+                space.signal();
+            }
+            if expect < N {
+                c.request_data_signal();
+                if c.is_empty().unwrap() {
+                    assert!(data.wait(), "lost wake-up: the consumer waits for data for ever");
+                }
+            }
+        }
+        prod.join().unwrap();
+        // Batching: far fewer signals than entries.
+        assert!(signals.load(Ordering::Relaxed) < N / 2);
     }
 
     #[test]

@@ -20,9 +20,12 @@
 //!   descriptor done, then returned. A TCP checksum offload request becomes
 //!   a context descriptor (TUCSS/TUCSO), written only when it changes.
 //! * **Batching:** per wake-up, every completed RX descriptor is drained and
-//!   netstack is signalled once; netstack (higher priority) runs to
-//!   completion at once, then its frames are posted and TDT is written once,
-//!   and RDT once after refilling. Interrupt throttling (ITR, attribute
+//!   netstack is signalled once, if it asked (the link's "signal me" flags:
+//!   it waits for frames, or for its buffers back while its frames wait);
+//!   netstack (higher priority) runs to completion at once, then its frames
+//!   are posted and TDT is written once, and RDT once after refilling.
+//!   Before blocking we ask netstack for its frames, so a round of its own
+//!   (a timer, its client) kicks us. Interrupt throttling (ITR, attribute
 //!   `itr`) bounds the interrupt rate.
 //! * **Polling fallback** (attribute `poll = 1`): for a machine whose
 //!   interrupt routing does not work, the e1000's interrupts stay masked
@@ -30,7 +33,7 @@
 //!   ticker's `to_drv`, e.g. at 500 Hz). Nothing else changes: a frame
 //!   waits at most one tick in either direction. `irq` is then never
 //!   waited on or acknowledged (the `irqs` counter stays 0).
-//! * **Counters:** the `drv_stats` page (`netstack::link::DRV_NAMES`).
+//! * **Counters:** the `drv_stats` page (`nic_api::DrvCounter`).
 extern crate alloc;
 
 use alloc::boxed::Box;
@@ -40,10 +43,11 @@ use component_runtime::{error, log};
 use e1000_regs::Mmio;
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
-use iolite::{Boundary, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, Trust};
-use netdrv::e1000::{self, Counter, Dma, Interrupt, Pull, TxRequest, E1000, NCOUNTERS};
-use netstack::link::{self, CounterPage, PairControl};
-use netstack::TxOffload;
+use core::sync::atomic::Ordering;
+use iolite::duplex::Control;
+use iolite::{Domain, Duplex, DuplexAttach, PeerId, PoolId, Trust, Want};
+use netdrv::e1000::{self, Counter, Dma, Interrupt, Pull, TxRequest, E1000};
+use nic_api::{CounterPage, TxOffload};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(2 << 20);
@@ -78,7 +82,7 @@ const POOLS: &[(&str, PoolId)] = &[
     ("cgi_req_pool", CGI_REQ_POOL),
 ];
 
-const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES, "link dataport too small");
+const _: () = assert!(glue::link::SIZE >= nic_api::REGION_BYTES, "link dataport too small");
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
 const POLL: bool = glue::attributes::POLL != 0;
 /// Test images only (`netdrv.test_hooks = 1`): after probing, try writes
@@ -95,19 +99,16 @@ impl Dma for StartDma {
     }
 }
 
-const _: () = assert!(link::DRV_NAMES.len() == NCOUNTERS, "the counter page names every counter");
-
 struct Driver {
     nic: E1000<'static, Mmio, StartDma>,
     d: &'static Domain,
-    to_stack: ChannelTx<'static, NoNotify>,
-    from_stack: ChannelRx<'static, NoNotify>,
+    /// The link with netstack: frames up on `link.tx`, down on `link.rx`.
+    link: Duplex<'static>,
     /// The two link channels; a ring netstack corrupts, or a descriptor
     /// that fails validation, breaks its channel for good (reported once)
     /// instead of being retried in a loop.
     to_stack_guard: iolite::Guard,
     from_stack_guard: iolite::Guard,
-    control: &'static PairControl,
     stats: &'static CounterPage,
     /// An interrupt cause register that did not come from the device was
     /// reported (once).
@@ -224,41 +225,23 @@ impl Driver {
         d.set_peer_pools_named(NETSTACK, glue::attributes::LINK_REFS, POOLS).expect("link grant list");
 
         // --- the link with netstack (netstack, above us, set it up) ---
-        let link_base = glue::link::VADDR as *mut u8;
-        // SAFETY: the link dataport is mapped read-write, shared only with
-        // netstack, which uses the same layout.
-        let control = unsafe { PairControl::at(link_base) };
-        if PairControl::get(&control.magic) != link::PAIR_MAGIC {
-            error!("the link with netstack is not initialised (netstack must run above netdrv)");
-            component_runtime::exit(1)
-        }
-        // SAFETY: channel A (ours to send) and B (ours to receive) of the
-        // initialised pair; we are their only sender and receiver here.
-        let (to_stack, from_stack) = unsafe {
-            (
-                ChannelTx::attach(
-                    d,
-                    NETSTACK,
-                    rw(glue::link::VADDR, link::CHANNEL_BYTES),
-                    link::FWD_CAP,
-                    link::REL_CAP,
-                    NoNotify,
-                )
-                .expect("link A"),
-                ChannelRx::attach(
-                    d,
-                    NETSTACK,
-                    rw(glue::link::VADDR + link::PAIR_B_OFF, link::CHANNEL_BYTES),
-                    link::FWD_CAP,
-                    link::REL_CAP,
-                    NoNotify,
-                    // The driver never copies: frames are DMA'd from where they are.
-                    CopyMode::IoLite,
-                    Boundary::Pipe,
-                    None,
-                )
-                .expect("link B"),
-            )
+        // SAFETY: the link dataport, mapped read-write for our lifetime,
+        // shared only with netstack; we are its side A.
+        let link = unsafe {
+            let region = rw(glue::link::VADDR, glue::link::SIZE);
+            if Control::of(region, nic_api::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
+                error!("the link with netstack is not initialised (netstack must run above netdrv)");
+                component_runtime::exit(1)
+            }
+            // The driver never copies: frames are DMA'd from where they are.
+            Duplex::attach(DuplexAttach {
+                domain: d,
+                peer: NETSTACK,
+                region,
+                geometry: nic_api::GEOMETRY,
+                side: nic_api::DRV_SIDE,
+            })
+            .expect("link")
         };
         // SAFETY: our counter page, mapped read-write.
         let stats = unsafe { CounterPage::at(glue::drv_stats::VADDR as *const u8) };
@@ -271,8 +254,11 @@ impl Driver {
         });
         let up = nic.link_up();
         let m = mac;
-        PairControl::set(&control.mac, 1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]));
-        PairControl::set(&control.link_up, up as u64);
+        let words = link.control();
+        words
+            .word(nic_api::WORD_MAC)
+            .store(1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]), Ordering::Release);
+        words.word(nic_api::WORD_LINK_UP).store(up as u64, Ordering::Release);
         log!(
             "e1000 at {E1000} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
             m[0],
@@ -289,11 +275,9 @@ impl Driver {
         Driver {
             nic,
             d,
-            to_stack,
-            from_stack,
+            link,
             to_stack_guard: iolite::Guard::new(),
             from_stack_guard: iolite::Guard::new(),
-            control,
             stats,
             bogus_icr_seen: false,
         }
@@ -308,19 +292,14 @@ impl Driver {
         let mut wake_stack = true; // netstack waits for the MAC address
         let mut woke = rdtsc();
         loop {
+            self.link.disarm();
             let mut nested = 0u64;
-            let reaped = self.nic.tx_reap();
-            let received = self.rx_drain();
-            if received > 0 || (reaped > 0 && PairControl::get(&self.control.tx_waiting) != 0) {
-                wake_stack = true;
-            }
-            if wake_stack {
-                wake_stack = false;
-                self.to_stack.flush();
-                // Return the reaped frames' buffers first: netstack, woken
-                // because it waits for them (a full frame pool in the copy
-                // modes), runs now and would otherwise find none back.
-                let _ = self.from_stack.flush_releases();
+            self.nic.tx_reap();
+            self.rx_drain();
+            // The received frames, and the reaped frames' buffers (netstack
+            // may wait for them: a full frame pool in the copy modes): if
+            // netstack asked for either, it runs now and finds them.
+            if self.link.flush() || core::mem::take(&mut wake_stack) {
                 self.nic.count(Counter::Wakeups, 1);
                 // netstack runs above us: it handles everything now and
                 // returns here when it blocks, its frames queued on the link.
@@ -328,17 +307,23 @@ impl Driver {
                 glue::wake::emit();
                 nested = rdtsc().wrapping_sub(t);
             }
-            if let (_, Some(e)) = self.to_stack_guard.poll_releases(&mut self.to_stack) {
+            if let (_, Some(e)) = self.to_stack_guard.poll_releases(&mut self.link.tx) {
                 error!("channel link.A from netstack broken: {e:?} (its releases)");
             }
             self.tx_post();
-            let _ = self.from_stack.flush_releases();
+            let _ = self.link.rx.flush_releases();
             self.nic.rx_refill();
             let now = rdtsc();
             self.nic.count(Counter::BusyCycles, now.wrapping_sub(woke).saturating_sub(nested));
             woke = now;
             self.publish();
             if self.nic.rx_ready() {
+                continue;
+            }
+            // netstack's frames: it kicks us for them while we wait (not
+            // while the NIC's ring is full: its interrupt comes then).
+            let frames = !self.nic.tx_waiting() && self.from_stack_guard.broken().is_none();
+            if self.link.arm(Want { data: frames, ..Want::default() }) {
                 continue;
             }
             let interrupt = if POLL {
@@ -365,7 +350,7 @@ impl Driver {
             woke = rdtsc();
             match interrupt {
                 Some(Interrupt::Causes { link: Some(up), .. }) => {
-                    PairControl::set(&self.control.link_up, up as u64);
+                    self.link.control().word(nic_api::WORD_LINK_UP).store(up as u64, Ordering::Release);
                     log!("link {}", if up { "up" } else { "down" });
                 }
                 Some(Interrupt::NotTheDevice(icr)) if !self.bogus_icr_seen => {
@@ -384,11 +369,11 @@ impl Driver {
 
     /// Hands every completed RX buffer to netstack; returns how many.
     fn rx_drain(&mut self) -> usize {
-        let (tx, guard) = (&mut self.to_stack, &mut self.to_stack_guard);
+        let (tx, guard) = (&mut self.link.tx, &mut self.to_stack_guard);
         // netstack empties the channel every time it runs, so a batch of at
         // most FWD_CAP frames always fits; the rest waits in the ring (the
         // caller loops while descriptors are done).
-        self.nic.rx_drain(link::FWD_CAP, |agg| match guard.send(tx, agg, 0, 0) {
+        self.nic.rx_drain(nic_api::FWD_CAP, |agg| match guard.send(tx, agg, 0, 0) {
             Ok(()) => true,
             Err((_, _, broke)) => {
                 if let Some(e) = broke {
@@ -401,10 +386,10 @@ impl Driver {
 
     /// Posts netstack's queued frames; TDT is written once.
     fn tx_post(&mut self) {
-        let (rx, guard) = (&mut self.from_stack, &mut self.from_stack_guard);
+        let (rx, guard) = (&mut self.link.rx, &mut self.from_stack_guard);
         self.nic.tx_post(|| match guard.recv(rx) {
             iolite::Next::Msg(r) => {
-                let req = match link::decode_offload(r.tag) {
+                let req = match TxOffload::from_tag(r.tag) {
                     TxOffload::None => TxRequest::Plain,
                     TxOffload::TcpChecksum { start, offset } => TxRequest::TcpChecksum { start, offset },
                 };

@@ -55,50 +55,13 @@ pub trait Dma {
     fn physical(&self, vaddr: u64) -> Option<u64>;
 }
 
-/// The driver's counters, in the order of netstack's `link::DRV_NAMES`
-/// (the component checks the length). There is no transmit copy counter:
+/// The driver's counters, declared once in the protocol crate (the
+/// `drv_stats` page its readers know). There is no transmit copy counter:
 /// the driver never copies a frame; `BytesCopied` is the domain's count of
-/// any copy at all.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-#[repr(usize)]
-pub enum Counter {
-    /// Frames handed up.
-    RxFrames,
-    /// Their bytes.
-    RxBytes,
-    /// Frames dropped: bad write-backs, or the receiver refused them.
-    RxDropped,
-    /// Frames posted.
-    TxFrames,
-    /// Their bytes.
-    TxBytes,
-    /// Descriptors posted (data and context).
-    TxDescriptors,
-    /// Frames with a checksum offload.
-    TxOffloaded,
-    /// Frames refused: bad length or offload, not in a dataport, or
-    /// refused by the channel.
-    TxRejected,
-    /// Interrupts taken (the component counts).
-    Irqs,
-    /// Wake-ups of netstack (the component counts).
-    Wakeups,
-    /// ARP frames received.
-    ArpRx,
-    /// ARP frames sent.
-    ArpTx,
-    /// 1 while the link is up.
-    LinkUp,
-    /// Refills that found the pool empty.
-    RxRingEmpty,
-    /// Payload bytes the domain copied (the component sets it).
-    BytesCopied,
-    /// TSC cycles of the driver's own passes (the component counts).
-    BusyCycles,
-}
-
-/// How many [`Counter`]s there are.
-pub const NCOUNTERS: usize = Counter::BusyCycles as usize + 1;
+/// any copy at all. The component counts `Irqs`, `Wakeups`, `BytesCopied`
+/// and `BusyCycles`; the rest are counted here.
+pub use nic_api::DrvCounter as Counter;
+use nic_api::Values;
 
 /// Why the device could not be brought up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -273,7 +236,7 @@ pub struct E1000<'d, R: RegisterFile, M: Dma> {
     tx_pending: Option<(Aggregate<'d>, TxRequest)>,
     /// The checksum context last given to the device (start, offset).
     tx_context: Option<(u8, u8)>,
-    counters: [u64; NCOUNTERS],
+    counters: Values<Counter>,
 }
 
 impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
@@ -301,7 +264,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             tx_inflight: VecDeque::new(),
             tx_pending: None,
             tx_context: None,
-            counters: [0; NCOUNTERS],
+            counters: Values::new(),
         };
         let (rx_pa, tx_pa) = (nic.rx_ring.phys, nic.tx_ring.phys);
         let r = &mut nic.regs;
@@ -340,19 +303,19 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         Ok(nic)
     }
 
-    /// The counters, in [`Counter`] order.
-    pub fn counters(&self) -> &[u64; NCOUNTERS] {
+    /// The counters.
+    pub fn counters(&self) -> &Values<Counter> {
         &self.counters
     }
 
     /// Adds `n` to counter `c`.
     pub fn count(&mut self, c: Counter, n: u64) {
-        self.counters[c as usize] += n;
+        self.counters[c] += n;
     }
 
     /// Sets counter `c`.
     pub fn set_counter(&mut self, c: Counter, value: u64) {
-        self.counters[c as usize] = value;
+        self.counters[c] = value;
     }
 
     /// The register file (tests reach the simulated device through it).
@@ -363,7 +326,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     /// Reads the link state (STATUS.LU) into [`Counter::LinkUp`].
     pub fn link_up(&mut self) -> bool {
         let up = self.regs.read(STATUS) & STATUS_LU != 0;
-        self.counters[Counter::LinkUp as usize] = up as u64;
+        self.counters[Counter::LinkUp] = up as u64;
         up
     }
 
@@ -414,7 +377,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             if !eop || continuation || errors != 0 || !(MIN_FRAME..=RX_BUF).contains(&len) {
                 // One count per frame, at its first descriptor.
                 if !continuation {
-                    self.counters[Counter::RxDropped as usize] += 1;
+                    self.counters[Counter::RxDropped] += 1;
                 }
                 self.rx_bufs[i] = Some(buf); // reused as is
                 continue;
@@ -425,15 +388,15 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
                 Ok(agg) => {
                     if deliver(agg) {
                         n += 1;
-                        self.counters[Counter::RxFrames as usize] += 1;
-                        self.counters[Counter::RxBytes as usize] += len as u64;
-                        self.counters[Counter::ArpRx as usize] += arp as u64;
+                        self.counters[Counter::RxFrames] += 1;
+                        self.counters[Counter::RxBytes] += len as u64;
+                        self.counters[Counter::ArpRx] += arp as u64;
                     } else {
-                        self.counters[Counter::RxDropped as usize] += 1;
+                        self.counters[Counter::RxDropped] += 1;
                     }
                 }
                 Err((_, b)) => {
-                    self.counters[Counter::RxDropped as usize] += 1;
+                    self.counters[Counter::RxDropped] += 1;
                     self.rx_bufs[i] = Some(b);
                 }
             }
@@ -451,7 +414,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
                 match self.d.alloc(self.rx_pool, RX_BUF) {
                     Ok(b) => self.rx_bufs[i] = Some(b),
                     Err(_) => {
-                        self.counters[Counter::RxRingEmpty as usize] += 1;
+                        self.counters[Counter::RxRingEmpty] += 1;
                         break;
                     }
                 }
@@ -505,11 +468,11 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
                 None => match pull() {
                     Pull::Frame(agg, req) => (agg, req),
                     Pull::Refused => {
-                        self.counters[Counter::TxRejected as usize] += 1;
+                        self.counters[Counter::TxRejected] += 1;
                         continue;
                     }
                     Pull::Broken => {
-                        self.counters[Counter::TxRejected as usize] += 1;
+                        self.counters[Counter::TxRejected] += 1;
                         break;
                     }
                     Pull::Empty => break,
@@ -523,13 +486,13 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
                     Some((start as u8, offset as u8))
                 }
                 TxRequest::TcpChecksum { .. } => {
-                    self.counters[Counter::TxRejected as usize] += 1;
+                    self.counters[Counter::TxRejected] += 1;
                     continue;
                 }
                 TxRequest::Plain => None,
             };
             if !(MIN_FRAME..=MAX_FRAME).contains(&len) {
-                self.counters[Counter::TxRejected as usize] += 1;
+                self.counters[Counter::TxRejected] += 1;
                 continue;
             }
             let ctx = offload.filter(|&o| self.tx_context != Some(o));
@@ -550,12 +513,12 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
                 }
             }
             if !ok {
-                self.counters[Counter::TxRejected as usize] += 1;
+                self.counters[Counter::TxRejected] += 1;
                 continue;
             }
             if let Some(first) = agg.slices().next() {
                 if first.len() >= 14 && first[12] == 0x08 && first[13] == 0x06 {
-                    self.counters[Counter::ArpTx as usize] += 1;
+                    self.counters[Counter::ArpTx] += 1;
                 }
             }
             let first_idx = self.tx_tail;
@@ -569,10 +532,10 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             let last = (self.tx_tail + RING - 1) % RING;
             let descs = (self.tx_tail + RING - first_idx) % RING;
             self.tx_used += descs;
-            self.counters[Counter::TxFrames as usize] += 1;
-            self.counters[Counter::TxBytes as usize] += len as u64;
-            self.counters[Counter::TxDescriptors as usize] += descs as u64;
-            self.counters[Counter::TxOffloaded as usize] += offload.is_some() as u64;
+            self.counters[Counter::TxFrames] += 1;
+            self.counters[Counter::TxBytes] += len as u64;
+            self.counters[Counter::TxDescriptors] += descs as u64;
+            self.counters[Counter::TxOffloaded] += offload.is_some() as u64;
             self.tx_inflight.push_back(InFlight { last, descs, _frame: agg });
         }
         if self.tx_tail != start_tail {

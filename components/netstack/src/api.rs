@@ -1,23 +1,7 @@
-//! The client interface: socket-like operations as messages on IO-Lite
-//! channels: the message format and the server-side state machine,
-//! host-tested (the seL4 wiring is in `component`).
-//!
-//! A client (httpd, ...) has two channels with the stack: requests go
-//! client → stack, events stack → client. Every message is an IO-Lite
-//! [`AggDesc`](iolite::AggDesc): its `tag` carries the operation and its
-//! arguments ([`Request::encode`], [`Event::encode`]), its aggregate carries
-//! the data, by reference (`Send` requests and `Data` events; empty
-//! otherwise). So sending a file is one descriptor holding its slices, and
-//! the stack keeps those references until TCP has them acknowledged.
-//!
-//! Tag layout: bits 56..63 operation, 24..55 id (connection id or port),
-//! 0..23 argument.
-//!
-//! A tag has no room for a connection id *and* the peer's address, so an
-//! accepted connection is announced by two events in a row: [`Event::Peer`]
-//! (address and port) and then [`Event::Accepted`] (the connection), which
-//! takes the peer of the `Peer` event just before it. One channel keeps
-//! them in order, so the client needs no more than "the last peer seen".
+//! The client interface's server side: the stack's state machine for one
+//! socket client ([`Session`]), host-tested. The messages themselves
+//! (requests, events, their tags) are the `socket-api` protocol crate's,
+//! re-exported here.
 
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -25,91 +9,8 @@ use iolite::Aggregate;
 
 use crate::{ConnId, NetError, NetStack, NicPort, Recv};
 
-const OP_LISTEN: u8 = 1;
-const OP_UNLISTEN: u8 = 2;
-const OP_SEND: u8 = 3;
-const OP_CLOSE: u8 = 4;
-const OP_ABORT: u8 = 5;
-const EV_LISTENING: u8 = 0x81;
-const EV_ACCEPTED: u8 = 0x82;
-const EV_DATA: u8 = 0x83;
-const EV_EOF: u8 = 0x84;
-const EV_SEND_SPACE: u8 = 0x85;
-const EV_CLOSED: u8 = 0x86;
-const EV_ERROR: u8 = 0x87;
-const EV_PEER: u8 = 0x88;
-const EV_SEND_FULL: u8 = 0x89;
-
-fn tag(op: u8, id: u32, arg: u32) -> u64 {
-    (op as u64) << 56 | (id as u64) << 24 | (arg & 0xff_ffff) as u64
-}
-
-fn untag(t: u64) -> (u8, u32, u32) {
-    ((t >> 56) as u8, (t >> 24) as u32, (t & 0xff_ffff) as u32)
-}
-
-/// A client's request.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Request {
-    /// Listen on `port` with a backlog of `backlog` connections.
-    Listen {
-        /// TCP port.
-        port: u16,
-        /// Connections established before they are accepted (1..=64).
-        backlog: u16,
-    },
-    /// Stop listening on `port`.
-    Unlisten {
-        /// TCP port.
-        port: u16,
-    },
-    /// Send the message's aggregate on `conn`.
-    Send {
-        /// Connection.
-        conn: ConnId,
-    },
-    /// Close `conn` after the data sent so far (FIN).
-    Close {
-        /// Connection.
-        conn: ConnId,
-    },
-    /// Reset `conn` at once, dropping unsent data.
-    Abort {
-        /// Connection.
-        conn: ConnId,
-    },
-}
-
-/// Why a request failed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-#[repr(u8)]
-pub enum ErrorCode {
-    /// No such connection or listener.
-    NotFound = 1,
-    /// Too much data pending on the connection; the aggregate was dropped.
-    WouldBlock = 2,
-    /// The connection cannot send any more.
-    NotConnected = 3,
-    /// The port is already listened on.
-    AddressInUse = 4,
-    /// A bad argument.
-    InvalidArgument = 5,
-    /// The stack ran out of memory.
-    NoMemory = 6,
-    /// The connection or port belongs to another client.
-    NotYours = 7,
-    /// The message could not be decoded.
-    BadRequest = 8,
-}
-
-impl ErrorCode {
-    fn from_u8(v: u8) -> Option<Self> {
-        use ErrorCode::*;
-        [NotFound, WouldBlock, NotConnected, AddressInUse, InvalidArgument, NoMemory, NotYours, BadRequest]
-            .into_iter()
-            .find(|c| *c as u8 == v)
-    }
-}
+use socket_api::OP_SEND;
+pub use socket_api::{ErrorCode, Event, Request};
 
 impl From<NetError> for ErrorCode {
     fn from(e: NetError) -> Self {
@@ -121,142 +22,6 @@ impl From<NetError> for ErrorCode {
             NetError::InvalidArgument => ErrorCode::InvalidArgument,
             NetError::Iolite(_) | NetError::NoMemory => ErrorCode::NoMemory,
         }
-    }
-}
-
-/// An event for a client.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Event {
-    /// `Listen` succeeded.
-    Listening {
-        /// TCP port.
-        port: u16,
-    },
-    /// The peer of the connection announced by the next event, an
-    /// [`Event::Accepted`] (see the module docs). Sent only when the stack
-    /// knows the peer, which it does for every established connection.
-    Peer {
-        /// The peer's IPv4 address.
-        addr: [u8; 4],
-        /// The peer's TCP port.
-        port: u16,
-    },
-    /// A connection was accepted on `port`; its peer is the one of the
-    /// [`Event::Peer`] right before it, if there was one.
-    Accepted {
-        /// The listening port.
-        port: u16,
-        /// The new connection.
-        conn: ConnId,
-    },
-    /// The message's aggregate holds data received on `conn`.
-    Data {
-        /// Connection.
-        conn: ConnId,
-    },
-    /// The peer closed its sending half of `conn`; no more `Data`.
-    Eof {
-        /// Connection.
-        conn: ConnId,
-    },
-    /// Data that was held back on `conn` has been handed to TCP; the client
-    /// may send more.
-    SendSpace {
-        /// Connection.
-        conn: ConnId,
-    },
-    /// `conn` has taken as much as its peer's window plus the stack's slack:
-    /// data sent now is held back. The client should send no more on it
-    /// (e.g. stop pulling the response from its cache) until `SendSpace`;
-    /// beyond a few held-back sends it gets `WouldBlock` errors.
-    SendFull {
-        /// Connection.
-        conn: ConnId,
-    },
-    /// `conn` is gone (closed or reset); its id is no longer valid.
-    Closed {
-        /// Connection.
-        conn: ConnId,
-    },
-    /// A request on `id` (a connection, or a port) failed.
-    Error {
-        /// The request's operation code.
-        op: u8,
-        /// Its connection id or port.
-        id: u32,
-        /// Why.
-        code: ErrorCode,
-    },
-}
-
-impl Request {
-    /// The channel tag of this request.
-    pub fn encode(&self) -> u64 {
-        match *self {
-            Request::Listen { port, backlog } => tag(OP_LISTEN, port as u32, backlog as u32),
-            Request::Unlisten { port } => tag(OP_UNLISTEN, port as u32, 0),
-            Request::Send { conn } => tag(OP_SEND, conn, 0),
-            Request::Close { conn } => tag(OP_CLOSE, conn, 0),
-            Request::Abort { conn } => tag(OP_ABORT, conn, 0),
-        }
-    }
-
-    /// Decodes a request's tag; anything malformed is `BadRequest`.
-    pub fn decode(t: u64) -> Result<Request, ErrorCode> {
-        let (op, id, arg) = untag(t);
-        let port = || u16::try_from(id).map_err(|_| ErrorCode::BadRequest);
-        Ok(match op {
-            OP_LISTEN => {
-                Request::Listen { port: port()?, backlog: u16::try_from(arg).map_err(|_| ErrorCode::BadRequest)? }
-            }
-            OP_UNLISTEN => Request::Unlisten { port: port()? },
-            OP_SEND => Request::Send { conn: id },
-            OP_CLOSE => Request::Close { conn: id },
-            OP_ABORT => Request::Abort { conn: id },
-            _ => return Err(ErrorCode::BadRequest),
-        })
-    }
-
-    fn op(&self) -> u8 {
-        untag(self.encode()).0
-    }
-
-    fn id(&self) -> u32 {
-        untag(self.encode()).1
-    }
-}
-
-impl Event {
-    /// The channel tag of this event.
-    pub fn encode(&self) -> u64 {
-        match *self {
-            Event::Listening { port } => tag(EV_LISTENING, port as u32, 0),
-            Event::Peer { addr, port } => tag(EV_PEER, u32::from_be_bytes(addr), port as u32),
-            Event::Accepted { port, conn } => tag(EV_ACCEPTED, conn, port as u32),
-            Event::Data { conn } => tag(EV_DATA, conn, 0),
-            Event::Eof { conn } => tag(EV_EOF, conn, 0),
-            Event::SendSpace { conn } => tag(EV_SEND_SPACE, conn, 0),
-            Event::SendFull { conn } => tag(EV_SEND_FULL, conn, 0),
-            Event::Closed { conn } => tag(EV_CLOSED, conn, 0),
-            Event::Error { op, id, code } => tag(EV_ERROR, id, (op as u32) << 8 | code as u32),
-        }
-    }
-
-    /// Decodes an event's tag (client side); `None` if malformed.
-    pub fn decode(t: u64) -> Option<Event> {
-        let (op, id, arg) = untag(t);
-        Some(match op {
-            EV_LISTENING => Event::Listening { port: u16::try_from(id).ok()? },
-            EV_PEER => Event::Peer { addr: id.to_be_bytes(), port: u16::try_from(arg).ok()? },
-            EV_ACCEPTED => Event::Accepted { port: u16::try_from(arg).ok()?, conn: id },
-            EV_DATA => Event::Data { conn: id },
-            EV_EOF => Event::Eof { conn: id },
-            EV_SEND_SPACE => Event::SendSpace { conn: id },
-            EV_SEND_FULL => Event::SendFull { conn: id },
-            EV_CLOSED => Event::Closed { conn: id },
-            EV_ERROR => Event::Error { op: (arg >> 8) as u8, id, code: ErrorCode::from_u8(arg as u8)? },
-            _ => return None,
-        })
     }
 }
 
@@ -366,7 +131,10 @@ impl<'d> Session<'d> {
     pub fn handle(&mut self, stack: &mut NetStack<'d>, tag: u64, agg: Aggregate<'d>) {
         let req = match Request::decode(tag) {
             Ok(r) => r,
-            Err(code) => return self.error(untag(tag).0, untag(tag).1, code),
+            Err(code) => {
+                let (op, id, _) = socket_api::split_tag(tag);
+                return self.error(op, id, code);
+            }
         };
         let (op, id) = (req.op(), req.id());
         let conn = self.conns.iter().position(|c| c.id == id);
@@ -585,38 +353,6 @@ mod tests {
     use crate::tests::{make, pattern, Net};
     use crate::TxChecksum;
     use iolite::CopyMode;
-
-    #[test]
-    fn tags_round_trip_and_garbage_is_rejected() {
-        for r in [
-            Request::Listen { port: 80, backlog: 16 },
-            Request::Unlisten { port: 65535 },
-            Request::Send { conn: u32::MAX },
-            Request::Close { conn: 1 },
-            Request::Abort { conn: 7 },
-        ] {
-            assert_eq!(Request::decode(r.encode()), Ok(r));
-        }
-        for e in [
-            Event::Listening { port: 80 },
-            Event::Peer { addr: [10, 0, 2, 2], port: 40000 },
-            Event::Peer { addr: [255, 255, 255, 255], port: 65535 },
-            Event::Accepted { port: 443, conn: 99 },
-            Event::Data { conn: 3 },
-            Event::Eof { conn: 3 },
-            Event::SendSpace { conn: 3 },
-            Event::Closed { conn: 3 },
-            Event::Error { op: OP_SEND, id: 5, code: ErrorCode::NotYours },
-        ] {
-            assert_eq!(Event::decode(e.encode()), Some(e));
-        }
-        assert_eq!(Request::decode(0), Err(ErrorCode::BadRequest));
-        assert_eq!(Request::decode(u64::MAX), Err(ErrorCode::BadRequest));
-        assert_eq!(Request::decode(tag(OP_LISTEN, 70000, 1)), Err(ErrorCode::BadRequest));
-        assert_eq!(Event::decode(tag(EV_ERROR, 1, 0xff)), None);
-        // A port that does not fit 16 bits is garbage, not a truncated port.
-        assert_eq!(Event::decode(tag(EV_PEER, 1, 0x1_0000)), None);
-    }
 
     #[test]
     fn a_session_serves_a_connection_end_to_end() {

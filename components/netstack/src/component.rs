@@ -1,26 +1,33 @@
 //! The netstack component: wiring and event loop.
 //!
-//! * **Below:** the `link` pair with netdrv. Channel A brings received
-//!   frames (aggregates of netdrv's `rx_pool`), channel B takes frames to
-//!   transmit (headers in our `hdr_pool`, payload by reference) with the
-//!   checksum offload request in the tag. We run above netdrv, so we set the
-//!   pair up at start.
-//! * **Above:** the `client` pair with the socket client (tcp_echo, later
+//! * **Below:** the `link` duplex with netdrv (the `nic-api` protocol). Channel
+//!   A brings received frames (aggregates of netdrv's `rx_pool`), channel B
+//!   takes frames to transmit (headers in our `hdr_pool`, payload by
+//!   reference) with the checksum offload request in the tag. We run above
+//!   netdrv, so we set the region up at start.
+//! * **Above:** the `client` duplex with the socket client (tcp_echo,
 //!   httpd): channel A carries [`Event`]s to it, channel B its requests
-//!   ([`netstack::api`]). The client runs above us and set that pair up.
-//! * **Wake-ups:** we block only on netdrv's `wake`. When we signal the
-//!   client (`event`), it runs to completion before we continue, so its
-//!   requests are already in the ring when `emit` returns; we loop until a
-//!   round produces nothing for the client. Frames go to netdrv without a
-//!   signal: netdrv runs below us and posts them when we block.
+//!   (the `socket-api` protocol, [`netstack::api`] the state machine). The
+//!   client runs above us and set it up.
+//! * **Wake-ups:** we block only on our `wake` notification (netdrv, the
+//!   client's kick, the ticker), after asking each peer, through the
+//!   regions' "signal me" flags, for what we wait for: frames, requests,
+//!   and releases while frames are held back or our pools run low. We
+//!   signal a peer only for what it asked. The client runs to completion
+//!   when we signal it (`event`), so its requests are in the ring when
+//!   `emit` returns; we loop until a round produces nothing it asked for.
+//!   netdrv runs below us: frames we queue while it is in its own pass
+//!   (it woke us) go out when we block; while it waits for its interrupt
+//!   it has asked for them, and we kick it (`kick_drv`, when the assembly
+//!   connects it).
 //! * **Time:** the TSC, at the rate the kernel measured at boot
-//!   (`component_runtime::time`). TCP timers (and DHCP's) advance whenever we run;
-//!   the assemblies' ticker wakes us periodically (badge bit of its own),
-//!   so a timer that expires while the network is idle fires within a tick
-//!   period.
+//!   (`component_runtime::time`). TCP timers (and DHCP's) advance whenever
+//!   we run; the assemblies' ticker wakes us periodically (badge bit of its
+//!   own), so a timer that expires while the network is idle fires within a
+//!   tick period.
 //! * **DHCP** (`dhcp = 1`): each lease obtained, renewed or lost is logged
 //!   (`dhcp lease A/P gw G from S for T s`).
-//! * **Counters:** the `stack_stats` page (`netstack::link::STACK_NAMES`).
+//! * **Counters:** the `stack_stats` page (`socket_api::StackCounter`).
 
 extern crate alloc;
 
@@ -28,14 +35,16 @@ use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use component_runtime::time::{self, now_ms, rdtsc};
 use component_runtime::{error, log, warn};
+use core::sync::atomic::Ordering;
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
+use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Boundary, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId, Trust,
+    init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, Trust, Want,
 };
 use netstack::api::{Event, Session};
-use netstack::link::{self, CounterPage, PairControl};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
+use socket_api::{CounterPage, StackCounter as S, Values};
 
 component_runtime::component_entry!(main);
 // What the heap holds at most: socket rings within `socket_budget` (10 MiB:
@@ -67,18 +76,16 @@ const POOLS: &[(&str, PoolId)] = &[
     ("cgi_req_pool", CGI_REQ_POOL),
 ];
 
-/// 1: signal netdrv (`kick_drv`) when a round netdrv did not start queued
-/// frames: netdrv waits for its interrupt and this kick, and would
-/// otherwise post them at the next interrupt (a client that sends on its
-/// own, e.g. httpd answering from a CGI reply, or TCP timers run from the
-/// ticker). A notification, not the e1000's interrupt-cause register: the
-/// device's registers are netdrv's alone.
+/// 1: signal netdrv (`kick_drv`) when it asked for frames (it waits for
+/// its interrupt and this kick) and we queued some: it would otherwise
+/// post them at the next interrupt (a client that sends on its own, e.g.
+/// httpd answering from a CGI reply, or TCP timers run from the ticker).
+/// A notification, not the e1000's interrupt-cause register: the device's
+/// registers are netdrv's alone.
 const NIC_KICK: bool = glue::attributes::NIC_KICK != 0;
-/// Wake-up badge bit of netdrv (the first emitter of our `wake`).
-const WAKE_NETDRV: u64 = 1;
 const NETDRV: PeerId = PeerId(0);
 const CLIENT: PeerId = PeerId(1);
-const _: () = assert!(glue::link::SIZE >= link::PAIR_BYTES && glue::client::SIZE >= link::PAIR_BYTES);
+const _: () = assert!(glue::link::SIZE >= nic_api::REGION_BYTES && glue::client::SIZE >= socket_api::REGION_BYTES);
 
 /// Frames queued for netdrv beyond the ring (smoltcp stops emitting when
 /// this is full; they go out as the ring drains).
@@ -92,13 +99,16 @@ const MAX_PENDING: usize = 32;
 const EVENTS_CAP: usize = 1024;
 /// Bytes a connection may queue beyond its peer's advertised window.
 const SEND_SLACK: usize = 64 * 1024;
-/// The stack's NIC: netdrv through the link pair.
+/// The stack's NIC: netdrv through the link region.
 struct Port {
-    rx: ChannelRx<'static, NoNotify>,
+    link: Duplex<'static>,
     /// link.A (frames from netdrv) and link.B (frames to it): broken for
     /// good by a corrupt ring or a forged descriptor, never retried in a loop.
     rx_guard: Guard,
     tx_guard: Guard,
+    /// Frames are held back, or our pools run low: wait for netdrv to
+    /// return buffers.
+    want_releases: bool,
     queue: VecDeque<TxFrame<'static>>,
     rx_errors: u64,
     held_back: u64,
@@ -115,7 +125,7 @@ impl NicPort<'static> for Port {
         // Beyond TX_QUEUE only replies to received frames come here (the
         // stack's own segments wait on can_transmit): at most one per frame
         // netdrv hands us in a batch.
-        if self.queue.len() >= TX_QUEUE + link::FWD_CAP {
+        if self.queue.len() >= TX_QUEUE + nic_api::FWD_CAP {
             return Err(frame);
         }
         self.queue.push_back(frame);
@@ -124,7 +134,7 @@ impl NicPort<'static> for Port {
 
     fn receive(&mut self) -> Option<Aggregate<'static>> {
         loop {
-            match self.rx_guard.recv(&mut self.rx) {
+            match self.rx_guard.recv(&mut self.link.rx) {
                 Next::Msg(r) => return Some(r.agg),
                 Next::Idle | Next::Wait(_) => return None,
                 // One message refused (its holds went back): the next.
@@ -143,10 +153,10 @@ impl Port {
     /// Moves queued frames into netdrv's ring, as many as fit.
     /// `starving`: our pools run low, so netdrv should wake us when it
     /// returns buffers (it holds frames' buffers until they are sent).
-    fn flush(&mut self, tx: &mut ChannelTx<'static, NoNotify>, control: &PairControl, starving: bool) {
+    fn flush(&mut self, starving: bool) {
         while let Some(f) = self.queue.pop_front() {
-            let tag = link::encode_offload(f.offload);
-            if let Err((_, agg, broke)) = self.tx_guard.send(tx, f.agg, tag, 0) {
+            let tag = f.offload.tag();
+            if let Err((_, agg, broke)) = self.tx_guard.send(&mut self.link.tx, f.agg, tag, 0) {
                 if let Some(e) = broke {
                     error!("channel link.B from netdrv broken: {e:?}");
                 }
@@ -165,8 +175,7 @@ impl Port {
         if waiting {
             self.held_back += 1;
         }
-        PairControl::set(&control.tx_waiting, (waiting || starving) as u64);
-        tx.flush();
+        self.want_releases = waiting || starving;
     }
 }
 
@@ -174,15 +183,14 @@ struct Node {
     d: &'static Domain,
     stack: NetStack<'static>,
     port: Port,
-    link_tx: ChannelTx<'static, NoNotify>,
-    link_control: &'static PairControl,
     session: Session<'static>,
-    events: ChannelTx<'static, NoNotify>,
-    requests: ChannelRx<'static, NoNotify>,
+    /// The client region: events on `client.tx`, requests on `client.rx`.
+    client: Duplex<'static>,
     /// client.B (requests) and client.A (events): see `Port`'s guards.
     requests_guard: Guard,
     events_guard: Guard,
-    client_control: &'static PairControl,
+    /// netdrv asked for the frames we queued (it waits for its interrupt).
+    kick_drv: bool,
     /// The one event the channel did not take (ring full or the client's
     /// quota), sent first next time; the others wait in the session.
     undelivered: Option<(u64, Option<Aggregate<'static>>)>,
@@ -240,84 +248,50 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let _ = d.set_quota(CLIENT, glue::attributes::CLIENT_QUOTA as u32);
 
     // --- the link with netdrv: we run first, so we set it up ---
-    let link_base = glue::link::VADDR;
-    // SAFETY: the link dataport, mapped read-write, shared only with netdrv,
-    // which attaches only after we set the magic (it runs below us).
-    let link_control = unsafe {
-        iolite::init_channel(rw(link_base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("link A");
-        iolite::init_channel(rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP)
-            .expect("link B");
-        let c = PairControl::at(link_base as *mut u8);
-        PairControl::set(&c.tx_waiting, 0);
-        PairControl::set(&c.mac, 0);
-        PairControl::set(&c.magic, link::PAIR_MAGIC);
-        c
+    // SAFETY: the link dataport, mapped read-write for our lifetime, shared
+    // only with netdrv, which attaches only after we initialised it (it
+    // runs below us).
+    let link = unsafe {
+        let region = rw(glue::link::VADDR, glue::link::SIZE);
+        init_duplex(region, nic_api::GEOMETRY).expect("link");
+        Duplex::attach(DuplexAttach {
+            domain: d,
+            peer: NETDRV,
+            region,
+            geometry: nic_api::GEOMETRY,
+            side: nic_api::STACK_SIDE,
+        })
+        .expect("link")
     };
-    // SAFETY: the initialised pair; we are the only receiver of A and the
-    // only sender of B.
-    let (link_rx, link_tx) = unsafe {
-        (
-            ChannelRx::attach(
-                d,
-                NETDRV,
-                rw(link_base, link::CHANNEL_BYTES),
-                link::FWD_CAP,
-                link::REL_CAP,
-                NoNotify,
-                // Frames are not application data: never copied here (smoltcp
-                // copies the payload it keeps, counted by the stack).
-                CopyMode::IoLite,
-                Boundary::Pipe,
-                None,
-            )
-            .expect("link A"),
-            ChannelTx::attach(
-                d,
-                NETDRV,
-                rw(link_base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
-                link::FWD_CAP,
-                link::REL_CAP,
-                NoNotify,
-            )
-            .expect("link B"),
-        )
-    };
+    // Frames are not application data: never copied here (smoltcp copies
+    // the payload it keeps, counted by the stack).
 
-    // --- the client pair: the client runs above us and set it up ---
-    let client_base = glue::client::VADDR;
-    // SAFETY: the client dataport, mapped read-write, shared with the client.
-    let client_control = unsafe { PairControl::at(client_base as *mut u8) };
-    if PairControl::get(&client_control.magic) != link::PAIR_MAGIC {
-        error!("the client pair is not initialised (the client must run above netstack)");
-        component_runtime::exit(1)
-    }
-    // SAFETY: the initialised pair; we send on A and receive on B only.
-    let (events, requests) = unsafe {
-        (
-            ChannelTx::attach(d, CLIENT, rw(client_base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP, NoNotify)
-                .expect("client A"),
-            ChannelRx::attach(
-                d,
-                CLIENT,
-                rw(client_base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
-                link::FWD_CAP,
-                link::REL_CAP,
-                NoNotify,
-                // The copy modes' send copy is the stack's own (into the
-                // socket's send ring, counted there), as write(2) copies once.
-                CopyMode::IoLite,
-                Boundary::AppToNet,
-                None,
-            )
-            .expect("client B"),
-        )
+    // --- the client region: the client runs above us and set it up ---
+    // SAFETY: the client dataport, mapped read-write for our lifetime,
+    // shared with the client only; we are its side A.
+    let client = unsafe {
+        let region = rw(glue::client::VADDR, glue::client::SIZE);
+        if Control::of(region, socket_api::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
+            error!("the client region is not initialised (the client must run above netstack)");
+            component_runtime::exit(1)
+        }
+        Duplex::attach(DuplexAttach {
+            domain: d,
+            peer: CLIENT,
+            region,
+            geometry: socket_api::GEOMETRY,
+            side: socket_api::STACK_SIDE,
+        })
+        .expect("client")
     };
+    // The copy modes' send copy is the stack's own (into the socket's send
+    // ring, counted there), as write(2) copies once: no copy stage here.
     // SAFETY: our counter page, mapped read-write.
     let stats = unsafe { CounterPage::at(glue::stack_stats::VADDR as *const u8) };
 
     // --- netdrv tells us the MAC address with its first wake-up ---
     let mac = loop {
-        let m = PairControl::get(&link_control.mac);
+        let m = link.control().word(nic_api::WORD_MAC).load(Ordering::Acquire);
         if m >> 63 == 1 {
             let b = m.to_le_bytes();
             break [b[0], b[1], b[2], b[3], b[4], b[5]];
@@ -365,22 +339,20 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         d,
         stack,
         port: Port {
-            rx: link_rx,
+            link,
             rx_guard: Guard::new(),
             tx_guard: Guard::new(),
+            want_releases: false,
             queue: VecDeque::new(),
             rx_errors: 0,
             held_back: 0,
             posted: 0,
         },
-        link_tx,
-        link_control,
         session: Session::with_events(MAX_PENDING, EVENTS_CAP),
-        events,
-        requests,
+        client,
         requests_guard: Guard::new(),
         events_guard: Guard::new(),
-        client_control,
+        kick_drv: false,
         undelivered: None,
         stats,
         accepted: 0,
@@ -391,21 +363,26 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         busy_cycles: 0,
         nested_cycles: 0,
     };
-    let mut bits = WAKE_NETDRV;
     let mut woke = rdtsc();
     loop {
-        let posted = node.port.posted;
+        node.port.link.disarm();
+        node.client.disarm();
         node.round();
         node.log_dhcp();
-        if NIC_KICK && bits & WAKE_NETDRV == 0 && node.port.posted != posted {
-            // netdrv is blocked, not waiting for us to return: wake it.
+        if NIC_KICK && core::mem::take(&mut node.kick_drv) {
+            // netdrv waits for its interrupt: wake it for our frames.
             glue::kick_drv::emit();
         }
         let pass = rdtsc().wrapping_sub(woke);
         node.busy_cycles += pass.saturating_sub(node.nested_cycles);
         node.nested_cycles = 0;
+        woke = rdtsc();
         node.publish();
-        bits = glue::wake::wait();
+        if node.arm() {
+            // Something came in since we last looked: another round.
+            continue;
+        }
+        glue::wake::wait();
         woke = rdtsc();
         node.wakeups += 1;
     }
@@ -416,17 +393,15 @@ impl Node {
     /// signals the client once per round that produced something for it.
     fn round(&mut self) {
         loop {
-            if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.link_tx) {
+            if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.port.link.tx) {
                 error!("channel link.B from netdrv broken: {e:?} (its releases)");
             }
-            if let (_, Some(e)) = self.events_guard.poll_releases(&mut self.events) {
+            if let (_, Some(e)) = self.events_guard.poll_releases(&mut self.client.tx) {
                 error!("channel client.A from client broken: {e:?} (its releases)");
             }
-            let mut consumed = 0;
             loop {
-                match self.requests_guard.recv(&mut self.requests) {
+                match self.requests_guard.recv(&mut self.client.rx) {
                     Next::Msg(r) => {
-                        consumed += 1;
                         self.client_requests += 1;
                         self.session.handle(&mut self.stack, r.tag, r.agg);
                     }
@@ -460,7 +435,7 @@ impl Node {
                     },
                 };
                 let agg = agg.unwrap_or_else(|| Aggregate::new(self.d));
-                match self.events_guard.send(&mut self.events, agg, tag, 0) {
+                match self.events_guard.send(&mut self.client.tx, agg, tag, 0) {
                     Ok(()) => delivered += 1,
                     Err((_, agg, broke)) => {
                         if let Some(e) = broke {
@@ -481,14 +456,14 @@ impl Node {
             // The stack held segments back for lack of frame buffers (or
             // ring space): netdrv must wake us when it gives some back.
             let starving = self.starving() || self.stack.tx_blocked();
-            self.port.flush(&mut self.link_tx, self.link_control, starving);
-            let _ = self.port.rx.flush_releases();
-            let released = self.requests.flush_releases().unwrap_or(0);
-            let client_waits = PairControl::get(&self.client_control.tx_waiting) != 0;
-            if delivered > 0 || ((released > 0 || consumed > 0) && client_waits) {
-                self.events.flush();
-                // The client runs above us: it handles the events now and
-                // its requests are queued when this returns.
+            self.port.flush(starving);
+            // Frames (and the received frames' buffers) to netdrv: if it
+            // waits for them, kick it after the round.
+            self.kick_drv |= self.port.link.flush();
+            if self.client.flush() {
+                // The client asked for what we did (events, its buffers
+                // back, its requests taken). It runs above us: it handles
+                // them now and its requests are queued when this returns.
                 let t = rdtsc();
                 glue::event::emit();
                 self.nested_cycles += rdtsc().wrapping_sub(t);
@@ -496,6 +471,32 @@ impl Node {
             }
             break;
         }
+    }
+
+    /// Before blocking: asks netdrv for frames, for its returns while our
+    /// pools run low, and, while frames wait for room in its ring, to say
+    /// when it took some; asks the client for requests, for its returns
+    /// while our pools run low or an event waits for its quota, and for
+    /// room while an event waits. True if some of it already came in. A
+    /// broken channel is asked for nothing.
+    fn arm(&mut self) -> bool {
+        let starving = self.starving();
+        let (to_drv, to_client) = (self.port.tx_guard.broken().is_none(), self.events_guard.broken().is_none());
+        let held = !self.port.queue.is_empty();
+        let link = Want {
+            data: self.port.rx_guard.broken().is_none(),
+            releases: self.port.want_releases && to_drv,
+            room: held && to_drv,
+        };
+        let waiting = self.undelivered.is_some();
+        let client = Want {
+            data: self.requests_guard.broken().is_none(),
+            releases: (starving || waiting) && to_client,
+            room: waiting && to_client,
+        };
+        let from_link = self.port.link.arm(link);
+        let from_client = self.client.arm(client);
+        from_link || from_client
     }
 
     /// Logs a DHCP lease (or its loss) once per change: the test image
@@ -542,73 +543,72 @@ impl Node {
         let ss = self.session.stats();
         let c = self.stack.checksum_cache_stats();
         let ds = self.d.stats();
-        let mode = match self.stack.config().copy_mode {
-            CopyMode::IoLite => 0,
-            CopyMode::Flash => 1,
-            CopyMode::Posix => 2,
-        };
-        let csum = match self.stack.config().checksum {
-            TxChecksum::Cached => 0,
-            TxChecksum::Software => 1,
-            TxChecksum::Offload => 2,
-        };
-        let v = [
-            mode,
-            csum,
-            s.tx_frames,
-            s.tx_dropped,
-            s.rx_frames,
-            s.tx_payload_by_ref,
-            s.tx_retransmitted,
-            s.tx_payload_copied_socket,
-            s.tx_payload_copied_frame,
-            s.tx_copied(),
-            s.tx_coalesced_segments,
-            s.rx_payload,
-            s.rx_payload_copied,
-            c.hits,
-            c.misses,
-            c.bytes_cached,
-            c.bytes_summed,
-            c.hit_rate_percent(),
-            ds.bytes_copied,
-            ds.bytes_by_ref_sent,
-            self.accepted,
-            self.polls,
-            self.wakeups,
-            self.client_requests,
-            self.client_events,
-            self.port.held_back,
-            self.busy_cycles,
-            s.tx_deferred,
-            s.accept_deferred,
-            self.stack.socket_memory() as u64,
-            ds.rejected_descriptors,
-            ds.rejected_foreign_pool,
-            ds.rejected_not_granted,
-            s.tx_stale_withheld,
-            s.tx_stale_resets,
-            s.tx_coalesced_bytes,
-            s.tx_withheld,
-            s.tx_header_bytes,
-            s.tx_nontcp_frame_bytes,
-            s.rx_frame_bytes_flattened,
-            ss.events_deferred,
-            ss.events_dropped,
-            ss.sends_refused,
-            ss.send_full,
-            self.stack.connections() as u64,
-            heap_used() as u64,
-            self.stack.held_send_bytes() as u64,
-            self.port.rx_errors,
-            [self.port.rx_guard, self.port.tx_guard, self.requests_guard, self.events_guard]
-                .iter()
-                .filter(|g| g.broken().is_some())
-                .count() as u64,
-            self.d.pool_stats(HDR_POOL).map_or(0, |p| p.pages_in_use as u64),
-            self.d.pool_stats(SOCK_POOL).map_or(0, |p| p.pages_in_use as u64),
-        ];
-        debug_assert_eq!(v.len(), link::STACK_NAMES.len());
+        let broken = [self.port.rx_guard, self.port.tx_guard, self.requests_guard, self.events_guard]
+            .iter()
+            .filter(|g| g.broken().is_some())
+            .count() as u64;
+        let mut v = Values::<S>::new();
+        // Every counter of the page's declaration gets its value here: a new
+        // one does not compile until it has a line.
+        for &k in <S as socket_api::Counter>::ALL {
+            v[k] = match k {
+                S::CopyMode => self.stack.config().copy_mode.number(),
+                S::ChecksumMode => match self.stack.config().checksum {
+                    TxChecksum::Cached => 0,
+                    TxChecksum::Software => 1,
+                    TxChecksum::Offload => 2,
+                },
+                S::TxFrames => s.tx_frames,
+                S::TxDropped => s.tx_dropped,
+                S::RxFrames => s.rx_frames,
+                S::TxPayloadByRef => s.tx_payload_by_ref,
+                S::TxRetransmitted => s.tx_retransmitted,
+                S::TxPayloadCopiedSocket => s.tx_payload_copied_socket,
+                S::TxPayloadCopiedFrame => s.tx_payload_copied_frame,
+                S::TxCopied => s.tx_copied(),
+                S::TxCoalescedSegments => s.tx_coalesced_segments,
+                S::RxPayload => s.rx_payload,
+                S::RxPayloadCopied => s.rx_payload_copied,
+                S::CsumHits => c.hits,
+                S::CsumMisses => c.misses,
+                S::CsumBytesCached => c.bytes_cached,
+                S::CsumBytesSummed => c.bytes_summed,
+                S::CsumHitRatePercent => c.hit_rate_percent(),
+                S::BytesCopied => ds.bytes_copied,
+                S::BytesByRefSent => ds.bytes_by_ref_sent,
+                S::ConnectionsAccepted => self.accepted,
+                S::Polls => self.polls,
+                S::Wakeups => self.wakeups,
+                S::ClientRequests => self.client_requests,
+                S::ClientEvents => self.client_events,
+                S::TxHeldBack => self.port.held_back,
+                S::BusyCycles => self.busy_cycles,
+                S::TxDeferred => s.tx_deferred,
+                S::AcceptDeferred => s.accept_deferred,
+                S::SocketBytes => self.stack.socket_memory() as u64,
+                S::RejectedDescriptors => ds.rejected_descriptors,
+                S::RejectedForeignPool => ds.rejected_foreign_pool,
+                S::RejectedNotGranted => ds.rejected_not_granted,
+                S::TxStaleWithheld => s.tx_stale_withheld,
+                S::TxStaleResets => s.tx_stale_resets,
+                S::TxCoalescedBytes => s.tx_coalesced_bytes,
+                S::TxWithheld => s.tx_withheld,
+                S::TxHeaderBytes => s.tx_header_bytes,
+                S::TxNontcpFrameBytes => s.tx_nontcp_frame_bytes,
+                S::RxFrameBytesFlattened => s.rx_frame_bytes_flattened,
+                S::EventsDeferred => ss.events_deferred,
+                S::EventsDropped => ss.events_dropped,
+                S::SendsRefused => ss.sends_refused,
+                S::SendFull => ss.send_full,
+                S::Connections => self.stack.connections() as u64,
+                S::HeapUsed => heap_used() as u64,
+                S::SendQueuedBytes => self.stack.held_send_bytes() as u64,
+                S::RxErrors => self.port.rx_errors,
+                S::ChannelsBroken => broken,
+                S::HdrPoolPagesInUse => self.d.pool_stats(HDR_POOL).map_or(0, |p| p.pages_in_use as u64),
+                S::SockPoolPagesInUse => self.d.pool_stats(SOCK_POOL).map_or(0, |p| p.pages_in_use as u64),
+            };
+        }
         self.stats.publish(&v);
     }
 }

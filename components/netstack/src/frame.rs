@@ -17,21 +17,7 @@ pub const ETHERTYPE_IPV4: u16 = 0x0800;
 /// IP protocol number of TCP.
 pub const PROTO_TCP: u8 = 6;
 
-/// How the TCP checksum of a frame is to be completed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum TxOffload {
-    /// The frame is complete (checksums filled in).
-    None,
-    /// The NIC must compute the ones'-complement sum from byte `start` to the
-    /// end of the frame and store its complement at byte `offset` (e1000
-    /// TUCSS/TUCSO; the field is preloaded with the pseudo-header sum).
-    TcpChecksum {
-        /// First byte summed (the TCP header).
-        start: u16,
-        /// Where the checksum goes.
-        offset: u16,
-    },
-}
+pub use nic_api::TxOffload;
 
 /// A frame to transmit: headers and payload slices, plus checksum work left
 /// for the NIC.

@@ -11,9 +11,10 @@
 //!   ⟨pool, buffer, generation, block⟩ (IO-Lite §2.9), or NIC offload.
 //! * Copy modes (flash/posix): payload copied into smoltcp's send ring and
 //!   into the frame buffer, as a conventional stack does; counted.
-//! * [`api`]: the client interface (messages over IO-Lite channels) and its
-//!   state machine.
-//! * [`frame`]: the frame model between the stack and the NIC driver.
+//! * [`api`]: the client interface's state machine (the messages are the
+//!   `socket-api` protocol crate's).
+//! * [`frame`]: the frame model between the stack and the NIC driver (the
+//!   link protocol is the `nic-api` crate's).
 //!
 //! See README.md for the design and the measurements.
 #![no_std]
@@ -31,7 +32,6 @@ mod device;
 pub mod frame;
 #[cfg(test)]
 mod keepalive_tests;
-pub mod link;
 mod stack;
 #[cfg(test)]
 mod tests;
@@ -41,9 +41,7 @@ pub use stack::{DhcpLease, NetStack, Recv, TcpState};
 
 use iolite::{CopyMode, PoolId};
 
-/// A connection id (never 0; not reused while the stack runs for a long
-/// time: 2^32 connections).
-pub type ConnId = u32;
+pub use socket_api::ConnId;
 
 /// How the TCP checksum of transmitted segments is computed (smoltcp's
 /// `ChecksumCapabilities` has TCP transmit checksums off in every case).

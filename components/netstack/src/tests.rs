@@ -10,7 +10,7 @@ use alloc::vec::Vec;
 use core::cell::RefCell;
 use std::boxed::Box;
 
-use iolite::{Aggregate, BufMeta, CopyMode, Domain, PoolId, PoolLayout, RwRegion, Trust};
+use iolite::{Aggregate, CopyMode, Domain, PoolId, Trust};
 
 use crate::csum;
 use crate::frame::{parse_tcp, NicPort, TxFrame, TxOffload, ETH_HDR};
@@ -20,16 +20,6 @@ pub(crate) const NET: PoolId = 1;
 pub(crate) const RX: PoolId = 2;
 pub(crate) const APP: PoolId = 3;
 
-fn region(pages: u32) -> RwRegion {
-    let len = PoolLayout { pages }.region_bytes();
-    let layout = std::alloc::Layout::from_size_align(len, 4096).unwrap();
-    // SAFETY: non-zero size; leaked for the rest of the test process.
-    let p = unsafe { std::alloc::alloc_zeroed(layout) };
-    assert!(!p.is_null());
-    // SAFETY: freshly allocated, used only through the region.
-    unsafe { RwRegion::from_raw_parts(p, len).unwrap() }
-}
-
 /// A domain owning the stack's pool, a "driver RX" pool and an application
 /// (file cache) pool, leaked so it lives for the test.
 pub(crate) fn domain(app_pages: u32, app_trust: Trust) -> &'static Domain {
@@ -38,12 +28,11 @@ pub(crate) fn domain(app_pages: u32, app_trust: Trust) -> &'static Domain {
 
 /// As [`domain`], with a stack pool of `net_pages`.
 pub(crate) fn domain_with(net_pages: u32, app_pages: u32, app_trust: Trust) -> &'static Domain {
-    let d: &'static Domain = Box::leak(Box::new(Domain::new()));
+    let d = iolite::testing::domain();
     for (id, pages, trust) in
         [(NET, net_pages, Trust::Trusted), (RX, 2048, Trust::Trusted), (APP, app_pages, app_trust)]
     {
-        let meta: &'static mut [BufMeta] = Box::leak(alloc::vec![BufMeta::EMPTY; pages as usize].into_boxed_slice());
-        d.add_owned_pool(id, region(pages), meta, trust).unwrap();
+        iolite::testing::own_with(d, id, pages, trust);
     }
     d
 }
@@ -1257,13 +1246,11 @@ const CGI: PoolId = 4;
 /// With `retransmit`, every frame A sends before the reuse is lost, so all
 /// it sends afterwards are retransmissions.
 fn stale_untrusted_slices_are_withheld(retransmit: bool) {
-    let region = region(256);
-    let old: &'static Domain = Box::leak(Box::new(Domain::new()));
+    let old = iolite::testing::domain();
     old.seed_generations(1);
-    let meta = |n| -> &'static mut [BufMeta] { Box::leak(alloc::vec![BufMeta::EMPTY; n].into_boxed_slice()) };
-    old.add_owned_pool(CGI, region, meta(256), Trust::Trusted).unwrap();
+    let region = iolite::testing::own(old, CGI, 256);
     let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
-    n.da.add_foreign_pool(CGI, region.read_only(), meta(256), Trust::Untrusted).unwrap();
+    iolite::testing::map_with(n.da, CGI, region, Trust::Untrusted);
     let (ca, cb) = n.connect();
     let data = pattern(250_000, 5);
     let mut b = old.alloc(CGI, data.len()).unwrap();
@@ -1317,7 +1304,7 @@ fn stale_untrusted_slices_are_withheld(retransmit: bool) {
     // (The old domain is leaked and never used again: its memory is gone.)
     let new: &'static Domain = Box::leak(Box::new(Domain::new()));
     new.seed_generations(2);
-    new.add_owned_pool(CGI, region, meta(256), Trust::Trusted).unwrap();
+    new.add_owned_pool(CGI, region, iolite::testing::meta(256), Trust::Trusted).unwrap();
     new.end_quarantine(CGI).unwrap();
     let mut other = Vec::new();
     while let Ok(mut w) = new.alloc(CGI, 4096) {

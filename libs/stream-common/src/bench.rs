@@ -31,10 +31,10 @@
 //! [bench_channel_producer] channelbench done
 //! ```
 
-use crate::{mode_name, rdtsc, word_sum, ByteStream, Control, FWD_CAP, PEER, PRIVATE_POOL, PRODUCER_POOL, REL_CAP};
+use crate::{rdtsc, word_sum, ByteStream, Control, PEER, PRIVATE_POOL, PRODUCER_POOL};
 use component_runtime::log;
 use iolite::{
-    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, Error, RoRegion, RwRegion, Trust,
+    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, RoRegion, RwRegion, Trust,
     BUILD_COPY_MODE, FLAG_EOF,
 };
 
@@ -99,15 +99,15 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
     assert!(CACHE_BYTES <= pages as usize * 4096, "pool smaller than the cache");
     // SAFETY: the channel dataport; the consumer attaches after `magic`.
     let control = unsafe {
-        init_channel(channel, FWD_CAP, REL_CAP).expect("channel dataport");
+        init_channel(channel, crate::GEOMETRY).expect("channel dataport");
         Control::at(channel)
     };
     crate::reset_control(control);
     // SAFETY: initialised above; the only sender.
-    let mut tx = unsafe { ChannelTx::attach(&d, PEER, channel, FWD_CAP, REL_CAP, &signal_data) }.expect("attach");
+    let mut tx = unsafe { ChannelTx::attach(crate::attach(&d, channel)) }.expect("attach");
     log!(
         "channelbench start: mode {}, sizes 4 KiB..1 MiB, {} cycles per size (at least {} messages), {} MiB cached per size",
-        mode_name(BUILD_COPY_MODE),
+        BUILD_COPY_MODE.name(),
         budget,
         MIN_MESSAGES,
         CACHE_BYTES >> 20
@@ -127,7 +127,14 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
             *slot = Some(w.seal(size).map_err(|(e, _)| e).expect("seal"));
         }
         let warmup = 2 * i as u64;
-        let ctx = RoundCtx { d: &d, control, cache: &cache[..cached], sums: &sums[..cached], wait_space: &wait_space };
+        let ctx = RoundCtx {
+            d: &d,
+            control,
+            cache: &cache[..cached],
+            sums: &sums[..cached],
+            signal_data: &signal_data,
+            wait_space: &wait_space,
+        };
         round(&ctx, &mut tx, warmup, |sent, _| sent >= WARMUP_MESSAGES);
         let notified_before = tx.notifications();
         let releases_before = Control::get(&control.notifications);
@@ -158,7 +165,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
             Control::get(&control.notifications) - releases_before,
             r.copied,
             if r.checksum_ok { "ok" } else { "MISMATCH" },
-            mode_name(BUILD_COPY_MODE)
+            BUILD_COPY_MODE.name()
         );
         results[i] = r;
         // Dropping the cache frees its buffers (every lent hold is back).
@@ -172,21 +179,42 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
 }
 
 /// What a round needs besides the channel end.
-struct RoundCtx<'a, 'd, W: Fn()> {
+struct RoundCtx<'a, 'd, S: Fn(), W: Fn()> {
     d: &'d Domain,
     control: &'a Control,
     cache: &'a [Option<Aggregate<'d>>],
     sums: &'a [u64],
+    signal_data: &'a S,
     wait_space: &'a W,
+}
+
+impl<S: Fn(), W: Fn()> RoundCtx<'_, '_, S, W> {
+    /// Signals the consumer if it waits for what was sent.
+    fn flush(&self, tx: &mut ChannelTx<'_>) {
+        if tx.flush() {
+            (self.signal_data)();
+        }
+    }
+
+    /// Flushes, then waits for the consumer (releases, room if `full`: the
+    /// last send found the ring full, or its record of a round marker)
+    /// unless that already came in.
+    fn block(&self, tx: &mut ChannelTx<'_>, full: bool) {
+        self.flush(tx);
+        if !tx.arm(true, full) {
+            (self.wait_space)();
+        }
+        tx.disarm();
+    }
 }
 
 /// One round: sends duplicates of the cached aggregates round-robin until
 /// `stop(sent, cycles)`, then the round marker, and waits for the
 /// consumer's record of it and for every release. Returns the TSC at the
 /// start, the messages sent and the checksum the consumer should report.
-fn round<'d, N: iolite::Notify, W: Fn()>(
-    ctx: &RoundCtx<'_, 'd, W>,
-    tx: &mut ChannelTx<'d, N>,
+fn round<'d, S: Fn(), W: Fn()>(
+    ctx: &RoundCtx<'_, 'd, S, W>,
+    tx: &mut ChannelTx<'d>,
     number: u64,
     stop: impl Fn(u64, u64) -> bool,
 ) -> (u64, u64, u64) {
@@ -202,31 +230,25 @@ fn round<'d, N: iolite::Notify, W: Fn()>(
                 sent += 1;
                 expected = expected.wrapping_add(ctx.sums[k]);
             }
-            Err((Error::Full | Error::QuotaExceeded, _)) => {
-                tx.flush();
-                (ctx.wait_space)();
-            }
+            Err((e @ (Error::Full | Error::QuotaExceeded), _)) => ctx.block(tx, e == Error::Full),
             Err((e, _)) => panic!("send: {:?}", e),
         }
     }
     loop {
         match tx.send(Aggregate::new(ctx.d), number, FLAG_EOF) {
             Ok(()) => break,
-            Err((Error::Full, _)) => {
-                tx.flush();
-                (ctx.wait_space)();
-            }
+            Err((Error::Full, _)) => ctx.block(tx, true),
             Err((e, _)) => panic!("round marker: {:?}", e),
         }
     }
-    tx.flush();
+    ctx.flush(tx);
     // Wait for the consumer's record of the marker and every release.
     loop {
         let _ = tx.poll_releases();
         if Control::get(&ctx.control.ack) == number + 1 && ctx.d.peer_held_buffers(PEER).expect("peer") == 0 {
             break;
         }
-        (ctx.wait_space)();
+        ctx.block(tx, false);
     }
     (start, sent, expected)
 }
@@ -265,26 +287,14 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) {
         "private pool too small"
     );
     // SAFETY: initialised by the producer (magic is set); the only receiver.
-    let mut rx = unsafe {
-        ChannelRx::attach(
-            &d,
-            PEER,
-            channel,
-            FWD_CAP,
-            REL_CAP,
-            &signal_space,
-            BUILD_COPY_MODE,
-            Boundary::Pipe,
-            Some(PRIVATE_POOL),
-        )
-    }
-    .expect("attach");
+    let mut rx = unsafe { ChannelRx::attach(crate::attach(&d, channel)) }.expect("attach");
+    let mut copier = Copier::new(BUILD_COPY_MODE, Boundary::Pipe, Some(PRIVATE_POOL)).expect("copy pool");
     let (mut messages, mut bytes, mut sum) = (0u64, 0u64, 0u64);
     let mut copied_before = 0u64;
     loop {
         let mut marker = false;
         loop {
-            let r = match rx.recv() {
+            let r = match copier.recv(&mut rx) {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 Err(e) => panic!("receive: {:?}", e),
@@ -309,15 +319,19 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) {
         }
         rx.flush_releases().expect("release ring");
         crate::expect_all_flushed(&d);
-        if marker {
+        let asked = rx.flush();
+        Control::set(&control.notifications, rx.notifications());
+        if asked || marker {
             // The producer waits for the record even if nothing was released.
             signal_space();
         }
-        Control::set(&control.notifications, rx.notifications());
         if Control::get(&control.finished) == 1 {
             return;
         }
-        wait_data();
+        if !rx.arm() {
+            wait_data();
+        }
+        rx.disarm();
     }
 }
 

@@ -30,7 +30,7 @@ pub mod stream;
 pub use iolite;
 
 use core::sync::atomic::{AtomicU64, Ordering};
-use iolite::{channel_bytes, CopyMode, PeerId, PoolId, RwRegion};
+use iolite::{channel_bytes, Attach, Domain, Geometry, PeerId, PoolId, RwRegion};
 
 /// The producer's pool (the `pool` dataport).
 pub const PRODUCER_POOL: PoolId = 1;
@@ -50,6 +50,14 @@ pub const FWD_CAP: usize = 64;
 /// would never wake it). Also at least the pool's data pages
 /// ([`release_ring_fits`]).
 pub const REL_CAP: usize = 2048;
+/// The channel's ring capacities.
+pub const GEOMETRY: Geometry = Geometry { fwd: FWD_CAP, rel: REL_CAP };
+
+/// How either side attaches to the channel dataport.
+pub fn attach(d: &Domain, channel: RwRegion) -> Attach<'_> {
+    Attach { domain: d, peer: PEER, region: channel, geometry: GEOMETRY }
+}
+
 /// Offset of the [`Control`] block in the channel dataport.
 pub const CONTROL_OFF: usize = channel_bytes(FWD_CAP, REL_CAP).div_ceil(64) * 64;
 /// The smallest channel dataport: rings plus the control block.
@@ -143,15 +151,6 @@ pub fn reset_control(c: &Control) {
         &c.finished,
     ] {
         f.store(0, Ordering::Relaxed);
-    }
-}
-
-/// The name of a copy mode as the build option spells it.
-pub const fn mode_name(mode: CopyMode) -> &'static str {
-    match mode {
-        CopyMode::IoLite => "iolite",
-        CopyMode::Flash => "flash",
-        CopyMode::Posix => "posix",
     }
 }
 
@@ -259,39 +258,22 @@ pub use iolite::{static_meta, static_pool};
 
 #[cfg(test)]
 pub(crate) mod host {
-    //! Host stand-ins: page-aligned leaked memory for dataports, and
-    //! notifications as counting flags with a condition variable (seL4
-    //! notifications are sticky: a signal before the wait is not lost).
-    use std::alloc::{alloc_zeroed, Layout};
-    use std::sync::{Arc, Condvar, Mutex};
-
-    pub fn region(len: usize) -> iolite::RwRegion {
-        let layout = Layout::from_size_align(len, 4096).unwrap();
-        // SAFETY: non-zero size; leaked on purpose (dataports live forever).
-        let p = unsafe { alloc_zeroed(layout) };
-        assert!(!p.is_null());
-        // SAFETY: fresh memory used only through regions.
-        unsafe { iolite::RwRegion::from_raw_parts(p, len).unwrap() }
-    }
-
-    pub fn meta(pages: u32) -> &'static mut [iolite::BufMeta] {
-        Box::leak(vec![iolite::BufMeta::EMPTY; pages as usize].into_boxed_slice())
-    }
+    //! Host stand-ins: IO-Lite's fixtures for dataports, and notifications
+    //! as `iolite::testing::Note`s (sticky, as seL4's: a signal before the
+    //! wait is not lost). A wait that no signal ends is a lost wake-up: the
+    //! test fails instead of hanging.
+    pub use iolite::testing::{meta, region};
+    use std::sync::Arc;
 
     #[derive(Clone, Default)]
-    pub struct Event(Arc<(Mutex<bool>, Condvar)>);
+    pub struct Event(Arc<iolite::testing::Note>);
 
     impl Event {
         pub fn signal(&self) {
-            *self.0 .0.lock().unwrap() = true;
-            self.0 .1.notify_all();
+            self.0.signal();
         }
         pub fn wait(&self) {
-            let mut pending = self.0 .0.lock().unwrap();
-            while !*pending {
-                pending = self.0 .1.wait(pending).unwrap();
-            }
-            *pending = false;
+            assert!(self.0.wait(), "lost wake-up: nobody signalled");
         }
     }
 }

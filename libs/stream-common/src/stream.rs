@@ -49,11 +49,10 @@
 //!    dead consumer's holds are dropped and the pool is whole again, which
 //!    its final lines show.
 
-use crate::{fnv1a64, mode_name, ByteStream, Control, SplitMix, FNV_START, PEER, PRIVATE_POOL, PRODUCER_POOL};
-use crate::{FWD_CAP, REL_CAP};
+use crate::{fnv1a64, ByteStream, Control, SplitMix, FNV_START, PEER, PRIVATE_POOL, PRODUCER_POOL};
 use component_runtime::log;
 use iolite::{
-    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Domain, Error, RoRegion, RwRegion, Trust,
+    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, RoRegion, RwRegion, Trust,
     BUILD_COPY_MODE, FLAG_EOF,
 };
 
@@ -223,13 +222,13 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
         // SAFETY: the channel dataport, used only as a channel and control
         // block; the consumer attaches only after `magic` is set below.
         unsafe {
-            init_channel(channel, FWD_CAP, REL_CAP).expect("channel dataport");
+            init_channel(channel, crate::GEOMETRY).expect("channel dataport");
             Control::at(channel)
         }
     };
     crate::reset_control(control);
     // SAFETY: initialised above with the same capacities; the only sender.
-    let mut tx = unsafe { ChannelTx::attach(&d, PEER, channel, FWD_CAP, REL_CAP, &signal_data) }.expect("attach");
+    let mut tx = unsafe { ChannelTx::attach(crate::attach(&d, channel)) }.expect("attach");
 
     let (total_bytes, total_aggs) = Plan::totals();
     let free_before = free_pages(&d);
@@ -264,7 +263,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
                 Err(Error::PoolExhausted) => {
                     // The consumer holds the pages: wait for its releases.
                     pool_waits += 1;
-                    block(&mut tx, &wait_space);
+                    block(&mut tx, &signal_data, &wait_space, false);
                     continue;
                 }
                 Err(e) => panic!("building the group after aggregate {}: {:?}", aggregates, e),
@@ -290,7 +289,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
                         Error::QuotaExceeded => {}
                         e => panic!("send {}: {:?}", aggregates, e),
                     }
-                    block(&mut tx, &wait_space);
+                    block(&mut tx, &signal_data, &wait_space, e == Error::Full);
                 }
             }
         }
@@ -299,15 +298,17 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
     loop {
         match tx.send_eof() {
             Ok(()) => break,
-            Err(Error::Full) => block(&mut tx, &wait_space),
+            Err(Error::Full) => block(&mut tx, &signal_data, &wait_space, true),
             Err(e) => panic!("end of stream: {:?}", e),
         }
     }
-    tx.flush();
+    if tx.flush() {
+        signal_data();
+    }
     // The last, partly used header page goes back once its objects are.
     d.flush_pack(PRODUCER_POOL).expect("flush pack");
     while Control::get(&control.consumer_done) != 1 {
-        block(&mut tx, &wait_space);
+        block(&mut tx, &signal_data, &wait_space, false);
     }
     log!("stream done: {} bytes, checksum {:#018x}", bytes, checksum);
     if await_restart {
@@ -336,7 +337,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
         }
     } else {
         while d.pool_stats(PRODUCER_POOL).expect("pool").pages_in_use != 0 {
-            block(&mut tx, &wait_space);
+            block(&mut tx, &signal_data, &wait_space, false);
         }
         Control::set(&control.producer_reported, 1);
         signal_data();
@@ -358,13 +359,20 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
     ProducerReport { bytes, aggregates, checksum, free_before, free_after }
 }
 
-/// Tells the consumer about everything sent so far, then blocks until it
-/// signals (releases or a control change) and applies its releases. Never
-/// spins: seL4 notifications are sticky, so a signal that came in before
-/// the wait ends it at once.
-fn block<N: iolite::Notify>(tx: &mut ChannelTx<'_, N>, wait_space: &impl Fn()) {
-    tx.flush();
-    wait_space();
+/// Tells the consumer about everything sent so far (a signal if it waits
+/// for data), then blocks until it signals (releases, room in the ring if
+/// `full`: the last send found it full, or a control change) and applies
+/// its releases. Does not block if they came in meanwhile. Never spins:
+/// seL4 notifications are sticky, so a signal that came in before the
+/// wait ends it at once.
+fn block(tx: &mut ChannelTx<'_>, signal_data: &impl Fn(), wait_space: &impl Fn(), full: bool) {
+    if tx.flush() {
+        signal_data();
+    }
+    if !tx.arm(true, full) {
+        wait_space();
+    }
+    tx.disarm();
     let _ = tx.poll_releases();
 }
 
@@ -462,26 +470,15 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     d.add_foreign_pool(PRODUCER_POOL, pool, pool_meta, Trust::Trusted).expect("producer pool");
     d.add_owned_pool(PRIVATE_POOL, private, private_meta, Trust::Trusted).expect("private pool");
     // SAFETY: initialised by the producer (magic is set); the only receiver.
-    let mut rx = unsafe {
-        ChannelRx::attach(
-            &d,
-            PEER,
-            channel,
-            FWD_CAP,
-            REL_CAP,
-            &signal_space,
-            BUILD_COPY_MODE,
-            Boundary::Pipe,
-            Some(PRIVATE_POOL),
-        )
-    }
-    .expect("attach");
+    let mut rx = unsafe { ChannelRx::attach(crate::attach(&d, channel)) }.expect("attach");
+    // The copy modes copy at this end, into the private pool.
+    let mut copier = Copier::new(BUILD_COPY_MODE, Boundary::Pipe, Some(PRIVATE_POOL)).expect("copy pool");
     let private_stats = d.pool_stats(PRIVATE_POOL).expect("private pool");
     let private_free_before = private_stats.free_pages;
     log!(
         "consumer attached: mode {}, {} (private pool {} pages)",
-        mode_name(BUILD_COPY_MODE),
-        if rx.copies() {
+        BUILD_COPY_MODE.name(),
+        if copier.copies() {
             "each aggregate is copied into a private buffer"
         } else {
             "aggregates are received by reference"
@@ -494,11 +491,11 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     let mut probe = 0usize;
     let mut eof = false;
     // The last aggregates received by reference, kept (see `hold_at_end`).
-    let hold = if rx.copies() { 0 } else { hold_at_end.min(MAX_HELD) };
+    let hold = if copier.copies() { 0 } else { hold_at_end.min(MAX_HELD) };
     let mut kept: [Option<iolite::Aggregate<'_>>; MAX_HELD] = [None, None, None, None];
     while !eof {
         loop {
-            let r = match rx.recv() {
+            let r = match copier.recv(&mut rx) {
                 Ok(Some(r)) => r,
                 Ok(None) => break,
                 Err(e) => panic!("receive after {} aggregates: {:?}", aggregates, e),
@@ -510,7 +507,7 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
             assert_eq!(r.tag, aggregates, "aggregates out of order");
             for s in r.agg.slices() {
                 checksum = fnv1a64(checksum, s);
-                if probe == 0 && !rx.copies() {
+                if probe == 0 && !copier.copies() {
                     probe = s.as_ptr() as usize;
                 }
             }
@@ -523,11 +520,17 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
             }
             // Dropping `r` queues the releases of its holds.
         }
-        // One release batch (and one notification) per wake-up.
+        // One release batch (and at most one notification) per wake-up.
         rx.flush_releases().expect("release ring");
         crate::expect_all_flushed(&d);
+        if rx.flush() {
+            signal_space();
+        }
         if !eof {
-            wait_data();
+            if !rx.arm() {
+                wait_data();
+            }
+            rx.disarm();
         }
     }
     assert!(!d.has_returns(PEER), "releases left over");
@@ -537,7 +540,7 @@ pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
     log!(
         "copied bytes: {} (mode {}), by reference: {}",
         copied,
-        mode_name(BUILD_COPY_MODE),
+        BUILD_COPY_MODE.name(),
         d.stats().bytes_by_ref_received
     );
     log!("private pool free pages before: {}, after: {}", private_free_before, private_stats.free_pages);

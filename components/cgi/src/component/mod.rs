@@ -8,8 +8,8 @@
 //!   aggregate, generated parts in our (untrusted) pool, echoed bodies and
 //!   page fragments forwarded by reference. A program that fails answers
 //!   with an empty message without `FLAG_EOF` (httpd: 502).
-//! * **Restarts**: every start (re)initialises both channels, bumps the
-//!   generation in the control block (`cgi::chan::Control`) and wakes httpd,
+//! * **Restarts**: every start (re)initialises the region, which bumps its
+//!   generation (`cgi::chan`), and wakes httpd,
 //!   which fails what the dead incarnation left unanswered (502) and
 //!   attaches anew. We also `reset` our fs client slot, so fs takes back
 //!   what it had lent to the dead incarnation.
@@ -55,10 +55,11 @@ use component_runtime::{error, log, warn};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::{
-    AggDesc, Aggregate, Boundary, ChannelRx, ChannelTx, Domain, NoNotify, PeerId, PoolId, SliceDesc, Trust,
-    BUILD_COPY_MODE, FLAG_EOF,
+    init_duplex, AggDesc, Aggregate, Attach, Boundary, ChannelRx, Copier, Domain, Duplex, DuplexAttach, Geometry,
+    PeerId, PoolId, SliceDesc, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
-use netstack::link::{self, CounterPage};
+use nic_api::{Counter, CounterPage, DrvCounter};
+use socket_api::StackCounter;
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(2 << 20);
@@ -84,7 +85,9 @@ fn now_ms() -> u64 {
 /// The page's fragments, read from fs by reference.
 struct FsFragments {
     d: &'static Domain,
-    rx: ChannelRx<'static, NoNotify>,
+    rx: ChannelRx<'static>,
+    /// The copy modes copy file data at our end (flash does not).
+    copier: Copier<'static>,
     tag: u64,
 }
 
@@ -124,7 +127,7 @@ impl FragmentSource<'static> for FsFragments {
             return (n == 0).then_some(out);
         }
         while (out.len() as i64) < n {
-            match self.rx.recv() {
+            match self.copier.recv(&mut self.rx) {
                 Ok(Some(m)) if m.tag == tag => {
                     if out.append(m.agg).is_err() {
                         return None;
@@ -140,13 +143,13 @@ impl FragmentSource<'static> for FsFragments {
 
 /// netstack's and netdrv's counter pages as components, with the names
 /// the stats schema uses for the common ones.
-fn counter_page(name: &str, page: &CounterPage, names: &[&str]) -> Option<Component> {
+fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component> {
     if !page.valid() {
         return None;
     }
     let mut c = Component::new(name);
-    for (i, n) in names.iter().enumerate() {
-        c.set(n, page.get(i));
+    for (n, v) in page.read::<C>() {
+        c.set(n, v);
     }
     let alias = |c: &mut Component, to: &str, from: &str| {
         if let Some(v) = c.get(from) {
@@ -180,8 +183,8 @@ fn collect() -> Counters {
     let (stk, drv) = unsafe {
         (CounterPage::at(glue::stack_stats::VADDR as *const u8), CounterPage::at(glue::drv_stats::VADDR as *const u8))
     };
-    all.components.extend(counter_page("netstack", stk, link::STACK_NAMES));
-    all.components.extend(counter_page("netdrv", drv, link::DRV_NAMES));
+    all.components.extend(counter_page::<StackCounter>("netstack", stk));
+    all.components.extend(counter_page::<DrvCounter>("netdrv", drv));
     let mut v = [0u64; 12];
     let [hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce] = &mut v;
     if glue::fs::stats(hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce) == 0 {
@@ -233,76 +236,61 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     glue::fs::reset();
     // SAFETY: fs initialised the channel before answering; the only receiver.
     let fs_rx = unsafe {
-        ChannelRx::attach(
-            d,
-            FS,
-            rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            fs_api::FWD_CAP,
-            fs_api::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::FileCacheToApp,
-            Some(CGI_POOL),
-        )
+        ChannelRx::attach(Attach {
+            domain: d,
+            peer: FS,
+            region: rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
+            geometry: Geometry { fwd: fs_api::FWD_CAP, rel: fs_api::REL_CAP },
+        })
     }
     .expect("fs channel");
+    let fs_copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(CGI_POOL)).expect("copy pool");
 
-    // --- the httpd channels: ours to (re)initialise ---
-    let base = glue::cgi_chan::VADDR;
-    let n = cgi::chan::CHANNEL_BYTES;
-    // SAFETY: the cgi_chan dataport, mapped read-write; httpd attaches only
-    // after we publish the generation below.
-    let (requests, mut replies, control) = unsafe {
-        iolite::init_channel(rw(base, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP).expect("channel A");
-        iolite::init_channel(rw(base + cgi::chan::B_OFF, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP)
-            .expect("channel B");
-        let rx = ChannelRx::attach(
-            d,
-            HTTPD,
-            rw(base, n),
-            cgi::chan::FWD_CAP,
-            cgi::chan::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::Pipe,
-            Some(CGI_POOL),
-        )
-        .expect("channel A");
-        let tx = ChannelTx::attach(
-            d,
-            HTTPD,
-            rw(base + cgi::chan::B_OFF, n),
-            cgi::chan::FWD_CAP,
-            cgi::chan::REL_CAP,
-            NoNotify,
-        )
-        .expect("channel B");
-        (rx, tx, cgi::chan::Control::at(base as *mut u8))
-    };
-    let mut requests = requests;
+    // The copy modes copy requests at our end (posix: as read(2) from a pipe).
+    let mut copier = Copier::new(BUILD_COPY_MODE, Boundary::Pipe, Some(CGI_POOL)).expect("copy pool");
     // Pages our dead predecessor left in use (responses httpd, netstack or
     // the NIC may still be sending) stay quarantined until the supervisor
     // says every peer settled that death; the pool's generations go on.
     let quarantined = d.quarantined_pages(CGI_POOL).unwrap_or(0);
     let mut death_watch = DeathWatch::new(start.instance as usize, quarantined);
     death_watch.poll(d);
-    let generation = control.start_generation();
+    // --- the httpd region: ours to (re)initialise, last: publishing its
+    // new generation tells httpd we serve ---
+    // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
+    // httpd attaches only after it sees the generation this publishes.
+    let (mut chan, generation) = unsafe {
+        let region = rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE);
+        let generation = init_duplex(region, cgi::chan::GEOMETRY).expect("cgi_chan");
+        let at =
+            DuplexAttach { domain: d, peer: HTTPD, region, geometry: cgi::chan::GEOMETRY, side: cgi::chan::CGI_SIDE };
+        (Duplex::attach(at).expect("cgi_chan"), generation)
+    };
     log!("ready (generation {generation}, restart {})", start.restarts);
     glue::done::emit();
 
-    let mut programs = Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, tag: 0 });
+    let mut programs = Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, copier: fs_copier, tag: 0 });
     // httpd's requests: a corrupt ring or a forged descriptor breaks the
     // channel for good (reported once) rather than being retried.
     let mut guard = iolite::Guard::new();
     loop {
-        let _ = replies.poll_releases();
-        let _ = requests.flush_releases();
+        let _ = chan.tx.poll_releases();
+        // Replies, and the requests' buffers back: httpd is signalled if
+        // it waits for them.
+        if chan.flush() {
+            glue::done::emit();
+        }
         let _ = programs.fragments_mut().rx.flush_releases();
-        glue::wake::wait();
+        // Requests, unless the copy stage waits for room in our pool: then
+        // our replies' buffers coming back.
+        let stalled = copier.stalled();
+        let want = Want { data: !stalled && guard.broken().is_none(), releases: stalled, room: false };
+        if !chan.arm(want) {
+            glue::wake::wait();
+        }
+        chan.disarm();
         death_watch.poll(d);
-        let mut answered = 0;
         loop {
-            let r = match guard.recv(&mut requests) {
+            let r = match guard.recv(&mut copier.over(&mut chan.rx)) {
                 iolite::Next::Msg(r) => r,
                 iolite::Next::Idle | iolite::Next::Wait(_) => break,
                 iolite::Next::Refused(e) => {
@@ -319,19 +307,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
                 // `/cgi-bin/hostile` wrote the reply ring behind our
                 // producer's back: a send would overwrite what it wrote.
                 drop(reply);
-                answered += 1;
                 continue;
             }
             let flags = if ok { FLAG_EOF } else { 0 };
-            if let Err((e, _)) = replies.send(reply, u64::from(id), flags) {
+            if let Err((e, _)) = chan.tx.send(reply, u64::from(id), flags) {
                 warn!("reply {id}: {e:?}");
             }
-            answered += 1;
-        }
-        if answered > 0 {
-            control.answered.fetch_add(answered, Ordering::Relaxed);
-            replies.flush();
-            glue::done::emit();
         }
     }
 }
@@ -447,7 +428,8 @@ fn test_hook(
         "/cgi-bin/fshog" => {
             let query = env.get_str("QUERY_STRING").unwrap_or("");
             let paths = cgi::programs::query_param(query, "path").unwrap_or("/index.html");
-            let report = fs_hog(d, &mut programs.fragments_mut().rx, paths);
+            let f = programs.fragments_mut();
+            let report = fs_hog(d, &mut f.copier, &mut f.rx, paths);
             match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\n{report}\n")) {
                 Ok(a) => (id, a, true),
                 Err(_) => (id, Aggregate::new(d), false),
@@ -625,7 +607,7 @@ fn blob(d: &'static Domain, size: usize) -> Option<Aggregate<'static>> {
 /// Handles and buffers stay with this incarnation (a restart gives them
 /// back: fs `reset`). Reports `opened=N open_error=E held_bytes=B
 /// held_buffers=K read_error=F` (errors as fs returns them, -(code)).
-fn fs_hog(d: &'static Domain, rx: &mut ChannelRx<'static, NoNotify>, paths: &str) -> String {
+fn fs_hog(d: &'static Domain, copier: &mut Copier<'static>, rx: &mut ChannelRx<'static>, paths: &str) -> String {
     static mut HOARD: Vec<Aggregate<'static>> = Vec::new();
     // SAFETY: the component is single-threaded; only this function touches it.
     let hoard = unsafe { &mut *core::ptr::addr_of_mut!(HOARD) };
@@ -655,7 +637,7 @@ fn fs_hog(d: &'static Domain, rx: &mut ChannelRx<'static, NoNotify>, paths: &str
             }
             let mut got = 0i64;
             while got < n {
-                match rx.recv() {
+                match copier.recv(rx) {
                     Ok(Some(m)) if m.tag == tag => {
                         got += m.agg.len() as i64;
                         hoard.push(m.agg);

@@ -38,7 +38,7 @@ use component_runtime::{error, log};
 use fs::clients::{queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode, FS_POOL};
 use fs::{Config, File, Fs};
-use iolite::{ChannelTx, Domain, NoNotify, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
+use iolite::{Attach, ChannelTx, Domain, Geometry, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
 
 use virtio_blk::VirtioBlk;
 
@@ -90,14 +90,6 @@ const _: () = {
 };
 /// Largest directory listing (one buffer).
 const MAX_LISTING: usize = 256 << 10;
-
-fn mode_name() -> &'static str {
-    match BUILD_COPY_MODE {
-        iolite::CopyMode::IoLite => "iolite",
-        iolite::CopyMode::Flash => "flash",
-        iolite::CopyMode::Posix => "posix",
-    }
-}
 
 fn main(start: &'static StartInfo) -> ! {
     init_heap();
@@ -205,7 +197,7 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
         budget >> 10,
         fs.chunk_bytes() >> 10,
         POOL_PAGES,
-        mode_name()
+        BUILD_COPY_MODE.name()
     );
     let guards = alloc::vec![iolite::Guard::new(); clients.len()];
     let mut server = Server {
@@ -236,11 +228,12 @@ fn channel_region(i: usize) -> RwRegion {
 
 /// (Re)initialises client `i`'s channel and attaches as its only sender.
 /// The client attaches only after a call we answer after this.
-fn open_channel(d: &'static Domain, i: usize) -> ChannelTx<'static, NoNotify> {
+fn open_channel(d: &'static Domain, i: usize) -> ChannelTx<'static> {
+    let geometry = Geometry { fwd: proto::FWD_CAP, rel: proto::REL_CAP };
     // SAFETY: per channel_region; nobody uses the rings until we answer.
-    unsafe { iolite::init_channel(channel_region(i), proto::FWD_CAP, proto::REL_CAP) }.expect("channel");
+    unsafe { iolite::init_channel(channel_region(i), geometry) }.expect("channel");
     // SAFETY: initialised above; the only sender.
-    unsafe { ChannelTx::attach(d, PeerId(i as u8), channel_region(i), proto::FWD_CAP, proto::REL_CAP, NoNotify) }
+    unsafe { ChannelTx::attach(Attach { domain: d, peer: PeerId(i as u8), region: channel_region(i), geometry }) }
         .expect("channel")
 }
 
@@ -252,7 +245,7 @@ fn caller() -> usize {
 
 struct Server {
     fs: Fs<'static, VirtioBlk>,
-    clients: Vec<ChannelTx<'static, NoNotify>>,
+    clients: Vec<ChannelTx<'static>>,
     /// Per client: a release ring the client corrupts breaks its channel
     /// (reported once); that client's reads then fail, the others go on.
     guards: Vec<iolite::Guard>,

@@ -1,25 +1,28 @@
 //! The httpd component: `httpd::Server` on seL4 (camkes/iolite.camkes).
 //!
-//! * **netstack** (`client` pair, as tcp_echo): we listen on `port` and
-//!   turn socket events into `Server` calls; every `Action::Send` is a
-//!   `Send` request carrying the aggregate **by reference** (the header from
-//!   our pool, the body slices of fs's file cache). We run above netstack:
-//!   when it signals us it waits until we are done, and finds our requests
-//!   in the ring. When something else woke us (a CGI reply, the ticker) and
-//!   we queued requests, we `kick` netstack's wake-up.
+//! * **netstack** (`client` duplex, as tcp_echo; the `socket-api` protocol): we
+//!   listen on `port` and turn socket events into `Server` calls; every
+//!   `Action::Send` is a `Send` request carrying the aggregate **by
+//!   reference** (the header from our pool, the body slices of fs's file
+//!   cache). We run above netstack: when it signals us it waits until we
+//!   are done, and finds our requests in the ring. When it waits for them
+//!   (the region's "signal me" flags: something else woke us, a CGI reply
+//!   or the ticker), we `kick` it. Before we block we ask it for events,
+//!   and, while we hold output back, for our buffers or for it to take
+//!   what we sent.
 //! * **fs** (`FsIoLite` RPC + the `fs_channel`): [`FsSource`] implements
 //!   `FileSource`: `stat` + `open` by path, `read` = an RPC that queues the
 //!   range on the channel as aggregates of the cache's buffers, which we
 //!   receive at once (fs has answered by then).
-//! * **cgi** (`cgi_chan`: requests A, replies B, control block; see
-//!   `cgi::chan`): the cgi runs below us (a CGI that spins harms nobody
-//!   above it). Requests go on A and we signal `cgi_go`; it answers on B and
-//!   signals our `wake`. A request is its environment and body in our CGI
+//! * **cgi** (`cgi_chan`, a duplex: requests A, replies B; see
+//!   `cgi_api::chan`): the cgi runs below us (a CGI that spins harms nobody
+//!   above it). Requests go on A and we signal `cgi_go` if it waits for
+//!   them; it answers on B and signals our `wake` if we wait for replies. A request is its environment and body in our CGI
 //!   request pool (`cgi_req_pool`), the only pool of ours the cgi maps: we
 //!   copy the body there from netstack's socket pool (counted as
 //!   `cgi_body_bytes_copied`), so the cgi sees its own requests and no
 //!   other client's bytes. When the cgi restarts (a fault, restarted by the
-//!   supervisor) it bumps the generation in the control block and wakes us:
+//!   supervisor) it initialises the region again (a new generation) and wakes us:
 //!   every request the dead incarnation had not answered gets 502, we forget
 //!   its holds and attach to the fresh channels. No answer within
 //!   `cgi_timeout_ms` is 504 (`Server::tick`), and then we ask the
@@ -52,12 +55,12 @@ use fs_api::{ErrorCode as FsErr, FileKind};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
+use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Boundary, ChannelRx, ChannelTx, CopyMode, Domain, Guard, Next, NoNotify, PeerId, PoolId, Trust,
-    BUILD_COPY_MODE, FLAG_EOF,
+    init_duplex, Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next,
+    PeerId, PoolId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
-use netstack::api::{ErrorCode, Event, Request};
-use netstack::link::{self, PairControl};
+use socket_api::{ErrorCode, Event, Request};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(8 << 20);
@@ -73,12 +76,10 @@ const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const CGI: PeerId = PeerId(2);
 const PORT: u16 = glue::attributes::PORT as u16;
-const _: () = assert!(glue::client::SIZE >= link::PAIR_BYTES);
-const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
+const _: () = assert!(glue::client::SIZE >= socket_api::REGION_BYTES);
+const _: () = assert!(glue::cgi_chan::SIZE >= cgi_api::chan::REGION_BYTES);
 const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
 
-/// Wake-up badge bits (the order of the `from` ends of `httpd_wake`).
-const WAKE_NETSTACK: u64 = 1;
 /// Most file bytes one `FileSource::read` asks fs for: 15 cache chunks,
 /// so the range touches at most 16 and fits one aggregate (one message).
 /// In posix mode each message is copied into one contiguous buffer of our
@@ -133,7 +134,9 @@ pub struct FsFile {
 /// `FileSource` over the fs component.
 pub struct FsSource {
     d: &'static Domain,
-    rx: ChannelRx<'static, NoNotify>,
+    rx: ChannelRx<'static>,
+    /// posix copies file data at our end (flash and iolite do not).
+    copier: Copier<'static>,
     tag: u64,
     /// Bytes copied on the channel (posix mode copies at our end).
     copied: u64,
@@ -195,7 +198,7 @@ impl FileSource<'static> for FsSource {
         // fs queued the range before answering: it is in the ring now.
         loop {
             let before = self.d.stats().bytes_copied;
-            let r = self.rx.recv();
+            let r = self.copier.recv(&mut self.rx);
             self.copied += self.d.stats().bytes_copied - before;
             match r {
                 Ok(Some(m)) if m.tag == tag => {
@@ -230,8 +233,10 @@ impl FileSource<'static> for FsSource {
 // ---- the component -----------------------------------------------------------
 
 struct Cgi {
-    tx: ChannelTx<'static, NoNotify>,
-    rx: ChannelRx<'static, NoNotify>,
+    /// Requests on `link.tx`, replies on `link.rx`.
+    link: Duplex<'static>,
+    /// The copy modes copy replies at our end.
+    copier: Copier<'static>,
     /// Replies: a corrupt ring or forged descriptor breaks the channel
     /// (reported once); pending calls then time out and the cgi is
     /// restarted, which attaches fresh channels.
@@ -241,11 +246,12 @@ struct Cgi {
 struct Httpd {
     d: &'static Domain,
     srv: Server<'static, FsSource, TickClock>,
-    events: ChannelRx<'static, NoNotify>,
+    /// The netstack region: events on `net.rx`, requests on `net.tx`.
+    net: Duplex<'static>,
+    /// The copy modes copy received data at our end (as recv(2)).
+    events_copier: Copier<'static>,
     /// netstack's events: see `Cgi::guard`.
     events_guard: Guard,
-    requests: ChannelTx<'static, NoNotify>,
-    control: &'static PairControl,
     outq: VecDeque<(u64, Aggregate<'static>)>,
     /// netstack connection → server connection, and back.
     by_net: BTreeMap<u32, HConn>,
@@ -266,13 +272,11 @@ struct Httpd {
     fs_waiting: Vec<HConn>,
     cgi: Option<Cgi>,
     cgi_gen: u64,
-    cgi_control: &'static cgi::chan::Control,
+    cgi_control: Control,
     /// CGI request id → server connection.
     cgi_pending: BTreeMap<u32, HConn>,
-    cgi_signal: bool,
     /// A CGI reply waits for room in our pool (copy modes).
     cgi_stuck: bool,
-    sent_to_net: bool,
     last_tick: u64,
     // counters of the component (beyond the server's)
     static_copied: u64,
@@ -332,40 +336,21 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
     d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, &pools).expect("cgi grant list");
 
-    // --- the netstack pair: we run above netstack, so we set it up now,
-    // before anything that could block ---
-    let base = glue::client::VADDR;
-    // SAFETY: the client pair dataport, mapped read-write, shared with
-    // netstack only, which attaches after we set the magic.
-    let (events, requests, control) = unsafe {
-        iolite::init_channel(rw(base, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP).expect("pair A");
-        iolite::init_channel(rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES), link::FWD_CAP, link::REL_CAP)
-            .expect("pair B");
-        let events = ChannelRx::attach(
-            d,
-            NETSTACK,
-            rw(base, link::CHANNEL_BYTES),
-            link::FWD_CAP,
-            link::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::NetToApp,
-            Some(HTTPD_POOL),
-        )
-        .expect("events");
-        let requests = ChannelTx::attach(
-            d,
-            NETSTACK,
-            rw(base + link::PAIR_B_OFF, link::CHANNEL_BYTES),
-            link::FWD_CAP,
-            link::REL_CAP,
-            NoNotify,
-        )
-        .expect("requests");
-        let control = PairControl::at(base as *mut u8);
-        PairControl::set(&control.tx_waiting, 0);
-        PairControl::set(&control.magic, link::PAIR_MAGIC);
-        (events, requests, control)
+    // --- the netstack region: we run above netstack, so we set it up
+    // now, before anything that could block ---
+    // SAFETY: the client dataport, mapped read-write for our lifetime,
+    // shared with netstack only, which attaches after we initialised it.
+    let net = unsafe {
+        let region = rw(glue::client::VADDR, glue::client::SIZE);
+        init_duplex(region, socket_api::GEOMETRY).expect("client");
+        Duplex::attach(DuplexAttach {
+            domain: d,
+            peer: NETSTACK,
+            region,
+            geometry: socket_api::GEOMETRY,
+            side: socket_api::CLIENT_SIDE,
+        })
+        .expect("client")
     };
 
     // --- fs: the channel is set up once fs answers a call ---
@@ -374,35 +359,31 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     glue::fs::stats(&mut h, &mut s, &mut n, &mut p, &mut q, &mut r, &mut t, &mut u, &mut v, &mut w, &mut x, &mut y);
     // SAFETY: fs initialised the channel before answering; we are its only receiver.
     let fs_rx = unsafe {
-        ChannelRx::attach(
-            d,
-            FS,
-            rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            fs_api::FWD_CAP,
-            fs_api::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::FileCacheToApp,
-            Some(HTTPD_POOL),
-        )
+        ChannelRx::attach(Attach {
+            domain: d,
+            peer: FS,
+            region: rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
+            geometry: iolite::Geometry { fwd: fs_api::FWD_CAP, rel: fs_api::REL_CAP },
+        })
     }
     .expect("fs channel");
-    let src = FsSource { d, rx: fs_rx, tag: 0, copied: 0 };
+    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(HTTPD_POOL)).expect("copy pool");
+    let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0 };
 
     let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
     // SAFETY: the clock dataport, mapped read-only for our lifetime.
     let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
     let srv = Server::new(d, HTTPD_POOL, src, clock, cfg);
     // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
-    // its control block is written by the cgi only.
-    let cgi_control = unsafe { cgi::chan::Control::at(glue::cgi_chan::VADDR as *mut u8) };
+    // its control page is written by the cgi only.
+    let cgi_control = unsafe { Control::of(rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE), cgi_api::chan::GEOMETRY) }
+        .expect("cgi_chan");
     let mut me = Httpd {
         d,
         srv,
-        events,
+        net,
+        events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(HTTPD_POOL)).expect("copy pool"),
         events_guard: Guard::new(),
-        requests,
-        control,
         outq: VecDeque::new(),
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
@@ -415,9 +396,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_gen: 0,
         cgi_control,
         cgi_pending: BTreeMap::new(),
-        cgi_signal: false,
         cgi_stuck: false,
-        sent_to_net: false,
         last_tick: 0,
         static_copied: 0,
         cgi_copied: 0,
@@ -440,9 +419,15 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     me.publish();
     loop {
         me.flush();
-        let bits = glue::wake::wait();
-        me.wakeups += 1;
-        me.round(bits);
+        if !me.arm() {
+            glue::wake::wait();
+            me.wakeups += 1;
+        }
+        me.net.disarm();
+        if let Some(c) = &mut me.cgi {
+            c.link.disarm();
+        }
+        me.round();
     }
 }
 
@@ -450,9 +435,8 @@ impl Httpd {
     /// Queues a request for netstack (in order behind earlier ones if the
     /// ring is full).
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
-        self.sent_to_net = true;
         if self.outq.is_empty() {
-            if let Err((_, agg)) = self.requests.send(agg, tag, 0) {
+            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
                 self.outq.push_back((tag, agg));
             }
         } else {
@@ -460,7 +444,7 @@ impl Httpd {
         }
     }
 
-    fn round(&mut self, bits: u64) {
+    fn round(&mut self) {
         self.check_events();
         self.check_cgi();
         self.handle_events();
@@ -482,43 +466,59 @@ impl Httpd {
             self.publish();
         }
         self.pump();
-        if self.sent_to_net && bits & WAKE_NETSTACK == 0 {
-            // netstack is not in a round waiting for us: wake it up.
-            glue::kick::emit();
-        }
-        self.sent_to_net = false;
     }
 
-    /// Sends what waits, returns releases, signals the cgi, and tells
-    /// netstack whether we wait for it.
+    /// Sends what waits, returns releases, and signals netstack and the
+    /// cgi if they wait for any of it.
     fn flush(&mut self) {
-        let _ = self.requests.poll_releases();
+        let _ = self.net.tx.poll_releases();
         while let Some((tag, agg)) = self.outq.pop_front() {
-            if let Err((_, agg)) = self.requests.send(agg, tag, 0) {
+            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
                 self.outq.push_front((tag, agg));
                 break;
             }
         }
-        let _ = self.events.flush_releases();
         let _ = self.srv.source_mut().rx.flush_releases();
         if let Some(c) = &mut self.cgi {
-            let _ = c.rx.flush_releases();
-            let _ = c.tx.poll_releases();
-            c.tx.flush();
+            let _ = c.link.tx.poll_releases();
+            if c.link.flush() {
+                glue::cgi_go::emit();
+            }
         }
-        if core::mem::take(&mut self.cgi_signal) {
-            glue::cgi_go::emit();
+        if self.net.flush() {
+            // netstack waits for our requests (or buffers): it is not in a
+            // round of its own, so wake it up.
+            glue::kick::emit();
         }
-        // Wake us when netstack consumed requests or returned buffers, if
-        // requests wait or a connection has more to send.
-        let waiting = !self.outq.is_empty() || !self.ready.is_empty() || !self.fs_waiting.is_empty() || self.cgi_stuck;
-        PairControl::set(&self.control.tx_waiting, waiting as u64);
+    }
+
+    /// Before blocking: asks netstack for events (unless the copy stage
+    /// waits for room in our pool), for our buffers back while we hold
+    /// output for lack of pool or fs, and for it to take our requests while
+    /// some wait for ring room or connections yielded the round; asks the
+    /// cgi for replies (unless one waits for room). True if something
+    /// already came in: run again instead.
+    fn arm(&mut self) -> bool {
+        let stalled = self.events_copier.stalled();
+        let yielded = self.ready.iter().any(|&id| !self.must_wait(id));
+        let waiting = !self.ready.is_empty() || !self.fs_waiting.is_empty() || self.cgi_stuck || stalled;
+        let net_ok = self.events_guard.broken().is_none();
+        let want = Want { data: net_ok && !stalled, releases: waiting, room: !self.outq.is_empty() || yielded };
+        let from_net = self.net.arm(want);
+        let from_cgi = match &mut self.cgi {
+            Some(c) => {
+                let data = !self.cgi_stuck && !c.copier.stalled() && c.guard.broken().is_none();
+                c.link.arm(Want { data, ..Want::default() })
+            }
+            None => false,
+        };
+        from_net || from_cgi
     }
 
     fn handle_events(&mut self) {
         loop {
             let before = self.d.stats().bytes_copied;
-            let r = self.events_guard.recv(&mut self.events);
+            let r = self.events_guard.recv(&mut self.events_copier.over(&mut self.net.rx));
             self.request_copied += self.d.stats().bytes_copied - before;
             let r = match r {
                 Next::Msg(r) => r,
@@ -600,7 +600,7 @@ impl Httpd {
 
     /// Pulls output of ready connections and hands it to netstack / the cgi.
     fn pump(&mut self) {
-        if self.outq.len() >= link::FWD_CAP {
+        if self.outq.len() >= socket_api::FWD_CAP {
             // netstack has not taken what we have for it: pull nothing more.
             return;
         }
@@ -695,14 +695,14 @@ impl Httpd {
             .unwrap_or(false)
     }
 
-    fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi::Failure)> {
+    fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi_api::Failure)> {
         let call_id = call.id;
         self.check_events();
         self.check_cgi();
         self.publish();
         let Some(c) = &mut self.cgi else {
             self.cgi_unavailable += 1;
-            return Err((call_id, cgi::Failure::Unavailable));
+            return Err((call_id, cgi_api::Failure::Unavailable));
         };
         // The body arrived in netstack's socket pool, which holds every
         // client's bytes: the cgi gets a copy in the pool that holds only
@@ -717,24 +717,23 @@ impl Httpd {
                 }
                 Err(_) => {
                     self.cgi_unavailable += 1;
-                    return Err((call_id, cgi::Failure::Unavailable));
+                    return Err((call_id, cgi_api::Failure::Unavailable));
                 }
             },
             None => None,
         };
-        let (msg, tag) = match cgi::wire::encode_request(self.d, CGI_REQ_POOL, call_id, &call.env, body) {
+        let (msg, tag) = match cgi_api::wire::encode_request(self.d, CGI_REQ_POOL, call_id, &call.env, body) {
             Ok(m) => m,
-            Err(_) => return Err((call_id, cgi::Failure::Unavailable)),
+            Err(_) => return Err((call_id, cgi_api::Failure::Unavailable)),
         };
-        match c.tx.send(msg, tag, FLAG_EOF) {
+        match c.link.tx.send(msg, tag, FLAG_EOF) {
             Ok(()) => {
                 self.cgi_pending.insert(call_id, id);
-                self.cgi_signal = true;
                 Ok(())
             }
             Err(_) => {
                 self.cgi_unavailable += 1;
-                Err((call_id, cgi::Failure::Unavailable))
+                Err((call_id, cgi_api::Failure::Unavailable))
             }
         }
     }
@@ -750,7 +749,7 @@ impl Httpd {
             }
             let Some(c) = &mut self.cgi else { return };
             let before = self.d.stats().bytes_copied;
-            let r = c.guard.recv(&mut c.rx);
+            let r = c.guard.recv(&mut c.copier.over(&mut c.link.rx));
             self.cgi_copied += self.d.stats().bytes_copied - before;
             let r = match r {
                 Next::Msg(r) => r,
@@ -776,7 +775,7 @@ impl Httpd {
             };
             let call_id = r.tag as u32;
             let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
-            let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi::Failure::Fault) };
+            let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi_api::Failure::Fault) };
             let before = self.d.stats().bytes_copied;
             self.srv.cgi_reply(id, call_id, result);
             self.cgi_copied += self.d.stats().bytes_copied - before;
@@ -844,7 +843,7 @@ impl Httpd {
         self.cgi = None;
         let failed = self.cgi_pending.len();
         for (call_id, id) in core::mem::take(&mut self.cgi_pending) {
-            self.srv.cgi_reply(id, call_id, Err(cgi::Failure::Fault));
+            self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Fault));
             self.ready.push(id);
         }
         let quarantined = self.d.peer_failed(CGI).unwrap_or(0);
@@ -879,7 +878,7 @@ impl Httpd {
         if old.is_some() || self.cgi_gen != 0 {
             drop(old);
             for (call_id, id) in core::mem::take(&mut self.cgi_pending) {
-                self.srv.cgi_reply(id, call_id, Err(cgi::Failure::Fault));
+                self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Fault));
                 self.ready.push(id);
             }
             if self.sys_events.is_none() {
@@ -902,25 +901,19 @@ impl Httpd {
             log!("cgi restarted (generation {g}): {failed} requests failed with 502");
         }
         self.cgi_gen = g;
-        let base = glue::cgi_chan::VADDR;
-        let (a, b) = (base, base + cgi::chan::B_OFF);
-        let n = cgi::chan::CHANNEL_BYTES;
-        // SAFETY: the cgi initialised both channels before publishing the
-        // generation; we are the only sender of A and receiver of B.
+        // SAFETY: the cgi initialised the region before publishing the
+        // generation; we are its only side A.
         let attached = unsafe {
-            ChannelTx::attach(self.d, CGI, rw(a, n), cgi::chan::FWD_CAP, cgi::chan::REL_CAP, NoNotify).and_then(|tx| {
-                ChannelRx::attach(
-                    self.d,
-                    CGI,
-                    rw(b, n),
-                    cgi::chan::FWD_CAP,
-                    cgi::chan::REL_CAP,
-                    NoNotify,
-                    BUILD_COPY_MODE,
-                    Boundary::CgiToApp,
-                    Some(HTTPD_POOL),
-                )
-                .map(|rx| Cgi { tx, rx, guard: Guard::new() })
+            Duplex::attach(DuplexAttach {
+                domain: self.d,
+                peer: CGI,
+                region: rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE),
+                geometry: cgi_api::chan::GEOMETRY,
+                side: cgi_api::chan::HTTPD_SIDE,
+            })
+            .and_then(|link| {
+                let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(HTTPD_POOL))?;
+                Ok(Cgi { link, copier, guard: Guard::new() })
             })
         };
         match attached {
@@ -970,17 +963,10 @@ impl Httpd {
             c.set("pool_pages", u64::from(p.pages));
             c.set("pool_pages_in_use", u64::from(p.pages_in_use));
         }
-        c.set(
-            "copy_mode",
-            match iolite::BUILD_COPY_MODE {
-                CopyMode::IoLite => 0,
-                CopyMode::Flash => 1,
-                CopyMode::Posix => 2,
-            },
-        );
+        c.set("copy_mode", BUILD_COPY_MODE.number());
         let mut text = String::new();
-        cgi::chan::format_counters(&c, &mut text);
+        cgi_api::chan::format_counters(&c, &mut text);
         // SAFETY: our counter page, mapped read-write, written only here.
-        unsafe { cgi::chan::publish(glue::httpd_stats::VADDR as *mut u8, text.as_bytes()) };
+        unsafe { cgi_api::chan::publish(glue::httpd_stats::VADDR as *mut u8, text.as_bytes()) };
     }
 }

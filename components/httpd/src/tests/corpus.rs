@@ -89,7 +89,7 @@ fn pump<'d>(h: &mut Harness<'d>, c: ConnId, progs: &mut cgi::Programs<'d, featur
         for call in dr.cgi {
             let mut counters = cgi::Counters { uptime_ms: h.now.get(), components: Vec::new() };
             counters.push(h.srv.component());
-            let out = progs.run(&call.env, call.body, &counters).map_err(|_| cgi::Failure::Fault);
+            let out = progs.run(&call.env, call.body, &counters).map_err(|_| cgi_api::Failure::Fault);
             h.srv.cgi_reply(c, call.id, out);
         }
     }

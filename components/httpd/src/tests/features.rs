@@ -574,8 +574,8 @@ fn cgi_round_trip_by_reference() {
     let body = call.body.unwrap();
     assert_eq!(body.descs(), &[body_desc], "the POST body is passed by reference");
     // Over the wire format and back, then run the program.
-    let (msg, tag) = cgi::wire::encode_request(d, HTTPD_POOL, call.id, &call.env, Some(body)).unwrap();
-    let (id, env, body) = cgi::wire::decode_request(msg, tag).unwrap();
+    let (msg, tag) = cgi_api::wire::encode_request(d, HTTPD_POOL, call.id, &call.env, Some(body)).unwrap();
+    let (id, env, body) = cgi_api::wire::decode_request(msg, tag).unwrap();
     let out = progs.run(&env, body, &cgi::Counters::default()).unwrap();
     let out_descs = out.descs().to_vec();
     assert!(!h.srv.holds_output(c), "nothing to send while the CGI runs");
@@ -606,7 +606,7 @@ fn cgi_failures_timeouts_and_redirects() {
         let mut dr = h.drain(c);
         (c, dr.cgi.pop().expect("cgi call"))
     }
-    let answer = |h: &mut Harness, c, id, r: Result<&[u8], cgi::Failure>| {
+    let answer = |h: &mut Harness, c, id, r: Result<&[u8], cgi_api::Failure>| {
         let r = r.map(|b| make(h.d, CGI_POOL, b));
         h.srv.cgi_reply(c, id, r);
         let dr = h.drain(c);
@@ -628,7 +628,7 @@ fn cgi_failures_timeouts_and_redirects() {
     assert_eq!(parse_responses(&h.drain(c).bytes, &|_| false)[0].status, 200);
     // Fault → 502; garbage output → 502.
     let (c, k) = call(&mut h, "/cgi-bin/crash", "");
-    assert_eq!(answer(&mut h, c, k.id, Err(cgi::Failure::Fault)).0[0].status, 502);
+    assert_eq!(answer(&mut h, c, k.id, Err(cgi_api::Failure::Fault)).0[0].status, 502);
     let (c, k) = call(&mut h, "/cgi-bin/bad", "");
     assert_eq!(answer(&mut h, c, k.id, Ok(b"this is not a CGI header")).0[0].status, 502);
     // Status and extra fields honoured.

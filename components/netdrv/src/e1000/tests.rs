@@ -104,7 +104,7 @@ fn pages_in_use(d: &Domain, pool: PoolId) -> u32 {
 }
 
 fn counter(nic: &Nic, c: Counter) -> u64 {
-    nic.counters()[c as usize]
+    nic.counters()[c]
 }
 
 /// Posts `frames` (plain), returns how many `pull` calls there were.

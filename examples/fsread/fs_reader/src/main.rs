@@ -32,7 +32,8 @@ use component_runtime::time::rdtsc_ordered as rdtsc;
 use component_runtime::{error, log};
 use fs_api::{ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
 use iolite::{
-    Aggregate, Boundary, BufMeta, ChannelRx, CopyMode, Domain, NoNotify, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE,
+    Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, Domain, Geometry, PoolLayout, RwRegion, Trust,
+    BUILD_COPY_MODE,
 };
 use sha2::{Digest, Sha256};
 
@@ -59,14 +60,6 @@ const WARM_ROUNDS: u64 = 16;
 #[repr(C, align(4096))]
 struct PrivateRegion([u8; PRIVATE_BYTES]);
 static mut PRIVATE: PrivateRegion = PrivateRegion([0; PRIVATE_BYTES]);
-
-fn mode_name() -> &'static str {
-    match BUILD_COPY_MODE {
-        CopyMode::IoLite => "iolite",
-        CopyMode::Flash => "flash",
-        CopyMode::Posix => "posix",
-    }
-}
 
 fn err_name(ret: i64) -> String {
     match ErrorCode::from_ret(ret) {
@@ -122,7 +115,9 @@ fn set_budget(bytes: u64) {
 /// One client: the channel's receiving end.
 struct Client {
     d: &'static Domain,
-    rx: ChannelRx<'static, NoNotify>,
+    rx: ChannelRx<'static>,
+    /// The copy modes copy at our end, into our private pool.
+    copier: Copier<'static>,
     tag: u64,
 }
 
@@ -142,7 +137,7 @@ impl Client {
     fn receive(&mut self, tag: u64, bytes: u64, mut each: impl FnMut(Aggregate<'static>)) {
         let mut got = 0;
         while got < bytes {
-            match self.rx.recv() {
+            match self.copier.recv(&mut self.rx) {
                 Ok(Some(r)) => {
                     assert_eq!(r.tag, tag, "message of another request");
                     got += r.agg.len() as u64;
@@ -221,7 +216,7 @@ impl Client {
             return Err(n);
         }
         let mut out = Vec::new();
-        match self.rx.recv() {
+        match self.copier.recv(&mut self.rx) {
             Ok(Some(r)) => {
                 assert_eq!(r.tag, tag);
                 let mut bytes = alloc::vec![0u8; r.agg.len()];
@@ -260,7 +255,7 @@ impl Client {
 
 fn main(_start: &'static StartInfo) -> ! {
     init_heap();
-    log!("fs_reader started (mode {})", mode_name());
+    log!("fs_reader started (mode {})", BUILD_COPY_MODE.name());
     // The first call returns once fs has set the channel up.
     let before = counters();
     let d: &'static Domain = alloc::boxed::Box::leak(alloc::boxed::Box::new(Domain::new()));
@@ -281,21 +276,11 @@ fn main(_start: &'static StartInfo) -> ! {
     unsafe { glue_rt::map_pool!(foreign d, FS_POOL, glue::pool, Trust::Trusted) }.expect("fs pool");
     d.add_owned_pool(PRIVATE_POOL, private, leak(PRIVATE_PAGES), Trust::Trusted).expect("private pool");
     // SAFETY: fs initialised the channel before answering `stats`; the only receiver.
-    let rx = unsafe {
-        ChannelRx::attach(
-            d,
-            PEER,
-            channel,
-            fs_api::FWD_CAP,
-            fs_api::REL_CAP,
-            NoNotify,
-            BUILD_COPY_MODE,
-            Boundary::FileCacheToApp,
-            Some(PRIVATE_POOL),
-        )
-    }
-    .expect("channel");
-    let mut c = Client { d, rx, tag: 0 };
+    let geometry = Geometry { fwd: fs_api::FWD_CAP, rel: fs_api::REL_CAP };
+    let rx =
+        unsafe { ChannelRx::attach(Attach { domain: d, peer: PEER, region: channel, geometry }) }.expect("channel");
+    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(PRIVATE_POOL)).expect("copy pool");
+    let mut c = Client { d, rx, copier, tag: 0 };
     log!("counters at start: hits {} misses {} disk reads {}", before.hits, before.misses, before.disk_reads);
 
     every_file(&mut c);
@@ -504,7 +489,7 @@ fn memory(c: &mut Client) {
         "memory {READERS} readers of {path}: fs pool {fs_pages} pages, private copies {private} pages, total {total} pages = {}.{:02} copies of the file's {file_pages} pages (mode {})",
         total / file_pages,
         total % file_pages * 100 / file_pages,
-        mode_name()
+        BUILD_COPY_MODE.name()
     );
     drop(readers);
     c.release();
@@ -570,7 +555,7 @@ fn throughput(c: &mut Client) {
         "bench warm {path}: {total} bytes {} cycles ({WARM_ROUNDS} reads, disk reads {}, mode {})",
         t1 - t0,
         d.disk_reads - b.disk_reads,
-        mode_name()
+        BUILD_COPY_MODE.name()
     );
 }
 

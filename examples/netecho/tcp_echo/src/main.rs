@@ -16,9 +16,10 @@
 //!   returned yet), then close. The benchmark's guest→host bulk send.
 //!
 //! We run above netstack: we block on its `event` notification only, and
-//! what we queue (requests, releases) is picked up when we block. If the
-//! request ring is full or a source waits for its buffers to come back, we
-//! say so in the pair's `tx_waiting` and netstack wakes us again.
+//! what we queue (requests, releases) is picked up when we block (it is in
+//! its round whenever we run). Before blocking we ask it, through the
+//! client region's "signal me" flags, for events, and, if requests wait
+//! for ring room or a source for its buffers, for room or releases.
 #![no_std]
 #![no_main]
 
@@ -29,10 +30,9 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
-use iolite::{Aggregate, Boundary, ChannelRx, ChannelTx, CopyMode, Domain, NoNotify, PeerId, PoolId, RwRegion, Trust};
-use netstack::api::{ErrorCode, Event, Request};
-use netstack::link::{self, CounterPage, PairControl};
-use netstack::ConnId;
+use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, RwRegion, Trust, Want};
+use nic_api::DrvCounter;
+use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
@@ -43,7 +43,7 @@ const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
 const ECHO_PORT: u16 = glue::attributes::ECHO_PORT as u16;
 const SOURCE_PORT: u16 = glue::attributes::SOURCE_PORT as u16;
 const NETSTACK: PeerId = PeerId(0);
-const _: () = assert!(glue::client::SIZE >= link::PAIR_BYTES);
+const _: () = assert!(glue::client::SIZE >= socket_api::REGION_BYTES);
 /// Largest source message.
 const MAX_MESSAGE: usize = 1 << 20;
 /// Bytes a source keeps in flight (sent, not yet returned by netstack).
@@ -73,9 +73,12 @@ struct Conn {
 
 struct Echo {
     d: &'static Domain,
-    events: ChannelRx<'static, NoNotify>,
-    requests: ChannelTx<'static, NoNotify>,
-    control: &'static PairControl,
+    /// The netstack region: events on `net.rx`, requests on `net.tx`.
+    net: Duplex<'static>,
+    /// A corrupt ring or a forged event breaks it for good (reported once).
+    guard: Guard,
+    /// A source waits for netstack to return its buffers.
+    sources_wait: bool,
     outq: VecDeque<(u64, Aggregate<'static>)>,
     conns: BTreeMap<ConnId, Conn>,
     connections: u64,
@@ -97,34 +100,20 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         glue_rt::map_pool!(owned d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
         glue_rt::map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
     }
-    let base = glue::client::VADDR;
-    // SAFETY: the client pair dataport, mapped read-write, shared with
-    // netstack only, which attaches after we set the magic (it runs below
-    // us). We receive on A and send on B.
-    let (events, requests, control) = unsafe {
-        let a = RwRegion::from_raw_parts(base as *mut u8, link::CHANNEL_BYTES).expect("pair");
-        let b = RwRegion::from_raw_parts((base + link::PAIR_B_OFF) as *mut u8, link::CHANNEL_BYTES).expect("pair");
-        iolite::init_channel(a, link::FWD_CAP, link::REL_CAP).expect("pair A");
-        iolite::init_channel(b, link::FWD_CAP, link::REL_CAP).expect("pair B");
-        let a = RwRegion::from_raw_parts(base as *mut u8, link::CHANNEL_BYTES).expect("pair");
-        let b = RwRegion::from_raw_parts((base + link::PAIR_B_OFF) as *mut u8, link::CHANNEL_BYTES).expect("pair");
-        let events = ChannelRx::attach(
-            d,
-            NETSTACK,
-            a,
-            link::FWD_CAP,
-            link::REL_CAP,
-            NoNotify,
-            CopyMode::IoLite,
-            Boundary::NetToApp,
-            None,
-        )
-        .expect("events");
-        let requests = ChannelTx::attach(d, NETSTACK, b, link::FWD_CAP, link::REL_CAP, NoNotify).expect("requests");
-        let control = PairControl::at(base as *mut u8);
-        PairControl::set(&control.tx_waiting, 0);
-        PairControl::set(&control.magic, link::PAIR_MAGIC);
-        (events, requests, control)
+    // SAFETY: the client dataport, mapped read-write for our lifetime,
+    // shared with netstack only, which attaches after we initialised it (it
+    // runs below us). Received data is echoed by reference: no copy stage.
+    let net = unsafe {
+        let region = RwRegion::from_raw_parts(glue::client::VADDR as *mut u8, glue::client::SIZE).expect("client");
+        init_duplex(region, socket_api::GEOMETRY).expect("client");
+        Duplex::attach(DuplexAttach {
+            domain: d,
+            peer: NETSTACK,
+            region,
+            geometry: socket_api::GEOMETRY,
+            side: socket_api::CLIENT_SIDE,
+        })
+        .expect("client")
     };
     // SAFETY: the counter pages, mapped read-only; we only load from them.
     let (drv, stk) = unsafe {
@@ -132,9 +121,9 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     };
     let mut e = Echo {
         d,
-        events,
-        requests,
-        control,
+        net,
+        guard: Guard::new(),
+        sources_wait: false,
         outq: VecDeque::new(),
         conns: BTreeMap::new(),
         connections: 0,
@@ -150,7 +139,14 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     e.request(Request::Listen { port: SOURCE_PORT, backlog: 2 }.encode(), Aggregate::new(d));
     loop {
         e.flush();
-        glue::event::wait();
+        // netstack is in its round whenever we run: it takes what we queued
+        // when we return, so there is nobody to signal.
+        let _ = e.net.flush();
+        let want = Want { data: e.guard.broken().is_none(), releases: e.sources_wait, room: !e.outq.is_empty() };
+        if !e.net.arm(want) {
+            glue::event::wait();
+        }
+        e.net.disarm();
         e.handle_events();
     }
 }
@@ -159,7 +155,7 @@ impl Echo {
     /// Queues a request (kept in order behind earlier ones if the ring is full).
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
         if self.outq.is_empty() {
-            if let Err((_, agg)) = self.requests.send(agg, tag, 0) {
+            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
                 self.outq.push_back((tag, agg));
             }
         } else {
@@ -167,33 +163,37 @@ impl Echo {
         }
     }
 
-    /// Sends what waits, makes progress on sources, returns releases, and
-    /// tells netstack whether we wait for it.
+    /// Sends what waits and makes progress on sources; notes whether a
+    /// source waits for its buffers.
     fn flush(&mut self) {
-        let _ = self.requests.poll_releases();
+        let _ = self.net.tx.poll_releases();
         while let Some((tag, agg)) = self.outq.pop_front() {
-            if let Err((_, agg)) = self.requests.send(agg, tag, 0) {
+            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
                 self.outq.push_front((tag, agg));
                 break;
             }
         }
         let ids: alloc::vec::Vec<ConnId> = self.conns.keys().copied().collect();
-        let mut waiting = !self.outq.is_empty();
+        let mut waiting = false;
         for id in ids {
             waiting |= self.pump_source(id);
         }
-        let _ = self.events.flush_releases();
-        PairControl::set(&self.control.tx_waiting, waiting as u64);
+        self.sources_wait = waiting;
     }
 
     fn handle_events(&mut self) {
         loop {
-            let r = match self.events.recv() {
-                Ok(Some(r)) => r,
-                Ok(None) | Err(iolite::Error::Full) => break,
-                Err(_) => {
+            let r = match self.guard.recv(&mut self.net.rx) {
+                Next::Msg(r) => r,
+                Next::Idle | Next::Wait(_) => break,
+                Next::Refused(_) => {
                     self.errors += 1;
                     continue;
+                }
+                Next::Broke(e) => {
+                    self.errors += 1;
+                    warn!("channel client.A from netstack broken: {e:?}");
+                    break;
                 }
             };
             match Event::decode(r.tag) {
@@ -363,11 +363,7 @@ impl Echo {
     }
 
     fn counters_json(&self, out: &mut String) {
-        let mode = match iolite::BUILD_COPY_MODE {
-            CopyMode::IoLite => "iolite",
-            CopyMode::Flash => "flash",
-            CopyMode::Posix => "posix",
-        };
+        let mode = iolite::BUILD_COPY_MODE.name();
         let _ = write!(
             out,
             "{{\"copy_mode\":\"{mode}\",\"connections\":{},\"closed\":{},\"bytes_echoed\":{},\"bytes_sourced\":{},\"echo_errors\":{},\"stats_requests\":{},\"echo_bytes_copied\":{}",
@@ -380,8 +376,8 @@ impl Echo {
             self.d.stats().bytes_copied,
         );
         let mut first = false;
-        let _ = self.drv.write_json(out, link::DRV_NAMES, &mut first);
-        let _ = self.stk.write_json(out, link::STACK_NAMES, &mut first);
+        let _ = self.drv.write_json::<DrvCounter>(out, &mut first);
+        let _ = self.stk.write_json::<StackCounter>(out, &mut first);
         out.push_str("}\n");
     }
 

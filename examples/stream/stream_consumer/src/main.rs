@@ -56,7 +56,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         log!(
             "writing to the producer's pool (expect a fault) at {:#x}: in mode {} the received data are private copies",
             report.probe,
-            stream_common::mode_name(stream_common::iolite::BUILD_COPY_MODE)
+            stream_common::iolite::BUILD_COPY_MODE.name()
         );
     }
     write_read_only(report.probe as *mut u8);

@@ -3,21 +3,24 @@
 //!
 //! ## The httpd ↔ cgi dataport (`cgi_chan`)
 //!
-//! | offset | content |
-//! |---|---|
-//! | 0 | channel A: requests, httpd → cgi ([`FWD_CAP`], [`REL_CAP`]) |
-//! | [`B_OFF`] | channel B: replies, cgi → httpd |
-//! | [`CONTROL_OFF`] | [`Control`] |
+//! An IO-Lite duplex region ([`iolite::Duplex`]) of [`GEOMETRY`]: httpd is
+//! side A ([`HTTPD_SIDE`]: requests on channel A), the cgi side B
+//! ([`CGI_SIDE`]: replies on channel B, at [`B_OFF`]).
 //!
 //! **Restarts.** The cgi is `restartable`: after a fault the loader builds
 //! it again from scratch, while the dataport (and httpd) live on. So the
-//! cgi, on every start, (re)initialises both channels and then bumps
-//! [`Control::generation`] and wakes httpd. httpd compares the generation
-//! with the one it attached to: when it changed, the old incarnation is
+//! cgi, on every start, (re)initialises the region
+//! ([`iolite::init_duplex`], which publishes the next generation) and
+//! wakes httpd. httpd compares the generation with the one it attached to
+//! (`Duplex::peer_restarted`): when it changed, the old incarnation is
 //! gone, so every request it had not answered fails with
 //! `Failure::Fault` (502), httpd forgets the holds of the dead peer
 //! (`Domain::peer_died`) and attaches to the fresh channels. Generation 0
 //! means the cgi has not started yet (requests then get 503).
+//!
+//! Wake-ups follow the rings' "signal me" flags: httpd signals `cgi_go`
+//! only when the cgi waits for requests, the cgi signals `done` only when
+//! httpd waits for replies (and once per start, for the new generation).
 //!
 //! ## Counter text pages
 //!
@@ -28,64 +31,24 @@
 
 use core::sync::atomic::{fence, AtomicU64, Ordering};
 
+use iolite::{Geometry, Side};
+
 /// Request descriptors in flight (httpd → cgi) and reply descriptors.
 pub const FWD_CAP: usize = 64;
 /// Releases in flight per direction.
 pub const REL_CAP: usize = 512;
+/// Both channels' ring capacities.
+pub const GEOMETRY: Geometry = Geometry { fwd: FWD_CAP, rel: REL_CAP };
 /// Bytes of one channel (whole pages).
-pub const CHANNEL_BYTES: usize = iolite::channel_bytes(FWD_CAP, REL_CAP).div_ceil(4096) * 4096;
-/// Offset of channel B.
-pub const B_OFF: usize = CHANNEL_BYTES;
-/// Offset of the control block.
-pub const CONTROL_OFF: usize = 2 * CHANNEL_BYTES;
+pub const CHANNEL_BYTES: usize = GEOMETRY.page_bytes();
+/// httpd's side: it sends requests.
+pub const HTTPD_SIDE: Side = Side::A;
+/// The cgi's side: it sends replies, and (re)initialises the region.
+pub const CGI_SIDE: Side = Side::B;
+/// Offset of channel B (the replies).
+pub const B_OFF: usize = GEOMETRY.duplex_channel_offset(Side::B);
 /// The smallest `cgi_chan` dataport.
-pub const REGION_BYTES: usize = CONTROL_OFF + 4096;
-
-/// "IOLCGICH".
-pub const MAGIC: u64 = u64::from_le_bytes(*b"IOLCGICH");
-
-/// The control block: written by the cgi only.
-#[repr(C)]
-pub struct Control {
-    /// [`MAGIC`] once the first incarnation initialised the channels.
-    pub magic: AtomicU64,
-    /// Bumped by every (re)started cgi after it initialised the channels.
-    pub generation: AtomicU64,
-    /// Requests the current incarnation has answered (for the tests).
-    pub answered: AtomicU64,
-}
-
-impl Control {
-    /// The control block of a `cgi_chan` dataport.
-    ///
-    /// # Safety
-    /// `base` must be a mapped, 4096-aligned region of at least
-    /// [`REGION_BYTES`] bytes that lives as long as the program, whose
-    /// control block is used only through this type.
-    pub unsafe fn at(base: *mut u8) -> &'static Control {
-        // SAFETY: per the contract (in range, aligned; atomics accept any bits).
-        unsafe { &*(base.add(CONTROL_OFF) as *const Control) }
-    }
-
-    /// The current generation (0: no cgi yet).
-    pub fn generation(&self) -> u64 {
-        if self.magic.load(Ordering::Acquire) != MAGIC {
-            return 0;
-        }
-        self.generation.load(Ordering::Acquire)
-    }
-
-    /// The cgi, after (re)initialising the channels: publishes the next
-    /// generation and returns it.
-    pub fn start_generation(&self) -> u64 {
-        let g =
-            if self.magic.load(Ordering::Acquire) == MAGIC { self.generation.load(Ordering::Relaxed) + 1 } else { 1 };
-        self.answered.store(0, Ordering::Relaxed);
-        self.generation.store(g, Ordering::Release);
-        self.magic.store(MAGIC, Ordering::Release);
-        g
-    }
-}
+pub const REGION_BYTES: usize = GEOMETRY.duplex_bytes();
 
 /// Largest text in a counter page.
 pub const PAGE_TEXT: usize = 4096 - 16;

@@ -1,0 +1,272 @@
+//! Host tests of the protocol: meta-variables, the output format, the
+//! messages, the counter pages and the restart generation.
+
+use std::string::String;
+use std::vec::Vec;
+
+use iolite::testing::{domain, make, own, region};
+use iolite::{Domain, PoolId};
+
+use crate::output::{parse_output, split_output, Kind, OutputError};
+use crate::wire::{decode_request, encode_request};
+use crate::{Env, EnvError, Failure, RequestInfo};
+
+const CGI_POOL: PoolId = 7;
+const NET_POOL: PoolId = 3;
+
+fn setup() -> &'static Domain {
+    let d = domain();
+    own(d, CGI_POOL, 64);
+    own(d, NET_POOL, 64);
+    d
+}
+
+fn info<'a>(headers: &'a [(&'a str, &'a [u8])], body: Option<u64>) -> RequestInfo<'a> {
+    RequestInfo {
+        method: if body.is_some() { "POST" } else { "GET" },
+        script_name: "/cgi-bin/echo",
+        path_info: "/extra/path",
+        query: "a=1&b=%20x",
+        protocol: "HTTP/1.1",
+        headers,
+        remote_addr: "10.0.2.2",
+        remote_port: 40000,
+        server_name: "iolite.local",
+        server_port: 80,
+        server_software: "Iolite-httpd/0.1",
+        content_length: body,
+    }
+}
+
+#[test]
+fn meta_variables_follow_rfc_3875() {
+    let headers: [(&str, &[u8]); 8] = [
+        ("Host", b"iolite.local"),
+        ("User-Agent", b"test/1"),
+        ("Accept", b"text/html"),
+        ("accept", b"*/*"),
+        ("Content-Type", b"application/x-www-form-urlencoded"),
+        ("Authorization", b"Basic secret"),
+        ("Proxy", b"http://evil/"),
+        ("X_Spoof", b"1"),
+    ];
+    let e = Env::from_request(&info(&headers, Some(11)));
+    let g = |n| e.get_str(n);
+    assert_eq!(g("GATEWAY_INTERFACE"), Some("CGI/1.1"));
+    assert_eq!(g("REQUEST_METHOD"), Some("POST"));
+    assert_eq!(g("SCRIPT_NAME"), Some("/cgi-bin/echo"));
+    assert_eq!(g("PATH_INFO"), Some("/extra/path"));
+    assert_eq!(g("QUERY_STRING"), Some("a=1&b=%20x"));
+    assert_eq!(g("REMOTE_ADDR"), Some("10.0.2.2"));
+    assert_eq!(g("REMOTE_PORT"), Some("40000"));
+    assert_eq!(g("SERVER_NAME"), Some("iolite.local"));
+    assert_eq!(g("SERVER_PORT"), Some("80"));
+    assert_eq!(g("SERVER_PROTOCOL"), Some("HTTP/1.1"));
+    assert_eq!(g("SERVER_SOFTWARE"), Some("Iolite-httpd/0.1"));
+    assert_eq!(g("CONTENT_LENGTH"), Some("11"));
+    assert_eq!(g("CONTENT_TYPE"), Some("application/x-www-form-urlencoded"));
+    assert_eq!(g("HTTP_HOST"), Some("iolite.local"));
+    assert_eq!(g("HTTP_USER_AGENT"), Some("test/1"));
+    assert_eq!(g("HTTP_ACCEPT"), Some("text/html, */*"), "repeated fields are joined");
+    for hidden in ["HTTP_AUTHORIZATION", "HTTP_PROXY", "HTTP_X_SPOOF", "HTTP_CONTENT_TYPE", "HTTP_CONTENT_LENGTH"] {
+        assert_eq!(g(hidden), None, "{hidden} must not be passed");
+    }
+    // Without a body there is no CONTENT_LENGTH / CONTENT_TYPE.
+    let e = Env::from_request(&info(&headers, None));
+    assert_eq!(e.get("CONTENT_LENGTH"), None);
+    assert_eq!(e.get("CONTENT_TYPE"), None);
+    assert_eq!(e.get_str("REQUEST_METHOD"), Some("GET"));
+}
+
+#[test]
+fn env_wire_round_trip_and_rejects_garbage() {
+    let headers: [(&str, &[u8]); 2] = [("Host", b"h"), ("X-Bin", b"caf\xc3\xa9 \xff")];
+    let e = Env::from_request(&info(&headers, Some(3)));
+    let enc = e.encode();
+    assert_eq!(Env::decode(&enc).unwrap(), e);
+    assert_eq!(Env::decode(b"").unwrap(), Env::new());
+    assert_eq!(Env::decode(b"A=1"), Err(EnvError::Malformed), "missing NUL");
+    assert_eq!(Env::decode(b"noequals\0"), Err(EnvError::Malformed));
+    assert_eq!(Env::decode(b"lower=1\0"), Err(EnvError::Malformed));
+    assert_eq!(Env::decode(b"=1\0"), Err(EnvError::Malformed));
+    let many: Vec<u8> = (0..200).flat_map(|i| format!("V{i}=x\0").into_bytes()).collect();
+    assert_eq!(Env::decode(&many), Err(EnvError::TooLarge));
+    assert_eq!(Env::decode(&vec![b'A'; 20000]), Err(EnvError::TooLarge));
+}
+
+#[test]
+fn output_document_status_and_fields() {
+    let o = parse_output(
+        b"Content-Type: text/html\r\nX-Thing: 1\r\nConnection: close\r\nContent-Length: 99\r\n\r\nbody",
+        30 + 63,
+    )
+    .unwrap();
+    assert_eq!(o.kind, Kind::Document);
+    assert_eq!(o.status, 200);
+    assert_eq!(o.reason, "OK");
+    assert_eq!(o.content_type.as_deref(), Some("text/html"));
+    assert_eq!(o.fields, vec![("X-Thing".into(), "1".into())], "framing fields are the server's");
+    // LF line ends are accepted (RFC 3875 NL), and Status sets the code.
+    let text = b"Status: 404 Nope\nContent-Type: text/plain\n\nmissing";
+    let o = parse_output(text, text.len()).unwrap();
+    assert_eq!((o.status, o.reason.as_str()), (404, "Nope"));
+    assert_eq!(o.header_len, text.len() - 7);
+    // Status alone with no body is fine (no Content-Type needed).
+    let o = parse_output(b"Status: 204\r\n\r\n", 15).unwrap();
+    assert_eq!((o.status, o.reason.as_str()), (204, "No Content"));
+}
+
+#[test]
+fn output_redirects() {
+    let t = b"Location: /index.html\r\n\r\n";
+    let o = parse_output(t, t.len()).unwrap();
+    assert_eq!(o.kind, Kind::LocalRedirect("/index.html".into()));
+    let t = b"Location: http://example.org/x\r\n\r\n";
+    let o = parse_output(t, t.len()).unwrap();
+    assert_eq!(o.kind, Kind::ClientRedirect("http://example.org/x".into()));
+    assert_eq!(o.status, 302);
+    assert!(o.fields.contains(&("Location".into(), "http://example.org/x".into())));
+    let t = b"Location: https://e/\r\nStatus: 301 Moved\r\nContent-Type: text/html\r\n\r\n<a>moved</a>";
+    let o = parse_output(t, t.len()).unwrap();
+    assert_eq!((o.status, o.kind.clone()), (301, Kind::ClientRedirect("https://e/".into())));
+    // A local redirect must be alone.
+    let t = b"Location: /x\r\nStatus: 200\r\n\r\n";
+    assert_eq!(parse_output(t, t.len()), Err(OutputError::BadLocalRedirect));
+    let t = b"Location: /x\r\n\r\nbody";
+    assert_eq!(parse_output(t, t.len()), Err(OutputError::BadLocalRedirect));
+    let t = b"Location: relative\r\n\r\n";
+    assert_eq!(parse_output(t, t.len()), Err(OutputError::BadLocation));
+    let t = b"Location: //host/x\r\n\r\n";
+    assert_eq!(parse_output(t, t.len()), Err(OutputError::BadLocation));
+}
+
+#[test]
+fn output_errors() {
+    let cases: &[(&[u8], OutputError)] = &[
+        (b"Content-Type: text/html\r\n", OutputError::NoHeaderEnd),
+        (b"no colon here\r\n\r\n", OutputError::BadField),
+        (b"Bad Name: x\r\n\r\n", OutputError::BadField),
+        (b"X: a\x01b\r\n\r\n", OutputError::BadField),
+        (b"Status: 99 Low\r\nContent-Type: a/b\r\n\r\n", OutputError::BadStatus),
+        (b"Status: 600\r\nContent-Type: a/b\r\n\r\n", OutputError::BadStatus),
+        (b"Status: 100 Continue\r\nContent-Type: a/b\r\n\r\n", OutputError::BadStatus),
+        (b"Status: abc\r\nContent-Type: a/b\r\n\r\n", OutputError::BadStatus),
+        (b"Status: 200\r\nStatus: 404\r\nContent-Type: a/b\r\n\r\n", OutputError::Duplicate),
+        (b"Content-Type: a/b\r\nContent-Type: c/d\r\n\r\n", OutputError::Duplicate),
+        (b"X-A: 1\r\n\r\nbody", OutputError::MissingContentType),
+        (b"\r\n", OutputError::MissingContentType),
+    ];
+    for (t, want) in cases {
+        assert_eq!(parse_output(t, t.len() + 4), Err(*want), "{:?}", String::from_utf8_lossy(t));
+    }
+    let many: Vec<u8> =
+        (0..40).flat_map(|i| format!("X-{i}: v\r\n").into_bytes()).chain(b"\r\n".iter().copied()).collect();
+    assert_eq!(parse_output(&many, many.len()), Err(OutputError::TooManyFields));
+    let huge: Vec<u8> = std::iter::repeat_n(b'a', 9000).collect();
+    assert_eq!(parse_output(&huge, huge.len()), Err(OutputError::NoHeaderEnd));
+}
+
+#[test]
+fn split_output_passes_the_body_by_reference() {
+    let d = setup();
+    let head = make(d, CGI_POOL, b"Content-Type: text/plain\r\n\r\n");
+    let body = make(d, CGI_POOL, &[b'x'; 10000]);
+    let body_desc = body.descs()[0];
+    let mut out = head;
+    out.append(body).map_err(|(e, _)| e).unwrap();
+    let before = d.stats().bytes_copied;
+    let (o, rest, copied) = split_output(out).unwrap();
+    assert_eq!(o.content_type.as_deref(), Some("text/plain"));
+    assert_eq!(rest.len(), 10000);
+    assert_eq!(rest.descs(), &[body_desc], "the same slice, not a copy");
+    assert_eq!(d.stats().bytes_copied, before);
+    assert_eq!(copied, 28, "only the header is copied to be parsed");
+}
+
+#[test]
+fn split_output_copies_only_the_header_whatever_the_slices() {
+    let d = setup();
+    let text = b"Status: 201 Made\nContent-Type: text/plain\r\n\r\nbody bytes, and more of them";
+    let hlen = text.iter().position(|&b| b == b'b').unwrap();
+    // Every way of cutting the output into two or three slices.
+    for a in 1..text.len() {
+        for b in [a, (a + 7).min(text.len() - 1), text.len() - 1] {
+            if b < a {
+                continue;
+            }
+            let mut out = make(d, CGI_POOL, &text[..a]);
+            if b > a {
+                out.append(make(d, CGI_POOL, &text[a..b])).map_err(|(e, _)| e).unwrap();
+            }
+            out.append(make(d, CGI_POOL, &text[b..])).map_err(|(e, _)| e).unwrap();
+            let (o, rest, copied) = split_output(out).unwrap();
+            assert_eq!((o.status, copied), (201, hlen), "cut at {a}, {b}");
+            assert!(rest.eq_bytes(&text[hlen..]));
+        }
+    }
+    // No header end: at most MAX_OUTPUT_HEADER bytes looked at, an error.
+    let out = make(d, CGI_POOL, &[b'a'; 9000]);
+    assert_eq!(split_output(out).err(), Some(OutputError::NoHeaderEnd));
+}
+
+#[test]
+fn request_message_round_trip() {
+    let d = setup();
+    let headers: [(&str, &[u8]); 1] = [("Host", b"h")];
+    let env = Env::from_request(&info(&headers, Some(5)));
+    let body = make(d, NET_POOL, b"abcde");
+    let bd = body.descs()[0];
+    let (msg, tag) = encode_request(d, CGI_POOL, 42, &env, Some(body)).unwrap();
+    let (id, env2, body2) = decode_request(msg, tag).unwrap();
+    assert_eq!(id, 42);
+    assert_eq!(env2, env);
+    let body2 = body2.unwrap();
+    assert_eq!(body2.descs(), &[bd]);
+    let (msg, tag) = encode_request(d, CGI_POOL, 7, &env, None).unwrap();
+    let (_, _, none) = decode_request(msg, tag).unwrap();
+    assert!(none.is_none());
+    // A lying tag is refused.
+    let msg = make(d, CGI_POOL, b"A=1\0");
+    assert!(decode_request(msg, crate::wire::request_tag(1, 99)).is_err());
+}
+
+#[test]
+fn failures_map_to_gateway_statuses() {
+    assert_eq!(Failure::Timeout.status(), 504);
+    assert_eq!(Failure::Fault.status(), 502);
+    assert_eq!(Failure::BadOutput(OutputError::NoHeaderEnd).status(), 502);
+    assert_eq!(Failure::Unavailable.status(), 503);
+}
+
+#[test]
+fn counter_pages_and_the_restart_generation() {
+    use crate::chan;
+    let base = region(chan::REGION_BYTES).as_ptr();
+    let mut out = Vec::new();
+    // SAFETY: a zeroed page-aligned region, read and written only here.
+    unsafe {
+        assert!(!chan::read(base, &mut out), "never published");
+        chan::publish(base, b"requests=3\nbytes_copied=0\nbad line\nx=y\n");
+        assert!(chan::read(base, &mut out));
+    }
+    let c = chan::parse_counters("httpd", &out);
+    assert_eq!(c.get("requests"), Some(3));
+    assert_eq!(c.get("bytes_copied"), Some(0));
+    assert_eq!(c.counters.len(), 2);
+    let mut text = String::new();
+    chan::format_counters(&c, &mut text);
+    assert_eq!(text, "requests=3\nbytes_copied=0\n");
+    // The restart generation: each start of the cgi initialises the
+    // region afresh, and httpd sees the number change.
+    let region = iolite::testing::region(chan::REGION_BYTES);
+    // SAFETY: a fresh region used only here.
+    unsafe {
+        let ctl = iolite::duplex::Control::of(region, chan::GEOMETRY).unwrap();
+        assert_eq!(ctl.generation(), 0);
+        assert_eq!(iolite::init_duplex(region, chan::GEOMETRY), Ok(1));
+        assert_eq!(iolite::init_duplex(region, chan::GEOMETRY), Ok(2));
+        assert_eq!(ctl.generation(), 2);
+    }
+    assert_eq!(chan::B_OFF, chan::CHANNEL_BYTES, "the hostile test hook writes channel B's head there");
+    const { assert!(chan::REGION_BYTES <= 0x20000) };
+}

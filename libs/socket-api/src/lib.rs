@@ -1,0 +1,500 @@
+//! The protocol between the TCP/IP stack (netstack) and its socket
+//! clients (httpd, tcp_echo), and netstack's counter page. Tiny and
+//! kernel-free: clients depend on this, not on the stack.
+//!
+//! ## The client region
+//! Each `client` dataport is an IO-Lite duplex region ([`iolite::Duplex`])
+//! of [`GEOMETRY`]:
+//!
+//! | channel | sender | messages |
+//! |---|---|---|
+//! | A | netstack ([`STACK_SIDE`]) | [`Event`]s; `Data` carries received bytes by reference |
+//! | B | the client ([`CLIENT_SIDE`]) | [`Request`]s; `Send` carries the bytes to send by reference |
+//!
+//! The client runs above netstack and initialises the region; netstack
+//! attaches at start (and exits if it is not initialised). Each side wakes
+//! the other only for what it asked (the rings' "signal me" flags).
+//!
+//! ## Messages
+//! Every message is an IO-Lite aggregate and a tag: the tag carries the
+//! operation and its arguments ([`Request::encode`], [`Event::encode`]),
+//! the aggregate the data, by reference (`Send` requests and `Data`
+//! events; empty otherwise). So sending a file is one descriptor holding
+//! its slices, and the stack keeps those references until TCP has them
+//! acknowledged.
+//!
+//! Tag layout: bits 56..63 operation, 24..55 id (connection id or port),
+//! 0..23 argument.
+//!
+//! A tag has no room for a connection id *and* the peer's address, so an
+//! accepted connection is announced by two events in a row: [`Event::Peer`]
+//! (address and port) and then [`Event::Accepted`] (the connection), which
+//! takes the peer of the `Peer` event just before it. One channel keeps
+//! them in order, so the client needs no more than "the last peer seen".
+//!
+//! ## Counters
+//! [`StackCounter`]: netstack's counter page (`stack_stats`), read by the
+//! cgi (`/cgi-bin/stats`) and tcp_echo.
+#![no_std]
+#![deny(missing_docs)]
+
+pub use counters::{Counter, CounterPage, Values};
+use iolite::{Geometry, Side};
+
+/// A connection id (never 0; not reused while the stack runs for a long
+/// time: 2^32 connections).
+pub type ConnId = u32;
+
+/// Aggregate descriptors in flight per direction (336 bytes each).
+pub const FWD_CAP: usize = 256;
+/// Releases in flight per direction (16 bytes each).
+pub const REL_CAP: usize = 2048;
+/// Both channels' ring capacities.
+pub const GEOMETRY: Geometry = Geometry { fwd: FWD_CAP, rel: REL_CAP };
+/// The smallest client dataport.
+pub const REGION_BYTES: usize = GEOMETRY.duplex_bytes();
+/// netstack's side of a client region.
+pub const STACK_SIDE: Side = Side::A;
+/// The client's side of its region.
+pub const CLIENT_SIDE: Side = Side::B;
+
+/// Operation code of [`Request::Listen`].
+pub const OP_LISTEN: u8 = 1;
+/// Operation code of [`Request::Unlisten`].
+pub const OP_UNLISTEN: u8 = 2;
+/// Operation code of [`Request::Send`].
+pub const OP_SEND: u8 = 3;
+/// Operation code of [`Request::Close`].
+pub const OP_CLOSE: u8 = 4;
+/// Operation code of [`Request::Abort`].
+pub const OP_ABORT: u8 = 5;
+const EV_LISTENING: u8 = 0x81;
+const EV_ACCEPTED: u8 = 0x82;
+const EV_DATA: u8 = 0x83;
+const EV_EOF: u8 = 0x84;
+const EV_SEND_SPACE: u8 = 0x85;
+const EV_CLOSED: u8 = 0x86;
+const EV_ERROR: u8 = 0x87;
+const EV_PEER: u8 = 0x88;
+const EV_SEND_FULL: u8 = 0x89;
+
+fn tag(op: u8, id: u32, arg: u32) -> u64 {
+    (op as u64) << 56 | (id as u64) << 24 | (arg & 0xff_ffff) as u64
+}
+
+/// `(operation, id, argument)` of any tag: what an error report names for
+/// a request that does not decode.
+pub fn split_tag(t: u64) -> (u8, u32, u32) {
+    untag(t)
+}
+
+fn untag(t: u64) -> (u8, u32, u32) {
+    ((t >> 56) as u8, (t >> 24) as u32, (t & 0xff_ffff) as u32)
+}
+
+/// A client's request.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Request {
+    /// Listen on `port` with a backlog of `backlog` connections.
+    Listen {
+        /// TCP port.
+        port: u16,
+        /// Connections established before they are accepted (1..=64).
+        backlog: u16,
+    },
+    /// Stop listening on `port`.
+    Unlisten {
+        /// TCP port.
+        port: u16,
+    },
+    /// Send the message's aggregate on `conn`.
+    Send {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// Close `conn` after the data sent so far (FIN).
+    Close {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// Reset `conn` at once, dropping unsent data.
+    Abort {
+        /// Connection.
+        conn: ConnId,
+    },
+}
+
+/// Why a request failed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[repr(u8)]
+pub enum ErrorCode {
+    /// No such connection or listener.
+    NotFound = 1,
+    /// Too much data pending on the connection; the aggregate was dropped.
+    WouldBlock = 2,
+    /// The connection cannot send any more.
+    NotConnected = 3,
+    /// The port is already listened on.
+    AddressInUse = 4,
+    /// A bad argument.
+    InvalidArgument = 5,
+    /// The stack ran out of memory.
+    NoMemory = 6,
+    /// The connection or port belongs to another client.
+    NotYours = 7,
+    /// The message could not be decoded.
+    BadRequest = 8,
+}
+
+impl ErrorCode {
+    fn from_u8(v: u8) -> Option<Self> {
+        use ErrorCode::*;
+        [NotFound, WouldBlock, NotConnected, AddressInUse, InvalidArgument, NoMemory, NotYours, BadRequest]
+            .into_iter()
+            .find(|c| *c as u8 == v)
+    }
+}
+
+/// An event for a client.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Event {
+    /// `Listen` succeeded.
+    Listening {
+        /// TCP port.
+        port: u16,
+    },
+    /// The peer of the connection announced by the next event, an
+    /// [`Event::Accepted`] (see the module docs). Sent only when the stack
+    /// knows the peer, which it does for every established connection.
+    Peer {
+        /// The peer's IPv4 address.
+        addr: [u8; 4],
+        /// The peer's TCP port.
+        port: u16,
+    },
+    /// A connection was accepted on `port`; its peer is the one of the
+    /// [`Event::Peer`] right before it, if there was one.
+    Accepted {
+        /// The listening port.
+        port: u16,
+        /// The new connection.
+        conn: ConnId,
+    },
+    /// The message's aggregate holds data received on `conn`.
+    Data {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// The peer closed its sending half of `conn`; no more `Data`.
+    Eof {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// Data that was held back on `conn` has been handed to TCP; the client
+    /// may send more.
+    SendSpace {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// `conn` has taken as much as its peer's window plus the stack's slack:
+    /// data sent now is held back. The client should send no more on it
+    /// (e.g. stop pulling the response from its cache) until `SendSpace`;
+    /// beyond a few held-back sends it gets `WouldBlock` errors.
+    SendFull {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// `conn` is gone (closed or reset); its id is no longer valid.
+    Closed {
+        /// Connection.
+        conn: ConnId,
+    },
+    /// A request on `id` (a connection, or a port) failed.
+    Error {
+        /// The request's operation code.
+        op: u8,
+        /// Its connection id or port.
+        id: u32,
+        /// Why.
+        code: ErrorCode,
+    },
+}
+
+impl Request {
+    /// The channel tag of this request.
+    pub fn encode(&self) -> u64 {
+        match *self {
+            Request::Listen { port, backlog } => tag(OP_LISTEN, port as u32, backlog as u32),
+            Request::Unlisten { port } => tag(OP_UNLISTEN, port as u32, 0),
+            Request::Send { conn } => tag(OP_SEND, conn, 0),
+            Request::Close { conn } => tag(OP_CLOSE, conn, 0),
+            Request::Abort { conn } => tag(OP_ABORT, conn, 0),
+        }
+    }
+
+    /// Decodes a request's tag; anything malformed is `BadRequest`.
+    pub fn decode(t: u64) -> Result<Request, ErrorCode> {
+        let (op, id, arg) = untag(t);
+        let port = || u16::try_from(id).map_err(|_| ErrorCode::BadRequest);
+        Ok(match op {
+            OP_LISTEN => {
+                Request::Listen { port: port()?, backlog: u16::try_from(arg).map_err(|_| ErrorCode::BadRequest)? }
+            }
+            OP_UNLISTEN => Request::Unlisten { port: port()? },
+            OP_SEND => Request::Send { conn: id },
+            OP_CLOSE => Request::Close { conn: id },
+            OP_ABORT => Request::Abort { conn: id },
+            _ => return Err(ErrorCode::BadRequest),
+        })
+    }
+
+    /// The request's operation code (what an [`Event::Error`] names).
+    pub fn op(&self) -> u8 {
+        untag(self.encode()).0
+    }
+
+    /// The request's connection id or port.
+    pub fn id(&self) -> u32 {
+        untag(self.encode()).1
+    }
+}
+
+impl Event {
+    /// The channel tag of this event.
+    pub fn encode(&self) -> u64 {
+        match *self {
+            Event::Listening { port } => tag(EV_LISTENING, port as u32, 0),
+            Event::Peer { addr, port } => tag(EV_PEER, u32::from_be_bytes(addr), port as u32),
+            Event::Accepted { port, conn } => tag(EV_ACCEPTED, conn, port as u32),
+            Event::Data { conn } => tag(EV_DATA, conn, 0),
+            Event::Eof { conn } => tag(EV_EOF, conn, 0),
+            Event::SendSpace { conn } => tag(EV_SEND_SPACE, conn, 0),
+            Event::SendFull { conn } => tag(EV_SEND_FULL, conn, 0),
+            Event::Closed { conn } => tag(EV_CLOSED, conn, 0),
+            Event::Error { op, id, code } => tag(EV_ERROR, id, (op as u32) << 8 | code as u32),
+        }
+    }
+
+    /// Decodes an event's tag (client side); `None` if malformed.
+    pub fn decode(t: u64) -> Option<Event> {
+        let (op, id, arg) = untag(t);
+        Some(match op {
+            EV_LISTENING => Event::Listening { port: u16::try_from(id).ok()? },
+            EV_PEER => Event::Peer { addr: id.to_be_bytes(), port: u16::try_from(arg).ok()? },
+            EV_ACCEPTED => Event::Accepted { port: u16::try_from(arg).ok()?, conn: id },
+            EV_DATA => Event::Data { conn: id },
+            EV_EOF => Event::Eof { conn: id },
+            EV_SEND_SPACE => Event::SendSpace { conn: id },
+            EV_SEND_FULL => Event::SendFull { conn: id },
+            EV_CLOSED => Event::Closed { conn: id },
+            EV_ERROR => Event::Error { op: (arg >> 8) as u8, id, code: ErrorCode::from_u8(arg as u8)? },
+            _ => return None,
+        })
+    }
+}
+
+counters::counters! {
+    /// netstack's counters (its `stack_stats` page).
+    pub enum StackCounter {
+        /// The build's copy mode (0 iolite, 1 flash, 2 posix).
+        CopyMode = "tcp_copy_mode",
+        /// The TCP transmit checksum (0 cached, 1 software, 2 offload).
+        ChecksumMode = "tcp_checksum_mode",
+        /// Frames handed to the NIC.
+        TxFrames = "tcp_tx_frames",
+        /// Frames dropped on transmit.
+        TxDropped = "tcp_tx_dropped",
+        /// Frames received.
+        RxFrames = "tcp_rx_frames",
+        /// TCP payload bytes attached to frames by reference.
+        TxPayloadByRef = "tcp_tx_payload_by_ref",
+        /// TCP payload bytes sent again.
+        TxRetransmitted = "tcp_tx_retransmitted",
+        /// TCP payload bytes copied into smoltcp's send rings (copy modes).
+        TxPayloadCopiedSocket = "tcp_tx_payload_copied_socket",
+        /// TCP payload bytes copied into frame buffers.
+        TxPayloadCopiedFrame = "tcp_tx_payload_copied_frame",
+        /// TCP payload bytes copied on the send path, in all.
+        TxCopied = "tcp_tx_copied",
+        /// Zero-copy segments with small pieces coalesced into one copy.
+        TxCoalescedSegments = "tcp_tx_coalesced_segments",
+        /// TCP payload bytes delivered to clients.
+        RxPayload = "tcp_rx_payload",
+        /// Received payload bytes copied.
+        RxPayloadCopied = "tcp_rx_payload_copied",
+        /// Checksum cache hits.
+        CsumHits = "tcp_csum_hits",
+        /// Checksum cache misses.
+        CsumMisses = "tcp_csum_misses",
+        /// Bytes whose checksum came from the cache.
+        CsumBytesCached = "tcp_csum_bytes_cached",
+        /// Bytes summed.
+        CsumBytesSummed = "tcp_csum_bytes_summed",
+        /// Cache hit rate, percent.
+        CsumHitRatePercent = "tcp_csum_hit_rate_percent",
+        /// Bytes the stack's domain copied.
+        BytesCopied = "tcp_bytes_copied",
+        /// Bytes the stack's domain lent by reference.
+        BytesByRefSent = "tcp_bytes_by_ref_sent",
+        /// Connections accepted.
+        ConnectionsAccepted = "tcp_connections_accepted",
+        /// smoltcp polls.
+        Polls = "tcp_polls",
+        /// Times the stack was woken.
+        Wakeups = "tcp_wakeups",
+        /// Requests from the client.
+        ClientRequests = "tcp_client_requests",
+        /// Events to the client.
+        ClientEvents = "tcp_client_events",
+        /// Rounds that left frames waiting for room in netdrv's ring.
+        TxHeldBack = "tcp_tx_held_back",
+        /// TSC cycles the stack ran (without its client).
+        BusyCycles = "tcp_busy_cycles",
+        /// Times smoltcp was told to wait for the NIC queue or frame pool.
+        TxDeferred = "tcp_tx_deferred",
+        /// Times an established connection waited in the backlog for memory.
+        AcceptDeferred = "tcp_accept_deferred",
+        /// Bytes of socket rings allocated.
+        SocketBytes = "tcp_socket_bytes",
+        /// Descriptors rejected (forged or invalid references).
+        RejectedDescriptors = "tcp_rejected_descriptors",
+        /// Of them: a pool outside the sender's grant list.
+        RejectedForeignPool = "tcp_rejected_foreign_pool",
+        /// Of them: one of our buffers we had not lent to the sender.
+        RejectedNotGranted = "tcp_rejected_not_granted",
+        /// Segments withheld: an untrusted buffer changed generation.
+        TxStaleWithheld = "tcp_tx_stale_withheld",
+        /// Connections reset for that reason.
+        TxStaleResets = "tcp_tx_stale_resets",
+        /// TCP payload bytes copied by coalescing.
+        TxCoalescedBytes = "tcp_tx_coalesced_bytes",
+        /// Segments not sent because their payload could not be found.
+        TxWithheld = "tcp_tx_withheld",
+        /// Header bytes written into frame header objects.
+        TxHeaderBytes = "tcp_tx_header_bytes",
+        /// Bytes of non-TCP frames copied whole.
+        TxNontcpFrameBytes = "tcp_tx_nontcp_frame_bytes",
+        /// Bytes of received frames flattened before smoltcp read them.
+        RxFrameBytesFlattened = "tcp_rx_frame_bytes_flattened",
+        /// Times data, EOF, accept or close events waited for ring room.
+        EventsDeferred = "tcp_events_deferred",
+        /// Error events dropped (event ring full).
+        EventsDropped = "tcp_events_dropped",
+        /// Sends refused with `WouldBlock`.
+        SendsRefused = "tcp_sends_refused",
+        /// `SendFull` events sent.
+        SendFull = "tcp_send_full",
+        /// Connections open.
+        Connections = "tcp_connections",
+        /// Heap bytes in use.
+        HeapUsed = "tcp_heap_used",
+        /// Bytes held back in send queues.
+        SendQueuedBytes = "tcp_send_queued_bytes",
+        /// Frames refused on the link (invalid descriptors).
+        RxErrors = "tcp_rx_errors",
+        /// Channels broken by a peer.
+        ChannelsBroken = "tcp_channels_broken",
+        /// Pages of the frame header pool in use.
+        HdrPoolPagesInUse = "tcp_hdr_pool_pages_in_use",
+        /// Pages of the received-data pool in use.
+        SockPoolPagesInUse = "tcp_sock_pool_pages_in_use",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn tags_round_trip_and_garbage_is_rejected() {
+        for r in [
+            Request::Listen { port: 80, backlog: 16 },
+            Request::Unlisten { port: 65535 },
+            Request::Send { conn: u32::MAX },
+            Request::Close { conn: 1 },
+            Request::Abort { conn: 7 },
+        ] {
+            assert_eq!(Request::decode(r.encode()), Ok(r));
+        }
+        for e in [
+            Event::Listening { port: 80 },
+            Event::Peer { addr: [10, 0, 2, 2], port: 40000 },
+            Event::Peer { addr: [255, 255, 255, 255], port: 65535 },
+            Event::Accepted { port: 443, conn: 99 },
+            Event::Data { conn: 3 },
+            Event::Eof { conn: 3 },
+            Event::SendSpace { conn: 3 },
+            Event::Closed { conn: 3 },
+            Event::Error { op: OP_SEND, id: 5, code: ErrorCode::NotYours },
+        ] {
+            assert_eq!(Event::decode(e.encode()), Some(e));
+        }
+        assert_eq!(Request::decode(0), Err(ErrorCode::BadRequest));
+        assert_eq!(Request::decode(u64::MAX), Err(ErrorCode::BadRequest));
+        assert_eq!(Request::decode(tag(OP_LISTEN, 70000, 1)), Err(ErrorCode::BadRequest));
+        assert_eq!(Event::decode(tag(EV_ERROR, 1, 0xff)), None);
+        // A port that does not fit 16 bits is garbage, not a truncated port.
+        assert_eq!(Event::decode(tag(EV_PEER, 1, 0x1_0000)), None);
+    }
+
+    /// The names readers (the Robot suites, bench/) know: unchanged, in
+    /// this order.
+    #[test]
+    fn counter_names_are_the_published_ones() {
+        assert!(counters::names_are_valid::<StackCounter>());
+        let names: [&str; 51] = [
+            "tcp_copy_mode",
+            "tcp_checksum_mode",
+            "tcp_tx_frames",
+            "tcp_tx_dropped",
+            "tcp_rx_frames",
+            "tcp_tx_payload_by_ref",
+            "tcp_tx_retransmitted",
+            "tcp_tx_payload_copied_socket",
+            "tcp_tx_payload_copied_frame",
+            "tcp_tx_copied",
+            "tcp_tx_coalesced_segments",
+            "tcp_rx_payload",
+            "tcp_rx_payload_copied",
+            "tcp_csum_hits",
+            "tcp_csum_misses",
+            "tcp_csum_bytes_cached",
+            "tcp_csum_bytes_summed",
+            "tcp_csum_hit_rate_percent",
+            "tcp_bytes_copied",
+            "tcp_bytes_by_ref_sent",
+            "tcp_connections_accepted",
+            "tcp_polls",
+            "tcp_wakeups",
+            "tcp_client_requests",
+            "tcp_client_events",
+            "tcp_tx_held_back",
+            "tcp_busy_cycles",
+            "tcp_tx_deferred",
+            "tcp_accept_deferred",
+            "tcp_socket_bytes",
+            "tcp_rejected_descriptors",
+            "tcp_rejected_foreign_pool",
+            "tcp_rejected_not_granted",
+            "tcp_tx_stale_withheld",
+            "tcp_tx_stale_resets",
+            "tcp_tx_coalesced_bytes",
+            "tcp_tx_withheld",
+            "tcp_tx_header_bytes",
+            "tcp_tx_nontcp_frame_bytes",
+            "tcp_rx_frame_bytes_flattened",
+            "tcp_events_deferred",
+            "tcp_events_dropped",
+            "tcp_sends_refused",
+            "tcp_send_full",
+            "tcp_connections",
+            "tcp_heap_used",
+            "tcp_send_queued_bytes",
+            "tcp_rx_errors",
+            "tcp_channels_broken",
+            "tcp_hdr_pool_pages_in_use",
+            "tcp_sock_pool_pages_in_use",
+        ];
+        assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
+    }
+}
