@@ -39,9 +39,7 @@ use core::sync::atomic::Ordering;
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::duplex::Control;
-use iolite::{
-    init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, Trust, Want,
-};
+use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, Trust, Want};
 use netstack::api::{Event, Session};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
 use socket_api::{CounterPage, StackCounter as S, Values};
