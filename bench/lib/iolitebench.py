@@ -183,9 +183,10 @@ def wrk(base, clients, seconds, path=None, close=True, log=None, start=0, thread
     by bench/lib/replay.lua: thread t starts at line start + t * 100003,
     each connection takes the next line). close=True sends `Connection:
     close`: one request per connection, the paper's HTTP/1.0 clients (wrk
-    reconnects when the server closes). Returns req/s, bytes read per
-    second (headers included), requests, and errors (socket errors of any
-    kind and non-2xx/3xx answers). `during`, if given, is called halfway
+    reconnects when the server closes). Returns req/s and requests of
+    2xx/3xx answers only, bytes read per second (headers and error
+    answers included), and errors (socket errors of any kind and
+    non-2xx/3xx answers). `during`, if given, is called halfway
     through the run and its result returned as "during"."""
     threads = max(1, min(threads, clients))
     cmd = ["wrk", "-t", str(threads), "-c", str(clients), "-d", f"{seconds}s", "--timeout", f"{timeout_s}s"]
@@ -222,16 +223,20 @@ def wrk(base, clients, seconds, path=None, close=True, log=None, start=0, thread
     if m:
         errors += sum(int(x) for x in m.groups())
     m = re.search(r"Non-2xx or 3xx responses: (\d+)", o)
-    if m:
-        errors += int(m.group(1))
+    bad = int(m.group(1)) if m else 0
+    errors += bad
     if requests == 0:
         errors += 1
-    return {"rps": rps, "bps": read / secs if secs else 0.0, "requests": requests, "errors": errors, "during": mid}
+    # Only answered requests count: wrk's rate includes error responses
+    # (a server out of memory answers 503 fast).
+    good = max(0, requests - bad)
+    rps = rps * good / requests if requests else 0.0
+    return {"rps": rps, "bps": read / secs if secs else 0.0, "requests": good, "errors": errors, "during": mid}
 
 
-def stats(base):
+def stats(base, timeout=30):
     """/cgi-bin/stats as a dict (component -> counter -> value)."""
-    return json.loads(get(base, "/cgi-bin/stats?format=json", 30)[1])
+    return json.loads(get(base, "/cgi-bin/stats?format=json", timeout)[1])
 
 
 def memory(s):
