@@ -48,6 +48,7 @@ for rnd in range(1, rounds + 1):
                 if kind == "cgi" and system == "linux":
                     continue
                 for name, size in SIZES:
+                    t0 = B.time.time()
                     try:
                         # Waits out the previous case's closing connections
                         # (the check retries), then checks the bytes.
@@ -70,7 +71,7 @@ for rnd in range(1, rounds + 1):
                              mbs=r["rps"] * size / 1e6)
                     results.append(r)
                     print(f"  {system:8} {kind:6} {name:>5}: {r['rps']:8.1f} req/s {r['mbs'] * 8:8.2f} Mb/s"
-                          f" errors {r['errors']}", flush=True)
+                          f" errors {r['errors']} ({B.time.time() - t0:.0f} s with the check)", flush=True)
             if before is not None:
                 after = B.stats(g.base)
                 n0, n1 = before.get("netstack", {}), after.get("netstack", {})
