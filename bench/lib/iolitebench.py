@@ -22,6 +22,7 @@ import statistics
 import subprocess
 import tempfile
 import time
+import urllib.error
 import urllib.request
 
 ROOT = os.path.normpath(os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", ".."))
@@ -234,9 +235,22 @@ def wrk(base, clients, seconds, path=None, close=True, log=None, start=0, thread
     return {"rps": rps, "bps": read / secs if secs else 0.0, "requests": good, "errors": errors, "during": mid}
 
 
-def stats(base, timeout=30):
-    """/cgi-bin/stats as a dict (component -> counter -> value)."""
-    return json.loads(get(base, "/cgi-bin/stats?format=json", timeout)[1])
+def stats(base, timeout=30, retry_s=0):
+    """/cgi-bin/stats as a dict (component -> counter -> value). With
+    retry_s, a refused connection (netstack out of sockets while the last
+    run's TIME-WAIT sockets expire) is retried for that long."""
+    deadline = time.time() + retry_s
+    while True:
+        try:
+            return json.loads(get(base, "/cgi-bin/stats?format=json", timeout)[1])
+        except ConnectionRefusedError:
+            pass
+        except urllib.error.URLError as e:
+            if not isinstance(e.reason, ConnectionRefusedError):
+                raise
+        if time.time() > deadline:
+            raise ConnectionRefusedError(f"{base}: /cgi-bin/stats refused for {retry_s} s")
+        time.sleep(1)
 
 
 def memory(s):

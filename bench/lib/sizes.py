@@ -43,7 +43,7 @@ for rnd in range(1, rounds + 1):
         g = B.boot(system, disk=os.path.join(SITE, "site.img"), simulate_from=ours[0] if ours else "iolite",
                    linux=os.path.join(B.ROOT, "build", "bench-linux-sizes"))
         try:
-            before = B.stats(g.base) if system != "linux" else None
+            before = B.stats(g.base, retry_s=30) if system != "linux" else None
             for kind in kinds:
                 if kind == "cgi" and system == "linux":
                     continue
@@ -73,7 +73,7 @@ for rnd in range(1, rounds + 1):
                     print(f"  {system:8} {kind:6} {name:>5}: {r['rps']:8.1f} req/s {r['mbs'] * 8:8.2f} Mb/s"
                           f" errors {r['errors']} ({B.time.time() - t0:.0f} s with the check)", flush=True)
             if before is not None:
-                after = B.stats(g.base)
+                after = B.stats(g.base, retry_s=30)
                 n0, n1 = before.get("netstack", {}), after.get("netstack", {})
                 counters.setdefault(system, []).append({
                     "connections_accepted": n1.get("tcp_connections_accepted", 0) - n0.get("tcp_connections_accepted", 0),
@@ -137,7 +137,8 @@ lines.append("")
 for a, b, paper in ratio_cols:
     lines.append(f"{a}/{b}: ratio of req/s; {paper}")
 if "cgi" in kinds and "static" in kinds:
-    lines.append("cgi/static (Figures 5-6): paper Flash-Lite ~0.87, Flash and Apache ~0.5 (NP)")
+    lines.append("cgi/static of req/s: paper Figure 5 (non-persistent) Flash-Lite ~0.87, Flash and Apache ~0.5;"
+                 " Figure 6 (persistent): only Flash-Lite gains from persistence")
     for s in ours:
         rs = []
         for name, _ in SIZES:

@@ -55,10 +55,10 @@ for rnd in range(1, rounds + 1):
                     check_sample(g.base, ds, rng)
                     if warmup:
                         B.wrk(g.base, clients, warmup, log=log, close=not persistent, start=0)
-                    before = B.stats(g.base) if system != "linux" else None
+                    before = B.stats(g.base, retry_s=30) if system != "linux" else None
                     w = B.wrk(g.base, clients, seconds, log=log, close=not persistent, start=50000 * rnd,
                               during=(lambda: B.stats(g.base)) if system != "linux" else None)
-                    after = B.stats(g.base) if system != "linux" else None
+                    after = B.stats(g.base, retry_s=30) if system != "linux" else None
                     check_sample(g.base, ds, rng)
                 except (OSError, AssertionError, ValueError) as e:
                     print(f"  {system} data set {ds['files']} files: {e!r}; skipped", flush=True)
