@@ -92,7 +92,10 @@ lines = [f"{os.path.basename(out)}: request logs replayed by wrk (bench/lib/repl
          f" warm-up {warmup} s, {seconds} s measured, TAP; {rounds} round(s); medians, ±spread of req/s",
          f"site: {len(trace['files'])} files, mean {trace['mean_file'] / 1e3:.1f} KB, Zipf {trace['params']['zipf']};"
          f" file cache budget {cache // 1024 if cache else '?'} KiB;"
-         " policies: " + ", ".join(f"{s} {b['policy']}" for s, b in budget.items()), ""]
+         " policies: " + ", ".join(f"{s} {b['policy']}" for s, b in budget.items()),
+         "data sets (mean request of each log): " + ", ".join(
+             f"{ds['files']} files {ds['bytes'] / 1e6:.1f} MB ({ds['mean_request'] / 1e3:.1f} KB)" for ds in DATASETS),
+         ""]
 W = 34
 hdr = f"{'data set':>22} | " + " | ".join(f"{s:>{W}}" for s in systems)
 lines += [hdr, "-" * len(hdr)]
