@@ -6,6 +6,7 @@ use crate::ast::{ImportPath, Item};
 use crate::diag::{err, Diagnostic, Pos, Result};
 use crate::{lexer, parser};
 use std::collections::{HashMap, HashSet};
+use std::io::Read;
 use std::path::{Component, Path, PathBuf};
 use std::sync::Arc;
 
@@ -13,38 +14,88 @@ use std::sync::Arc;
 /// `procedure IOPort` (see `check::builtin`).
 pub const STD_CONNECTOR: &str = "std_connector.camkes";
 
-/// Where source text comes from: the disk for the CLI, memory for tests.
-pub trait SourceFiles {
-    /// The contents of `path`, or `None` if there is no such file.
-    fn read(&self, path: &Path) -> Option<String>;
+/// The largest source file the compiler reads, in bytes (8 MiB, some
+/// hundred times the whole system's assembly). Files are read whole, so
+/// without a bound an import of a huge or endless file (`/dev/zero`) would
+/// take memory until the machine runs out.
+pub const MAX_SOURCE_BYTES: u64 = 8 << 20;
+
+/// Why a source file could not be read.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum ReadError {
+    /// There is no such file.
+    NotFound,
+    /// It is a directory, device, pipe or socket, not a file.
+    NotRegular,
+    /// It is larger than [`MAX_SOURCE_BYTES`]; how large it is (or at
+    /// least was while being read).
+    TooLarge(u64),
+    /// Any other failure, as the system describes it.
+    Other(String),
 }
 
-/// Reads files from the file system.
+/// Where source text comes from: the disk for the CLI, memory for tests.
+pub trait SourceFiles {
+    /// The bytes of `path` (at most [`MAX_SOURCE_BYTES`]), or why not.
+    fn read(&self, path: &Path) -> std::result::Result<Vec<u8>, ReadError>;
+}
+
+/// Reads files from the file system: regular files of at most
+/// [`MAX_SOURCE_BYTES`], refusing anything else before reading it.
 pub struct DiskFiles;
 
 impl SourceFiles for DiskFiles {
-    fn read(&self, path: &Path) -> Option<String> {
-        std::fs::read_to_string(path).ok()
+    fn read(&self, path: &Path) -> std::result::Result<Vec<u8>, ReadError> {
+        let io = |e: std::io::Error| match e.kind() {
+            std::io::ErrorKind::NotFound => ReadError::NotFound,
+            _ => ReadError::Other(e.to_string()),
+        };
+        // Checked before opening: opening a FIFO would block.
+        let regular = |meta: &std::fs::Metadata| -> std::result::Result<(), ReadError> {
+            if !meta.is_file() {
+                return Err(ReadError::NotRegular);
+            }
+            if meta.len() > MAX_SOURCE_BYTES {
+                return Err(ReadError::TooLarge(meta.len()));
+            }
+            Ok(())
+        };
+        regular(&std::fs::metadata(path).map_err(io)?)?;
+        let file = std::fs::File::open(path).map_err(io)?;
+        regular(&file.metadata().map_err(io)?)?;
+        // The file may grow while it is read: never take more than the
+        // limit and one byte.
+        let mut bytes = Vec::new();
+        file.take(MAX_SOURCE_BYTES + 1).read_to_end(&mut bytes).map_err(io)?;
+        if bytes.len() as u64 > MAX_SOURCE_BYTES {
+            return Err(ReadError::TooLarge(bytes.len() as u64));
+        }
+        Ok(bytes)
     }
 }
 
 /// A fixed set of in-memory files, for tests.
 #[derive(Default)]
 pub struct MemoryFiles {
-    files: HashMap<PathBuf, String>,
+    files: HashMap<PathBuf, Vec<u8>>,
 }
 
 impl MemoryFiles {
     /// Adds (or replaces) a file.
     pub fn add(&mut self, path: impl AsRef<Path>, text: impl Into<String>) -> &mut Self {
-        self.files.insert(normalise(path.as_ref()), text.into());
+        self.add_bytes(path, text.into().into_bytes())
+    }
+
+    /// Adds (or replaces) a file with any contents, UTF-8 or not.
+    pub fn add_bytes(&mut self, path: impl AsRef<Path>, bytes: Vec<u8>) -> &mut Self {
+        self.files.insert(normalise(path.as_ref()), bytes);
         self
     }
 }
 
 impl SourceFiles for MemoryFiles {
-    fn read(&self, path: &Path) -> Option<String> {
-        self.files.get(&normalise(path)).cloned()
+    fn read(&self, path: &Path) -> std::result::Result<Vec<u8>, ReadError> {
+        self.files.get(&normalise(path)).cloned().ok_or(ReadError::NotFound)
     }
 }
 
@@ -68,76 +119,142 @@ pub fn normalise(path: &Path) -> PathBuf {
     out
 }
 
-struct Loader<'a> {
-    files: &'a dyn SourceFiles,
-    import_paths: &'a [PathBuf],
-    seen: HashSet<PathBuf>,
-    items: Vec<Item>,
+/// Reads `path` as source text. `Ok(None)`: there is no such file (the
+/// caller knows what was looked for); every other failure is an error at
+/// `pos` naming the file, and text that is not UTF-8 an error at its first
+/// bad byte.
+fn read_source(files: &dyn SourceFiles, path: &Path, pos: &Pos) -> Result<Option<String>> {
+    let shown = path.display();
+    let bytes = match files.read(path) {
+        Ok(bytes) => bytes,
+        Err(ReadError::NotFound) => return Ok(None),
+        Err(ReadError::NotRegular) => {
+            return err(
+                pos,
+                format!("'{shown}' is not a regular file (a directory, device or pipe); sources must be files"),
+            )
+        }
+        Err(ReadError::TooLarge(size)) => {
+            return err(
+                pos,
+                format!("'{shown}' is {size} bytes, larger than the {MAX_SOURCE_BYTES}-byte limit of a source file"),
+            )
+        }
+        Err(ReadError::Other(why)) => return err(pos, format!("cannot read '{shown}': {why}")),
+    };
+    // Whatever the source, the bound holds (memory sources too).
+    if bytes.len() as u64 > MAX_SOURCE_BYTES {
+        return err(
+            pos,
+            format!(
+                "'{shown}' is {} bytes, larger than the {MAX_SOURCE_BYTES}-byte limit of a source file",
+                bytes.len()
+            ),
+        );
+    }
+    String::from_utf8(bytes).map(Some).or_else(|e| {
+        let bytes = e.as_bytes();
+        let at = e.utf8_error().valid_up_to();
+        let good = std::str::from_utf8(&bytes[..at]).expect("valid up to here");
+        let line = good.matches('\n').count() + 1;
+        let col = good.rsplit('\n').next().unwrap_or("").chars().count() + 1;
+        let pos = Pos { file: Arc::from(shown.to_string()), line: line as u32, col: col as u32 };
+        err(
+            &pos,
+            format!(
+                "invalid UTF-8: byte {:#04x} (byte offset {at}) is not valid UTF-8; CAmkES sources are UTF-8 text",
+                bytes[at]
+            ),
+        )
+    })
 }
 
-impl Loader<'_> {
-    fn load_file(&mut self, path: &Path, text: &str) -> Result<()> {
-        let name: Arc<str> = Arc::from(path.display().to_string());
-        let items = parser::parse(lexer::lex(&name, text)?)?;
-        for item in items {
-            if let Item::Import(import) = &item {
-                let found = match &import.path {
-                    ImportPath::Builtin(p) if p == STD_CONNECTOR => None,
-                    ImportPath::Builtin(p) => Some(self.search(p, &import.pos)?),
-                    ImportPath::Relative(p) => {
-                        let dir = path.parent().unwrap_or(Path::new(""));
-                        let candidate = normalise(&dir.join(p));
-                        match self.files.read(&candidate) {
-                            Some(text) => Some((candidate, text)),
-                            None => {
-                                return err(
-                                    &import.pos,
-                                    format!("import '{p}' not found (looked for {})", candidate.display()),
-                                )
-                            }
-                        }
-                    }
-                };
-                match found {
-                    Some((file, text)) => {
-                        if self.seen.insert(file.clone()) {
-                            self.load_file(&file, &text)?;
-                        }
-                    }
-                    // The built-in stays in the stream: the checker defines
-                    // its names at this point, preserving define-before-use.
-                    None => self.items.push(item),
-                }
-            } else {
-                self.items.push(item);
-            }
-        }
-        Ok(())
-    }
-
-    fn search(&self, name: &str, pos: &Pos) -> Result<(PathBuf, String)> {
-        for dir in self.import_paths {
-            let candidate = normalise(&dir.join(name));
-            if let Some(text) = self.files.read(&candidate) {
-                return Ok((candidate, text));
-            }
-        }
-        err(pos, format!("import '{name}' not found in the import path (built-in: <{STD_CONNECTOR}>)"))
-    }
+fn parse_file(path: &Path, text: &str) -> Result<Vec<Item>> {
+    let name: Arc<str> = Arc::from(path.display().to_string());
+    parser::parse(lexer::lex(&name, text)?)
 }
 
 /// Reads `root` and everything it imports; returns all items in
 /// define-before-use order. Angle imports are searched in `import_paths`
 /// in order; quoted imports only next to the importing file.
+///
+/// Each imported file's items are spliced in at its import, depth first,
+/// with an explicit stack rather than recursion, so a long chain of
+/// imports cannot exhaust the call stack.
 pub fn load(root: &Path, import_paths: &[PathBuf], files: &dyn SourceFiles) -> Result<Vec<Item>> {
     let root = normalise(root);
-    let Some(text) = files.read(&root) else {
-        let pos = Pos { file: Arc::from(root.display().to_string()), line: 1, col: 1 };
-        return Err(Diagnostic::new(&pos, "cannot read the file"));
+    let root_pos = Pos { file: Arc::from(root.display().to_string()), line: 1, col: 1 };
+    let Some(text) = read_source(files, &root, &root_pos)? else {
+        return Err(Diagnostic::new(&root_pos, "cannot read the file: no such file"));
     };
-    let mut loader = Loader { files, import_paths, seen: HashSet::from([root.clone()]), items: Vec::new() };
-    loader.load_file(&root, &text)?;
-    Ok(loader.items)
+    let mut seen = HashSet::from([root.clone()]);
+    let mut items = Vec::new();
+    let mut stack = vec![(root.clone(), parse_file(&root, &text)?.into_iter())];
+    while let Some((path, pending)) = stack.last_mut() {
+        let Some(item) = pending.next() else {
+            stack.pop();
+            continue;
+        };
+        let Item::Import(import) = &item else {
+            items.push(item);
+            continue;
+        };
+        let found = match &import.path {
+            // The built-in stays in the stream: the checker defines its
+            // names at this point, preserving define-before-use.
+            ImportPath::Builtin(p) if p == STD_CONNECTOR => None,
+            ImportPath::Builtin(p) => Some(search(files, import_paths, &seen, p, &import.pos)?),
+            ImportPath::Relative(p) => {
+                let dir = path.parent().unwrap_or(Path::new(""));
+                let candidate = normalise(&dir.join(p));
+                if seen.contains(&candidate) {
+                    Some((candidate, None))
+                } else {
+                    match read_source(files, &candidate, &import.pos)? {
+                        Some(text) => Some((candidate, Some(text))),
+                        None => {
+                            return err(
+                                &import.pos,
+                                format!("import '{p}' not found (looked for {})", candidate.display()),
+                            )
+                        }
+                    }
+                }
+            }
+        };
+        match found {
+            None => items.push(item),
+            Some((file, Some(text))) => {
+                let parsed = parse_file(&file, &text)?;
+                seen.insert(file.clone());
+                stack.push((file, parsed.into_iter()));
+            }
+            // Already read: each file once, at its first import.
+            Some((_, None)) => {}
+        }
+    }
+    Ok(items)
+}
+
+/// Finds `<name>` in the import path: the first directory that has it.
+/// Returns its path and, unless it was read before, its text.
+fn search(
+    files: &dyn SourceFiles,
+    import_paths: &[PathBuf],
+    seen: &HashSet<PathBuf>,
+    name: &str,
+    pos: &Pos,
+) -> Result<(PathBuf, Option<String>)> {
+    for dir in import_paths {
+        let candidate = normalise(&dir.join(name));
+        if seen.contains(&candidate) {
+            return Ok((candidate, None));
+        }
+        if let Some(text) = read_source(files, &candidate, pos)? {
+            return Ok((candidate, Some(text)));
+        }
+    }
+    err(pos, format!("import '{name}' not found in the import path (built-in: <{STD_CONNECTOR}>)"))
 }
 
 #[cfg(test)]

@@ -40,6 +40,14 @@ const PUNCT: &[&str] = &[
     "<", ">", ":", "?", "|", "&", "^", "!", "~", "+", "-", "*", "/", "%",
 ];
 
+/// The longest identifier, in characters. Names end up where length is
+/// bounded: an instance's name in its 64-byte start record and in restart
+/// requests (`component_runtime::start::MAX_NAME_LEN`), a component type's
+/// snake_case name (up to twice as long) in the file name of its glue and
+/// its crate's folder. Refusing a longer one here, at its position, stops
+/// the compile before any output is written.
+pub const MAX_IDENT_LEN: usize = 64;
+
 /// Directives that would need the C preprocessor, which our subset does not
 /// run; rejecting them keeps a file meaning the same with and without cpp.
 const CPP_DIRECTIVES: &[&str] =
@@ -219,6 +227,16 @@ pub fn lex(file: &Arc<str>, text: &str) -> Result<Vec<Token>> {
             while let Some(c) = lx.peek(0).filter(|c| c.is_ascii_alphanumeric() || *c == '_') {
                 word.push(c);
                 lx.bump();
+            }
+            if word.len() > MAX_IDENT_LEN {
+                return err(
+                    &pos,
+                    format!(
+                        "identifier '{}...' is {} characters long; the limit is {MAX_IDENT_LEN}",
+                        &word[..16],
+                        word.len()
+                    ),
+                );
             }
             Tok::Ident(word)
         } else if c.is_ascii_digit() {

@@ -806,9 +806,9 @@ component A { control; dataport Buf d; }
 assembly { composition {
     component A a; component A b;
     connection seL4SharedData s(from a.d, to b.d);
-} configuration { s.size = 4096; } }"#,
+} configuration { s.colour = 4096; } }"#,
         extra: &[],
-        message: r#"unknown attribute 'size' for connection 's' (connection settings: channel, shared_writers)"#,
+        message: r#"unknown attribute 'colour' for connection 's' (connection settings: channel, shared_writers)"#,
         at: "6:21",
     },
     Case {

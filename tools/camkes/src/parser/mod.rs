@@ -1,6 +1,9 @@
 //! Recursive-descent parser for the CAmkES subset (one function per grammar
 //! rule; the grammar is in README.md). Anything upstream accepts but this
 //! subset leaves out is reported as unsupported rather than misread.
+//! Values and constant expressions are in `expr`.
+
+mod expr;
 
 use crate::ast::*;
 use crate::diag::{err, Pos, Result};
@@ -117,9 +120,18 @@ pub const C_KEYWORDS: &[&str] = &[
     "_Thread_local",
 ];
 
+/// The deepest nesting of a value: parentheses, lists, dicts, prefix
+/// operators, `**` exponents and `?:` branches, each one level. Real
+/// assemblies nest a few levels; the limit keeps the recursive descent far
+/// from the end of the stack (a few thousand parentheses used to overflow
+/// it and abort the compiler) and ends with a positioned error instead.
+pub const MAX_NESTING: u32 = 64;
+
 struct Parser {
     tokens: Vec<Token>,
     at: usize,
+    /// Current nesting of values and expressions (see [`MAX_NESTING`]).
+    depth: u32,
 }
 
 fn describe(tok: &Tok) -> String {
@@ -132,12 +144,6 @@ fn describe(tok: &Tok) -> String {
         Tok::Punct(p) => format!("'{p}'"),
         Tok::Eof => "end of file".to_string(),
     }
-}
-
-#[derive(Clone, Copy)]
-enum Num {
-    Int(i128),
-    Float(f64),
 }
 
 impl Parser {
@@ -183,6 +189,21 @@ impl Parser {
             self.bump();
         }
         yes
+    }
+
+    /// Runs `parse` one nesting level deeper, or refuses at `pos` when
+    /// that would pass [`MAX_NESTING`].
+    fn nested<T>(&mut self, pos: &Pos, parse: impl FnOnce(&mut Self) -> Result<T>) -> Result<T> {
+        if self.depth >= MAX_NESTING {
+            return err(
+                pos,
+                format!("nesting is deeper than {MAX_NESTING} levels (parentheses, brackets, braces or operators)"),
+            );
+        }
+        self.depth += 1;
+        let result = parse(self);
+        self.depth -= 1;
+        result
     }
 
     fn unexpected<T>(&self, expected: &str) -> Result<T> {
@@ -682,219 +703,11 @@ impl Parser {
             a.settings.push(Setting { target, attribute, value });
         }
     }
-
-    /// An "item": strings, lists, dicts or a constant expression.
-    fn value(&mut self) -> Result<Value> {
-        let pos = self.pos();
-        match self.peek().tok {
-            Tok::Str(_) => Ok(Value { kind: ValueKind::Str(self.strings()), pos }),
-            Tok::Punct("[") => {
-                self.bump();
-                let mut items = Vec::new();
-                while !self.eat_punct("]") {
-                    items.push(self.value()?);
-                    if !self.eat_punct(",") {
-                        self.expect_punct("]")?;
-                        break;
-                    }
-                }
-                Ok(Value { kind: ValueKind::List(items), pos })
-            }
-            Tok::Punct("{") => {
-                self.bump();
-                let mut entries = Vec::new();
-                while !self.eat_punct("}") {
-                    let key = self.value()?;
-                    if !matches!(key.kind, ValueKind::Str(_) | ValueKind::Int(_) | ValueKind::Float(_)) {
-                        return err(&key.pos, "a dict key must be a string or a number");
-                    }
-                    self.expect_punct(":")?;
-                    entries.push((key, self.value()?));
-                    if !self.eat_punct(",") {
-                        self.expect_punct("}")?;
-                        break;
-                    }
-                }
-                Ok(Value { kind: ValueKind::Dict(entries), pos })
-            }
-            _ => self.expr(),
-        }
-    }
-
-    /// A constant expression, folded with C operators and precedence.
-    fn expr(&mut self) -> Result<Value> {
-        let pos = self.pos();
-        let kind = match self.ternary()? {
-            Num::Int(n) => ValueKind::Int(n),
-            Num::Float(x) => ValueKind::Float(x),
-        };
-        Ok(Value { kind, pos })
-    }
-
-    fn ternary(&mut self) -> Result<Num> {
-        let cond = self.binary(0)?;
-        if self.eat_punct("?") {
-            let yes = self.ternary()?;
-            self.expect_punct(":")?;
-            let no = self.ternary()?;
-            return Ok(if truthy(cond) { yes } else { no });
-        }
-        Ok(cond)
-    }
-
-    /// Precedence climbing over the binary operators, lowest first.
-    fn binary(&mut self, level: usize) -> Result<Num> {
-        const LEVELS: &[&[&str]] = &[
-            &["||"],
-            &["&&"],
-            &["|"],
-            &["^"],
-            &["&"],
-            &["==", "!="],
-            &["<", "<=", ">", ">="],
-            &["<<", ">>"],
-            &["+", "-"],
-            &["*", "/", "%"],
-        ];
-        if level == LEVELS.len() {
-            return self.unary();
-        }
-        let mut left = self.binary(level + 1)?;
-        loop {
-            let op = match &self.peek().tok {
-                Tok::Punct(p) if LEVELS[level].contains(p) => *p,
-                _ => return Ok(left),
-            };
-            let pos = self.bump().pos;
-            let right = self.binary(level + 1)?;
-            left = fold(op, left, right)
-                .ok_or(())
-                .or_else(|_| err(&pos, format!("cannot fold '{op}' in this constant expression")))?;
-        }
-    }
-
-    fn unary(&mut self) -> Result<Num> {
-        let pos = self.pos();
-        for op in ["-", "+", "!", "~"] {
-            if self.eat_punct(op) {
-                let operand = self.unary()?;
-                return match (op, operand) {
-                    ("-", Num::Int(n)) => Ok(Num::Int(-n)),
-                    ("-", Num::Float(x)) => Ok(Num::Float(-x)),
-                    ("+", n) => Ok(n),
-                    ("!", n) => Ok(Num::Int(!truthy(n) as i128)),
-                    ("~", Num::Int(n)) => Ok(Num::Int(!n)),
-                    _ => err(&pos, format!("cannot apply '{op}' to a float")),
-                };
-            }
-        }
-        let base = self.primary()?;
-        if self.is_punct("**") {
-            let pos = self.bump().pos;
-            let exponent = self.unary()?;
-            return fold("**", base, exponent)
-                .ok_or(())
-                .or_else(|_| err(&pos, "cannot fold '**' in this constant expression"));
-        }
-        Ok(base)
-    }
-
-    fn primary(&mut self) -> Result<Num> {
-        let token = self.peek().clone();
-        match token.tok {
-            Tok::Int(n) => {
-                self.bump();
-                Ok(Num::Int(n))
-            }
-            Tok::Float(x) => {
-                self.bump();
-                Ok(Num::Float(x))
-            }
-            Tok::Ident(w) if w == "true" || w == "True" => {
-                self.bump();
-                Ok(Num::Int(1))
-            }
-            Tok::Ident(w) if w == "false" || w == "False" => {
-                self.bump();
-                Ok(Num::Int(0))
-            }
-            Tok::Punct("(") => {
-                self.bump();
-                let n = self.ternary()?;
-                self.expect_punct(")")?;
-                Ok(n)
-            }
-            Tok::Ident(w) => err(
-                &token.pos,
-                format!("a value must be a literal; bare identifier '{w}' is not allowed (quote it for a string)"),
-            ),
-            _ => self.unexpected("a value"),
-        }
-    }
-}
-
-fn truthy(n: Num) -> bool {
-    match n {
-        Num::Int(i) => i != 0,
-        Num::Float(x) => x != 0.0,
-    }
-}
-
-/// Folds one binary operator; `None` for overflow, division by zero or an
-/// integer-only operator applied to a float.
-fn fold(op: &str, a: Num, b: Num) -> Option<Num> {
-    match (a, b) {
-        (Num::Int(x), Num::Int(y)) => Some(Num::Int(match op {
-            "||" => (x != 0 || y != 0) as i128,
-            "&&" => (x != 0 && y != 0) as i128,
-            "|" => x | y,
-            "^" => x ^ y,
-            "&" => x & y,
-            "==" => (x == y) as i128,
-            "!=" => (x != y) as i128,
-            "<" => (x < y) as i128,
-            "<=" => (x <= y) as i128,
-            ">" => (x > y) as i128,
-            ">=" => (x >= y) as i128,
-            "<<" => x.checked_shl(u32::try_from(y).ok()?)?,
-            ">>" => x.checked_shr(u32::try_from(y).ok()?)?,
-            "+" => x.checked_add(y)?,
-            "-" => x.checked_sub(y)?,
-            "*" => x.checked_mul(y)?,
-            "/" => x.checked_div(y)?,
-            "%" => x.checked_rem(y)?,
-            "**" => x.checked_pow(u32::try_from(y).ok()?)?,
-            _ => return None,
-        })),
-        (a, b) => {
-            let f = |n| match n {
-                Num::Int(i) => i as f64,
-                Num::Float(x) => x,
-            };
-            let (x, y) = (f(a), f(b));
-            Some(match op {
-                "+" => Num::Float(x + y),
-                "-" => Num::Float(x - y),
-                "*" => Num::Float(x * y),
-                "/" if y != 0.0 => Num::Float(x / y),
-                "**" => Num::Float(x.powf(y)),
-                "==" => Num::Int((x == y) as i128),
-                "!=" => Num::Int((x != y) as i128),
-                "<" => Num::Int((x < y) as i128),
-                "<=" => Num::Int((x <= y) as i128),
-                ">" => Num::Int((x > y) as i128),
-                ">=" => Num::Int((x >= y) as i128),
-                "||" => Num::Int((x != 0.0 || y != 0.0) as i128),
-                "&&" => Num::Int((x != 0.0 && y != 0.0) as i128),
-                _ => return None,
-            })
-        }
-    }
 }
 
 /// Parses the tokens of one file into its top-level items.
 pub fn parse(tokens: Vec<Token>) -> Result<Vec<Item>> {
-    Parser { tokens, at: 0 }.file()
+    Parser { tokens, at: 0, depth: 0 }.file()
 }
 
 #[cfg(test)]
