@@ -4,7 +4,8 @@
 # usage: make-site-image.sh SITE_DIR OUT_DIR
 #
 # Leaves in OUT_DIR:
-#   site.img        ext2 (mke2fs -t ext2 -d), 8 MiB, 4 KiB blocks: what
+#   site.img        ext2 (mke2fs -t ext2 -d), 8 MiB (SITE_IMAGE_MB: more,
+#                   for the benchmarks' larger sites), 4 KiB blocks: what
 #                   `simulate --disk` attaches as the virtio-blk disk
 #   site.manifest   one line per regular file, sorted by path:
 #                   "file /PATH SIZE SHA256" (the format fs_reader prints,
@@ -22,7 +23,7 @@ site=${1:?usage: make-site-image.sh SITE_DIR OUT_DIR}
 out=${2:?usage: make-site-image.sh SITE_DIR OUT_DIR}
 seed=${SITE_SEED:-6}
 epoch=${SOURCE_DATE_EPOCH:-1700000000}
-image_mb=8
+image_mb=${SITE_IMAGE_MB:-8}
 
 # name size: the generated files.
 generated=(

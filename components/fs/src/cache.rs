@@ -19,6 +19,25 @@
 //! still has an aggregate), or if any hold is lent to a peer (HTTP, TCP...
 //! still has it, until it returns the hold over the release ring).
 //!
+//! **Greedy-Dual-Size (optional, [`Policy::GreedyDualSize`]):** the policy
+//! Flash-Lite plugged into IO-Lite's file cache (§2.7, §4; Cao and Irani,
+//! "Cost-aware WWW proxy caching algorithms", USITS '97). Each entry has a
+//! priority `H = L + cost / size`, where `size` and `cost` are those of the
+//! *object* the entry belongs to ([`Object`]: for file data, the whole
+//! file's size and a cost of one miss, so every chunk of a file weighs the
+//! same and a large file counts as one large object, as in a web cache),
+//! and `L` is the inflation value: 0 at first, raised to the priority of
+//! every victim. A hit restores `H = L + cost / size`. The victim is the
+//! unreferenced entry with the lowest `H` (ties: the least recently used),
+//! else the referenced one with the lowest `H`: the §2.7 "referenced
+//! last" rule stays on top of either policy. Small objects are kept before
+//! large ones of equal cost, and `L` ages entries that are not hit: after
+//! enough evictions of newer entries, `L` reaches an old entry's `H`.
+//! `L` never decreases (the referenced rule can pick a victim whose `H` is
+//! above that of a skipped referenced entry; `L` keeps the larger value).
+//! Priorities are fixed point (`cost · 2³² / size`) in `u128`, so they are
+//! exact and cannot overflow in any realistic run.
+//!
 //! **Budget:** the cache tries to hold at most `budget_bytes` of pool pages.
 //! Before an entry is added, entries are evicted by the policy until it
 //! fits. An evicted entry that is still referenced leaves the cache but its
@@ -43,6 +62,54 @@ pub struct Key {
     pub file: u32,
     /// Offset in the file.
     pub offset: u64,
+}
+
+/// The replacement policy (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum Policy {
+    /// Least recently used among the unreferenced entries, else among the
+    /// referenced ones: the paper's §2.7 order, the default.
+    #[default]
+    Lru,
+    /// Greedy-Dual-Size, with the same "unreferenced first" rule.
+    GreedyDualSize,
+}
+
+impl Policy {
+    /// The policy by its configuration name, `"lru"` or `"gds"` (the fs
+    /// component's `cache_policy` attribute); `None` for anything else.
+    pub const fn parse(name: &str) -> Option<Policy> {
+        match name.as_bytes() {
+            b"lru" => Some(Policy::Lru),
+            b"gds" => Some(Policy::GreedyDualSize),
+            _ => None,
+        }
+    }
+
+    /// The configuration name ([`Policy::parse`]'s inverse).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Policy::Lru => "lru",
+            Policy::GreedyDualSize => "gds",
+        }
+    }
+}
+
+/// What Greedy-Dual-Size weighs an entry by: the object it is part of.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Object {
+    /// The object's size in bytes (a file's size, for file data).
+    pub size: u64,
+    /// The cost of a miss on it, in any unit (1: every miss costs the same,
+    /// which makes GDS favour hit rate).
+    pub cost: u32,
+}
+
+impl Object {
+    /// A file of `size` bytes, every miss costing the same.
+    pub const fn file(size: u64) -> Self {
+        Self { size, cost: 1 }
+    }
 }
 
 /// Cache counters (the issue's list plus what the policy test needs).
@@ -72,7 +139,11 @@ pub struct CacheStats {
 
 struct Entry<'d> {
     agg: Aggregate<'d>,
+    /// Logical time of the last access.
     last: u64,
+    /// GDS priority `H` (0 under LRU); the order key is `(prio, last)`.
+    prio: u128,
+    obj: Object,
     page_bytes: usize,
 }
 
@@ -82,8 +153,12 @@ pub struct FileCache<'d> {
     pool: PoolId,
     budget: usize,
     entries: BTreeMap<Key, Entry<'d>>,
-    /// Last-access tick → key: the LRU order.
-    lru: BTreeMap<u64, Key>,
+    /// (priority, last-access tick) → key: the eviction order, lowest
+    /// first. Under LRU every priority is 0, so it is the LRU order.
+    order: BTreeMap<(u128, u64), Key>,
+    policy: Policy,
+    /// GDS's inflation value `L`.
+    inflation: u128,
     /// Slices the cache's entries hold per ⟨pool, buffer⟩, to tell the
     /// cache's own holds from everyone else's.
     own: BTreeMap<(PoolId, u32), u32>,
@@ -113,7 +188,9 @@ impl<'d> FileCache<'d> {
             pool,
             budget: budget_bytes,
             entries: BTreeMap::new(),
-            lru: BTreeMap::new(),
+            order: BTreeMap::new(),
+            policy: Policy::Lru,
+            inflation: 0,
             own: BTreeMap::new(),
             tick: 0,
             stats: CacheStats::default(),
@@ -129,6 +206,39 @@ impl<'d> FileCache<'d> {
     /// The pool entries are allocated from.
     pub fn pool(&self) -> PoolId {
         self.pool
+    }
+
+    /// The replacement policy.
+    pub fn policy(&self) -> Policy {
+        self.policy
+    }
+
+    /// Changes the replacement policy. Entries present are ordered by the
+    /// new one from now on (under GDS each gets `H = L + cost / size`, as if
+    /// just hit; their recency order is kept for ties).
+    pub fn set_policy(&mut self, policy: Policy) {
+        self.policy = policy;
+        self.order.clear();
+        for (key, e) in self.entries.iter_mut() {
+            e.prio = match policy {
+                Policy::Lru => 0,
+                Policy::GreedyDualSize => self.inflation + gds_value(e.obj),
+            };
+            self.order.insert((e.prio, e.last), *key);
+        }
+    }
+
+    /// GDS's inflation value `L` (0 until GDS evicts; unused under LRU).
+    pub fn inflation(&self) -> u128 {
+        self.inflation
+    }
+
+    /// An entry's priority under the current policy if it were accessed now.
+    fn priority(&self, obj: Object) -> u128 {
+        match self.policy {
+            Policy::Lru => 0,
+            Policy::GreedyDualSize => self.inflation + gds_value(obj),
+        }
     }
 
     /// Changes the memory budget; entries are evicted at the next insertion.
@@ -174,10 +284,12 @@ impl<'d> FileCache<'d> {
 
     fn touch(&mut self, key: Key) {
         self.tick += 1;
+        let Some(obj) = self.entries.get(&key).map(|e| e.obj) else { return };
+        let prio = self.priority(obj);
         if let Some(e) = self.entries.get_mut(&key) {
-            self.lru.remove(&e.last);
-            e.last = self.tick;
-            self.lru.insert(self.tick, key);
+            self.order.remove(&(e.prio, e.last));
+            (e.prio, e.last) = (prio, self.tick);
+            self.order.insert((prio, self.tick), key);
         }
     }
 
@@ -208,10 +320,10 @@ impl<'d> FileCache<'d> {
 
     /// The entry the policy would evict next, without evicting it.
     pub fn victim(&self) -> Option<Key> {
-        // The LRU order, oldest first: the first unreferenced entry wins,
-        // else the oldest entry overall.
+        // The policy's order, lowest first: the first unreferenced entry
+        // wins, else the lowest entry overall.
         let mut oldest = None;
-        for key in self.lru.values() {
+        for key in self.order.values() {
             oldest = oldest.or(Some(*key));
             if let Some(e) = self.entries.get(key) {
                 if !self.referenced(e) {
@@ -226,6 +338,11 @@ impl<'d> FileCache<'d> {
     pub fn evict_one(&mut self) -> bool {
         let Some(key) = self.victim() else { return false };
         let referenced = self.entries.get(&key).is_some_and(|e| self.referenced(e));
+        if let Some(e) = self.entries.get(&key) {
+            if self.policy == Policy::GreedyDualSize {
+                self.inflation = self.inflation.max(e.prio);
+            }
+        }
         self.remove(key);
         self.stats.evictions += 1;
         if referenced {
@@ -239,7 +356,7 @@ impl<'d> FileCache<'d> {
 
     fn remove(&mut self, key: Key) -> Option<Aggregate<'d>> {
         let e = self.entries.remove(&key)?;
-        self.lru.remove(&e.last);
+        self.order.remove(&(e.prio, e.last));
         for s in e.agg.descs() {
             if let Some(n) = self.own.get_mut(&(s.pool, s.buf)) {
                 *n -= 1;
@@ -286,18 +403,25 @@ impl<'d> FileCache<'d> {
     /// §2.5: the replaced buffers leave the cache but live on while
     /// referenced, so earlier readers keep their snapshot). Evicts by the
     /// policy to respect the budget. Returns a reference to the new entry.
+    /// GDS weighs it as an object of its own length.
     pub fn insert(&mut self, key: Key, agg: Aggregate<'d>) -> Result<Aggregate<'d>> {
+        let obj = Object::file(agg.len() as u64);
+        self.insert_object(key, obj, agg)
+    }
+
+    /// [`FileCache::insert`], with GDS weighing the entry as part of `obj`.
+    pub fn insert_object(&mut self, key: Key, obj: Object, agg: Aggregate<'d>) -> Result<Aggregate<'d>> {
         let page_bytes = agg.descs().iter().map(|s| (s.len as usize).div_ceil(PAGE_SIZE) * PAGE_SIZE).sum();
         self.remove(key);
         if !self.make_room(page_bytes) {
             self.stats.uncached += 1;
             return Ok(agg);
         }
-        self.insert_sized(key, agg, page_bytes)
+        self.insert_sized(key, obj, agg, page_bytes)
     }
 
     /// Inserts an entry that fits the budget (room already made).
-    fn insert_sized(&mut self, key: Key, agg: Aggregate<'d>, page_bytes: usize) -> Result<Aggregate<'d>> {
+    fn insert_sized(&mut self, key: Key, obj: Object, agg: Aggregate<'d>, page_bytes: usize) -> Result<Aggregate<'d>> {
         self.remove(key);
         let dup = agg.duplicate().map_err(FsError::Iolite)?;
         for s in agg.descs() {
@@ -306,18 +430,33 @@ impl<'d> FileCache<'d> {
         self.stats.bytes_cached += agg.len() as u64;
         self.stats.pages_bytes += page_bytes as u64;
         self.tick += 1;
-        self.lru.insert(self.tick, key);
-        self.entries.insert(key, Entry { agg, last: self.tick, page_bytes });
+        let prio = self.priority(obj);
+        self.order.insert((prio, self.tick), key);
+        self.entries.insert(key, Entry { agg, last: self.tick, prio, obj, page_bytes });
         Ok(dup)
     }
 
     /// The entry at `key`, reading it on a miss: allocates a buffer of
     /// `alloc_len` bytes (≥ `len`) in the cache's pool, lets `fill` write it
     /// in place (from the disk, by DMA on target), seals `len` bytes and
-    /// inserts them. Pool exhaustion evicts by the policy and retries.
+    /// inserts them. Pool exhaustion evicts by the policy and retries. GDS
+    /// weighs the entry as an object of `len` bytes.
     pub fn get_or_fill(
         &mut self,
         key: Key,
+        len: usize,
+        alloc_len: usize,
+        fill: impl FnOnce(&mut [u8]) -> Result<()>,
+    ) -> Result<Aggregate<'d>> {
+        self.get_or_fill_object(key, Object::file(len as u64), len, alloc_len, fill)
+    }
+
+    /// [`FileCache::get_or_fill`] for an entry that is part of `obj` (a
+    /// chunk of a file: GDS weighs it by the whole file).
+    pub fn get_or_fill_object(
+        &mut self,
+        key: Key,
+        obj: Object,
         len: usize,
         alloc_len: usize,
         fill: impl FnOnce(&mut [u8]) -> Result<()>,
@@ -345,8 +484,14 @@ impl<'d> FileCache<'d> {
             self.stats.uncached += 1;
             return Ok(agg);
         }
-        self.insert_sized(key, agg, need)
+        self.insert_sized(key, obj, agg, need)
     }
+}
+
+/// GDS's `cost / size`, fixed point with 32 fraction bits (a size of 0
+/// counts as 1 byte).
+fn gds_value(obj: Object) -> u128 {
+    (u128::from(obj.cost) << 32) / u128::from(obj.size.max(1))
 }
 
 #[cfg(test)]
@@ -511,6 +656,176 @@ mod tests {
         assert_eq!(c.stats().entries, 0);
         assert_eq!(c.stats().bytes_cached, 0);
         assert_eq!(d.pool_stats(POOL).unwrap().buffers_in_use, 0);
+    }
+
+    /// A one-page entry for `file`, weighed by GDS as an object of `size`
+    /// bytes (a chunk of a file that large).
+    fn load_obj<'d>(c: &mut FileCache<'d>, file: u32, size: u64) -> Aggregate<'d> {
+        c.get_or_fill_object(key(file), Object::file(size), PAGE_SIZE, PAGE_SIZE, |dst| {
+            dst.fill(file as u8);
+            Ok(())
+        })
+        .unwrap()
+    }
+
+    /// GDS's `H` of an object of `size` bytes and cost 1 at inflation `l`.
+    fn h(l: u128, size: u64) -> u128 {
+        l + (1u128 << 32) / u128::from(size)
+    }
+
+    #[test]
+    fn policy_names_round_trip() {
+        for p in [Policy::Lru, Policy::GreedyDualSize] {
+            assert_eq!(Policy::parse(p.name()), Some(p));
+        }
+        assert_eq!(Policy::parse("GDS"), None);
+        assert_eq!(Policy::parse(""), None);
+        assert_eq!(Policy::default(), Policy::Lru);
+    }
+
+    #[test]
+    fn gds_evicts_the_large_cheap_object_before_the_small_one_of_equal_age() {
+        let d = domain();
+        own_pool(d, POOL, 16);
+        let mut c = FileCache::new(d, POOL, 2 * PAGE_SIZE);
+        c.set_policy(Policy::GreedyDualSize);
+        // The small file is older: LRU would evict it; GDS keeps it, as a
+        // miss on it costs as much as one on the large file.
+        drop(load_obj(&mut c, 1, 4096)); // small: H = 2^20
+        drop(load_obj(&mut c, 2, 1 << 20)); // large: H = 2^12
+        assert_eq!(c.victim(), Some(key(2)));
+        c.set_eviction_log(true);
+        drop(load_obj(&mut c, 3, 4096));
+        assert_eq!(c.take_evictions(), [Eviction { key: key(2), referenced: false }]);
+        assert_eq!(c.inflation(), h(0, 1 << 20), "L rose to the victim's H");
+        // The same sequence under LRU evicts the older small file.
+        let d = domain();
+        own_pool(d, POOL, 16);
+        let mut lru = FileCache::new(d, POOL, 2 * PAGE_SIZE);
+        drop(load_obj(&mut lru, 1, 4096));
+        drop(load_obj(&mut lru, 2, 1 << 20));
+        assert_eq!(lru.victim(), Some(key(1)));
+    }
+
+    #[test]
+    fn gds_inflation_ages_entries_that_are_not_hit_and_ties_go_lru() {
+        let d = domain();
+        own_pool(d, POOL, 16);
+        let mut c = FileCache::new(d, POOL, 2 * PAGE_SIZE);
+        c.set_policy(Policy::GreedyDualSize);
+        c.set_eviction_log(true);
+        let (small, large) = (4096u64, 16384u64); // H: 2^20 and 2^18 at L = 0
+        drop(load_obj(&mut c, 1, small));
+        drop(load_obj(&mut c, 2, large));
+        // Each new large file evicts the previous one and raises L by
+        // 2^18, until L + 2^18 reaches the small file's H = 2^20.
+        let mut l = 0;
+        for f in 3..=5 {
+            drop(load_obj(&mut c, f, large));
+            assert_eq!(c.take_evictions(), [Eviction { key: key(f - 1), referenced: false }]);
+            l = h(l, large);
+            assert_eq!(c.inflation(), l);
+            assert_eq!(c.entries[&key(f)].prio, h(l, large));
+        }
+        // File 5 has H = 3·2^18 + 2^18 = 2^20, the same as file 1: a tie,
+        // and the older of the two (file 1) goes.
+        assert_eq!(c.entries[&key(5)].prio, c.entries[&key(1)].prio);
+        drop(load_obj(&mut c, 6, large));
+        assert_eq!(c.take_evictions(), [Eviction { key: key(1), referenced: false }]);
+        assert_eq!(c.inflation(), h(0, small));
+        // A hit restores H = L + cost/size: file 5 hit now outranks file 6.
+        drop(c.get(key(5)).unwrap());
+        assert_eq!(c.entries[&key(5)].prio, h(h(0, small), large));
+        assert_eq!(c.victim(), Some(key(6)));
+    }
+
+    #[test]
+    fn gds_keeps_referenced_entries_last_and_inflation_never_falls() {
+        let d = domain();
+        own_pool(d, POOL, 16);
+        let mut c = FileCache::new(d, POOL, 3 * PAGE_SIZE);
+        c.set_policy(Policy::GreedyDualSize);
+        c.set_eviction_log(true);
+        let held = load_obj(&mut c, 1, 1 << 20); // lowest H, but referenced
+        drop(load_obj(&mut c, 2, 8192));
+        drop(load_obj(&mut c, 3, 4096));
+        assert_eq!(c.victim(), Some(key(2)), "the referenced entry is skipped");
+        drop(load_obj(&mut c, 4, 4096));
+        assert_eq!(c.take_evictions(), [Eviction { key: key(2), referenced: false }]);
+        assert_eq!(c.inflation(), h(0, 8192));
+        // Released: file 1 (H below L now) goes next, and L stays.
+        drop(held);
+        drop(load_obj(&mut c, 5, 4096));
+        assert_eq!(c.take_evictions(), [Eviction { key: key(1), referenced: false }]);
+        assert_eq!(c.inflation(), h(0, 8192), "L never decreases");
+    }
+
+    #[test]
+    fn switching_policies_reorders_the_entries() {
+        let d = domain();
+        own_pool(d, POOL, 16);
+        let mut c = FileCache::new(d, POOL, 4 * PAGE_SIZE);
+        drop(load_obj(&mut c, 1, 4096));
+        drop(load_obj(&mut c, 2, 1 << 20));
+        drop(load_obj(&mut c, 3, 4096));
+        assert_eq!(c.victim(), Some(key(1)));
+        c.set_policy(Policy::GreedyDualSize);
+        assert_eq!(c.policy(), Policy::GreedyDualSize);
+        assert_eq!(c.victim(), Some(key(2)));
+        c.set_policy(Policy::Lru);
+        assert_eq!(c.victim(), Some(key(1)));
+    }
+
+    /// Random operations against a plain model of GDS (with the referenced
+    /// rule): the victim and L are always what the model says.
+    #[test]
+    fn gds_victim_matches_a_model() {
+        let d = domain();
+        own_pool(d, POOL, 64);
+        let mut c = FileCache::new(d, POOL, 6 * PAGE_SIZE);
+        c.set_policy(Policy::GreedyDualSize);
+        let mut rng = Rng(1999);
+        let size_of = |f: u32| 512u64 << (f % 7); // 512 B .. 32 KiB objects
+                                                  // Model: file -> (H, last access); readers held per file; L.
+        let mut model: std::collections::BTreeMap<u32, (u128, u64)> = Default::default();
+        let mut readers: Vec<(u32, Aggregate<'_>)> = Vec::new();
+        let (mut l, mut now) = (0u128, 0u64);
+        for _ in 0..3000 {
+            let f = 1 + rng.below(12) as u32;
+            match rng.below(4) {
+                0 | 1 => {
+                    if !model.contains_key(&f) && model.len() == 6 {
+                        let current = |g: &u32| c.entries[&key(*g)].agg.descs()[0];
+                        let referenced = |g: &u32| {
+                            readers.iter().any(|(x, a)| {
+                                x == g && (a.descs()[0].buf, a.descs()[0].gen) == (current(g).buf, current(g).gen)
+                            })
+                        };
+                        let lowest = |set: Vec<u32>| set.into_iter().min_by_key(|g| model[g]);
+                        let free: Vec<u32> = model.keys().copied().filter(|g| !referenced(g)).collect();
+                        let want = lowest(free).or_else(|| lowest(model.keys().copied().collect())).unwrap();
+                        assert_eq!(c.victim(), Some(key(want)));
+                        l = l.max(model[&want].0);
+                        model.remove(&want);
+                    }
+                    let a = load_obj(&mut c, f, size_of(f));
+                    now += 1;
+                    model.insert(f, (h(l, size_of(f)), now));
+                    assert_eq!(c.inflation(), l);
+                    if rng.below(3) == 0 {
+                        readers.push((f, a));
+                    }
+                }
+                2 if !readers.is_empty() => {
+                    let i = rng.below(readers.len() as u64) as usize;
+                    readers.swap_remove(i);
+                }
+                _ => {}
+            }
+            let cached: Vec<u32> = keys(&c);
+            assert_eq!(cached, model.keys().copied().collect::<Vec<_>>());
+        }
+        assert!(l > 0, "the run evicted");
     }
 
     /// Random operations against a plain model of the policy: the victim is

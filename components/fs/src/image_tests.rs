@@ -497,3 +497,40 @@ fn copy_modes_and_counters() {
         assert_eq!(s2.disk.data_bytes, s.disk.data_bytes, "hits read no disk");
     }
 }
+
+/// Under Greedy-Dual-Size the cache weighs every chunk by its whole file:
+/// of two 16 KiB chunks read in turn, the one of a 1 MiB file goes before
+/// the older one of a 48 KiB file (LRU, or GDS weighing chunks alone,
+/// where the two tie, would evict the older), and the bytes read back are
+/// the files' either way.
+#[test]
+fn gds_weighs_chunks_by_their_file() {
+    let t = TempDir::new("gds");
+    let site = t.0.join("site");
+    let medium = Rng(8).bytes(3 * DEFAULT_CHUNK_BYTES);
+    let big = Rng(9).bytes(1 << 20);
+    write(&site, "medium.bin", &medium);
+    write(&site, "big.bin", &big);
+    let img = mkfs(&site, 4096, 4096);
+    let chunk = DEFAULT_CHUNK_BYTES;
+    for policy in [Policy::Lru, Policy::GreedyDualSize] {
+        let d = domain();
+        own_pool(d, POOL, 64);
+        let mut cfg = Config::with_budget(2 * chunk);
+        cfg.policy = policy;
+        let mut fs = Fs::mount(img.as_slice(), d, POOL, cfg).unwrap();
+        assert_eq!(fs.cache().policy(), policy);
+        let m = fs.open(b"/medium.bin").unwrap();
+        let b = fs.open(b"/big.bin").unwrap();
+        assert_eq!(bytes(&fs.read_shared(&m, 0, chunk).unwrap()), medium[..chunk]);
+        assert_eq!(bytes(&fs.read_shared(&b, 0, chunk).unwrap()), big[..chunk]);
+        let first_big = Key { file: b.stat().ino, offset: 0 };
+        let first_medium = Key { file: m.stat().ino, offset: 0 };
+        // A third chunk must evict one of the two.
+        fs.cache().set_eviction_log(true);
+        let at = 5 * chunk;
+        assert_eq!(bytes(&fs.read_shared(&b, at as u64, chunk).unwrap()), big[at..at + chunk]);
+        let gone: Vec<Key> = fs.cache().take_evictions().iter().map(|e| e.key).collect();
+        assert_eq!(gone, [if policy == Policy::Lru { first_medium } else { first_big }], "{policy:?}");
+    }
+}

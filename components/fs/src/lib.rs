@@ -38,7 +38,7 @@ use alloc::vec::Vec;
 
 use iolite::{Aggregate, Boundary, CopyMode, Domain, PoolId, BUILD_COPY_MODE, MAX_SLICES, PAGE_SIZE};
 
-pub use cache::{CacheStats, Eviction, FileCache, Key};
+pub use cache::{CacheStats, Eviction, FileCache, Key, Object, Policy};
 pub use device::BlockDevice;
 pub use error::{Corruption, FsError, IoError, Result};
 pub use ext2::{
@@ -64,12 +64,21 @@ pub struct Config {
     pub mode: CopyMode,
     /// The caller's private pool that POSIX-mode reads copy into.
     pub private_pool: Option<PoolId>,
+    /// The cache's replacement policy (default: the paper's LRU order).
+    /// Under Greedy-Dual-Size each chunk is weighed by its whole file.
+    pub policy: Policy,
 }
 
 impl Config {
     /// Defaults with the given budget.
     pub fn with_budget(budget_bytes: usize) -> Self {
-        Self { budget_bytes, chunk_bytes: DEFAULT_CHUNK_BYTES, mode: BUILD_COPY_MODE, private_pool: None }
+        Self {
+            budget_bytes,
+            chunk_bytes: DEFAULT_CHUNK_BYTES,
+            mode: BUILD_COPY_MODE,
+            private_pool: None,
+            policy: Policy::Lru,
+        }
     }
 }
 
@@ -113,13 +122,9 @@ impl<'d, D: BlockDevice> Fs<'d, D> {
     pub fn mount(dev: D, domain: &'d Domain, pool: PoolId, cfg: Config) -> Result<Self> {
         let vol = Ext2::mount(dev)?;
         let chunk = cfg.chunk_bytes.max(PAGE_SIZE).max(vol.block_size()).next_power_of_two();
-        Ok(Self {
-            vol,
-            cache: FileCache::new(domain, pool, cfg.budget_bytes),
-            chunk,
-            mode: cfg.mode,
-            private_pool: cfg.private_pool,
-        })
+        let mut cache = FileCache::new(domain, pool, cfg.budget_bytes);
+        cache.set_policy(cfg.policy);
+        Ok(Self { vol, cache, chunk, mode: cfg.mode, private_pool: cfg.private_pool })
     }
 
     /// The volume (format-level access).
@@ -197,8 +202,11 @@ impl<'d, D: BlockDevice> Fs<'d, D> {
             let key = Key { file: file.inode.ino, offset: cstart };
             let vol = &mut self.vol;
             let inode = &file.inode;
-            let entry =
-                self.cache.get_or_fill(key, clen, clen.div_ceil(bs) * bs, |dst| vol.read_data(inode, cstart, dst))?;
+            // GDS weighs every chunk by the whole file: a web cache's object.
+            let obj = Object::file(size);
+            let entry = self
+                .cache
+                .get_or_fill_object(key, obj, clen, clen.div_ceil(bs) * bs, |dst| vol.read_data(inode, cstart, dst))?;
             let piece_len = (end.min(cstart + clen as u64) - pos) as usize;
             let piece = entry.range((pos - cstart) as usize, piece_len).map_err(FsError::Iolite)?;
             if let Err((e, _)) = out.append(piece) {

@@ -8,8 +8,12 @@ use camkes::imports::DiskFiles;
 use std::path::{Path, PathBuf};
 use system_spec::{Access, Binding, ObjectKind, Rights, SystemSpec, DATAPORT_BASE, PAGE_SIZE};
 
+/// Where `import <...>;` looks, as the build passes it (`--import-path
+/// camkes`): the shared interfaces and component types.
+const IMPORT_PATH: &str = "../../camkes";
+
 fn compile(path: &str) -> camkes::Output {
-    match camkes::compile(Path::new(path), &[], &DiskFiles) {
+    match camkes::compile(Path::new(path), &[PathBuf::from(IMPORT_PATH)], &DiskFiles) {
         Ok(out) => out,
         Err(d) => panic!("{d}"),
     }
@@ -196,6 +200,65 @@ fn iolite_system_compiles() {
     // spot-checked: httpd reads fs's cache, never writes it).
     let httpd = spec.component("httpd").unwrap();
     assert!(httpd.interfaces.iter().any(|i| matches!(i.binding, Binding::Dataport { access: Access::ReadOnly, .. })));
+}
+
+/// Every assembly of the repository: the system and each example.
+fn assemblies() -> Vec<PathBuf> {
+    let mut all = vec![PathBuf::from("../../camkes/iolite.camkes")];
+    for example in std::fs::read_dir("../../examples").unwrap() {
+        let dir = example.unwrap().path();
+        let name = dir.file_name().unwrap().to_str().unwrap().to_string();
+        let assembly = dir.join(format!("{name}.camkes"));
+        if assembly.exists() {
+            all.push(assembly);
+        }
+    }
+    all.sort();
+    all
+}
+
+/// The component types declared in `path` itself (not in its imports).
+fn declared_types(path: &Path) -> Vec<String> {
+    let text = std::fs::read_to_string(path).unwrap();
+    let file = std::sync::Arc::from(path.display().to_string());
+    let items = camkes::parser::parse(camkes::lexer::lex(&file, &text).unwrap()).unwrap();
+    items
+        .into_iter()
+        .filter_map(|item| match item {
+            camkes::ast::Item::Component(c) => Some(c.name.text),
+            _ => None,
+        })
+        .collect()
+}
+
+#[test]
+fn every_assembly_compiles_and_imports_the_shared_types() {
+    let shared: Vec<String> = std::fs::read_dir(format!("{IMPORT_PATH}/components"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "camkes"))
+        .flat_map(|p| {
+            let types = declared_types(&p);
+            // One type per file, named after it.
+            assert_eq!(types, [p.file_stem().unwrap().to_str().unwrap()], "{}", p.display());
+            types
+        })
+        .collect();
+    assert!(shared.len() >= 12, "the shared types: {shared:?}");
+    let assemblies = assemblies();
+    assert!(assemblies.len() >= 8, "{assemblies:?}");
+    for assembly in assemblies {
+        compile(assembly.to_str().unwrap());
+        // A type of camkes/components/ is imported, never declared again
+        // (a copy would drift from the one every other assembly uses).
+        for name in declared_types(&assembly) {
+            assert!(
+                !shared.contains(&name),
+                "{} declares its own '{name}': import <components/{name}.camkes>",
+                assembly.display()
+            );
+        }
+    }
 }
 
 #[test]

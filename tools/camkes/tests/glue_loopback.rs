@@ -17,7 +17,8 @@ fn setup(name: &str) -> PathBuf {
     let _ = std::fs::remove_dir_all(&dir);
     std::fs::create_dir_all(&dir).unwrap();
     for system in ["../../examples/hello/hello.camkes", "../../camkes/iolite.camkes"] {
-        let out = camkes::compile(Path::new(system), &[], &DiskFiles).unwrap_or_else(|d| panic!("{d}"));
+        let out = camkes::compile(Path::new(system), &[PathBuf::from("../../camkes")], &DiskFiles)
+            .unwrap_or_else(|d| panic!("{d}"));
         for (file, text) in out.glue {
             std::fs::write(dir.join(file), text).unwrap();
         }

@@ -8,14 +8,14 @@
 use camkes::check::{ConnectorKind, System};
 use camkes::imports::DiskFiles;
 use std::collections::BTreeSet;
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use system_spec::{Access, ObjectKind, SystemSpec};
 
 const ASSEMBLY: &str = "../../camkes/iolite.camkes";
 const GOLDEN: &str = "../../tests/golden/iolite-rights.txt";
 
 fn compile() -> camkes::Output {
-    camkes::compile(Path::new(ASSEMBLY), &[], &DiskFiles).unwrap_or_else(|e| panic!("{e}"))
+    camkes::compile(Path::new(ASSEMBLY), &[PathBuf::from("../../camkes")], &DiskFiles).unwrap_or_else(|e| panic!("{e}"))
 }
 
 /// `(component, access)` of every mapping of the object called `name`.

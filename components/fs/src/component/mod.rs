@@ -23,6 +23,7 @@
 //! [fs] virtio-blk at 00:05.0: I/O ports 0xc000, interrupt line 10 (irq), queue 256, 16384 sectors
 //! [fs] superblock: magic 0xef53
 //! [fs] mounted ext2: block size 4096, cache budget 2048 KiB, chunk 16 KiB, pool 1023 pages, mode iolite
+//! [fs] cache policy lru                                   (or gds: fs.cache_policy)
 //! [fs] ready
 //! [fs] evict <ino> <offset> referenced|unreferenced       (when fs.evict_log = 1)
 //! [fs] budget <bytes>                                     (set_budget)
@@ -87,6 +88,12 @@ const _: () = {
         i += 1;
     }
     assert!(sum <= POOL_PAGES as i64, "client quotas exceed the pool");
+};
+/// The cache's replacement policy, from the assembly's `cache_policy`
+/// ("lru", the default, or "gds"); any other value fails the build here.
+const POLICY: fs::Policy = match fs::Policy::parse(glue::attributes::CACHE_POLICY) {
+    Some(p) => p,
+    None => panic!("fs.cache_policy: expected \"lru\" or \"gds\""),
 };
 /// Largest directory listing (one buffer).
 const MAX_LISTING: usize = 256 << 10;
@@ -179,6 +186,7 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
 
     let budget = glue::attributes::CACHE_BUDGET.max(0) as usize;
     let mut cfg = Config::with_budget(budget);
+    cfg.policy = POLICY;
     // Copies happen at the client's end of the channel (FileCacheToApp):
     // the cache always hands out references.
     cfg.mode = iolite::CopyMode::IoLite;
@@ -199,6 +207,7 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
         POOL_PAGES,
         BUILD_COPY_MODE.name()
     );
+    log!("cache policy {}", POLICY.name());
     let guards = alloc::vec![iolite::Guard::new(); clients.len()];
     let mut server = Server {
         fs,

@@ -23,6 +23,8 @@ pub mod glue {
         pub const CACHE_BUDGET: i64 = 3145728;
         /// `attribute int evict_log;`
         pub const EVICT_LOG: i64 = 0;
+        /// `attribute string cache_policy;`
+        pub const CACHE_POLICY: &str = "lru";
         /// `attribute int admin;`
         pub const ADMIN: i64 = 0;
         /// `attribute int clients;`

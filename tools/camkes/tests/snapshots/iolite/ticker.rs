@@ -163,7 +163,7 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4096) clock;`, connected by seL4SharedData.
+    /// `maybe dataport Buf(4096) clock;`, connected by seL4SharedData.
     pub mod clock {
         use super::rt;
         /// The virtual address of the mapping.

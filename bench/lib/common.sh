@@ -1,0 +1,63 @@
+# Shared steps of the web benchmarks (bench/web, sizes, trace, slow, cgi):
+# source it from a bench script after setting `root` (the repository).
+#
+#   bench_setup [h2load] [wrk]   the venv (./iolite setup when missing) and
+#                                the Debian load generators asked for
+#   bench_need_tap               root, unshare and ip, for the TAP namespace
+#   bench_build MODE [VARIANT SETTINGS]
+#                                builds camkes/iolite.camkes with COPY_MODE=MODE
+#                                and the cgi's test hooks (/cgi-bin/blob) into
+#                                build/bench-web-MODE (+ "-VARIANT" with the
+#                                extra CAMKES_SETTINGS, '|'-separated), a cargo
+#                                target folder each; prints the folder
+#   bench_linux SITE_IMAGE [DIR] the reference system (bench/linux-nginx) for
+#                                that site, in DIR (default build/bench-linux)
+#
+# The images are shared by every bench script: a mode is built once, later
+# runs only pay for what changed.
+
+bench_setup() {
+    [ -x "$root/.venv/bin/python" ] || "$root/iolite" setup
+    local t pkg
+    for t in "$@"; do
+        case "$t" in
+            h2load) pkg=nghttp2-client ;;
+            wrk) pkg=wrk ;;
+            *) pkg=$t ;;
+        esac
+        command -v "$t" >/dev/null || {
+            echo "==> installing $t (apt: $pkg)" >&2
+            apt-get install -y "$pkg" >/dev/null || { apt-get update -qq && apt-get install -y "$pkg" >/dev/null; }
+        }
+    done
+}
+
+bench_need_tap() {
+    [ "$(id -u)" = 0 ] || { echo "$(basename "$0"): TAP needs root (a network namespace and a TAP device)" >&2; exit 1; }
+    local t
+    for t in unshare ip; do
+        command -v $t >/dev/null || { echo "$(basename "$0"): $t is missing (apt install util-linux iproute2)" >&2; exit 1; }
+    done
+}
+
+bench_build() {
+    local mode=$1 variant=${2:-} extra=${3:-}
+    local name="bench-web-$mode${variant:+-$variant}"
+    local dir="$root/build/$name"
+    local settings="cgi.test_hooks=1${extra:+|$extra}"
+    echo "==> building $dir (COPY_MODE=$mode, $settings)" >&2
+    cmake -S "$root" -B "$dir" -G Ninja -DPLATFORM=pc99 -DRELEASE=OFF -DSIMULATION=ON \
+        -DASSEMBLY="$root/camkes/iolite.camkes" -DCOPY_MODE="$mode" -DCAMKES_SETTINGS="$settings" \
+        -DCARGO_TARGET_DIR="$root/target/$name" >/dev/null
+    if ! nice ninja -C "$dir" >"$dir/bench-build.log" 2>&1; then
+        tail -40 "$dir/bench-build.log" >&2
+        echo "$(basename "$0"): building $dir failed" >&2
+        exit 1
+    fi
+    echo "$dir"
+}
+
+bench_linux() {
+    echo "==> building the reference system (bench/linux-nginx) for $1" >&2
+    "$root/bench/linux-nginx" --out "${2:-$root/build/bench-linux}" --site "$1" >&2
+}
