@@ -73,15 +73,20 @@ class Guest:
             return f.read()
 
 
-def boot(system, disk=None, net="tap", simulate_from=None, linux=LINUX, timeout=240):
+def boot(system, disk=None, net="tap", simulate_from=None, linux=LINUX, timeout=240, append_extra="",
+         qemu_extra=()):
     """Starts `system` ("linux": bench/linux-nginx's build in `linux`, with
-    the simulate script of image `simulate_from`; or an image NAME in
-    build/bench-web-NAME with `disk`, default its own site.img) and returns
-    a Guest once it answers `/` with 200."""
+    the simulate script of image `simulate_from` and `append_extra` added
+    to its kernel command line; or an image NAME in build/bench-web-NAME
+    with `disk`, default its own site.img) and returns a Guest once it
+    answers `/` with 200. `qemu_extra`: more QEMU arguments (e.g.
+    `-icount shift=0`)."""
     if system == "linux":
         simulate = os.path.join(build_dir(simulate_from), "simulate")
         with open(os.path.join(linux, "cmdline")) as f:
             cmdline = f.read().strip()
+        if append_extra:
+            cmdline += " " + append_extra
         args = ["--kernel", os.path.join(linux, "vmlinuz"), "--initrd", os.path.join(linux, "initramfs.cpio.gz"),
                 "--append", cmdline]
     else:
@@ -95,6 +100,8 @@ def boot(system, disk=None, net="tap", simulate_from=None, linux=LINUX, timeout=
         port = free_port()
         args += ["--port", f"{port}:80"]
         base = f"http://127.0.0.1:{port}"
+    if qemu_extra:
+        args += ["--", *qemu_extra]
     log = tempfile.NamedTemporaryFile(prefix=f"bench-{system}-", suffix=".log", delete=False)
     proc = subprocess.Popen([simulate, *args], stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                             start_new_session=True)
