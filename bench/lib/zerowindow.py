@@ -38,13 +38,14 @@ GAUGES = [
 ]
 # For the report: the counters that say what the held connections cost.
 ACTIVITY = [("netstack", "tcp_wakeups"), ("netstack", "tcp_polls"), ("netstack", "tcp_busy_cycles"),
-            ("netstack", "tcp_send_full"), ("netstack", "tcp_tx_frames"), ("netstack", "tcp_rx_frames"),
+            ("netstack", "tcp_send_full"), ("netstack", "tcp_send_retries"), ("netstack", "tcp_tx_frames"),
+            ("netstack", "tcp_rx_frames"),
             ("netdrv", "drv_busy_cycles"), ("netdrv", "drv_irqs"), ("httpd", "wakeups"),
             ("httpd", "send_timeouts"), ("httpd", "connections_send_full")]
 # Counted per normal request in each run of the clients (work per request,
 # alone and with the held connections).
 COST = {"netstack.tcp_busy_cycles", "netstack.tcp_polls", "netstack.tcp_wakeups", "netstack.tcp_rx_frames",
-        "netstack.tcp_tx_frames", "netdrv.drv_busy_cycles", "httpd.wakeups"}
+        "netstack.tcp_tx_frames", "netstack.tcp_send_retries", "netdrv.drv_busy_cycles", "httpd.wakeups"}
 
 
 def gauges(s):
@@ -257,10 +258,46 @@ def linux_status(base):
     return g
 
 
+class Stats:
+    """/cgi-bin/stats?format=json over one keep-alive connection: a
+    connection per reading would leave a TIME-WAIT socket in netstack each
+    (10 s), and the readings would count their own."""
+
+    def __init__(self):
+        self.conn = None
+
+    def get(self):
+        for attempt in range(3):
+            try:
+                if self.conn is None:
+                    self.conn = http.client.HTTPConnection(B.GUEST, 80, timeout=30)
+                self.conn.request("GET", "/cgi-bin/stats?format=json")
+                r = self.conn.getresponse()
+                body = r.read()
+                if r.status != 200:
+                    raise ValueError(f"stats: status {r.status}")
+                return json.loads(body)
+            except (OSError, http.client.HTTPException, ValueError):
+                if self.conn is not None:
+                    self.conn.close()
+                self.conn = None
+                if attempt == 2:
+                    raise
+                time.sleep(1)
+
+    def close(self):
+        if self.conn is not None:
+            self.conn.close()
+        self.conn = None
+
+
+STATS = Stats()
+
+
 def snapshot(system, base):
     if system == "linux":
         return linux_status(base)
-    s = B.stats(base, retry_s=10)
+    s = STATS.get()
     return {**gauges(s), **activity(s)}
 
 
@@ -313,11 +350,12 @@ for rnd in range(1, rounds + 1):
             r["alone2"] = normal_clients(clients, alone_s, probe=probe)
             base_rps = (r["alone1"]["rps"] + r["alone2"]["rps"]) / 2
             r["ratio"] = r["loaded"]["rps"] / base_rps if base_rps else None
-        except (OSError, AssertionError, ValueError, KeyError) as e:
+        except (OSError, AssertionError, ValueError, KeyError, http.client.HTTPException) as e:
             print(f"  {system}: {e!r}; this round of it is skipped (serial log {g.log})", flush=True)
             r["failed"] = repr(e)
         finally:
             close_held(socks)
+            STATS.close()
             B.stop(g)
         results.append(r)
         if "ratio" in r:

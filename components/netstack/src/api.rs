@@ -58,6 +58,12 @@ pub struct Session<'d> {
     stats: SessionStats,
     /// Held-back bytes went into TCP since the stack's last poll.
     queued_since_poll: bool,
+    /// Connections to look at in the next [`Session::poll`]
+    /// ([`NetStack::take_touched`], and the ones just accepted).
+    visit: Vec<ConnId>,
+    /// Look at every connection in the next [`Session::poll`] (events
+    /// waited for ring room: they are made on a later visit).
+    visit_all: bool,
 }
 
 /// What a [`Session`] deferred or dropped to stay within its bounds.
@@ -72,6 +78,9 @@ pub struct SessionStats {
     pub sends_refused: u64,
     /// `SendFull` events sent (a connection reached its window).
     pub send_full: u64,
+    /// Times a held-back send was offered to TCP and did not fit (work
+    /// spent on a connection that could not send).
+    pub send_retries: u64,
 }
 
 impl<'d> Session<'d> {
@@ -94,6 +103,8 @@ impl<'d> Session<'d> {
             events_cap,
             stats: SessionStats::default(),
             queued_since_poll: false,
+            visit: Vec::new(),
+            visit_all: false,
         }
     }
 
@@ -186,10 +197,15 @@ impl<'d> Session<'d> {
     /// Moves held-back aggregates of connection `i` into TCP as space allows.
     fn push_pending(&mut self, stack: &mut NetStack<'d>, i: usize) {
         let c = &mut self.conns[i];
-        while let Some(a) = c.pending.pop_front() {
+        // No room at all on a connection that can still send (a peer that
+        // does not read): nothing to try. (One that cannot send any more
+        // goes on: its sends fail and the client is told.)
+        let stuck = !c.pending.is_empty() && stack.send_space(c.id) == Ok(0) && stack.may_send(c.id);
+        while let Some(a) = if stuck { None } else { c.pending.pop_front() } {
             match stack.send(c.id, a) {
                 Ok(()) => self.queued_since_poll = true,
                 Err((NetError::WouldBlock, mut a)) => {
+                    self.stats.send_retries += 1;
                     // Send what fits now: an aggregate larger than the whole
                     // send window would otherwise never go (references
                     // only: splitting copies nothing).
@@ -299,46 +315,71 @@ impl<'d> Session<'d> {
                 self.events.push_back((Event::Accepted { port: p, conn }, None));
             }
         }
+        // Only connections something happened to can have something to do
+        // (`NetStack::take_touched`): the others are not looked at, so
+        // hundreds of idle or stalled connections cost a poll nothing.
+        let mut visit = core::mem::take(&mut self.visit);
+        let all = stack.take_touched(&mut visit) | core::mem::take(&mut self.visit_all);
         let mut deferred = false;
-        let mut i = 0;
-        while i < self.conns.len() {
-            self.push_pending(stack, i);
-            let id = self.conns[i].id;
-            // A connection whose sends are held back gets no more data
-            // until they went: its peer must read before it may send more
-            // (TCP's receive window closes), as a server stops reading a
-            // socket it cannot write. An echo would otherwise pile up
-            // everything the peer sends.
-            while !self.conns[i].eof_sent && self.conns[i].pending.is_empty() {
-                if !self.data_room(1) {
-                    deferred = true;
-                    break;
-                }
-                match stack.recv(id, usize::MAX) {
-                    Ok(Recv::Data(a)) => self.events.push_back((Event::Data { conn: id }, Some(a))),
-                    Ok(Recv::Eof) => {
-                        self.conns[i].eof_sent = true;
-                        self.events.push_back((Event::Eof { conn: id }, None));
-                    }
-                    Ok(Recv::WouldBlock) | Err(_) => break,
+        if all {
+            let mut i = 0;
+            while i < self.conns.len() {
+                if !self.visit(stack, i, &mut deferred) {
+                    i += 1;
                 }
             }
-            if !stack.exists(id) {
-                if !self.data_room(1) {
-                    // Forgotten only once the client can be told.
-                    deferred = true;
-                    i += 1;
-                    continue;
+        } else {
+            for &id in &visit {
+                if let Some(i) = self.conns.iter().position(|c| c.id == id) {
+                    self.visit(stack, i, &mut deferred);
                 }
-                self.conns.swap_remove(i);
-                self.events.push_back((Event::Closed { conn: id }, None));
-            } else {
-                i += 1;
             }
         }
+        visit.clear();
+        self.visit = visit;
         if deferred {
             self.stats.events_deferred += 1;
+            // What waited is made on a later poll, whatever touches then.
+            self.visit_all = true;
         }
+    }
+
+    /// Connection `i`: moves held-back sends into TCP, turns received data
+    /// and state changes into events. True if it was forgotten (removed
+    /// from `conns`: the one at `i` is another now).
+    fn visit(&mut self, stack: &mut NetStack<'d>, i: usize, deferred: &mut bool) -> bool {
+        self.push_pending(stack, i);
+        let id = self.conns[i].id;
+        // A connection whose sends are held back gets no more data until
+        // they went: its peer must read before it may send more (TCP's
+        // receive window closes), as a server stops reading a socket it
+        // cannot write. An echo would otherwise pile up everything the
+        // peer sends.
+        while !self.conns[i].eof_sent && self.conns[i].pending.is_empty() {
+            if !self.data_room(1) {
+                *deferred = true;
+                break;
+            }
+            match stack.recv(id, usize::MAX) {
+                Ok(Recv::Data(a)) => self.events.push_back((Event::Data { conn: id }, Some(a))),
+                Ok(Recv::Eof) => {
+                    self.conns[i].eof_sent = true;
+                    self.events.push_back((Event::Eof { conn: id }, None));
+                }
+                Ok(Recv::WouldBlock) | Err(_) => break,
+            }
+        }
+        if stack.exists(id) {
+            return false;
+        }
+        if !self.data_room(1) {
+            // Forgotten only once the client can be told.
+            *deferred = true;
+            return false;
+        }
+        self.conns.swap_remove(i);
+        self.events.push_back((Event::Closed { conn: id }, None));
+        true
     }
 
     /// The next event to send to the client, with its tag and data.

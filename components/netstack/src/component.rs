@@ -605,6 +605,7 @@ impl Node {
                 S::ChannelsBroken => broken,
                 S::HdrPoolPagesInUse => self.d.pool_stats(HDR_POOL).map_or(0, |p| p.pages_in_use as u64),
                 S::SockPoolPagesInUse => self.d.pool_stats(SOCK_POOL).map_or(0, |p| p.pages_in_use as u64),
+                S::SendRetries => ss.send_retries,
             };
         }
         self.stats.publish(&v);

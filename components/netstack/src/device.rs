@@ -25,7 +25,7 @@ use smoltcp::time::Instant;
 use crate::csum::{self, ChecksumCache, Sum};
 use crate::frame::{parse_tcp, NicPort, TcpFrame, TxFrame, TxOffload, PROTO_TCP};
 use crate::stack::{Conn, Tuple};
-use crate::{NetStats, TxChecksum};
+use crate::{ConnId, NetStats, TxChecksum};
 
 /// Everything the device layer touches during one `Interface::poll`.
 pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
@@ -47,6 +47,13 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
     pub blocked: bool,
     /// The last stale slice found this poll (for the owner's report).
     pub stale: Option<SliceDesc>,
+    /// Connections a received segment is for (`NetStack::touched`), and
+    /// whether a frame could not be attributed.
+    pub touched: &'a mut Vec<ConnId>,
+    pub touched_all: &'a mut bool,
+    /// The index of the connection the last frame was for: a burst is one
+    /// connection's, and the 4-tuple index is deep with hundreds of them.
+    pub last_conn: Option<usize>,
 }
 
 /// Pages of the stack's pool that segments smoltcp sends on its own (data,
@@ -101,9 +108,13 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
         // port's slack make that rare.
         let agg = self.port.receive()?;
         self.stats.rx_frames += 1;
-        if agg.contiguous().is_none() {
-            // Flattened by the token below (a copy of the whole frame).
-            self.stats.rx_frame_bytes_flattened += agg.len() as u64;
+        match agg.contiguous() {
+            Some(bytes) => self.touch(bytes),
+            None => {
+                // Flattened by the token below (a copy of the whole frame).
+                self.stats.rx_frame_bytes_flattened += agg.len() as u64;
+                *self.touched_all = true;
+            }
         }
         Some((Rx { agg }, Tx { dev: self }))
     }
@@ -209,6 +220,33 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         }
     }
 
+    /// The index of the connection with 4-tuple `tuple`, if any.
+    fn conn_of(&mut self, tuple: &Tuple) -> Option<usize> {
+        let hit = self.last_conn.filter(|&i| self.conns.get(i).is_some_and(|c| c.tuple.as_ref() == Some(tuple)));
+        let i = hit.or_else(|| {
+            self.tuples
+                .get(tuple)
+                .copied()
+                .filter(|&i| self.conns.get(i).is_some_and(|c| c.tuple.as_ref() == Some(tuple)))
+        })?;
+        self.last_conn = Some(i);
+        Some(i)
+    }
+
+    /// Marks the connection a received frame is for as touched: its user
+    /// may have something to do after this poll (data, space, a close).
+    /// Frames for no connection (SYNs for a listener, ARP) touch none.
+    fn touch(&mut self, frame: &[u8]) {
+        let Some(t) = parse_tcp(frame, frame.len()) else { return };
+        // Ours is the frame's destination.
+        let Some(i) = self.conn_of(&(t.dst, t.dport, t.src, t.sport)) else { return };
+        let c = &mut self.conns[i];
+        if !c.touched {
+            c.touched = true;
+            self.touched.push(c.id);
+        }
+    }
+
     /// Finds the payload of segment `t` of a zero-copy socket: the matching
     /// range of its connection's send queue, by reference (or partly
     /// coalesced, see `TxQueue::gather`).
@@ -219,12 +257,7 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         // In iolite mode every TCP socket is a zero-copy one: a segment
         // that maps to no connection has no payload bytes in the frame.
         let tuple = (t.src, t.sport, t.dst, t.dport);
-        let Some(c) = self
-            .tuples
-            .get(&tuple)
-            .and_then(|&i| self.conns.get_mut(i))
-            .filter(|c| c.zero_copy && c.tuple == Some(tuple))
-        else {
+        let Some(c) = self.conn_of(&tuple).map(|i| &mut self.conns[i]).filter(|c| c.zero_copy) else {
             return Payload::Unmapped;
         };
         let rel = t.seq.wrapping_sub(c.seq_base);

@@ -35,6 +35,8 @@ mod keepalive_tests;
 mod stack;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod zerowindow_tests;
 
 pub use frame::{NicPort, TxFrame, TxOffload};
 pub use stack::{DhcpLease, NetStack, Recv, TcpState};

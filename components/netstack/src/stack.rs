@@ -230,7 +230,9 @@ pub(crate) struct Conn<'d> {
     pub zero_copy: bool,
     /// (local address, local port, remote address, remote port).
     pub tuple: Option<([u8; 4], u16, [u8; 4], u16)>,
-    /// Sequence number of `queue`'s first byte, as of the start of the poll.
+    /// Sequence number of `queue`'s first byte (set when the connection is
+    /// made and after each poll, when the queue is trimmed to what is
+    /// unacknowledged; nothing else moves it).
     pub seq_base: u32,
     /// Stream offset of `queue`'s first byte.
     pub front: u64,
@@ -244,6 +246,11 @@ pub(crate) struct Conn<'d> {
     /// A queued slice went stale (see `device::stale_slice`): the
     /// connection is reset after this poll.
     pub reset_stale: bool,
+    /// In `NetStack::touched` (see there).
+    pub touched: bool,
+    /// The TCP state as of the end of the last poll (a change that no
+    /// received segment caused, e.g. a timeout, still touches it).
+    pub last_state: TcpState,
 }
 
 /// A DHCP lease as the server gave it ([`NetStack::take_dhcp_change`]).
@@ -312,6 +319,15 @@ pub struct NetStack<'d> {
     tx_blocked: bool,
     /// The last stale slice a transmit found ([`NetStack::take_stale`]).
     last_stale: Option<SliceDesc>,
+    /// Connections that may have changed since the last
+    /// [`NetStack::take_touched`]: a segment arrived for them, an
+    /// acknowledgement freed send space, their state changed, or they were
+    /// forgotten. Each at most once (`Conn::touched`).
+    touched: Vec<ConnId>,
+    /// Something changed that was not attributed to a connection (a
+    /// received frame in several slices, or more touched ids than kept):
+    /// every connection counts as touched.
+    touched_all: bool,
 }
 
 /// A device that has nothing, used only to create the interface.
@@ -403,6 +419,8 @@ impl<'d> NetStack<'d> {
             cache,
             stats: NetStats::default(),
             scratch: Vec::new(),
+            touched: Vec::new(),
+            touched_all: false,
             next_id: 1,
             tx_blocked: false,
             last_stale: None,
@@ -567,7 +585,10 @@ impl<'d> NetStack<'d> {
             closed_by_user: false,
             ring_released: false,
             reset_stale: false,
+            touched: true,
+            last_state: s.state(),
         });
+        self.touched.push(id);
         id
     }
 
@@ -613,6 +634,15 @@ impl<'d> NetStack<'d> {
         limit.saturating_sub(s.send_queue())
     }
 
+    /// Whether [`NetStack::send`] on `id` could succeed given room: the
+    /// connection exists, is not closed by the user and TCP may send.
+    pub fn may_send(&self, id: ConnId) -> bool {
+        self.conn(id).is_ok_and(|i| {
+            let c = &self.conns[i];
+            !c.closed_by_user && self.sockets.get::<tcp::Socket>(c.handle).may_send()
+        })
+    }
+
     /// Aggregates the send queue of `id` holds (heap use; bounded by
     /// `Config::max_queued`).
     pub fn send_queue_entries(&self, id: ConnId) -> Result<usize, NetError> {
@@ -636,7 +666,7 @@ impl<'d> NetStack<'d> {
             Err(e) => return Err((e, agg)),
         };
         let c = &mut self.conns[i];
-        let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
+        let s = self.sockets.get::<tcp::Socket>(c.handle);
         if c.closed_by_user || !s.may_send() {
             return Err((NetError::NotConnected, agg));
         }
@@ -644,7 +674,6 @@ impl<'d> NetStack<'d> {
         if n == 0 {
             return Ok(());
         }
-        let s = self.sockets.get::<tcp::Socket>(c.handle);
         let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
         if limit.saturating_sub(s.send_queue()) < n || (c.zero_copy && !c.queue.fits(&agg, self.cfg.max_queued)) {
             return Err((NetError::WouldBlock, agg));
@@ -672,7 +701,9 @@ impl<'d> NetStack<'d> {
     /// copies are counted.
     pub fn recv(&mut self, id: ConnId, max: usize) -> Result<Recv<'d>, NetError> {
         let i = self.conn(id)?;
-        let s = self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle);
+        // Looked at through `get` first: taking nothing changes nothing (see
+        // `after_poll`).
+        let s = self.sockets.get::<tcp::Socket>(self.conns[i].handle);
         let n = s.recv_queue().min(max);
         if n == 0 {
             return Ok(if s.may_recv() || s.state() == TcpState::SynSent || s.state() == TcpState::SynReceived {
@@ -681,6 +712,7 @@ impl<'d> NetStack<'d> {
                 Recv::Eof
             });
         }
+        let s = self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle);
         let mut b = self.d.alloc(self.cfg.rx_pool, n).map_err(NetError::Iolite)?;
         let got = s.recv_slice(&mut b.writable()[..n]).unwrap_or(0);
         self.d.count_copy(2 * got);
@@ -716,16 +748,9 @@ impl<'d> NetStack<'d> {
     /// connections. Returns whether any socket changed state.
     pub fn poll<P: NicPort<'d>>(&mut self, now_ms: u64, port: &mut P) -> bool {
         let now = Instant::from_millis(now_ms as i64);
-        for (i, c) in self.conns.iter_mut().enumerate() {
-            let s = self.sockets.get::<tcp::Socket>(c.handle);
-            c.seq_base = s.send_seq_base().0 as u32;
-            if c.tuple.is_none() {
-                c.tuple = tuple_of(s);
-                if let Some(t) = c.tuple {
-                    self.tuple_index.insert(t, i);
-                }
-            }
-        }
+        // Every connection's `seq_base` and `tuple` are as of the end of the
+        // last poll (`after_poll`), which is what the device layer needs:
+        // only a poll acknowledges data, and the queue was trimmed to match.
         let mut dev = Dev {
             d: self.d,
             port,
@@ -740,6 +765,9 @@ impl<'d> NetStack<'d> {
             scratch: &mut self.scratch,
             blocked: false,
             stale: None,
+            touched: &mut self.touched,
+            touched_all: &mut self.touched_all,
+            last_conn: None,
         };
         let changed = self.iface.poll(now, &mut dev, &mut self.sockets) != PollResult::None;
         self.tx_blocked = dev.blocked;
@@ -759,23 +787,43 @@ impl<'d> NetStack<'d> {
     }
 
     fn after_poll(&mut self) {
-        // Release what was acknowledged.
-        for c in self.conns.iter_mut() {
-            let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
-            if c.reset_stale && s.state() != TcpState::Closed {
+        // Release what was acknowledged. (Sockets are read through `get`:
+        // `get_mut` tells smoltcp the socket may have something to send,
+        // and it would then look at every one in the next poll.)
+        for (i, c) in self.conns.iter_mut().enumerate() {
+            if c.reset_stale && self.sockets.get::<tcp::Socket>(c.handle).state() != TcpState::Closed {
                 // Nothing more of this stream can be vouched for: a reset
                 // tells the peer so (it never sees the stale bytes).
-                s.abort();
+                self.sockets.get_mut::<tcp::Socket>(c.handle).abort();
                 self.stats.tx_stale_resets += 1;
             }
+            let s = self.sockets.get::<tcp::Socket>(c.handle);
+            let mut touch = s.state() != c.last_state;
+            c.last_state = s.state();
             if c.zero_copy {
                 let acked = c.queue.len().saturating_sub(s.send_queue());
-                c.queue.trim(acked);
-                c.front += acked as u64;
-            } else if c.closed_by_user && !c.ring_released && s.send_queue() == 0 {
+                if acked > 0 {
+                    c.queue.trim(acked);
+                    c.front += acked as u64;
+                    touch = true;
+                }
+            }
+            c.seq_base = s.send_seq_base().0 as u32;
+            if c.tuple.is_none() {
+                c.tuple = tuple_of(s);
+                if let Some(t) = c.tuple {
+                    self.tuple_index.insert(t, i);
+                }
+            }
+            if touch && !c.touched {
+                c.touched = true;
+                self.touched.push(c.id);
+            }
+            if !c.zero_copy && c.closed_by_user && !c.ring_released && s.send_queue() == 0 {
                 // Nothing more can be sent and everything sent was
                 // acknowledged: the send ring goes back to the heap now
                 // rather than after TIME-WAIT (new connections need it).
+                let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
                 c.ring_released = s.replace_tx_buffer(tcp::SocketBuffer::new(Vec::new())).is_ok();
             }
         }
@@ -783,13 +831,26 @@ impl<'d> NetStack<'d> {
         self.refill_listeners();
         // Forget connections the user closed once their socket is closed.
         let sockets = &mut self.sockets;
+        let touched = &mut self.touched;
         self.conns.retain(|c| {
             let done = c.closed_by_user && sockets.get::<tcp::Socket>(c.handle).state() == TcpState::Closed;
             if done {
                 sockets.remove(c.handle);
+                if !c.touched {
+                    touched.push(c.id);
+                }
             }
             !done
         });
+        // Nobody takes them (a user of the stack without a session): keep
+        // the list bounded, everything counts as touched instead.
+        if self.touched.len() > self.conns.len() + 64 {
+            self.touched.clear();
+            for c in self.conns.iter_mut() {
+                c.touched = false;
+            }
+            self.touched_all = true;
+        }
         if self.conn_index.len() != self.conns.len() {
             self.conn_index = self.conns.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
             self.tuple_index = self.conns.iter().enumerate().filter_map(|(i, c)| Some((c.tuple?, i))).collect();
@@ -833,6 +894,21 @@ impl<'d> NetStack<'d> {
                 None => {}
             }
         }
+    }
+
+    /// Moves the connections that may have changed since the last call
+    /// (see `touched`) into `into`; true if every connection must be
+    /// looked at instead. What a connection's user has to do (deliver
+    /// received data, move held-back sends into TCP, report a close) can
+    /// only have become possible for these: the others need no visit.
+    pub fn take_touched(&mut self, into: &mut Vec<ConnId>) -> bool {
+        for &id in &self.touched {
+            if let Some(&i) = self.conn_index.get(&id) {
+                self.conns[i].touched = false;
+            }
+        }
+        into.append(&mut self.touched);
+        core::mem::take(&mut self.touched_all)
     }
 
     /// The last slice of an untrusted pool found stale on transmit since

@@ -398,6 +398,8 @@ counters::counters! {
         HdrPoolPagesInUse = "tcp_hdr_pool_pages_in_use",
         /// Pages of the received-data pool in use.
         SockPoolPagesInUse = "tcp_sock_pool_pages_in_use",
+        /// Held-back sends offered to TCP that did not fit.
+        SendRetries = "tcp_send_retries",
     }
 }
 
@@ -442,7 +444,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 51] = [
+        let names: [&str; 52] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -494,6 +496,7 @@ mod tests {
             "tcp_channels_broken",
             "tcp_hdr_pool_pages_in_use",
             "tcp_sock_pool_pages_in_use",
+            "tcp_send_retries",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
