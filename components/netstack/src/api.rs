@@ -237,7 +237,10 @@ impl<'d> Session<'d> {
                     if !self.control(ev) {
                         self.stats.events_dropped += 1;
                     }
-                    return;
+                    // On to what an empty queue means (a close the client
+                    // asked for goes to TCP now: nothing may visit this
+                    // connection again).
+                    break;
                 }
             }
         }
@@ -253,12 +256,19 @@ impl<'d> Session<'d> {
                 self.conns[i].full_sent = true;
                 self.conns[i].blocked = true;
                 self.stats.send_full += 1;
+            } else {
+                // The ring is full: told on a later visit.
+                self.visit_all = true;
             }
         } else if !full {
-            if was_blocked && self.control(Event::SendSpace { conn: id }) {
-                let c = &mut self.conns[i];
-                c.blocked = false;
-                c.full_sent = false;
+            if was_blocked {
+                if self.control(Event::SendSpace { conn: id }) {
+                    let c = &mut self.conns[i];
+                    c.blocked = false;
+                    c.full_sent = false;
+                } else {
+                    self.visit_all = true;
+                }
             }
             if self.conns[i].close_requested {
                 let _ = stack.close(id);
@@ -366,7 +376,14 @@ impl<'d> Session<'d> {
                     self.conns[i].eof_sent = true;
                     self.events.push_back((Event::Eof { conn: id }, None));
                 }
-                Ok(Recv::WouldBlock) | Err(_) => break,
+                Ok(Recv::WouldBlock) | Err(NetError::NotFound) => break,
+                Err(_) => {
+                    // No buffer for the data now (the pool is short): it
+                    // waits in TCP, and nothing else may touch this
+                    // connection, so every one is looked at next time.
+                    self.visit_all = true;
+                    break;
+                }
             }
         }
         if stack.exists(id) {
@@ -599,6 +616,59 @@ mod tests {
         assert!(got == body, "byte-exact ({} of {})", got.len(), body.len());
         assert!(spaces >= 1);
         assert_eq!(sess.stats().sends_refused, 0);
+    }
+
+    #[test]
+    fn a_stalled_connection_the_client_closed_is_forgotten_when_its_peer_resets() {
+        // httpd closes a connection whose peer stopped reading (send
+        // timeout, idle keep-alive): the close waits behind held-back
+        // sends. When the peer then resets, the sends fail, and the close
+        // must reach TCP in that same visit: nothing else happens to the
+        // connection afterwards that would make the session look again.
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(8);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41003);
+        let body = pattern(1 << 20, 4);
+        let file = make(db, &body);
+        for k in 0..8 {
+            sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(k * 65536, 65536).unwrap());
+        }
+        // A reads nothing: its window closes, the sends wait in the session
+        // (and the client is told to stop).
+        let mut full = false;
+        for _ in 0..200 {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                full |= ev == Event::SendFull { conn: cb };
+            }
+            if full && n.b.send_space(cb) == Ok(0) {
+                break;
+            }
+        }
+        assert!(full && n.b.send_space(cb) == Ok(0), "the peer's window is closed");
+        assert_eq!(n.b.state(cb), Ok(crate::TcpState::Established));
+        sess.handle(&mut n.b, Request::Close { conn: cb }.encode(), Aggregate::new(db));
+        n.a.abort(ca).unwrap();
+        let mut closed = false;
+        for _ in 0..2000 {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                closed |= ev == Event::Closed { conn: cb };
+            }
+            if closed {
+                break;
+            }
+        }
+        assert!(closed, "still {:?} after the peer's reset", n.b.state(cb));
+        assert!(!n.b.exists(cb));
+        assert_eq!(n.b.held_send_bytes(), 0);
+        drop(file);
+        assert_eq!(db.pool_stats(crate::tests::APP).unwrap().buffers_in_use, 0, "every reference released");
     }
 
     #[test]
