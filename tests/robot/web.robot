@@ -288,12 +288,16 @@ A Spinning CGI Gives 504, httpd Has It Restarted And Serves On
 Two Hundred Clients That Never Read Cost Only Themselves
     [Documentation]    200 connections ask for 3 x 1 MiB and never read (zero window) while
     ...    8 normal clients fetch for 20 s: no fault, no failed request, every response
-    ...    byte-exact, the normal clients are not starved (at least 30% of their rate alone;
-    ...    the 80% target is a benchmark figure, not a pass mark on a shared TCG host,
-    ...    where this ratio measured 47% to 106% across runs), and once the 200
-    ...    are gone netstack's and httpd's memory (heap, socket rings, pool pages, queued
-    ...    sends, connections) is back to what it was. On the old image 136 of the 200 got
-    ...    503 (httpd's 64 slots were taken) and so did the normal clients (890 errors).
+    ...    byte-exact, netstack does no work for the 200 while their window is closed (it
+    ...    offers their held-back sends to TCP only when a segment or a timer gives them
+    ...    room: fewer than 1000 failed offers in all, where the old session made 200 per
+    ...    poll), the normal clients are not starved (at least 30% of their rate alone), and
+    ...    once the 200 are gone netstack's and httpd's memory (heap, socket rings, pool
+    ...    pages, queued sends, connections) is back to what it was. The throughput the 8
+    ...    keep is a benchmark figure, not a pass mark on a shared TCG host (it measured 47%
+    ...    to 106% across runs of one image here): bench/zerowindow measures it, side by
+    ...    side with Linux + nginx, as the median of rounds. On the old image 136 of the 200
+    ...    got 503 (httpd's 64 slots were taken) and so did the normal clients (890 errors).
     # Every path of the test fetched once first: the baseline has their
     # cached response headers.
     Status Should Be    /file-1m.bin    200    HEAD
@@ -307,6 +311,9 @@ Two Hundred Clients That Never Read Cost Only Themselves
     Should Be Equal As Integers    ${loaded}[errors]    0
     ${during}=    Stats Json
     Log    ${during}
+    ${retries}=    Evaluate    $during['netstack']['tcp_send_retries'] - $held['netstack']['tcp_send_retries']
+    Should Be True    ${retries} < 1000
+    ...    netstack offered held-back sends to connections with no room ${retries} times in 20 s
     Close Zero Window Connections
     Wait Until Keyword Succeeds    60s    2s    Memory Should Be Back To    ${before}
     # The host is shared and noisy: the baseline is the mean of the rate
