@@ -419,11 +419,11 @@ for s in systems:
     lines.append(f"  {s:7}: " + "; ".join(f"{r['ratio']:.2f} ({r['alone1']['rps']:.1f}/{r['loaded']['rps']:.1f}/"
                                            f"{r['alone2']['rps']:.1f})" for r in runs(s)))
 lines.append("")
-lines.append("memory and activity (medians over rounds): before the held connections, with them open, halfway"
+lines.append("memory and activity (medians over rounds): start (before the held connections), held (with them open), halfway"
              " through the loaded run, at its end, and after they were reset (once back, or after 60 s)")
 for s in systems:
     lines.append(f"{s}:")
-    for label, key in (("before", "before"), ("held", "held"), ("during", None), ("end", "end"), ("after", "after")):
+    for label, key in (("start", "before"), ("held", "held"), ("during", None), ("end", "end"), ("after", "after")):
         if key is None:
             rs = runs(s)
             durs = [r["loaded"]["during"] for r in rs if isinstance(r["loaded"].get("during"), dict)
