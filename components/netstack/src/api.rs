@@ -6,6 +6,7 @@
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use iolite::Aggregate;
+use outbox::Outbox;
 
 use crate::{ConnId, NetError, NetStack, NicPort, Recv};
 
@@ -27,7 +28,9 @@ impl From<NetError> for ErrorCode {
 
 struct SessConn<'d> {
     id: ConnId,
-    pending: VecDeque<Aggregate<'d>>,
+    /// Sends waiting for TCP's send buffer, in order (at most
+    /// `max_pending`).
+    pending: Outbox<Aggregate<'d>>,
     /// A `SendSpace` is owed (sends were held back or refused).
     blocked: bool,
     /// `SendFull` was sent and no `SendSpace` since.
@@ -162,12 +165,13 @@ impl<'d> Session<'d> {
                 if c.close_requested {
                     return self.error(op, id, ErrorCode::NotConnected);
                 }
-                if c.pending.len() >= self.max_pending {
+                // Behind what waits (and `push_pending` sends it at once
+                // if TCP has room for all of it).
+                if c.pending.push(agg).is_err() {
                     c.blocked = true;
                     self.stats.sends_refused += 1;
                     return self.error(op, id, ErrorCode::WouldBlock);
                 }
-                c.pending.push_back(agg);
                 self.push_pending(stack, i);
             }
             Request::Close { .. } => {
@@ -177,7 +181,7 @@ impl<'d> Session<'d> {
             }
             Request::Abort { .. } => {
                 let Some(i) = conn else { return self.error(op, id, not_yours()) };
-                self.conns[i].pending.clear();
+                let _ = self.conns[i].pending.clear();
                 let _ = stack.abort(id);
             }
         }
@@ -186,49 +190,52 @@ impl<'d> Session<'d> {
     /// Moves held-back aggregates of connection `i` into TCP as space allows.
     fn push_pending(&mut self, stack: &mut NetStack<'d>, i: usize) {
         let c = &mut self.conns[i];
-        while let Some(a) = c.pending.pop_front() {
-            match stack.send(c.id, a) {
-                Ok(()) => self.queued_since_poll = true,
-                Err((NetError::WouldBlock, mut a)) => {
-                    // Send what fits now: an aggregate larger than the whole
-                    // send window would otherwise never go (references
-                    // only: splitting copies nothing).
-                    let space = stack.send_space(c.id).unwrap_or(0);
-                    if space > 0 && space < a.len() {
-                        if let Ok(tail) = a.split_off(space) {
-                            match stack.send(c.id, a) {
-                                Ok(()) => self.queued_since_poll = true,
-                                Err((_, head)) => {
-                                    // Cannot happen (it fits); keep the order.
-                                    let mut whole = head;
-                                    if let Err((_, t)) = whole.append(tail) {
-                                        drop(t);
-                                    }
-                                    c.pending.push_front(whole);
-                                    break;
-                                }
-                            }
-                            c.pending.push_front(tail);
-                            break;
-                        }
-                    }
-                    c.pending.push_front(a);
-                    break;
+        let id = c.id;
+        let (mut queued, mut failed) = (false, None);
+        c.pending.drain(|a| match stack.send(id, a) {
+            Ok(()) => {
+                queued = true;
+                Ok(())
+            }
+            Err((NetError::WouldBlock, mut a)) => {
+                // Send what fits now: an aggregate larger than the whole
+                // send window would otherwise never go (references only:
+                // splitting copies nothing). The rest waits, first.
+                let space = stack.send_space(id).unwrap_or(0);
+                if space == 0 || space >= a.len() {
+                    return Err(a);
                 }
-                Err((e, _dropped)) => {
-                    c.pending.clear();
-                    let ev = Event::Error { op: OP_SEND, id: c.id, code: e.into() };
-                    if !self.control(ev) {
-                        self.stats.events_dropped += 1;
+                let Ok(tail) = a.split_off(space) else { return Err(a) };
+                match stack.send(id, a) {
+                    Ok(()) => {
+                        queued = true;
+                        Err(tail)
                     }
-                    return;
+                    Err((_, mut whole)) => {
+                        // Cannot happen (it fits); keep the order.
+                        if let Err((_, t)) = whole.append(tail) {
+                            drop(t);
+                        }
+                        Err(whole)
+                    }
                 }
             }
+            Err((e, a)) => {
+                failed = Some(e);
+                Err(a)
+            }
+        });
+        self.queued_since_poll |= queued;
+        if let Some(e) = failed {
+            // The connection cannot send: what waits is dropped.
+            c.pending.clear();
+            let ev = Event::Error { op: OP_SEND, id, code: e.into() };
+            if !self.control(ev) {
+                self.stats.events_dropped += 1;
+            }
+            return;
         }
-        let c = &mut self.conns[i];
-        if c.pending.is_empty() && c.pending.capacity() > 8 {
-            c.pending = VecDeque::new();
-        }
+        c.pending.shrink();
         let (id, full, was_blocked) = (c.id, !c.pending.is_empty(), c.blocked);
         if full && !c.full_sent {
             // Tell the client to stop (it would otherwise keep pulling its
@@ -287,7 +294,7 @@ impl<'d> Session<'d> {
                 let Some(conn) = stack.accept(p) else { break };
                 self.conns.push(SessConn {
                     id: conn,
-                    pending: VecDeque::new(),
+                    pending: Outbox::new(self.max_pending),
                     blocked: false,
                     full_sent: false,
                     close_requested: false,

@@ -32,7 +32,6 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
 use component_runtime::time::{self, now_ms, rdtsc};
 use component_runtime::{error, log, warn};
 use core::sync::atomic::Ordering;
@@ -42,6 +41,7 @@ use iolite::duplex::Control;
 use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, Trust, Want};
 use netstack::api::{Event, Session};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
+use outbox::Outbox;
 use socket_api::{CounterPage, StackCounter as S, Values};
 
 component_runtime::component_entry!(main);
@@ -107,7 +107,9 @@ struct Port {
     /// Frames are held back, or our pools run low: wait for netdrv to
     /// return buffers.
     want_releases: bool,
-    queue: VecDeque<TxFrame<'static>>,
+    /// Frames waiting for room in netdrv's ring, in order; at most
+    /// `TX_QUEUE` plus a batch of replies (see `transmit`).
+    queue: Outbox<TxFrame<'static>>,
     rx_errors: u64,
     held_back: u64,
     /// Frames handed to netdrv (posted on the link).
@@ -122,12 +124,9 @@ impl NicPort<'static> for Port {
     fn transmit(&mut self, frame: TxFrame<'static>) -> Result<(), TxFrame<'static>> {
         // Beyond TX_QUEUE only replies to received frames come here (the
         // stack's own segments wait on can_transmit): at most one per frame
-        // netdrv hands us in a batch.
-        if self.queue.len() >= TX_QUEUE + nic_api::FWD_CAP {
-            return Err(frame);
-        }
-        self.queue.push_back(frame);
-        Ok(())
+        // netdrv hands us in a batch, which the queue's bound leaves room
+        // for.
+        self.queue.push(frame)
     }
 
     fn receive(&mut self) -> Option<Aggregate<'static>> {
@@ -152,22 +151,18 @@ impl Port {
     /// `starving`: our pools run low, so netdrv should wake us when it
     /// returns buffers (it holds frames' buffers until they are sent).
     fn flush(&mut self, starving: bool) {
-        while let Some(f) = self.queue.pop_front() {
-            let tag = f.offload.tag();
-            if let Err((_, agg, broke)) = self.tx_guard.send(&mut self.link.tx, f.agg, tag, 0) {
+        let (tx, guard) = (&mut self.link.tx, &mut self.tx_guard);
+        self.posted += self.queue.drain(|f| {
+            guard.send(tx, f.agg, f.offload.tag(), 0).map_err(|(_, agg, broke)| {
                 if let Some(e) = broke {
                     error!("channel link.B from netdrv broken: {e:?}");
                 }
-                if self.tx_guard.broken().is_some() {
-                    // Nobody will send them: their holds go back now.
-                    drop(agg);
-                    self.queue.clear();
-                } else {
-                    self.queue.push_front(TxFrame { agg, offload: f.offload });
-                }
-                break;
-            }
-            self.posted += 1;
+                TxFrame { agg, offload: f.offload }
+            })
+        }) as u64;
+        if self.tx_guard.broken().is_some() {
+            // Nobody will send them: their holds go back now.
+            self.queue.clear();
         }
         let waiting = !self.queue.is_empty();
         if waiting {
@@ -191,7 +186,7 @@ struct Node {
     kick_drv: bool,
     /// The one event the channel did not take (ring full or the client's
     /// quota), sent first next time; the others wait in the session.
-    undelivered: Option<(u64, Option<Aggregate<'static>>)>,
+    undelivered: Outbox<(u64, Aggregate<'static>)>,
     stats: &'static CounterPage,
     accepted: u64,
     polls: u64,
@@ -341,7 +336,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             rx_guard: Guard::new(),
             tx_guard: Guard::new(),
             want_releases: false,
-            queue: VecDeque::new(),
+            queue: Outbox::new(TX_QUEUE + nic_api::FWD_CAP),
             rx_errors: 0,
             held_back: 0,
             posted: 0,
@@ -351,7 +346,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         requests_guard: Guard::new(),
         events_guard: Guard::new(),
         kick_drv: false,
-        undelivered: None,
+        undelivered: Outbox::new(1),
         stats,
         accepted: 0,
         polls: 0,
@@ -419,36 +414,34 @@ impl Node {
                 );
             }
             let mut delivered = 0;
-            loop {
-                let (tag, agg) = match self.undelivered.take() {
-                    Some(x) => x,
-                    None => match self.session.next_event() {
-                        Some((ev, tag, agg)) => {
-                            if let Event::Accepted { .. } = ev {
-                                self.accepted += 1;
-                            }
-                            (tag, agg)
-                        }
-                        None => break,
-                    },
-                };
-                let agg = agg.unwrap_or_else(|| Aggregate::new(self.d));
-                match self.events_guard.send(&mut self.client.tx, agg, tag, 0) {
-                    Ok(()) => delivered += 1,
-                    Err((_, agg, broke)) => {
-                        if let Some(e) = broke {
-                            error!("channel client.A from client broken: {e:?}");
-                        }
-                        if self.events_guard.broken().is_some() {
-                            // Nobody reads them: drop (releasing) the rest.
-                            drop(agg);
-                            continue;
-                        }
-                        // Ring full or the client's quota: keep it, in order.
-                        self.undelivered = Some((tag, Some(agg)));
-                        break;
-                    }
+            let (tx, guard) = (&mut self.client.tx, &mut self.events_guard);
+            let mut deliver = |(tag, agg)| match guard.send(tx, agg, tag, 0) {
+                Ok(()) => {
+                    delivered += 1;
+                    Ok(())
                 }
+                Err((_, agg, broke)) => {
+                    if let Some(e) = broke {
+                        error!("channel client.A from client broken: {e:?}");
+                    }
+                    if guard.broken().is_some() {
+                        // Nobody reads them: drop (releasing) the rest.
+                        drop(agg);
+                        return Ok(());
+                    }
+                    // Ring full or the client's quota: it waits, in order.
+                    Err((tag, agg))
+                }
+            };
+            self.undelivered.drain(&mut deliver);
+            while self.undelivered.is_empty() {
+                let Some((ev, tag, agg)) = self.session.next_event() else { break };
+                if let Event::Accepted { .. } = ev {
+                    self.accepted += 1;
+                }
+                let agg = agg.unwrap_or_else(|| Aggregate::new(self.d));
+                // Tried only while nothing waits: never refused.
+                let _ = self.undelivered.send((tag, agg), &mut deliver);
             }
             self.client_events += delivered;
             // The stack held segments back for lack of frame buffers (or
@@ -486,7 +479,7 @@ impl Node {
             releases: self.port.want_releases && to_drv,
             room: held && to_drv,
         };
-        let waiting = self.undelivered.is_some();
+        let waiting = !self.undelivered.is_empty();
         let client = Want {
             data: self.requests_guard.broken().is_none(),
             releases: (starving || waiting) && to_client,

@@ -55,10 +55,11 @@ use component_runtime::{error, log, warn};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::{
-    init_duplex, AggDesc, Aggregate, Attach, Boundary, ChannelRx, Copier, Domain, Duplex, DuplexAttach, Geometry,
-    PeerId, PoolId, SliceDesc, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
+    init_duplex, AggDesc, Aggregate, Attach, Boundary, ChannelRx, ChannelTx, Copier, Domain, Duplex, DuplexAttach,
+    Error, Geometry, PeerId, PoolId, SliceDesc, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use nic_api::{Counter, CounterPage, DrvCounter};
+use outbox::Outbox;
 use socket_api::StackCounter;
 
 component_runtime::component_entry!(main);
@@ -76,6 +77,24 @@ const HTTPD: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
 const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
+
+/// A reply (request id, flags, output) waiting for room in httpd's reply
+/// ring. We take no request while one waits, so one is all that can.
+type Reply = (u32, u32, Aggregate<'static>);
+
+/// One reply into httpd's reply ring: handed back while the ring is full
+/// (httpd takes replies every round); dropped, and reported, when httpd
+/// cannot take it at all.
+fn to_httpd(tx: &mut ChannelTx<'static>, (id, flags, agg): Reply) -> Result<(), Reply> {
+    match tx.send(agg, u64::from(id), flags) {
+        Ok(()) => Ok(()),
+        Err((Error::Full, agg)) => Err((id, flags, agg)),
+        Err((e, _)) => {
+            warn!("reply {id}: {e:?}");
+            Ok(())
+        }
+    }
+}
 
 fn now_ms() -> u64 {
     // SAFETY: the ticker's clock page, mapped read-only for our lifetime.
@@ -272,24 +291,31 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // httpd's requests: a corrupt ring or a forged descriptor breaks the
     // channel for good (reported once) rather than being retried.
     let mut guard = iolite::Guard::new();
+    // A reply httpd's ring had no room for: it goes first, and until it
+    // has gone we take no more requests (httpd's request ring fills and it
+    // answers 503 itself), instead of dropping the reply (a 504 and a
+    // restart of ours).
+    let mut replies: Outbox<Reply> = Outbox::new(1);
     loop {
         let _ = chan.tx.poll_releases();
+        replies.drain(|r| to_httpd(&mut chan.tx, r));
         // Replies, and the requests' buffers back: httpd is signalled if
         // it waits for them.
         if chan.flush() {
             glue::done::emit();
         }
         let _ = programs.fragments_mut().rx.flush_releases();
-        // Requests, unless the copy stage waits for room in our pool: then
-        // our replies' buffers coming back.
+        // Requests, unless the copy stage waits for room in our pool (then
+        // our replies' buffers coming back) or a reply waits for room.
         let stalled = copier.stalled();
-        let want = Want { data: !stalled && guard.broken().is_none(), releases: stalled, room: false };
+        let waiting = !replies.is_empty();
+        let want = Want { data: !stalled && !waiting && guard.broken().is_none(), releases: stalled, room: waiting };
         if !chan.arm(want) {
             glue::wake::wait();
         }
         chan.disarm();
         death_watch.poll(d);
-        loop {
+        while replies.is_empty() {
             let r = match guard.recv(&mut copier.over(&mut chan.rx)) {
                 iolite::Next::Msg(r) => r,
                 iolite::Next::Idle | iolite::Next::Wait(_) => break,
@@ -310,8 +336,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
                 continue;
             }
             let flags = if ok { FLAG_EOF } else { 0 };
-            if let Err((e, _)) = chan.tx.send(reply, u64::from(id), flags) {
-                warn!("reply {id}: {e:?}");
+            if let Err((id, ..)) = replies.send((id, flags, reply), |r| to_httpd(&mut chan.tx, r)) {
+                // Cannot happen: requests are taken only while none waits.
+                error!("reply {id} dropped: a reply already waits");
             }
         }
     }

@@ -45,7 +45,7 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 
@@ -57,9 +57,10 @@ use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::duplex::Control;
 use iolite::{
-    init_duplex, Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next,
-    PeerId, PoolId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
+    init_duplex, Aggregate, Attach, Boundary, ChannelRx, ChannelTx, Copier, CopyMode, Domain, Duplex, DuplexAttach,
+    Guard, Next, PeerId, PoolId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
+use outbox::Outbox;
 use socket_api::{ErrorCode, Event, Request};
 
 component_runtime::component_entry!(main);
@@ -96,6 +97,13 @@ const POOL_LOW_QUARTERS: u64 = match BUILD_COPY_MODE {
     CopyMode::Posix => 2,
     _ => 3,
 };
+/// Requests for netstack that may wait for ring room (`Httpd::outq`):
+/// `pump` pulls nothing while a ring's worth waits and stops pulling at
+/// two rings' worth, and one round of events (at most a ring of them) adds
+/// at most two each (a refused connection's 503 and its close).
+const OUTQ_CAP: usize = 4 * socket_api::FWD_CAP;
+/// `pump` stops pulling output at this many requests waiting.
+const OUTQ_PUMP_MAX: usize = 2 * socket_api::FWD_CAP;
 /// Bytes pulled from the server per round before yielding to netstack.
 const ROUND_BYTES: usize = 2 << 20;
 /// Sends and bytes pulled for one connection per round (see `pump`).
@@ -252,7 +260,8 @@ struct Httpd {
     events_copier: Copier<'static>,
     /// netstack's events: see `Cgi::guard`.
     events_guard: Guard,
-    outq: VecDeque<(u64, Aggregate<'static>)>,
+    /// Requests (tag, aggregate) waiting for room in `net.tx`, in order.
+    outq: Outbox<(u64, Aggregate<'static>)>,
     /// netstack connection → server connection, and back.
     by_net: BTreeMap<u32, HConn>,
     by_srv: BTreeMap<u32, u32>,
@@ -384,7 +393,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         net,
         events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(HTTPD_POOL)).expect("copy pool"),
         events_guard: Guard::new(),
-        outq: VecDeque::new(),
+        outq: Outbox::new(OUTQ_CAP),
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
         closing: BTreeSet::new(),
@@ -432,15 +441,16 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
 }
 
 impl Httpd {
-    /// Queues a request for netstack (in order behind earlier ones if the
-    /// ring is full).
+    /// Sends a request to netstack (in order behind earlier ones waiting
+    /// for ring room). `OUTQ_CAP` is never reached while `pump` keeps to
+    /// `OUTQ_PUMP_MAX`; if it is, the request is lost: counted
+    /// (`netstack_requests_refused`) and reported.
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
-        if self.outq.is_empty() {
-            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
-                self.outq.push_back((tag, agg));
+        let tx = &mut self.net.tx;
+        if let Err((tag, _)) = self.outq.send((tag, agg), |m| to_netstack(tx, m)) {
+            if self.outq.refused() <= 10 {
+                error!("netstack request {tag:#x} dropped: {OUTQ_CAP} requests wait for ring room");
             }
-        } else {
-            self.outq.push_back((tag, agg));
         }
     }
 
@@ -472,12 +482,8 @@ impl Httpd {
     /// cgi if they wait for any of it.
     fn flush(&mut self) {
         let _ = self.net.tx.poll_releases();
-        while let Some((tag, agg)) = self.outq.pop_front() {
-            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
-                self.outq.push_front((tag, agg));
-                break;
-            }
-        }
+        let tx = &mut self.net.tx;
+        self.outq.drain(|m| to_netstack(tx, m));
         let _ = self.srv.source_mut().rx.flush_releases();
         if let Some(c) = &mut self.cgi {
             let _ = c.link.tx.poll_releases();
@@ -625,6 +631,11 @@ impl Httpd {
             // learn of `SendFull` only after the round.
             let (mut sends, mut bytes) = (0usize, 0usize);
             loop {
+                if self.outq.len() >= OUTQ_PUMP_MAX {
+                    // netstack's ring is full and two rings' worth wait.
+                    later.push(id);
+                    break;
+                }
                 // Static responses are built here (file reads included):
                 // every byte copied meanwhile is charged to them.
                 let copied_before = self.d.stats().bytes_copied;
@@ -959,6 +970,7 @@ impl Httpd {
         c.set("connections_send_full", self.net_full.len() as u64);
         c.set("heap_used", heap_used() as u64);
         c.set("netstack_requests_queued", self.outq.len() as u64);
+        c.set("netstack_requests_refused", self.outq.refused());
         if let Ok(p) = self.d.pool_stats(HTTPD_POOL) {
             c.set("pool_pages", u64::from(p.pages));
             c.set("pool_pages_in_use", u64::from(p.pages_in_use));
@@ -969,4 +981,12 @@ impl Httpd {
         // SAFETY: our counter page, mapped read-write, written only here.
         unsafe { cgi_api::chan::publish(glue::httpd_stats::VADDR as *mut u8, text.as_bytes()) };
     }
+}
+
+/// One request into netstack's ring; handed back when it does not fit.
+fn to_netstack(
+    tx: &mut ChannelTx<'static>,
+    (tag, agg): (u64, Aggregate<'static>),
+) -> Result<(), (u64, Aggregate<'static>)> {
+    tx.send(agg, tag, 0).map_err(|(_, agg)| (tag, agg))
 }
