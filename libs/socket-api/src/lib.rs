@@ -39,7 +39,7 @@
 #![deny(missing_docs)]
 
 pub use counters::{Counter, CounterPage, Values};
-use iolite::{Geometry, Side};
+use iolite::{init_duplex, Aggregate, ChannelTx, Domain, Duplex, DuplexAttach, Geometry, PeerId, RwRegion, Side};
 
 /// A connection id (never 0; not reused while the stack runs for a long
 /// time: 2^32 connections).
@@ -57,6 +57,34 @@ pub const REGION_BYTES: usize = GEOMETRY.duplex_bytes();
 pub const STACK_SIDE: Side = Side::A;
 /// The client's side of its region.
 pub const CLIENT_SIDE: Side = Side::B;
+
+/// Sets a client region up and attaches the client's side: the client
+/// runs above netstack, so it initialises the region, before anything
+/// that could block; netstack attaches once it sees the generation.
+///
+/// # Safety
+/// `region` must be the client dataport, mapped read-write for `'d` and
+/// shared with netstack only (`netstack` is its peer id), which must not
+/// use it yet.
+pub unsafe fn init_client<'d>(domain: &'d Domain, netstack: PeerId, region: RwRegion) -> iolite::Result<Duplex<'d>> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        init_duplex(region, GEOMETRY)?;
+        Duplex::attach(DuplexAttach { domain, peer: netstack, region, geometry: GEOMETRY, side: CLIENT_SIDE })
+    }
+}
+
+/// A request waiting for room in the client's ring: its tag
+/// ([`Request::encode`]) and its aggregate.
+pub type Queued<'d> = (u64, Aggregate<'d>);
+
+/// Puts a waiting request into the client's ring (`client.tx`), or hands
+/// it back when the ring does not take it now: what an `outbox::Outbox`
+/// of requests drains through.
+#[allow(clippy::result_large_err)] // handed back by value: nothing is lost
+pub fn send_request<'d>(tx: &mut ChannelTx<'d>, (tag, agg): Queued<'d>) -> Result<(), Queued<'d>> {
+    tx.send(agg, tag, 0).map_err(|(_, agg)| (tag, agg))
+}
 
 /// Operation code of [`Request::Listen`].
 pub const OP_LISTEN: u8 = 1;

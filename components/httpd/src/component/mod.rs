@@ -57,8 +57,8 @@ use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
 use iolite::duplex::Control;
 use iolite::{
-    init_duplex, Aggregate, Attach, Boundary, ChannelRx, ChannelTx, Copier, CopyMode, Domain, Duplex, DuplexAttach,
-    Guard, Next, PeerId, PoolId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId,
+    PoolId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use outbox::Outbox;
 use socket_api::{ErrorCode, Event, Request};
@@ -349,18 +349,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // now, before anything that could block ---
     // SAFETY: the client dataport, mapped read-write for our lifetime,
     // shared with netstack only, which attaches after we initialised it.
-    let net = unsafe {
-        let region = rw(glue::client::VADDR, glue::client::SIZE);
-        init_duplex(region, socket_api::GEOMETRY).expect("client");
-        Duplex::attach(DuplexAttach {
-            domain: d,
-            peer: NETSTACK,
-            region,
-            geometry: socket_api::GEOMETRY,
-            side: socket_api::CLIENT_SIDE,
-        })
-        .expect("client")
-    };
+    let net =
+        unsafe { socket_api::init_client(d, NETSTACK, rw(glue::client::VADDR, glue::client::SIZE)) }.expect("client");
 
     // --- fs: the channel is set up once fs answers a call ---
     let (mut h, mut s, mut n, mut p, mut q, mut r, mut t, mut u, mut v, mut w, mut x, mut y) =
@@ -447,7 +437,7 @@ impl Httpd {
     /// (`netstack_requests_refused`) and reported.
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
         let tx = &mut self.net.tx;
-        if let Err((tag, _)) = self.outq.send((tag, agg), |m| to_netstack(tx, m)) {
+        if let Err((tag, _)) = self.outq.send((tag, agg), |m| socket_api::send_request(tx, m)) {
             if self.outq.refused() <= 10 {
                 error!("netstack request {tag:#x} dropped: {OUTQ_CAP} requests wait for ring room");
             }
@@ -483,7 +473,7 @@ impl Httpd {
     fn flush(&mut self) {
         let _ = self.net.tx.poll_releases();
         let tx = &mut self.net.tx;
-        self.outq.drain(|m| to_netstack(tx, m));
+        self.outq.drain(|m| socket_api::send_request(tx, m));
         let _ = self.srv.source_mut().rx.flush_releases();
         if let Some(c) = &mut self.cgi {
             let _ = c.link.tx.poll_releases();
@@ -981,12 +971,4 @@ impl Httpd {
         // SAFETY: our counter page, mapped read-write, written only here.
         unsafe { cgi_api::chan::publish(glue::httpd_stats::VADDR as *mut u8, text.as_bytes()) };
     }
-}
-
-/// One request into netstack's ring; handed back when it does not fit.
-fn to_netstack(
-    tx: &mut ChannelTx<'static>,
-    (tag, agg): (u64, Aggregate<'static>),
-) -> Result<(), (u64, Aggregate<'static>)> {
-    tx.send(agg, tag, 0).map_err(|(_, agg)| (tag, agg))
 }

@@ -33,9 +33,7 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
-use iolite::{
-    init_duplex, Aggregate, ChannelTx, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, RwRegion, Trust, Want,
-};
+use iolite::{Aggregate, Domain, Duplex, Guard, Next, PeerId, PoolId, RwRegion, Trust, Want};
 use nic_api::DrvCounter;
 use outbox::Outbox;
 use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
@@ -114,15 +112,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // runs below us). Received data is echoed by reference: no copy stage.
     let net = unsafe {
         let region = RwRegion::from_raw_parts(glue::client::VADDR as *mut u8, glue::client::SIZE).expect("client");
-        init_duplex(region, socket_api::GEOMETRY).expect("client");
-        Duplex::attach(DuplexAttach {
-            domain: d,
-            peer: NETSTACK,
-            region,
-            geometry: socket_api::GEOMETRY,
-            side: socket_api::CLIENT_SIDE,
-        })
-        .expect("client")
+        socket_api::init_client(d, NETSTACK, region).expect("client")
     };
     // SAFETY: the counter pages, mapped read-only; we only load from them.
     let (drv, stk) = unsafe {
@@ -165,7 +155,7 @@ impl Echo {
     /// room). One that finds the queue full is lost: counted and reported.
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
         let tx = &mut self.net.tx;
-        if self.outq.send((tag, agg), |m| to_netstack(tx, m)).is_err() {
+        if self.outq.send((tag, agg), |m| socket_api::send_request(tx, m)).is_err() {
             self.errors += 1;
             if self.outq.refused() <= 10 {
                 warn!("request {tag:#x} dropped: {} requests wait for ring room", self.outq.len());
@@ -178,7 +168,7 @@ impl Echo {
     fn flush(&mut self) {
         let _ = self.net.tx.poll_releases();
         let tx = &mut self.net.tx;
-        self.outq.drain(|m| to_netstack(tx, m));
+        self.outq.drain(|m| socket_api::send_request(tx, m));
         let ids: alloc::vec::Vec<ConnId> = self.conns.keys().copied().collect();
         let mut waiting = false;
         for id in ids {
@@ -412,12 +402,4 @@ impl Echo {
         }
         self.close(conn);
     }
-}
-
-/// One request into netstack's ring; handed back when it does not fit.
-fn to_netstack(
-    tx: &mut ChannelTx<'static>,
-    (tag, agg): (u64, Aggregate<'static>),
-) -> Result<(), (u64, Aggregate<'static>)> {
-    tx.send(agg, tag, 0).map_err(|(_, agg)| (tag, agg))
 }
