@@ -3,14 +3,19 @@
 
 use super::*;
 
-#[test]
-fn dhcp_sends_a_discover() {
+/// A stack configured by DHCP, and its port (capturing what it sends).
+fn dhcp_client() -> (NetStack<'static>, Port) {
     let d = domain(16, Trust::Trusted);
     let mut c = cfg(9, 99, CopyMode::IoLite, TxChecksum::Cached);
     c.dhcp = true;
-    let mut s = NetStack::new(d, c, 0);
     let (mut p, _other) = Port::pair(d, d, 0);
     p.capture = true;
+    (NetStack::new(d, c, 0), p)
+}
+
+#[test]
+fn dhcp_sends_a_discover() {
+    let (mut s, mut p) = dhcp_client();
     s.poll(0, &mut p);
     s.poll(100, &mut p);
     assert!(s.address().is_none());
@@ -97,12 +102,7 @@ fn dhcp_reply(request: &[u8], lease_secs: u32) -> Vec<u8> {
 /// gave, including its time (option 51), once.
 #[test]
 fn dhcp_lease_is_taken_and_reported() {
-    let d = domain(16, Trust::Trusted);
-    let mut c = cfg(9, 99, CopyMode::IoLite, TxChecksum::Cached);
-    c.dhcp = true;
-    let mut s = NetStack::new(d, c, 0);
-    let (mut p, _other) = Port::pair(d, d, 0);
-    p.capture = true;
+    let (mut s, mut p) = dhcp_client();
     let is_dhcp = |f: &Vec<u8>| f.len() > 42 && f[23] == 17 && f[36..38] == [0, 67];
     let mut now = 0;
     for expected in ["discover", "request"] {
