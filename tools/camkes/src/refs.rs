@@ -13,7 +13,9 @@
 //! every listed pool must be a dataport of this instance that the sender
 //! maps too (it is an end of the same seL4SharedData connection). So a list
 //! can grant no reference to a pool the sender cannot read: the sender may
-//! reference pools it maps, and nothing else.
+//! reference pools it maps, and nothing else. The default list of a `maybe`
+//! channel an assembly leaves unconnected is not checked (there is no
+//! sender); a list the assembly sets is, connected or not.
 
 use std::collections::HashSet;
 
@@ -50,7 +52,16 @@ pub fn check(system: &System) -> Result<()> {
             if component.decl.interfaces[channel].kind != InterfaceKind::Dataport {
                 continue;
             }
-            let Some(value) = inst.config.attributes.get(&decl.name.text).or(decl.default.as_ref()) else {
+            let configured = inst.config.attributes.get(&decl.name.text);
+            if configured.is_none()
+                && component.decl.interfaces[channel].maybe
+                && system.connection_of(index, channel).is_none()
+            {
+                // An optional channel this assembly leaves out: its
+                // default list grants nothing to nobody.
+                continue;
+            }
+            let Some(value) = configured.or(decl.default.as_ref()) else {
                 continue;
             };
             let label = format!("'{}.{}'", inst.name.text, decl.name.text);

@@ -73,3 +73,22 @@ fn malformed_grant_lists_are_refused() {
     let e = compile(&three).unwrap_err();
     assert!(e.contains("channel 'client' must join 'net' and exactly one other instance"), "{e}");
 }
+
+#[test]
+fn an_unconnected_optional_channel_keeps_its_default_list_unchecked() {
+    // Net gains an optional second channel with a default (empty) list.
+    let optional = |settings: &str| {
+        system(settings).replace(
+            "    attribute string client_refs[];\n}\ncomponent App",
+            "    attribute string client_refs[];\n    maybe dataport Buf client2;\n    attribute string client2_refs[] = [];\n}\ncomponent App",
+        )
+    };
+    let src = optional(r#"    net.client_refs = ["app"];"#);
+    assert!(src.contains("client2_refs"), "{src}");
+    let out = compile(&src).expect("compiles: nobody sends on client2");
+    let (_, glue) = out.glue.iter().find(|(name, _)| name == "net.rs").expect("glue for Net");
+    assert!(glue.contains(r#"pub const CLIENT2_REFS: &[&str] = &[];"#), "{glue}");
+    // A list the assembly sets for it is checked all the same.
+    let e = compile(&optional(r#"    net.client_refs = ["app"]; net.client2_refs = ["app"];"#)).unwrap_err();
+    assert!(e.contains("'net.client2_refs': 'client2' is not connected by seL4SharedData, so it is no channel"), "{e}");
+}

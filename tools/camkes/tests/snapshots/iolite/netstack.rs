@@ -29,6 +29,14 @@ pub mod glue {
         pub const LINK_REFS: &[&str] = &["rx_pool"];
         /// `attribute string client_refs[];`
         pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool"];
+        /// `attribute string client2_name;`
+        pub const CLIENT2_NAME: &str = "";
+        /// `attribute string client2_refs[];`
+        pub const CLIENT2_REFS: &[&str] = &[];
+        /// `attribute int client2_quota;`
+        pub const CLIENT2_QUOTA: i64 = 16;
+        /// `attribute int client2_listen;`
+        pub const CLIENT2_LISTEN: i64 = 4;
         /// `attribute int nic_kick;`
         pub const NIC_KICK: i64 = 1;
         /// `attribute int rx_pool_id;`
@@ -268,6 +276,24 @@ pub mod glue {
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
+        }
+    }
+
+    /// `maybe dataport Buf(524288) client2;`, connected by nothing (no instance connects it).
+    pub mod client2 {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x102102000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x80000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
         }
     }
 }
