@@ -169,7 +169,9 @@ impl<'d> Session<'d> {
         let conn = self.conns.iter().position(|c| c.id == id);
         let not_yours = || if stack.exists(id) { ErrorCode::NotYours } else { ErrorCode::NotFound };
         match req {
-            Request::Listen { backlog, .. } if self.listen_sockets().saturating_add(backlog as usize) > self.listen_budget => {
+            Request::Listen { backlog, .. }
+                if self.listen_sockets().saturating_add(backlog as usize) > self.listen_budget =>
+            {
                 self.stats.listens_refused += 1;
                 self.error(op, id, ErrorCode::NoMemory)
             }

@@ -107,6 +107,16 @@ impl<'d> Client<'d> {
         &mut self.session
     }
 
+    /// The client's session, to read.
+    pub fn session_ref(&self) -> &Session<'d> {
+        &self.session
+    }
+
+    /// The session, once the client is gone (its counters live on).
+    pub fn into_session(self) -> Session<'d> {
+        self.session
+    }
+
     /// The client's region.
     pub fn duplex(&mut self) -> &mut Duplex<'d> {
         &mut self.duplex
