@@ -285,7 +285,7 @@ mod tests {
 
     /// The 32-bit word at `off` of the region.
     fn word(r: RwRegion, off: usize) -> &'static AtomicU32 {
-        assert!(off + 4 <= r.len() && off % 4 == 0);
+        assert!(off + 4 <= r.len() && off.is_multiple_of(4));
         // SAFETY: inside the leaked test region, 4-aligned; the rings'
         // words are accessed atomically by both ends.
         unsafe { &*(r.as_ptr().add(off) as *const AtomicU32) }
@@ -459,6 +459,42 @@ mod tests {
         d.slices[0] = SliceDesc { pool: 0xdead, buf: 0, gen: 1, off: 0, len: 1 };
         ring.push(d).unwrap();
         assert!(round(&mut n, &mut c).is_empty(), "not read again");
+    }
+
+    #[test]
+    fn guessed_generations_and_out_of_range_slices_of_a_granted_pool_break_the_channel() {
+        // A live buffer of a pool the client may reference (the stack's
+        // own application pool here), not lent to the client.
+        let probe = |forge: &dyn Fn(SliceDesc) -> SliceDesc| {
+            let (mut n, mut c, _ce, region) = setup(64);
+            let db = n.b.domain();
+            db.set_peer_pools(CLIENT, &[crate::tests::APP]).unwrap();
+            let live = make(db, b"a live buffer");
+            let s = live.descs()[0];
+            let mut d = AggDesc { nslices: 1, tag: Request::Send { conn: 1 }.encode(), ..AggDesc::default() };
+            d.slices[0] = forge(s);
+            raw_requests(region).push(d).unwrap();
+            let faults = round(&mut n, &mut c);
+            let refused = c.stats().refused;
+            let cut = c.cut_off(&mut n.b).is_some();
+            drop(live);
+            (faults.first().map(|f| (f.channel, f.why)), refused, cut)
+        };
+        assert_eq!(
+            probe(&|s| SliceDesc { gen: s.gen ^ 0x0010_0000, ..s }),
+            (Some((Channel::Requests, Error::GenerationMismatch)), 0, true)
+        );
+        assert_eq!(
+            probe(&|s| SliceDesc { buf: u32::MAX, ..s }),
+            (Some((Channel::Requests, Error::BadBuffer)), 0, true)
+        );
+        assert_eq!(
+            probe(&|s| SliceDesc { off: 0, len: 1 << 20, ..s }),
+            (Some((Channel::Requests, Error::OutOfBounds)), 0, true)
+        );
+        // The right generation of a buffer it was never lent: refused, and
+        // that costs it the one message.
+        assert_eq!(probe(&|s| s), (None, 1, false));
     }
 
     #[test]

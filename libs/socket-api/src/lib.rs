@@ -13,7 +13,11 @@
 //!
 //! The client runs above netstack and initialises the region; netstack
 //! attaches at start (and exits if it is not initialised). Each side wakes
-//! the other only for what it asked (the rings' "signal me" flags).
+//! the other only for what it asked (the rings' "signal me" flags). A
+//! second client region (`client2`, where an assembly connects it) is set
+//! up by its client whenever it starts: netstack attaches when it sees the
+//! generation, has no event for it (that client polls), and attaches a new
+//! incarnation only after the client's death (the system events page).
 //!
 //! ## Messages
 //! Every message is an IO-Lite aggregate and a tag: the tag carries the
