@@ -16,11 +16,12 @@ use alloc::vec::Vec;
 
 use iolite::{PeerId, PoolId, MAX_SLICES, PAGE_SIZE};
 
-/// The file cache's pool (the `pool` dataport: RW in fs, R in clients), in
-/// fs's domain and in every client's.
-pub const FS_POOL: PoolId = 1;
-/// A client's private pool (where the `posix` copy mode copies into).
-pub const PRIVATE_POOL: PoolId = 2;
+// The file cache's pool (the `file_pool` dataport: RW in fs, R in
+// clients) has the id the compiler derives from the assembly: fs and every
+// client take it from their glue (`glue::pools::FILE_POOL`).
+/// A client's private pool (where the `posix` copy mode copies into): shared
+/// with nobody, so an id no pool of the assembly has.
+pub const PRIVATE_POOL: PoolId = iolite::FIRST_PRIVATE_POOL;
 /// fs's peer slot for its client, and the client's for fs (one channel).
 pub const PEER: PeerId = PeerId(0);
 /// Forward ring: aggregate descriptors in flight (336 bytes each).

@@ -2,7 +2,7 @@
 //!
 //! * **Requests** arrive from httpd on channel A of `cgi_chan`
 //!   (`cgi::wire`: env ++ body, both in httpd's CGI request pool
-//!   `req_pool`, which holds nothing but what httpd hands us: we map no
+//!   `cgi_req_pool`, which holds nothing but what httpd hands us: we map no
 //!   pool with other clients' requests),
 //!   **replies** go back on channel B: the program's output as one
 //!   aggregate, generated parts in our (untrusted) pool, echoed bodies and
@@ -65,13 +65,12 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(2 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/cgi.rs"));
 
-const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const REQ_POOL: PoolId = glue::attributes::REQ_POOL_ID as PoolId;
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{CGI_POOL, CGI_REQ_POOL, FILE_POOL};
 /// `cgi.test_hooks = 1` (test images only): build in the test hooks
 /// (`test_hook`). A constant from the assembly, so the default image's
 /// binary has neither their code nor their names.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
-const FILE_POOL: PoolId = fs_api::FS_POOL;
 const HTTPD: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
@@ -223,14 +222,13 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // we run, used only through this domain.
     unsafe {
         map_pool!(owned d, CGI_POOL, glue::cgi_pool, Trust::Trusted).expect("cgi pool");
-        map_pool!(foreign d, REQ_POOL, glue::req_pool, Trust::Trusted).expect("request pool");
+        map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("request pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
     }
     // What each peer may reference in what it sends us (the assembly's
     // grant lists): httpd its request pool, fs its file cache.
-    let pools = [("cgi_pool", CGI_POOL), ("req_pool", REQ_POOL), ("file_pool", FILE_POOL)];
-    d.set_peer_pools_named(HTTPD, glue::attributes::CGI_CHAN_REFS, &pools).expect("httpd grant list");
-    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
+    d.set_peer_pools_named(HTTPD, glue::attributes::CGI_CHAN_REFS, glue::pools::ALL).expect("httpd grant list");
+    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, glue::pools::ALL).expect("fs grant list");
     // A fresh start at fs: it takes back what an earlier incarnation held
     // and sets our channel up again.
     glue::fs::reset();
@@ -478,11 +476,12 @@ fn test_hook(
 /// Set by `/cgi-bin/hostile` once it has written the reply ring directly:
 /// from then on this incarnation sends no replies (its typed producer no
 /// longer knows the ring's state).
-/// httpd's application pool and netstack's socket pool as
-/// camkes/iolite.camkes numbers them: a hostile component needs no
-/// attribute to name a pool id.
-const HTTPD_APP_POOL: PoolId = 24;
-const SOCK_POOL: PoolId = 23;
+/// Pool ids a hostile component guesses: every one up to here that is
+/// not one of ours. The compiler numbers the assembly's pools 1, 2, ..., so
+/// these include httpd's application pool and netstack's socket pool,
+/// which httpd maps, and none is in our grant list (it names only pools we
+/// map).
+const GUESSED_POOLS: PoolId = iolite::MAX_POOLS as PoolId;
 
 static MUTED: AtomicBool = AtomicBool::new(false);
 
@@ -497,9 +496,8 @@ fn raw_reply_ring() -> Option<iolite::ring::RingProducer<AggDesc>> {
 
 /// `/cgi-bin/hostile?mode=forge` (test hook): replies to request `id` whose
 /// slices name what we may not reference, written straight into the ring
-/// (the typed API cannot build them): httpd's application pool and
-/// netstack's socket pool (not in our grant list: refused and counted),
-/// then a wrong generation of a live buffer of our own pool, guessed
+/// (the typed API cannot build them): every guessed pool id not ours
+/// (`GUESSED_POOLS`: not in our grant list, so refused and counted), then a wrong generation of a live buffer of our own pool, guessed
 /// generations of httpd's request pool and of fs's file pool, an
 /// out-of-range buffer, an out-of-range length, and too many slices (each
 /// breaks the channel; httpd reads up to the first of them).
@@ -512,15 +510,15 @@ fn hostile_forge(d: &'static Domain, id: u32) {
     let Some(live) = d.alloc(CGI_POOL, 64).ok().and_then(|b| b.seal(64).ok()) else { return };
     let live = *Box::leak(Box::new(live)).descs().first().expect("one slice");
     let slice = |pool, buf, gen, off, len| SliceDesc { pool, buf, gen, off, len };
-    let forged = [
-        slice(HTTPD_APP_POOL, 0, 1, 0, 4096),
-        slice(SOCK_POOL, 0, 1, 0, 4096),
+    let foreign = (1..=GUESSED_POOLS).filter(|&p| !glue::pools::ALL.iter().any(|&(_, own)| own == p));
+    let guessed = foreign.clone().count();
+    let forged = foreign.map(|p| slice(p, 0, 1, 0, 4096)).chain([
         slice(CGI_POOL, live.buf, live.gen ^ 0x0100_0000, 0, 64),
-        slice(REQ_POOL, 0, 0x5eed_0001, 0, 64),
+        slice(CGI_REQ_POOL, 0, 0x5eed_0001, 0, 64),
         slice(FILE_POOL, 0, 0x5eed_0002, 0, 4096),
         slice(CGI_POOL, u32::MAX, 1, 0, 64),
         slice(CGI_POOL, 0, 1, u32::MAX - 8, 4096),
-    ];
+    ]);
     let mut sent = 0;
     for s in forged {
         let mut desc = AggDesc { nslices: 1, flags: FLAG_EOF, tag: u64::from(id), ..AggDesc::default() };
@@ -533,7 +531,7 @@ fn hostile_forge(d: &'static Domain, id: u32) {
     if ring.push(desc).is_ok() {
         sent += 1;
     }
-    log!("hostile: {sent} forged replies written");
+    log!("hostile: {guessed} references to pools not ours, {sent} forged replies written");
     glue::done::emit();
 }
 

@@ -58,7 +58,7 @@ use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, 
 use iolite::duplex::Control;
 use iolite::{
     init_duplex, Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next,
-    PeerId, PoolId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
+    PeerId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use socket_api::{ErrorCode, Event, Request};
 
@@ -66,11 +66,8 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(8 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/httpd.rs"));
 
-const HTTPD_POOL: PoolId = glue::attributes::HTTPD_POOL_ID as PoolId;
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const FILE_POOL: PoolId = fs_api::FS_POOL;
-const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{APP_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL, SOCK_POOL};
 
 const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
@@ -313,7 +310,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): the dataports are mapped as the assembly
     // declares for as long as we run, used only through this domain.
     unsafe {
-        map_pool!(owned d, HTTPD_POOL, glue::app_pool, Trust::Trusted).expect("httpd pool");
+        map_pool!(owned d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
         map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
         // CGI output: the cgi can rewrite its buffers, so nothing keys a
@@ -325,16 +322,9 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
     // What each peer may reference in what it sends us (the assembly's
     // grant lists); our own buffers only where we lent them to that peer.
-    let pools = [
-        ("app_pool", HTTPD_POOL),
-        ("sock_pool", SOCK_POOL),
-        ("file_pool", FILE_POOL),
-        ("cgi_pool", CGI_POOL),
-        ("cgi_req_pool", CGI_REQ_POOL),
-    ];
-    d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, &pools).expect("netstack grant list");
-    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
-    d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, &pools).expect("cgi grant list");
+    d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, glue::pools::ALL).expect("netstack grant list");
+    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, glue::pools::ALL).expect("fs grant list");
+    d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, glue::pools::ALL).expect("cgi grant list");
 
     // --- the netstack region: we run above netstack, so we set it up
     // now, before anything that could block ---
@@ -367,13 +357,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         })
     }
     .expect("fs channel");
-    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(HTTPD_POOL)).expect("copy pool");
+    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(APP_POOL)).expect("copy pool");
     let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0 };
 
     let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
     // SAFETY: the clock dataport, mapped read-only for our lifetime.
     let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
-    let srv = Server::new(d, HTTPD_POOL, src, clock, cfg);
+    let srv = Server::new(d, APP_POOL, src, clock, cfg);
     // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
     // its control page is written by the cgi only.
     let cgi_control = unsafe { Control::of(rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE), cgi_api::chan::GEOMETRY) }
@@ -382,7 +372,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         d,
         srv,
         net,
-        events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(HTTPD_POOL)).expect("copy pool"),
+        events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(APP_POOL)).expect("copy pool"),
         events_guard: Guard::new(),
         outq: VecDeque::new(),
         by_net: BTreeMap::new(),
@@ -690,7 +680,7 @@ impl Httpd {
     /// into it): pull no more until netstack returns buffers.
     fn pool_low(&self) -> bool {
         self.d
-            .pool_stats(HTTPD_POOL)
+            .pool_stats(APP_POOL)
             .map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * POOL_LOW_QUARTERS)
             .unwrap_or(false)
     }
@@ -912,7 +902,7 @@ impl Httpd {
                 side: cgi_api::chan::HTTPD_SIDE,
             })
             .and_then(|link| {
-                let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(HTTPD_POOL))?;
+                let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(APP_POOL))?;
                 Ok(Cgi { link, copier, guard: Guard::new() })
             })
         };
@@ -959,7 +949,7 @@ impl Httpd {
         c.set("connections_send_full", self.net_full.len() as u64);
         c.set("heap_used", heap_used() as u64);
         c.set("netstack_requests_queued", self.outq.len() as u64);
-        if let Ok(p) = self.d.pool_stats(HTTPD_POOL) {
+        if let Ok(p) = self.d.pool_stats(APP_POOL) {
             c.set("pool_pages", u64::from(p.pages));
             c.set("pool_pages_in_use", u64::from(p.pages_in_use));
         }

@@ -35,6 +35,21 @@ pub mod glue {
         pub const CLIENT_QUOTA: &[i64] = &[640, 64];
     }
 
+    /// The IO-Lite pools this component maps, with the ids the compiler
+    /// derives from the assembly (`<connection>.pool = true`): the same at
+    /// every end of a pool, each named after the pool (its connection and
+    /// its dataport here, `glue::<name>`). A `maybe` dataport's id is an
+    /// `Option`, `None` where the assembly leaves it unconnected.
+    pub mod pools {
+        /// Pool `file_pool`, written by `fs`; mapped here read-write.
+        pub const FILE_POOL: u32 = 6;
+        /// Every pool above that the assembly connects, by name (what grant
+        /// lists name, `iolite::Domain::set_peer_pools_named`).
+        pub const ALL: &[(&str, u32)] = &[
+            ("file_pool", 6),
+        ];
+    }
+
     /// `provides FsIoLite fs;`, connected by seL4RPCCall.
     pub mod fs {
         use super::rt;
@@ -372,8 +387,8 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4194304) pool;`, connected by seL4SharedData.
-    pub mod pool {
+    /// `dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
