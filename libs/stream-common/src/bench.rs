@@ -34,9 +34,8 @@
 use crate::{rdtsc, word_sum, ByteStream, Control, PEER, PRIVATE_POOL};
 use component_runtime::log;
 use iolite::{
-    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, PoolId, RoRegion, RwRegion,
-    Trust,
-    BUILD_COPY_MODE, FLAG_EOF,
+    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, PoolId, RoRegion,
+    RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 
 /// Message sizes, one round each.

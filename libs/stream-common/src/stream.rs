@@ -52,9 +52,8 @@
 use crate::{fnv1a64, ByteStream, Control, SplitMix, FNV_START, PEER, PRIVATE_POOL};
 use component_runtime::log;
 use iolite::{
-    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, PoolId, RoRegion, RwRegion,
-    Trust,
-    BUILD_COPY_MODE, FLAG_EOF,
+    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, PoolId, RoRegion,
+    RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 
 /// Bytes the producer streams (at least; the last group may go over).
@@ -257,7 +256,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
         let _ = tx.poll_releases();
         if outbox.is_none() {
             let Some(group) = plan.peek().copied() else { break };
-            match build_group(&d, &group, &mut data, &mut checksum) {
+            match build_group(&d, pool_id, &group, &mut data, &mut checksum) {
                 Ok(out) => {
                     plan.next();
                     bytes += group.len();
@@ -471,8 +470,17 @@ pub struct ConsumerReport {
 /// hold, prints the consumer's lines, and waits until the producer has
 /// printed its final report.
 pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
-    let ConsumerPorts { pool_id, pool, pool_meta, private, private_meta, channel, signal_space, wait_data, hold_at_end } =
-        ports;
+    let ConsumerPorts {
+        pool_id,
+        pool,
+        pool_meta,
+        private,
+        private_meta,
+        channel,
+        signal_space,
+        wait_data,
+        hold_at_end,
+    } = ports;
     // SAFETY: the channel dataport; the block is only read until `magic`.
     let control = unsafe { Control::at(channel) };
     while Control::get(&control.magic) != crate::CONTROL_MAGIC {

@@ -67,7 +67,10 @@ fn ids_follow_the_written_order_and_are_the_same_at_every_end() {
     assert!(!src.contains("DATA") && !dst.contains("DATA"), "data is no pool");
     // The table the grant lists are resolved with, in declaration order.
     assert!(src.contains("(\"b_pool\", 1),\n            (\"a_pool\", 2),\n        ];"), "{src}");
-    assert!(dst.contains("(\"a_pool\", 2),\n            (\"b_pool\", 1),\n            (\"c_pool\", 3),\n        ];"), "{dst}");
+    assert!(
+        dst.contains("(\"a_pool\", 2),\n            (\"b_pool\", 1),\n            (\"c_pool\", 3),\n        ];"),
+        "{dst}"
+    );
     assert!(src.contains("/// Pool `a_pool`, written by `src`; mapped here read-write."), "{src}");
     assert!(dst.contains("/// Pool `a_pool`, written by `src`; mapped here read-only."), "{dst}");
     let ids: Vec<_> = out.system.connections.iter().map(|c| (c.name.text.as_str(), c.pool)).collect();
@@ -107,7 +110,7 @@ assembly { composition { component A a; component B b; connection seL4SharedData
 #[test]
 fn an_override_cannot_set_a_pool_id() {
     let mut files = MemoryFiles::default();
-    files.add("sys/main.camkes", &system(true));
+    files.add("sys/main.camkes", system(true));
     let setting = camkes::overrides::parse_setting("src.a_pool_id=2").unwrap();
     let e = camkes::compile_with(Path::new("sys/main.camkes"), &[], &[setting], &files).unwrap_err().to_string();
     assert!(

@@ -131,7 +131,10 @@ fn the_pool_table_agrees_with_the_glue_and_the_spec() {
             let component = out.system.component_of(end.instance);
             let (_, glue) = out.glue.iter().find(|(n, _)| *n == format!("{}.rs", component.elf)).unwrap();
             let constant = format!("pub const {}: ", name.to_uppercase());
-            let line = glue.lines().find(|l| l.contains(&constant)).unwrap_or_else(|| panic!("{name} not in {}", component.elf));
+            let line = glue
+                .lines()
+                .find(|l| l.contains(&constant))
+                .unwrap_or_else(|| panic!("{name} not in {}", component.elf));
             assert!(line.ends_with(&format!(" = {id};")) || line.ends_with(&format!(" = Some({id});")), "{line}");
             assert!(glue.contains(&format!("({name:?}, {id}),")), "{name} not in {}'s ALL", component.elf);
             let access = mappings(&out.spec, name).into_iter().find(|(c, _)| *c == inst.name.text).unwrap().1;
@@ -139,7 +142,9 @@ fn the_pool_table_agrees_with_the_glue_and_the_spec() {
             let row = format!("{}.{name}", inst.name.text);
             let table = camkes::pools::table(&out.system);
             assert!(
-                table.lines().any(|l| l.split_whitespace().collect::<Vec<_>>() == [name.as_str(), &id.to_string(), &row, letters]),
+                table.lines().any(
+                    |l| l.split_whitespace().collect::<Vec<_>>() == [name.as_str(), &id.to_string(), &row, letters]
+                ),
                 "no row {name} {id} {row} {letters} in\n{table}"
             );
         }

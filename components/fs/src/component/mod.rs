@@ -39,8 +39,8 @@ use component_runtime::{error, log};
 use fs::clients::{queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode};
 // The file cache's pool id: derived by the compiler from the assembly.
-use glue::pools::FILE_POOL;
 use fs::{Config, File, Fs};
+use glue::pools::FILE_POOL;
 use iolite::{Attach, ChannelTx, Domain, Geometry, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
 
 use virtio_blk::VirtioBlk;

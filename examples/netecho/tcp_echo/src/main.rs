@@ -30,9 +30,7 @@ use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
-use iolite::{
-    init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, RwRegion, Trust, Want,
-};
+use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, RwRegion, Trust, Want};
 use nic_api::DrvCounter;
 use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
 
