@@ -451,7 +451,7 @@ fn test_hook(
         "/cgi-bin/hostile" => {
             let query = env.get_str("QUERY_STRING").unwrap_or("");
             match cgi::programs::query_param(query, "mode").unwrap_or("") {
-                "forge" => hostile_forge(d, id),
+                "forge" => hostile_forge(d, id, cgi::programs::query_param(query, "pools").unwrap_or("")),
                 "garbage" => hostile_garbage(),
                 _ => return None,
             }
@@ -476,13 +476,6 @@ fn test_hook(
 /// Set by `/cgi-bin/hostile` once it has written the reply ring directly:
 /// from then on this incarnation sends no replies (its typed producer no
 /// longer knows the ring's state).
-/// Pool ids a hostile component guesses: every one up to here that is
-/// not one of ours. The compiler numbers the assembly's pools 1, 2, ..., so
-/// these include httpd's application pool and netstack's socket pool,
-/// which httpd maps, and none is in our grant list (it names only pools we
-/// map).
-const GUESSED_POOLS: PoolId = iolite::MAX_POOLS as PoolId;
-
 static MUTED: AtomicBool = AtomicBool::new(false);
 
 /// The producer end of channel B of `cgi_chan` (our replies to httpd), as
@@ -494,14 +487,17 @@ fn raw_reply_ring() -> Option<iolite::ring::RingProducer<AggDesc>> {
     unsafe { iolite::ring::RingProducer::attach(rw(base, cgi::chan::CHANNEL_BYTES), cgi::chan::FWD_CAP).ok() }
 }
 
-/// `/cgi-bin/hostile?mode=forge` (test hook): replies to request `id` whose
-/// slices name what we may not reference, written straight into the ring
-/// (the typed API cannot build them): every guessed pool id not ours
-/// (`GUESSED_POOLS`: not in our grant list, so refused and counted), then a wrong generation of a live buffer of our own pool, guessed
-/// generations of httpd's request pool and of fs's file pool, an
-/// out-of-range buffer, an out-of-range length, and too many slices (each
-/// breaks the channel; httpd reads up to the first of them).
-fn hostile_forge(d: &'static Domain, id: u32) {
+/// `/cgi-bin/hostile?mode=forge&pools=A,B` (test hook): replies to request
+/// `id` whose slices name what we may not reference, written straight into
+/// the ring (the typed API cannot build them): pools `A`, `B`, ... (ids of
+/// pools that are not ours, as an attacker reads them from the system's
+/// description: the test names httpd's application pool and netstack's
+/// socket pool, which httpd maps and our grant list leaves out, so they
+/// are refused and counted), then a wrong generation of a live buffer of
+/// our own pool, guessed generations of httpd's request pool and of fs's
+/// file pool, an out-of-range buffer, an out-of-range length, and too many
+/// slices (each breaks the channel; httpd reads up to the first of them).
+fn hostile_forge(d: &'static Domain, id: u32, pools: &str) {
     let Some(mut ring) = raw_reply_ring() else { return };
     MUTED.store(true, Ordering::Relaxed);
     // A live buffer of our pool, kept for good (one page per call of this
@@ -510,8 +506,7 @@ fn hostile_forge(d: &'static Domain, id: u32) {
     let Some(live) = d.alloc(CGI_POOL, 64).ok().and_then(|b| b.seal(64).ok()) else { return };
     let live = *Box::leak(Box::new(live)).descs().first().expect("one slice");
     let slice = |pool, buf, gen, off, len| SliceDesc { pool, buf, gen, off, len };
-    let foreign = (1..=GUESSED_POOLS).filter(|&p| !glue::pools::ALL.iter().any(|&(_, own)| own == p));
-    let guessed = foreign.clone().count();
+    let foreign = pools.split(',').filter_map(|p| p.parse::<PoolId>().ok()).take(cgi::chan::FWD_CAP - 8);
     let forged = foreign.map(|p| slice(p, 0, 1, 0, 4096)).chain([
         slice(CGI_POOL, live.buf, live.gen ^ 0x0100_0000, 0, 64),
         slice(CGI_REQ_POOL, 0, 0x5eed_0001, 0, 64),
@@ -531,7 +526,7 @@ fn hostile_forge(d: &'static Domain, id: u32) {
     if ring.push(desc).is_ok() {
         sent += 1;
     }
-    log!("hostile: {guessed} references to pools not ours, {sent} forged replies written");
+    log!("hostile: {sent} forged replies written");
     glue::done::emit();
 }
 
