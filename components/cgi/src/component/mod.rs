@@ -506,6 +506,7 @@ fn hostile_forge(d: &'static Domain, id: u32, pools: &str) {
     let Some(live) = d.alloc(CGI_POOL, 64).ok().and_then(|b| b.seal(64).ok()) else { return };
     let live = *Box::leak(Box::new(live)).descs().first().expect("one slice");
     let slice = |pool, buf, gen, off, len| SliceDesc { pool, buf, gen, off, len };
+    // At most what leaves the ring room for the six replies that follow.
     let foreign = pools.split(',').filter_map(|p| p.parse::<PoolId>().ok()).take(cgi::chan::FWD_CAP - 8);
     let forged = foreign.map(|p| slice(p, 0, 1, 0, 4096)).chain([
         slice(CGI_POOL, live.buf, live.gen ^ 0x0100_0000, 0, 64),
