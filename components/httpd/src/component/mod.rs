@@ -1004,6 +1004,8 @@ impl Httpd {
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);
         c.set("cgi_body_bytes_copied", self.cgi_body_copied);
+        c.set("cgi_file_refs_vouched", self.cgi_vouched);
+        c.set("cgi_file_refs_unheld", self.cgi_unheld_refs);
         let ds = self.d.stats();
         c.set("rejected_descriptors", ds.rejected_descriptors);
         c.set("rejected_foreign_pool", ds.rejected_foreign_pool);
