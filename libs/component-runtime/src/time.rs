@@ -423,7 +423,7 @@ mod tests {
         // Descheduled for 4 ms every 1000 accesses (a loaded host), the
         // first time inside the first reading's bracket, after the count
         // was read: that reading must not start the window.
-        let stall = |n: u64| if n == 3 || n % 1000 == 0 { 4 * 2_445_000 } else { 0 };
+        let stall = |n: u64| if n == 3 || n.is_multiple_of(1000) { 4 * 2_445_000 } else { 0 };
         assert!(close(fake_pit(2445, 4890, stall), 2445), "{:?}", fake_pit(2445, 4890, stall));
         // One stall longer than a PIT period (60 ms) inside the first
         // window: a whole period passes unseen, the window starts again.
