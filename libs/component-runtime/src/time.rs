@@ -5,7 +5,10 @@
 //! it from the platform-info MSR on the Intel models it knows and otherwise
 //! counts TSC cycles over a wrap-around of the PIT (a known 1.193182 MHz
 //! clock), and puts the result in the boot info (`archInfo`, MHz). The root
-//! task takes it from there ([`init_root_task`]) and the loader passes it to
+//! task checks it against its own measurement over 100 ms of the PIT
+//! ([`pit`]: the kernel's single window is easily disturbed under
+//! emulation) and keeps it when the two agree ([`init_root_task`]); the
+//! loader passes the rate in use to
 //! every component in its start record (`StartInfo::tsc_mhz`), which
 //! [`component_entry!`](crate::component_entry) hands to [`init_component`].
 //! No component needs a connection or a capability for it, and none
@@ -16,9 +19,9 @@
 //! says so in its log once, at start (`warning: no TSC rate ...`). Only
 //! timeouts and TCP timers depend on it, never correctness of data.
 //!
-//! Under QEMU's TCG the guest's TSC is the host's, and the kernel measures
-//! it against QEMU's PIT, which runs on the host's clock: the rate is the
-//! host's TSC rate, as it should be.
+//! Under QEMU's TCG the guest's TSC is the host's, and QEMU's PIT runs on
+//! the host's clock: measured against it, the rate is the host's TSC rate,
+//! as it should be.
 //!
 //! **The clock page** ([`ClockPage`]) is the ticker's: PIT ticks and the
 //! boot time from the RTC, for wall-clock time (HTTP dates) and for
