@@ -305,7 +305,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     match time::measured_tsc_mhz() {
-        Some(mhz) => log!("TCP timers on the TSC at {mhz} MHz (the kernel's calibration)"),
+        Some(mhz) => log!("TCP timers on the TSC at {mhz} MHz (measured at boot)"),
         None => warn!("TCP timers on the TSC at an assumed {} MHz", time::tsc_mhz()),
     }
     if cfg.dhcp {

@@ -71,11 +71,14 @@ pub enum ErrorCode {
     ChannelBusy = 13,
     /// Not allowed (an administrative call without `admin`).
     Denied = 14,
+    /// `vouch`: no other client holds that buffer at that generation (the
+    /// reference was made up, or is stale).
+    NotHeld = 15,
 }
 
 impl ErrorCode {
     /// Every code, in order.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::NotFound,
         ErrorCode::NotAFile,
         ErrorCode::NotADirectory,
@@ -90,6 +93,7 @@ impl ErrorCode {
         ErrorCode::TooManyOpen,
         ErrorCode::ChannelBusy,
         ErrorCode::Denied,
+        ErrorCode::NotHeld,
     ];
 
     /// The RPC return value for this error (negative).
@@ -193,7 +197,7 @@ mod tests {
         }
         assert_eq!(ErrorCode::from_ret(0), None);
         assert_eq!(ErrorCode::NotFound.ret(), -1);
-        assert_eq!(ErrorCode::from_ret(-15), None, "unknown codes are not guessed");
+        assert_eq!(ErrorCode::from_ret(-16), None, "unknown codes are not guessed");
     }
 
     #[test]
@@ -222,7 +226,7 @@ mod tests {
         let kinds = [FileKind::File, FileKind::Dir, FileKind::Symlink, FileKind::Other];
         assert_eq!(kinds.map(kind_code), [1, 2, 3, 4]);
         assert_eq!(kind_from_code(99), FileKind::Other);
-        assert_eq!((ErrorCode::ChannelBusy.ret(), ErrorCode::Denied.ret()), (-13, -14));
+        assert_eq!((ErrorCode::ChannelBusy.ret(), ErrorCode::Denied.ret(), ErrorCode::NotHeld.ret()), (-13, -14, -15));
         // A read of ONE_MESSAGE_READ bytes from the middle of a chunk touches
         // MAX_SLICES chunks, no more.
         let start = CHUNK_BYTES / 2;

@@ -30,9 +30,10 @@
 //!   opens files until fs refuses and reads them, keeping every buffer,
 //!   until fs refuses again; it shows that fs's per-client open-file table
 //!   and quota stop a client from starving the others. And
-//!   `/cgi-bin/hostile?mode=forge|garbage`: a hostile peer that forges
-//!   references into its reply ring or writes impossible ring heads
-//!   (`hostile_forge`, `hostile_garbage`).
+//!   `/cgi-bin/hostile?mode=forge|garbage|unheld`: a hostile peer that
+//!   forges references into its reply ring, writes impossible ring heads,
+//!   or names a file-cache buffer fs never lent it (`hostile_forge`,
+//!   `hostile_garbage`, `hostile_unheld`).
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
 //!
@@ -453,6 +454,7 @@ fn test_hook(
             match cgi::programs::query_param(query, "mode").unwrap_or("") {
                 "forge" => hostile_forge(d, id, cgi::programs::query_param(query, "pools").unwrap_or("")),
                 "garbage" => hostile_garbage(),
+                "unheld" => hostile_unheld(d, id),
                 _ => return None,
             }
             // Nothing more goes out on the reply ring (`MUTED`): httpd must
@@ -528,6 +530,37 @@ fn hostile_forge(d: &'static Domain, id: u32, pools: &str) {
         sent += 1;
     }
     log!("hostile: {sent} forged replies written");
+    glue::done::emit();
+}
+
+/// `/cgi-bin/hostile?mode=unheld` (test hook): a reply that looks right
+/// in every field: a header from our own pool, then a slice of a live
+/// buffer of fs's file pool, at its current published generation, that fs
+/// never lent us (we map the pool and read the generation). Every check a
+/// receiver can make on its own passes; only fs knows we do not hold it.
+fn hostile_unheld(d: &'static Domain, id: u32) {
+    let pages = d.pool_stats(FILE_POOL).map(|s| s.pages).unwrap_or(0);
+    let unheld = (0..pages).find_map(|buf| {
+        let (gen, sealed) = d.published(FILE_POOL, buf).ok()?;
+        let ours = d.holds(FILE_POOL, buf).ok()?;
+        let free = ours == iolite::Holds::default();
+        (iolite::pool::gen_is_live(gen) && sealed >= 16 && free).then_some((buf, gen, sealed.min(4096)))
+    });
+    let Some((buf, gen, len)) = unheld else {
+        log!("hostile: no live file buffer we do not hold");
+        return;
+    };
+    let Ok(head) = cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\n")) else {
+        return;
+    };
+    let head = *Box::leak(Box::new(head)).descs().first().expect("one slice");
+    let Some(mut ring) = raw_reply_ring() else { return };
+    MUTED.store(true, Ordering::Relaxed);
+    let mut desc = AggDesc { nslices: 2, flags: FLAG_EOF, tag: u64::from(id), ..AggDesc::default() };
+    desc.slices[0] = head;
+    desc.slices[1] = SliceDesc { pool: FILE_POOL, buf, gen, off: 0, len };
+    let pushed = ring.push(desc).is_ok();
+    log!("hostile: reply with file buffer {buf} (generation {gen:#x}, {len} bytes) written: {pushed}");
     glue::done::emit();
 }
 

@@ -494,6 +494,19 @@ impl glue::fs::FsIoLite for Server {
         0
     }
 
+    fn vouch(&mut self, buf: u32, generation: u32) -> i32 {
+        let client = caller();
+        // Releases first: a hold the other client gave back is not vouched
+        // for.
+        self.begin();
+        let r = match self.d.vouch(FS_POOL, buf, generation, PeerId(client as u8)) {
+            Ok(()) => 0,
+            Err(iolite::Error::QuotaExceeded) => ErrorCode::ChannelBusy.ret(),
+            Err(_) => ErrorCode::NotHeld.ret(),
+        };
+        r as i32
+    }
+
     fn set_budget(&mut self, bytes: u64) -> i32 {
         if !self.admin {
             return ErrorCode::Denied.ret() as i32;

@@ -106,6 +106,14 @@ const TICK_MS: u64 = 100;
 /// restart; `httpd.may_restart` must name it).
 const CGI_INSTANCE: &str = "cgi";
 
+/// Why fs did not vouch for a file buffer in a CGI reply.
+enum Vouch {
+    /// No other client holds it: the cgi made the reference up.
+    Forged(u32),
+    /// Our quota of fs buffers is used up: the reply must wait or fail.
+    Busy,
+}
+
 // ---- time --------------------------------------------------------------
 
 /// The ticker's clock page.
@@ -280,6 +288,10 @@ struct Httpd {
     cgi_copied: u64,
     /// Request bodies copied into the CGI request pool.
     cgi_body_copied: u64,
+    /// File buffers in CGI replies that fs vouched for, and that it did
+    /// not (the cgi named a buffer it does not hold).
+    cgi_vouched: u64,
+    cgi_unheld_refs: u64,
     request_copied: u64,
     send_errors: u64,
     cgi_restarts: u64,
@@ -391,6 +403,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         static_copied: 0,
         cgi_copied: 0,
         cgi_body_copied: 0,
+        cgi_vouched: 0,
+        cgi_unheld_refs: 0,
         request_copied: 0,
         send_errors: 0,
         cgi_restarts: 0,
@@ -763,6 +777,23 @@ impl Httpd {
                     return;
                 }
             };
+            if let Err(why) = self.vouch_file_slices(&r.agg) {
+                match why {
+                    Vouch::Forged(buf) => {
+                        error!("channel cgi_chan.B from cgi broken: file buffer {buf} it does not hold");
+                        self.restart_cgi("broke its reply channel");
+                        return;
+                    }
+                    Vouch::Busy => {
+                        let call_id = r.tag as u32;
+                        let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
+                        self.cgi_unavailable += 1;
+                        self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Unavailable));
+                        self.ready.push(id);
+                        continue;
+                    }
+                }
+            }
             let call_id = r.tag as u32;
             let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
             let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi_api::Failure::Fault) };
@@ -771,6 +802,38 @@ impl Httpd {
             self.cgi_copied += self.d.stats().bytes_copied - before;
             self.ready.push(id);
         }
+    }
+
+    /// A reply's slices of the file cache's pool are on the cgi's word: it
+    /// may name a buffer fs never lent it (the generation is public), or
+    /// return its hold to fs while we still send from the buffer. fs
+    /// vouches for each one: if the cgi holds it, we get a hold of our own
+    /// from fs, which keeps the buffer until netstack is done with it.
+    fn vouch_file_slices(&mut self, agg: &iolite::Aggregate<'_>) -> Result<(), Vouch> {
+        let mut done: [(u32, u32); iolite::MAX_SLICES] = [(u32::MAX, 0); iolite::MAX_SLICES];
+        let mut n = 0;
+        for s in agg.descs().iter().filter(|s| s.pool == FILE_POOL) {
+            if done[..n].contains(&(s.buf, s.gen)) {
+                continue;
+            }
+            match glue::fs::vouch(s.buf, s.gen) {
+                0 => {}
+                r if r as i64 == fs_api::ErrorCode::ChannelBusy.ret() => return Err(Vouch::Busy),
+                _ => {
+                    self.cgi_unheld_refs += 1;
+                    return Err(Vouch::Forged(s.buf));
+                }
+            }
+            if let Err(e) = self.d.take_vouched(FILE_POOL, s.buf, s.gen, FS) {
+                warn!("fs vouched for file buffer {} but it is not held here: {e:?}", s.buf);
+            }
+            self.cgi_vouched += 1;
+            if n < done.len() {
+                done[n] = (s.buf, s.gen);
+                n += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Has the supervisor restart the cgi, which did not answer in time or
@@ -931,6 +994,8 @@ impl Httpd {
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);
         c.set("cgi_body_bytes_copied", self.cgi_body_copied);
+        c.set("cgi_file_refs_vouched", self.cgi_vouched);
+        c.set("cgi_file_refs_unheld", self.cgi_unheld_refs);
         let ds = self.d.stats();
         c.set("rejected_descriptors", ds.rejected_descriptors);
         c.set("rejected_foreign_pool", ds.rejected_foreign_pool);

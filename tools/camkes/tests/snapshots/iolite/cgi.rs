@@ -231,6 +231,22 @@ pub mod glue {
             __n += 1;
             __ret
         }
+
+        /// `int vouch(in uint32_t buf, in uint32_t generation)` (label 8).
+        pub fn vouch(buf: u32, generation: u32) -> i32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            rt::set_mr(&mut __mrs, __n, buf as sel4::Word);
+            __n += 1;
+            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
+            __n += 1;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(8, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.vouch");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i32;
+            __n += 1;
+            __ret
+        }
     }
 
     /// `dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.

@@ -75,6 +75,8 @@ pub mod glue {
             fn reset(&mut self) -> i32;
             /// `int set_budget(in uint64_t bytes)`.
             fn set_budget(&mut self, bytes: u64) -> i32;
+            /// `int vouch(in uint32_t buf, in uint32_t generation)`.
+            fn vouch(&mut self, buf: u32, generation: u32) -> i32;
         }
 
         static SENDER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
@@ -272,6 +274,21 @@ pub mod glue {
                         return __rejected;
                     }
                     let __ret = server.set_budget(bytes);
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
+                8 => {
+                    let mut __n = 0usize;
+                    let mut buf = rt::get_mr(&mrs, __n) as u32;
+                    __n += 1;
+                    let mut generation = rt::get_mr(&mrs, __n) as u32;
+                    __n += 1;
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.vouch(buf, generation);
                     let mut __n = 0usize;
                     rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
                     __n += 1;
