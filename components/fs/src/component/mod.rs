@@ -499,7 +499,7 @@ impl glue::fs::FsIoLite for Server {
         // Releases first: a hold the other client gave back is not vouched
         // for.
         self.begin();
-        let r = match self.d.vouch(FS_POOL, buf, generation, PeerId(client as u8)) {
+        let r = match self.d.vouch(FILE_POOL, buf, generation, PeerId(client as u8)) {
             Ok(()) => 0,
             Err(iolite::Error::QuotaExceeded) => ErrorCode::ChannelBusy.ret(),
             Err(_) => ErrorCode::NotHeld.ret(),
