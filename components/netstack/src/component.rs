@@ -56,9 +56,7 @@ use core::sync::atomic::Ordering;
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::duplex::Control;
-use iolite::{
-    init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, RwRegion, Trust, Want,
-};
+use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, RwRegion, Trust, Want};
 use netstack::api::{Session, SessionStats};
 use netstack::client::{Client, ClientStats, Fault};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
@@ -74,25 +72,8 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(32 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/netstack.rs"));
 
-const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
-const HDR_POOL: PoolId = glue::attributes::HDR_POOL_ID as PoolId;
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
-/// Optional pools the client forwards slices of (web server: the file
-/// cache, CGI output); id 0 = not in this assembly (`maybe` dataport).
-const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
-const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
-/// Our pool dataports by name, for the assembly's grant lists.
-const POOLS: &[(&str, PoolId)] = &[
-    ("rx_pool", RX_POOL),
-    ("hdr_pool", HDR_POOL),
-    ("sock_pool", SOCK_POOL),
-    ("app_pool", APP_POOL),
-    ("file_pool", FILE_POOL),
-    ("cgi_pool", CGI_POOL),
-    ("cgi_req_pool", CGI_REQ_POOL),
-];
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{APP_POOL, HDR_POOL, RX_POOL, SOCK_POOL};
 
 /// 1: signal netdrv (`kick_drv`) when it asked for frames (it waits for
 /// its interrupt and this kick) and we queued some: it would otherwise
@@ -439,28 +420,30 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         map_pool!(owned d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
         map_pool!(foreign d, RX_POOL, glue::rx_pool, Trust::Trusted).expect("rx pool");
         map_pool!(foreign d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
-        if FILE_POOL != 0 {
-            map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
+        // Optional pools the client forwards slices of (web server: the
+        // file cache, CGI output), where the assembly connects them.
+        if let Some(id) = glue::pools::FILE_POOL {
+            map_pool!(foreign d, id, glue::file_pool, Trust::Trusted).expect("file pool");
         }
-        if CGI_POOL != 0 {
+        if let Some(id) = glue::pools::CGI_POOL {
             // Untrusted: its producer can rewrite its buffers, so no
             // checksum is ever cached for them.
-            map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
+            map_pool!(foreign d, id, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
         }
-        if CGI_REQ_POOL != 0 {
-            map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
+        if let Some(id) = glue::pools::CGI_REQ_POOL {
+            map_pool!(foreign d, id, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
         }
     }
     // What each peer may reference in what it sends us: netdrv its received
     // frames, the client the pools it maps (never our headers or netdrv's
     // receive pool), and our own buffers only where we lent them to it.
-    d.set_peer_pools_named(NETDRV, glue::attributes::LINK_REFS, POOLS).expect("link grant list");
-    d.set_peer_pools_named(CLIENT, glue::attributes::CLIENT_REFS, POOLS).expect("client grant list");
+    d.set_peer_pools_named(NETDRV, glue::attributes::LINK_REFS, glue::pools::ALL).expect("link grant list");
+    d.set_peer_pools_named(CLIENT, glue::attributes::CLIENT_REFS, glue::pools::ALL).expect("client grant list");
     // A client may hold this many of our buffers (received data) at once.
     let _ = d.set_quota(CLIENT, glue::attributes::CLIENT_QUOTA as u32);
     let has_client2 = mapped(start, glue::client2::VADDR);
     if has_client2 {
-        d.set_peer_pools_named(CLIENT2, glue::attributes::CLIENT2_REFS, POOLS).expect("client2 grant list");
+        d.set_peer_pools_named(CLIENT2, glue::attributes::CLIENT2_REFS, glue::pools::ALL).expect("client2 grant list");
         let _ = d.set_quota(CLIENT2, glue::attributes::CLIENT2_QUOTA as u32);
     }
 
@@ -575,7 +558,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     match time::measured_tsc_mhz() {
-        Some(mhz) => log!("TCP timers on the TSC at {mhz} MHz (the kernel's calibration)"),
+        Some(mhz) => log!("TCP timers on the TSC at {mhz} MHz (measured at boot)"),
         None => warn!("TCP timers on the TSC at an assumed {} MHz", time::tsc_mhz()),
     }
     if cfg.dhcp {
