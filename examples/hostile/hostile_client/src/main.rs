@@ -51,9 +51,11 @@ const PORT: u16 = glue::attributes::PORT as u16;
 const SEED: u64 = glue::attributes::SEED as u64;
 const _: () = assert!(glue::client::SIZE >= socket_api::REGION_BYTES);
 
-/// The pools as camkes/iolite.camkes numbers them (netstack maps them all;
-/// a hostile component needs no attribute to name a pool id).
-const POOLS: [u32; 7] = [1, 21, 22, 23, 24, 25, 26];
+/// The pools netstack maps: the compiler numbers a system's pools 1, 2,
+/// … in the order the assembly writes them (camkes/iolite.camkes has
+/// seven, netstack maps them all), so a hostile component guesses them
+/// without any attribute.
+const POOLS: [u32; 7] = [1, 2, 3, 4, 5, 6, 7];
 /// Ticks (10 Hz) it keeps the buffers it holds before breaking its channel.
 const HOLD_TICKS: u32 = 100;
 /// Most received buffers it keeps (netstack's quota for it is far lower).
