@@ -51,9 +51,16 @@ struct SessConn<'d> {
 /// the stack (TCP's receive window closes; counted in
 /// [`SessionStats::events_deferred`]); the other events use the rest, and
 /// an error report that finds the ring full is dropped
-/// ([`SessionStats::events_dropped`]).
+/// ([`SessionStats::events_dropped`]). Its listening sockets (every port's
+/// backlog together) are at most its listen budget
+/// ([`Session::with_listen_budget`]): socket rings come from one budget for
+/// all clients, so one client's listens must not take what another's
+/// listeners refill from.
 pub struct Session<'d> {
-    ports: Vec<u16>,
+    /// Ports listened on, with their backlogs.
+    ports: Vec<(u16, u16)>,
+    /// Listening sockets (backlogs) the client may hold in all.
+    listen_budget: usize,
     conns: Vec<SessConn<'d>>,
     events: VecDeque<(Event, Option<Aggregate<'d>>)>,
     max_pending: usize,
@@ -73,6 +80,9 @@ pub struct SessionStats {
     /// Sends refused with `WouldBlock` (the connection's held-back sends
     /// were at `max_pending`).
     pub sends_refused: u64,
+    /// Listens refused with `NoMemory` because they would exceed the
+    /// session's listen budget.
+    pub listens_refused: u64,
     /// `SendFull` events sent (a connection reached its window).
     pub send_full: u64,
 }
@@ -91,6 +101,7 @@ impl<'d> Session<'d> {
         let events_cap = events_cap.max(8);
         Self {
             ports: Vec::new(),
+            listen_budget: usize::MAX,
             conns: Vec::new(),
             events: VecDeque::with_capacity(events_cap),
             max_pending,
@@ -98,6 +109,24 @@ impl<'d> Session<'d> {
             stats: SessionStats::default(),
             queued_since_poll: false,
         }
+    }
+
+    /// Limits the client to `sockets` listening sockets, all its ports'
+    /// backlogs together (default: no limit but the stack's memory). A
+    /// listen beyond it fails with `NoMemory` and takes nothing.
+    pub fn with_listen_budget(mut self, sockets: usize) -> Self {
+        self.listen_budget = sockets;
+        self
+    }
+
+    /// Listening sockets the client holds (its ports' backlogs together).
+    pub fn listen_sockets(&self) -> usize {
+        self.ports.iter().map(|&(_, b)| b as usize).sum()
+    }
+
+    /// Connections the client holds.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
     }
 
     /// The session's bound counters.
@@ -143,9 +172,15 @@ impl<'d> Session<'d> {
         let conn = self.conns.iter().position(|c| c.id == id);
         let not_yours = || if stack.exists(id) { ErrorCode::NotYours } else { ErrorCode::NotFound };
         match req {
+            Request::Listen { backlog, .. }
+                if self.listen_sockets().saturating_add(backlog as usize) > self.listen_budget =>
+            {
+                self.stats.listens_refused += 1;
+                self.error(op, id, ErrorCode::NoMemory)
+            }
             Request::Listen { port, backlog } => match stack.listen(port, backlog as usize) {
                 Ok(()) => {
-                    self.ports.push(port);
+                    self.ports.push((port, backlog));
                     if !self.control(Event::Listening { port }) {
                         self.stats.events_dropped += 1;
                     }
@@ -153,10 +188,10 @@ impl<'d> Session<'d> {
                 Err(e) => self.error(op, id, e.into()),
             },
             Request::Unlisten { port } => {
-                if !self.ports.contains(&port) {
+                if !self.ports.iter().any(|&(p, _)| p == port) {
                     return self.error(op, id, ErrorCode::NotFound);
                 }
-                self.ports.retain(|&p| p != port);
+                self.ports.retain(|&(p, _)| p != port);
                 let _ = stack.unlisten(port);
             }
             Request::Send { .. } => {
@@ -257,38 +292,16 @@ impl<'d> Session<'d> {
         }
     }
 
-    /// One round of the stack for this session: [`NetStack::poll`], then
-    /// [`Session::poll`]; while that moved held-back data into TCP, the
-    /// stack is polled again (a few times at most) so that the data goes
-    /// out now. Returns how many times the stack was polled.
-    ///
-    /// Why: the acknowledgements a poll takes in are what make room for
-    /// held-back data, and only a poll transmits. A peer that acknowledges
-    /// everything in flight at once (Linux, whose delayed ACKs cover a
-    /// whole burst and whose window exceeds our send window) sends nothing
-    /// more after that ACK, so data queued after the poll waited for the
-    /// next timer wake-up: a keep-alive client fetching 1 MiB got one
-    /// send window per ticker period.
+    /// One round of the stack for this session alone: [`run`].
     pub fn run<P: NicPort<'d>>(&mut self, stack: &mut NetStack<'d>, now_ms: u64, port: &mut P) -> u32 {
-        let mut polls = 0;
-        loop {
-            self.queued_since_poll = false;
-            stack.poll(now_ms, port);
-            polls += 1;
-            self.poll(stack);
-            // Bounded: later rounds only find room freed by ACKs that
-            // arrived meanwhile; the frames that follow wake us anyway.
-            if !self.queued_since_poll || stack.tx_blocked() || polls == 4 {
-                return polls;
-            }
-        }
+        run(&mut [self], stack, now_ms, port)
     }
 
     /// After [`NetStack::poll`]: accepts connections, moves held-back data,
     /// and turns received data and state changes into events, as far as
     /// the event ring has room (the rest waits in the stack).
     pub fn poll(&mut self, stack: &mut NetStack<'d>) {
-        for p in self.ports.clone() {
+        for (p, _) in self.ports.clone() {
             // Peer + Accepted, then the connection's first data.
             while self.data_room(3) {
                 let Some(conn) = stack.accept(p) else { break };
@@ -351,6 +364,74 @@ impl<'d> Session<'d> {
     /// The next event to send to the client, with its tag and data.
     pub fn next_event(&mut self) -> Option<(Event, u64, Option<Aggregate<'d>>)> {
         self.events.pop_front().map(|(e, a)| (e, e.encode(), a))
+    }
+
+    /// The client is cut off (it broke its channel, or died): resets its
+    /// connections, stops listening on its ports and drops its held-back
+    /// sends and undelivered events, so that everything it held in the
+    /// stack (sockets, rings, references) goes back now. The session is
+    /// empty afterwards.
+    pub fn close_all(&mut self, stack: &mut NetStack<'d>) -> Closed {
+        let closed = Closed { connections: self.conns.len(), ports: self.ports.len(), events: self.events.len() };
+        for c in self.conns.drain(..) {
+            // Reset at once; the stack forgets the socket once it is closed.
+            let _ = stack.abort(c.id);
+        }
+        for (p, _) in self.ports.drain(..) {
+            let _ = stack.unlisten(p);
+        }
+        self.events.clear();
+        self.conns.shrink_to_fit();
+        self.ports.shrink_to_fit();
+        closed
+    }
+}
+
+/// What [`Session::close_all`] gave back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Closed {
+    /// Connections reset.
+    pub connections: usize,
+    /// Ports no longer listened on.
+    pub ports: usize,
+    /// Undelivered events dropped.
+    pub events: usize,
+}
+
+/// One round of the stack for its sessions (one per client):
+/// [`NetStack::poll`], then each [`Session::poll`]; while that moved
+/// held-back data into TCP, the stack is polled again (a few times at
+/// most) so that the data goes out now. Returns how many times the stack
+/// was polled.
+///
+/// Why: the acknowledgements a poll takes in are what make room for
+/// held-back data, and only a poll transmits. A peer that acknowledges
+/// everything in flight at once (Linux, whose delayed ACKs cover a
+/// whole burst and whose window exceeds our send window) sends nothing
+/// more after that ACK, so data queued after the poll waited for the
+/// next timer wake-up: a keep-alive client fetching 1 MiB got one
+/// send window per ticker period.
+pub fn run<'d, P: NicPort<'d>>(
+    sessions: &mut [&mut Session<'d>],
+    stack: &mut NetStack<'d>,
+    now_ms: u64,
+    port: &mut P,
+) -> u32 {
+    let mut polls = 0;
+    loop {
+        for s in sessions.iter_mut() {
+            s.queued_since_poll = false;
+        }
+        stack.poll(now_ms, port);
+        polls += 1;
+        for s in sessions.iter_mut() {
+            s.poll(stack);
+        }
+        // Bounded: later rounds only find room freed by ACKs that
+        // arrived meanwhile; the frames that follow wake us anyway.
+        if !sessions.iter().any(|s| s.queued_since_poll) || stack.tx_blocked() || polls == 4 {
+            return polls;
+        }
     }
 }
 
@@ -648,5 +729,103 @@ mod tests {
             sess.poll(&mut n.b);
         }
         assert_eq!(data, b"more request bytes", "deferred, not lost");
+    }
+
+    #[test]
+    fn a_clients_listens_stay_within_its_budget() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let ring = n.b.config().recv_window;
+        // A client allowed 4 listening sockets floods listens: what fits
+        // its budget is served, the rest refused with nothing taken.
+        let mut greedy = Session::with_events(4, 1024).with_listen_budget(4);
+        greedy.handle(&mut n.b, Request::Listen { port: 1000, backlog: 64 }.encode(), Aggregate::new(db));
+        for p in 1001..1100 {
+            greedy.handle(&mut n.b, Request::Listen { port: p, backlog: 2 }.encode(), Aggregate::new(db));
+        }
+        let evs: Vec<_> = core::iter::from_fn(|| greedy.next_event()).map(|e| e.0).collect();
+        let listening = evs.iter().filter(|e| matches!(e, Event::Listening { .. })).count();
+        let refused = evs.iter().filter(|e| matches!(e, Event::Error { code: ErrorCode::NoMemory, .. })).count();
+        assert_eq!((listening, refused), (2, 98));
+        assert_eq!(greedy.stats().listens_refused, 98);
+        assert_eq!(greedy.listen_sockets(), 4);
+        assert_eq!(n.b.socket_memory(), 4 * ring);
+        // Unlistening gives budget back.
+        greedy.handle(&mut n.b, Request::Unlisten { port: 1001 }.encode(), Aggregate::new(db));
+        greedy.handle(&mut n.b, Request::Listen { port: 1200, backlog: 2 }.encode(), Aggregate::new(db));
+        assert_eq!(greedy.next_event().map(|e| e.0), Some(Event::Listening { port: 1200 }));
+        // The other client's listener is served as before, through `run`
+        // with both sessions: its connection is accepted, and the greedy
+        // one cannot touch it.
+        let mut web = Session::new(4);
+        web.handle(&mut n.b, Request::Listen { port: 80, backlog: 8 }.encode(), Aggregate::new(db));
+        assert_eq!(web.next_event().map(|e| e.0), Some(Event::Listening { port: 80 }));
+        let ca = n.a.connect(([10, 0, 2, 16], 80), 41100).unwrap();
+        let mut conn = None;
+        for _ in 0..1000 {
+            n.step();
+            super::run(&mut [&mut greedy, &mut web], &mut n.b, n.now, &mut n.pb);
+            while let Some((ev, _, _)) = web.next_event() {
+                if let Event::Accepted { conn: c, .. } = ev {
+                    conn = Some(c);
+                }
+            }
+            if conn.is_some() {
+                break;
+            }
+        }
+        let cb = conn.expect("accepted");
+        assert!(greedy.next_event().is_none());
+        for r in [Request::Abort { conn: cb }, Request::Close { conn: cb }, Request::Send { conn: cb }] {
+            greedy.handle(&mut n.b, r.encode(), Aggregate::new(db));
+            assert!(matches!(greedy.next_event().map(|e| e.0), Some(Event::Error { code: ErrorCode::NotYours, .. })));
+        }
+        greedy.handle(&mut n.b, Request::Unlisten { port: 80 }.encode(), Aggregate::new(db));
+        assert!(matches!(greedy.next_event().map(|e| e.0), Some(Event::Error { code: ErrorCode::NotFound, .. })));
+        for _ in 0..20 {
+            n.step();
+        }
+        assert_eq!(n.a.state(ca), Ok(crate::TcpState::Established));
+        assert_eq!(n.b.state(cb), Ok(crate::TcpState::Established));
+    }
+
+    #[test]
+    fn closing_a_session_gives_everything_back() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::with_events(4, 64);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        sess.handle(&mut n.b, Request::Listen { port: 81, backlog: 2 }.encode(), Aggregate::new(db));
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41200);
+        // Held-back sends (a large response) and undelivered events (data).
+        let body = pattern(600_000, 9);
+        let big = make(db, &body);
+        for k in 0..4 {
+            sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), big.range(k * 150_000, 150_000).unwrap());
+        }
+        drop(big);
+        n.a.send(ca, make(n.da, b"unread request")).unwrap();
+        for _ in 0..10 {
+            n.step();
+            sess.poll(&mut n.b);
+        }
+        assert!(sess.events_queued() > 0);
+        assert!(db.pool_stats(crate::tests::APP).unwrap().buffers_in_use > 0);
+        let closed = sess.close_all(&mut n.b);
+        assert_eq!((closed.connections, closed.ports), (1, 2));
+        assert!(closed.events > 0);
+        assert_eq!((sess.connections(), sess.listen_sockets(), sess.events_queued()), (0, 0, 0));
+        for _ in 0..100 {
+            n.step();
+        }
+        // Sockets, rings and every reference the client's sends held.
+        assert_eq!(n.b.connections(), 0);
+        assert_eq!(n.b.socket_memory(), 0);
+        assert_eq!(n.b.held_send_bytes(), 0);
+        assert_eq!(db.pool_stats(crate::tests::APP).unwrap().buffers_in_use, 0);
+        // The peer was reset, and both ports are free.
+        assert!(n.a.state(ca) != Ok(crate::TcpState::Established));
+        assert_eq!(n.b.listen(80, 1), Ok(()));
+        assert_eq!(n.b.listen(81, 1), Ok(()));
     }
 }

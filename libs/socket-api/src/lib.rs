@@ -13,7 +13,11 @@
 //!
 //! The client runs above netstack and initialises the region; netstack
 //! attaches at start (and exits if it is not initialised). Each side wakes
-//! the other only for what it asked (the rings' "signal me" flags).
+//! the other only for what it asked (the rings' "signal me" flags). A
+//! second client region (`client2`, where an assembly connects it) is set
+//! up by its client whenever it starts: netstack attaches when it sees the
+//! generation, has no event for it (that client polls), and attaches a new
+//! incarnation only after the client's death (the system events page).
 //!
 //! ## Messages
 //! Every message is an IO-Lite aggregate and a tag: the tag carries the
@@ -426,6 +430,24 @@ counters::counters! {
         HdrPoolPagesInUse = "tcp_hdr_pool_pages_in_use",
         /// Pages of the received-data pool in use.
         SockPoolPagesInUse = "tcp_sock_pool_pages_in_use",
+        /// Listens refused: over the client's listen budget.
+        ListensRefused = "tcp_listens_refused",
+        /// Clients cut off for breaking a channel.
+        ClientsCutOff = "tcp_clients_cut_off",
+        /// Restarts asked of the supervisor for clients that broke a channel.
+        ClientRestartRequests = "tcp_client_restart_requests",
+        /// Requests from the second client (`client2`).
+        Client2Requests = "tcp_client2_requests",
+        /// Events to the second client.
+        Client2Events = "tcp_client2_events",
+        /// The second client's messages refused one by one (references
+        /// outside its grant list): its channel stayed up.
+        Client2Refused = "tcp_client2_refused",
+        /// The second client's descriptors rejected, whatever the reason.
+        Client2Rejected = "tcp_client2_rejected",
+        /// Releases refused: for buffers, generations or counts that the
+        /// sender was never lent (any peer).
+        BadReleases = "tcp_bad_releases",
     }
 }
 
@@ -470,7 +492,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 51] = [
+        let names: [&str; 59] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -522,6 +544,14 @@ mod tests {
             "tcp_channels_broken",
             "tcp_hdr_pool_pages_in_use",
             "tcp_sock_pool_pages_in_use",
+            "tcp_listens_refused",
+            "tcp_clients_cut_off",
+            "tcp_client_restart_requests",
+            "tcp_client2_requests",
+            "tcp_client2_events",
+            "tcp_client2_refused",
+            "tcp_client2_rejected",
+            "tcp_bad_releases",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

@@ -56,8 +56,7 @@ use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, Remote, Server};
 use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId,
-    PoolId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use outbox::Outbox;
 use socket_api::{ErrorCode, Event, Request};
@@ -66,11 +65,8 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(8 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/httpd.rs"));
 
-const HTTPD_POOL: PoolId = glue::attributes::HTTPD_POOL_ID as PoolId;
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const FILE_POOL: PoolId = fs_api::FS_POOL;
-const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{APP_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL, SOCK_POOL};
 
 const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
@@ -115,6 +111,14 @@ const TICK_MS: u64 = 100;
 /// The cgi's instance name in the assembly (what we ask the supervisor to
 /// restart; `httpd.may_restart` must name it).
 const CGI_INSTANCE: &str = "cgi";
+
+/// Why fs did not vouch for a file buffer in a CGI reply.
+enum Vouch {
+    /// No other client holds it: the cgi made the reference up.
+    Forged(u32),
+    /// Our quota of fs buffers is used up: the reply must wait or fail.
+    Busy,
+}
 
 // ---- time --------------------------------------------------------------
 
@@ -188,6 +192,10 @@ struct Httpd {
     cgi_copied: u64,
     /// Request bodies copied into the CGI request pool.
     cgi_body_copied: u64,
+    /// File buffers in CGI replies that fs vouched for, and that it did
+    /// not (the cgi named a buffer it does not hold).
+    cgi_vouched: u64,
+    cgi_unheld_refs: u64,
     request_copied: u64,
     send_errors: u64,
     cgi_restarts: u64,
@@ -218,7 +226,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): the dataports are mapped as the assembly
     // declares for as long as we run, used only through this domain.
     unsafe {
-        map_pool!(owned d, HTTPD_POOL, glue::app_pool, Trust::Trusted).expect("httpd pool");
+        map_pool!(owned d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
         map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
         // CGI output: the cgi can rewrite its buffers, so nothing keys a
@@ -230,16 +238,9 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
     // What each peer may reference in what it sends us (the assembly's
     // grant lists); our own buffers only where we lent them to that peer.
-    let pools = [
-        ("app_pool", HTTPD_POOL),
-        ("sock_pool", SOCK_POOL),
-        ("file_pool", FILE_POOL),
-        ("cgi_pool", CGI_POOL),
-        ("cgi_req_pool", CGI_REQ_POOL),
-    ];
-    d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, &pools).expect("netstack grant list");
-    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
-    d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, &pools).expect("cgi grant list");
+    d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, glue::pools::ALL).expect("netstack grant list");
+    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, glue::pools::ALL).expect("fs grant list");
+    d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, glue::pools::ALL).expect("cgi grant list");
 
     // --- the netstack region: we run above netstack, so we set it up
     // now, before anything that could block ---
@@ -262,13 +263,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         })
     }
     .expect("fs channel");
-    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(HTTPD_POOL)).expect("copy pool");
+    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(APP_POOL)).expect("copy pool");
     let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0 };
 
     let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
     // SAFETY: the clock dataport, mapped read-only for our lifetime.
     let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
-    let srv = Server::new(d, HTTPD_POOL, src, clock, cfg);
+    let srv = Server::new(d, APP_POOL, src, clock, cfg);
     // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
     // its control page is written by the cgi only.
     let cgi_control = unsafe { Control::of(rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE), cgi_api::chan::GEOMETRY) }
@@ -277,7 +278,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         d,
         srv,
         net,
-        events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(HTTPD_POOL)).expect("copy pool"),
+        events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(APP_POOL)).expect("copy pool"),
         events_guard: Guard::new(),
         outq: Outbox::new(OUTQ_CAP),
         by_net: BTreeMap::new(),
@@ -296,6 +297,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         static_copied: 0,
         cgi_copied: 0,
         cgi_body_copied: 0,
+        cgi_vouched: 0,
+        cgi_unheld_refs: 0,
         request_copied: 0,
         send_errors: 0,
         cgi_restarts: 0,
@@ -587,7 +590,7 @@ impl Httpd {
     /// into it): pull no more until netstack returns buffers.
     fn pool_low(&self) -> bool {
         self.d
-            .pool_stats(HTTPD_POOL)
+            .pool_stats(APP_POOL)
             .map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * POOL_LOW_QUARTERS)
             .unwrap_or(false)
     }
@@ -670,6 +673,23 @@ impl Httpd {
                     return;
                 }
             };
+            if let Err(why) = self.vouch_file_slices(&r.agg) {
+                match why {
+                    Vouch::Forged(buf) => {
+                        error!("channel cgi_chan.B from cgi broken: file buffer {buf} it does not hold");
+                        self.restart_cgi("broke its reply channel");
+                        return;
+                    }
+                    Vouch::Busy => {
+                        let call_id = r.tag as u32;
+                        let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
+                        self.cgi_unavailable += 1;
+                        self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Unavailable));
+                        self.ready.push(id);
+                        continue;
+                    }
+                }
+            }
             let call_id = r.tag as u32;
             let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
             let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi_api::Failure::Fault) };
@@ -678,6 +698,38 @@ impl Httpd {
             self.cgi_copied += self.d.stats().bytes_copied - before;
             self.ready.push(id);
         }
+    }
+
+    /// A reply's slices of the file cache's pool are on the cgi's word: it
+    /// may name a buffer fs never lent it (the generation is public), or
+    /// return its hold to fs while we still send from the buffer. fs
+    /// vouches for each one: if the cgi holds it, we get a hold of our own
+    /// from fs, which keeps the buffer until netstack is done with it.
+    fn vouch_file_slices(&mut self, agg: &iolite::Aggregate<'_>) -> Result<(), Vouch> {
+        let mut done: [(u32, u32); iolite::MAX_SLICES] = [(u32::MAX, 0); iolite::MAX_SLICES];
+        let mut n = 0;
+        for s in agg.descs().iter().filter(|s| s.pool == FILE_POOL) {
+            if done[..n].contains(&(s.buf, s.gen)) {
+                continue;
+            }
+            match glue::fs::vouch(s.buf, s.gen) {
+                0 => {}
+                r if r as i64 == fs_api::ErrorCode::ChannelBusy.ret() => return Err(Vouch::Busy),
+                _ => {
+                    self.cgi_unheld_refs += 1;
+                    return Err(Vouch::Forged(s.buf));
+                }
+            }
+            if let Err(e) = self.d.take_vouched(FILE_POOL, s.buf, s.gen, FS) {
+                warn!("fs vouched for file buffer {} but it is not held here: {e:?}", s.buf);
+            }
+            self.cgi_vouched += 1;
+            if n < done.len() {
+                done[n] = (s.buf, s.gen);
+                n += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Has the supervisor restart the cgi, which did not answer in time or
@@ -809,7 +861,7 @@ impl Httpd {
                 side: cgi_api::chan::HTTPD_SIDE,
             })
             .and_then(|link| {
-                let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(HTTPD_POOL))?;
+                let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(APP_POOL))?;
                 Ok(Cgi { link, copier, guard: Guard::new() })
             })
         };
@@ -838,6 +890,8 @@ impl Httpd {
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);
         c.set("cgi_body_bytes_copied", self.cgi_body_copied);
+        c.set("cgi_file_refs_vouched", self.cgi_vouched);
+        c.set("cgi_file_refs_unheld", self.cgi_unheld_refs);
         let ds = self.d.stats();
         c.set("rejected_descriptors", ds.rejected_descriptors);
         c.set("rejected_foreign_pool", ds.rejected_foreign_pool);
@@ -857,7 +911,7 @@ impl Httpd {
         c.set("heap_used", heap_used() as u64);
         c.set("netstack_requests_queued", self.outq.len() as u64);
         c.set("netstack_requests_refused", self.outq.refused());
-        if let Ok(p) = self.d.pool_stats(HTTPD_POOL) {
+        if let Ok(p) = self.d.pool_stats(APP_POOL) {
             c.set("pool_pages", u64::from(p.pages));
             c.set("pool_pages_in_use", u64::from(p.pages_in_use));
         }

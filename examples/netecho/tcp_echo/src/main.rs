@@ -33,7 +33,7 @@ use alloc::collections::BTreeMap;
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
-use iolite::{Aggregate, Domain, Duplex, Guard, Next, PeerId, PoolId, RwRegion, Trust, Want};
+use iolite::{Aggregate, Domain, Duplex, Guard, Next, PeerId, RwRegion, Trust, Want};
 use nic_api::DrvCounter;
 use outbox::Outbox;
 use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
@@ -42,8 +42,8 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/tcp_echo.rs"));
 
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{APP_POOL, SOCK_POOL};
 const ECHO_PORT: u16 = glue::attributes::ECHO_PORT as u16;
 const SOURCE_PORT: u16 = glue::attributes::SOURCE_PORT as u16;
 const NETSTACK: PeerId = PeerId(0);
