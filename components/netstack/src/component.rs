@@ -47,7 +47,6 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use component_runtime::events::{self, Watcher};
 use component_runtime::time::{self, now_ms, rdtsc};

@@ -56,7 +56,8 @@ use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, Remote, Server};
 use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust,
+    Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use outbox::Outbox;
 use socket_api::{ErrorCode, Event, Request};
