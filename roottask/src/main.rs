@@ -53,7 +53,14 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
         );
     }
     bootinfo::report(bootinfo);
-    component_runtime::time::init_root_task(bootinfo.arch_info());
+    // The PIT is ours until the ticker starts: check the kernel's TSC rate
+    // against it (component_runtime::time::pit).
+    let pit_mhz = component_runtime::time::pit::measure(
+        |port, v| sel4::x86_io_port_out8(sel4::CAP_IO_PORT, port, v).ok(),
+        |port| sel4::x86_io_port_in8(sel4::CAP_IO_PORT, port).ok(),
+        bootinfo.arch_info(),
+    );
+    component_runtime::time::init_root_task(bootinfo.arch_info(), pit_mhz);
 
     let mut objects = objects::ObjectAllocator::new(bootinfo);
     match selftest::thread_and_ipc(&mut objects) {

@@ -43,6 +43,8 @@ class NetClient:
 
     def __init__(self, host=DEFAULT_HOST):
         self.host = host
+        # The one connection the `... Connection` keywords keep open.
+        self.held = None
 
     # ---- helpers ---------------------------------------------------------
 
@@ -258,3 +260,41 @@ class NetClient:
         if bad:
             raise AssertionError("source: data does not match the pattern")
         return total / elapsed / 1e6
+
+    # ---- one connection kept open across keywords --------------------------
+
+    def open_connection(self, port, timeout=30):
+        """Opens a connection to `port` and keeps it for the keywords below
+        (one at a time)."""
+        if self.held is not None:
+            raise AssertionError("a connection is already open")
+        self.held = self._connect(port, timeout)
+
+    def send_on_connection(self, data, pieces=1, gap=0.3):
+        """Sends `data` (a string) `pieces` times, `gap` seconds apart, on the
+        open connection: separate segments the guest receives one by one."""
+        for i in range(int(pieces)):
+            if i:
+                time.sleep(float(gap))
+            self.held.sendall(data.encode())
+
+    def connection_should_be_closed_by_peer(self, timeout=30):
+        """Waits until the guest closes or resets the open connection (what
+        it sends meanwhile is read and dropped); then forgets it."""
+        s, self.held = self.held, None
+        s.settimeout(float(timeout))
+        try:
+            while s.recv(65536):
+                pass
+        except ConnectionResetError:
+            pass
+        except socket.timeout:
+            raise AssertionError(f"the connection is still open after {timeout} s")
+        finally:
+            s.close()
+
+    def close_connection(self):
+        """Closes the open connection, if any."""
+        if self.held is not None:
+            self.held.close()
+            self.held = None

@@ -281,6 +281,45 @@ class WebClient:
         return ok
 
     @keyword
+    def open_keep_alive_connections(self, count, path="/index.html"):
+        """Opens `count` connections and makes one checked request of `path`
+        on each; keeps them open for `Keep Alive Connections Should Serve`."""
+        self.kept = []
+        for _ in range(int(count)):
+            conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+            self.kept.append(conn)
+            self._kept_request(conn, path)
+
+    @keyword
+    def keep_alive_connections_should_serve(self, path="/index.html"):
+        """One more checked request of `path` on each connection `Open Keep
+        Alive Connections` opened (they must still be open); then closes
+        them."""
+        kept, self.kept = getattr(self, "kept", []), []
+        try:
+            for i, conn in enumerate(kept):
+                if conn.sock is None:
+                    raise AssertionError(f"connection {i} was closed")
+                try:
+                    self._kept_request(conn, path)
+                except (OSError, http.client.HTTPException) as e:
+                    raise AssertionError(f"connection {i}: {e!r}") from e
+        finally:
+            for conn in kept:
+                conn.close()
+        return len(kept)
+
+    def _kept_request(self, conn, path):
+        conn.request("GET", path)
+        r = conn.getresponse()
+        body = r.read()
+        wrong = self._check(path, "GET", r.status, {k.lower(): v for k, v in r.getheaders()}, body)
+        if wrong:
+            raise AssertionError(wrong)
+        if r.getheader("Connection", "").lower() == "close":
+            raise AssertionError(f"{path}: the server closed the connection")
+
+    @keyword
     def pipelined_requests(self, *paths):
         """All requests sent at once on one connection (the last with
         Connection: close); returns the statuses and checks the bodies

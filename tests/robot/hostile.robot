@@ -3,7 +3,8 @@ Documentation       A hostile cgi: the test hook /cgi-bin/hostile (test images o
 ...                 `cgi.test_hooks = 1`: tests/variants' webtest) attacks its peers through
 ...                 the rings it can write. mode=forge writes replies for httpd straight into
 ...                 the reply ring of cgi_chan, whose slices name pools the cgi may not
-...                 reference (httpd's application pool and netstack's socket pool: refused
+...                 reference (httpd's application pool and netstack's socket pool, their
+...                 ids read from the image's system.txt as an attacker would: refused
 ...                 and counted, the channel stays up) and then guessed generations and
 ...                 out-of-range buffers (the channel breaks). mode=garbage writes impossible
 ...                 heads into the reply ring of cgi_chan and into its release ring of
@@ -41,6 +42,17 @@ Hostile Request Gets No Forged Bytes
         Log    hostile request: ${r}
     END
 
+Pool Id Mapped By Httpd Not Cgi
+    [Arguments]    ${pool}
+    # The compiler derives pool ids; system.txt lists each pool's ends.
+    ${spec}=    Get File    ${WEBTEST_BUILD_DIR}/system/system.txt
+    ${rows}=    Evaluate    (lambda text, p: [l.split() for l in text.splitlines() if l.split()[:1] == [p]])($spec.split("\\nIO-Lite pools (ids derived from the assembly):\\n")[1], $pool)
+    Log    ${rows}
+    Should Be True    [r[2] for r in $rows].count("httpd." + $pool) == 1    httpd maps ${pool}
+    Should Be True    not any(r[2].startswith("cgi.") for r in $rows)    the cgi does not map ${pool}
+    Should Be True    len({r[1] for r in $rows}) == 1    one id at every end of ${pool}
+    RETURN    ${rows}[0][1]
+
 Counted Once
     [Arguments]    ${pattern}
     ${lines}=    Serial Lines So Far
@@ -62,8 +74,10 @@ The System Goes Idle
 
 *** Test Cases ***
 Forged References From The CGI Are Refused And Cost Only The CGI
+    ${app}=    Pool Id Mapped By Httpd Not Cgi    app_pool
+    ${sock}=    Pool Id Mapped By Httpd Not Cgi    sock_pool
     ${before}=    Stats Json
-    Hostile Request Gets No Forged Bytes    forge
+    Hostile Request Gets No Forged Bytes    forge&pools\=${app},${sock}
     Wait For Serial Line    ^\\[cgi\\] hostile: 8 forged replies written$
     # Pools outside the cgi's grant list: refused one by one, counted.
     Wait For Serial Line    ^\\[httpd\\] warning: cgi reply refused: ForeignPool$
@@ -111,4 +125,42 @@ Garbage Ring Heads From The CGI Break Only Its Channels
     The System Goes Idle
     Counted Once    ^\\[fs\\] error: channel channel2 from client 2 broken:
     Counted Once    ^\\[httpd\\] error: channel cgi_chan.B from cgi broken: CorruptRing$
+    Serial Should Stay Quiet About Faults    1s
+
+A File Buffer The CGI Never Received Is Refused By fs
+    [Documentation]    mode=unheld: the cgi replies with a header of its own and a slice of a
+    ...    live buffer of fs's file pool at its current published generation, a buffer fs
+    ...    never lent it (the cgi maps the pool and reads the generation). Every check httpd
+    ...    can make alone passes; fs, asked to vouch for the reference, finds no other
+    ...    client holding it. httpd breaks the cgi's channel, nothing of the buffer reaches
+    ...    the client, and /cgi-bin/page, whose fragments fs did lend the cgi, is still
+    ...    vouched for and served byte-exact.
+    # A cached page the cgi does not hold: the buffer it will name.
+    ${status}    ${h}    ${body}=    Fetch    /index.html
+    Should Be Equal As Integers    ${status}    200
+    ${before}=    Stats Json
+    Hostile Request Gets No Forged Bytes    unheld
+    Wait For Serial Line    ^\\[cgi\\] hostile: reply with file buffer \\d+ \\(generation 0x[0-9a-f]+, \\d+ bytes\\) written: true$
+    Wait For Serial Line    ^\\[httpd\\] error: channel cgi_chan.B from cgi broken: file buffer \\d+ it does not hold$
+    Wait For Serial Line    ^\\[httpd\\] cgi broke its reply channel: asking the supervisor to restart it$
+    Wait For Serial Line    ^\\[httpd\\] cgi died \\(death \\d+\\): 1 requests failed with 502,
+    Wait For Serial Line    ^\\[httpd\\] cgi restarted \\(generation \\d+\\): 0 requests failed with 502$
+    ${mid}=    Stats Json
+    Should Be Equal As Integers    ${mid}[httpd][cgi_file_refs_unheld]    ${${before}[httpd][cgi_file_refs_unheld] + 1}
+    Should Be Equal As Integers    ${mid}[httpd][cgi_restart_requests]    ${${before}[httpd][cgi_restart_requests] + 1}
+    # The page's fragments come from fs through the cgi: fs vouches for
+    # each, and the page holds every fragment's bytes.
+    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/page
+    Should Be Equal As Integers    ${status}    200
+    FOR    ${name}    IN    top    middle    bottom
+        ${fragment}=    Get Binary File    ${CURDIR}/../../site/fragments/${name}.html
+        Should Contain    ${body}    ${fragment}
+    END
+    ${after}=    Stats Json
+    Should Be True    ${after}[httpd][cgi_file_refs_vouched] > ${mid}[httpd][cgi_file_refs_vouched]
+    Should Be Equal As Integers    ${after}[httpd][cgi_file_refs_unheld]    ${mid}[httpd][cgi_file_refs_unheld]
+    ${n}=    Every File Should Be Byte Exact    ${WEBTEST_BUILD_DIR}/images/site.manifest
+    Should Be True    ${n} >= 10
+    The System Goes Idle
+    Counted Once    ^\\[httpd\\] error: channel cgi_chan.B from cgi broken: file buffer
     Serial Should Stay Quiet About Faults    1s

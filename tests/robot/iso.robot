@@ -3,7 +3,8 @@ Documentation       The bootable ISO (GRUB, multiboot) of the default image, the
 ...                 system: it reaches the root task the same way the QEMU -kernel boot
 ...                 does, starts every component and serves the site. This is the image
 ...                 for real PCs, so it is also where the default image is checked to
-...                 have none of the cgi's test hooks (tests/variants' webtest has them).
+...                 have none of the cgi's test hooks (tests/variants' webtest has them) and
+...                 no hostile client of netstack (tests/variants' nethostile has one).
 Library             OperatingSystem
 Library             QemuSystem    ${BUILD_DIR}
 Library             WebClient    ${PORT}
@@ -47,3 +48,14 @@ The Default Image Answers 404 For Every Test Hook
     ${elf}=    Get Binary File    ${BUILD_DIR}/system/elves/cgi.elf
     ${found}=    Evaluate    list(filter($elf.__contains__, (b"crash requested", b"crashing on purpose", b"spinning forever", b"slept ", b"not restarted: ", b"application/octet-stream", b"forged replies written", b"ring heads overwritten")))
     Should Be Empty    ${found}    the default image's cgi contains test hooks
+
+The Default Image Has No Hostile Client
+    # examples/hostile adds it to the whole system for the nethostile
+    # image only: neither its ELF, nor its text inside the root task (which
+    # carries every component), nor an instance in the spec.
+    File Should Not Exist    ${BUILD_DIR}/system/elves/hostile_client.elf
+    ${img}=    Get Binary File    ${BUILD_DIR}/images/roottask.elf
+    Should Not Be True    $img.__contains__(b"an honest client from now on")    the root task carries the hostile client
+    ${spec}=    Get File    ${BUILD_DIR}/system/system.txt
+    Should Not Contain    ${spec}    hostile
+    Should Contain    ${spec}    interface client2: Unconnected

@@ -3,6 +3,9 @@
 //! `cgi::chan`). Restartable: a fault restarts it and httpd serves on. On
 //! the host this binary is a stub.
 #![cfg_attr(target_os = "none", no_std, no_main)]
+// Sends that do not fit hand the aggregate back by value (`outbox`);
+// an aggregate is a few hundred bytes, which is fine.
+#![allow(clippy::result_large_err)]
 
 #[cfg(target_os = "none")]
 mod component;

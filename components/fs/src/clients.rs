@@ -128,10 +128,13 @@ pub fn queue_range<'d, D: BlockDevice>(
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::proto::{self, FS_POOL};
+    use crate::proto;
     use crate::testutil::{domain, map_pool, mkfs, own_pool, TempDir};
     use crate::Config;
     use iolite::{Attach, ChannelRx, Domain, Geometry, PeerId, RwRegion};
+
+    /// The file cache's pool (in a system, the id the compiler derives).
+    const FS_POOL: iolite::PoolId = 1;
 
     const GEOMETRY: Geometry = Geometry { fwd: proto::FWD_CAP, rel: proto::REL_CAP };
 

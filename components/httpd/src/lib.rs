@@ -37,6 +37,8 @@ pub mod range;
 pub mod request;
 pub mod server;
 pub mod source;
+#[cfg(any(test, feature = "testing"))]
+pub mod testing;
 
 #[cfg(test)]
 mod tests;

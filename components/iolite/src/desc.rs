@@ -15,7 +15,9 @@ use crate::MAX_SLICES;
 /// write anything into shared memory).
 pub unsafe trait Pod: Copy + 'static {}
 
-/// System-wide pool identifier (assigned by the system composition).
+/// System-wide pool identifier: derived by the compiler from the assembly
+/// (`glue::pools`, 1, 2, ...), or at least [`crate::FIRST_PRIVATE_POOL`]
+/// for a component's private pool.
 pub type PoolId = u32;
 
 /// One slice: a byte range inside one buffer of one pool.

@@ -87,6 +87,11 @@ pub use statics::{StaticMeta, StaticRegion};
 pub const MAX_SLICES: usize = 16;
 /// Maximum number of pools (own and foreign) one domain knows.
 pub const MAX_POOLS: usize = 16;
+/// The first id of a component's private pools: ids from here up are never
+/// given to a pool of the assembly (the compiler numbers those 1, 2, ...;
+/// `glue::pools`), so a pool shared with nobody (where a copying mode
+/// copies into) takes one without meeting a shared pool's id.
+pub const FIRST_PRIVATE_POOL: PoolId = 1 << 31;
 /// Maximum number of peers (channels' far ends) one domain exchanges holds with.
 pub const MAX_PEERS: usize = 6;
 

@@ -175,19 +175,7 @@ pub struct BufMeta {
 
 impl BufMeta {
     /// An unused entry, for initialising static tables.
-    pub const EMPTY: BufMeta = BufMeta {
-        gen: 0,
-        npages: 0,
-        state: BufState::Free,
-        dirty: false,
-        primary: NO_PEER,
-        local: 0,
-        lent: [0; MAX_PEERS],
-        recv: [0; MAX_PEERS],
-        ret: [0; MAX_PEERS],
-        quar: [0; MAX_PEERS],
-        taint: 0,
-    };
+    pub const EMPTY: BufMeta = BufMeta { primary: NO_PEER, ..BufMeta::ZERO };
 
     /// All zero bits (so a static table of them lives in `.bss`); not a
     /// valid unused entry (`primary` must be `NO_PEER`): tables are filled

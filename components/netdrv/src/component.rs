@@ -45,7 +45,7 @@ use e1000_regs::Mmio;
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::duplex::Control;
-use iolite::{Domain, Duplex, DuplexAttach, PeerId, PoolId, Trust, Want};
+use iolite::{Domain, Duplex, DuplexAttach, PeerId, Trust, Want};
 use netdrv::e1000::{self, Counter, Dma, Interrupt, Pull, TxRequest, E1000};
 use nic_api::{CounterPage, TxOffload};
 
@@ -64,23 +64,8 @@ const E1000_IDS: (u16, u16) = (0x8086, 0x100e);
 /// netstack's peer slot here (one channel each way).
 const NETSTACK: PeerId = PeerId(0);
 
-const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
-const HDR_POOL: PoolId = glue::attributes::HDR_POOL_ID as PoolId;
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
-const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
-const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
-/// Our pool dataports by name, for the assembly's grant lists.
-const POOLS: &[(&str, PoolId)] = &[
-    ("rx_pool", RX_POOL),
-    ("hdr_pool", HDR_POOL),
-    ("sock_pool", SOCK_POOL),
-    ("app_pool", APP_POOL),
-    ("file_pool", FILE_POOL),
-    ("cgi_pool", CGI_POOL),
-    ("cgi_req_pool", CGI_REQ_POOL),
-];
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{APP_POOL, HDR_POOL, RX_POOL, SOCK_POOL};
 
 const _: () = assert!(glue::link::SIZE >= nic_api::REGION_BYTES, "link dataport too small");
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
@@ -208,21 +193,21 @@ impl Driver {
             map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
             map_pool!(foreign d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
             // Pools of other producers whose buffers frames may carry (the
-            // web server's file cache and CGI output); id 0: not in this
-            // assembly (the `maybe` dataport is then unmapped).
-            if FILE_POOL != 0 {
-                map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
+            // web server's file cache and CGI output), where the assembly
+            // connects them (the `maybe` dataport is otherwise unmapped).
+            if let Some(id) = glue::pools::FILE_POOL {
+                map_pool!(foreign d, id, glue::file_pool, Trust::Trusted).expect("file pool");
             }
-            if CGI_POOL != 0 {
-                map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
+            if let Some(id) = glue::pools::CGI_POOL {
+                map_pool!(foreign d, id, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
             }
-            if CGI_REQ_POOL != 0 {
-                map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
+            if let Some(id) = glue::pools::CGI_REQ_POOL {
+                map_pool!(foreign d, id, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
             }
         }
         // Frames from netstack may point only into these pools, and into
         // our own only where we lent the buffer to netstack.
-        d.set_peer_pools_named(NETSTACK, glue::attributes::LINK_REFS, POOLS).expect("link grant list");
+        d.set_peer_pools_named(NETSTACK, glue::attributes::LINK_REFS, glue::pools::ALL).expect("link grant list");
 
         // --- the link with netstack (netstack, above us, set it up) ---
         // SAFETY: the link dataport, mapped read-write for our lifetime,

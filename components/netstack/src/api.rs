@@ -6,6 +6,7 @@
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use iolite::Aggregate;
+use outbox::Outbox;
 
 use crate::{ConnId, NetError, NetStack, NicPort, Recv};
 
@@ -27,7 +28,9 @@ impl From<NetError> for ErrorCode {
 
 struct SessConn<'d> {
     id: ConnId,
-    pending: VecDeque<Aggregate<'d>>,
+    /// Sends waiting for TCP's send buffer, in order (at most
+    /// `max_pending`).
+    pending: Outbox<Aggregate<'d>>,
     /// A `SendSpace` is owed (sends were held back or refused).
     blocked: bool,
     /// `SendFull` was sent and no `SendSpace` since.
@@ -48,9 +51,16 @@ struct SessConn<'d> {
 /// the stack (TCP's receive window closes; counted in
 /// [`SessionStats::events_deferred`]); the other events use the rest, and
 /// an error report that finds the ring full is dropped
-/// ([`SessionStats::events_dropped`]).
+/// ([`SessionStats::events_dropped`]). Its listening sockets (every port's
+/// backlog together) are at most its listen budget
+/// ([`Session::with_listen_budget`]): socket rings come from one budget for
+/// all clients, so one client's listens must not take what another's
+/// listeners refill from.
 pub struct Session<'d> {
-    ports: Vec<u16>,
+    /// Ports listened on, with their backlogs.
+    ports: Vec<(u16, u16)>,
+    /// Listening sockets (backlogs) the client may hold in all.
+    listen_budget: usize,
     conns: Vec<SessConn<'d>>,
     events: VecDeque<(Event, Option<Aggregate<'d>>)>,
     max_pending: usize,
@@ -58,9 +68,11 @@ pub struct Session<'d> {
     stats: SessionStats,
     /// Held-back bytes went into TCP since the stack's last poll.
     queued_since_poll: bool,
-    /// Connections to look at in the next [`Session::poll`]
-    /// ([`NetStack::take_touched`], and the ones just accepted).
+    /// The connections accepted in a poll (looked at in it), and the
+    /// touched ones [`Session::poll`] takes from the stack: buffers kept
+    /// between polls.
     visit: Vec<ConnId>,
+    touched: Vec<ConnId>,
     /// Look at every connection in the next [`Session::poll`] (events
     /// waited for ring room: they are made on a later visit).
     visit_all: bool,
@@ -76,6 +88,9 @@ pub struct SessionStats {
     /// Sends refused with `WouldBlock` (the connection's held-back sends
     /// were at `max_pending`).
     pub sends_refused: u64,
+    /// Listens refused with `NoMemory` because they would exceed the
+    /// session's listen budget.
+    pub listens_refused: u64,
     /// `SendFull` events sent (a connection reached its window).
     pub send_full: u64,
     /// Times a held-back send was offered to TCP and did not fit (work
@@ -97,6 +112,7 @@ impl<'d> Session<'d> {
         let events_cap = events_cap.max(8);
         Self {
             ports: Vec::new(),
+            listen_budget: usize::MAX,
             conns: Vec::new(),
             events: VecDeque::with_capacity(events_cap),
             max_pending,
@@ -104,8 +120,27 @@ impl<'d> Session<'d> {
             stats: SessionStats::default(),
             queued_since_poll: false,
             visit: Vec::new(),
+            touched: Vec::new(),
             visit_all: false,
         }
+    }
+
+    /// Limits the client to `sockets` listening sockets, all its ports'
+    /// backlogs together (default: no limit but the stack's memory). A
+    /// listen beyond it fails with `NoMemory` and takes nothing.
+    pub fn with_listen_budget(mut self, sockets: usize) -> Self {
+        self.listen_budget = sockets;
+        self
+    }
+
+    /// Listening sockets the client holds (its ports' backlogs together).
+    pub fn listen_sockets(&self) -> usize {
+        self.ports.iter().map(|&(_, b)| b as usize).sum()
+    }
+
+    /// Connections the client holds.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
     }
 
     /// The session's bound counters.
@@ -151,9 +186,15 @@ impl<'d> Session<'d> {
         let conn = self.conns.iter().position(|c| c.id == id);
         let not_yours = || if stack.exists(id) { ErrorCode::NotYours } else { ErrorCode::NotFound };
         match req {
+            Request::Listen { backlog, .. }
+                if self.listen_sockets().saturating_add(backlog as usize) > self.listen_budget =>
+            {
+                self.stats.listens_refused += 1;
+                self.error(op, id, ErrorCode::NoMemory)
+            }
             Request::Listen { port, backlog } => match stack.listen(port, backlog as usize) {
                 Ok(()) => {
-                    self.ports.push(port);
+                    self.ports.push((port, backlog));
                     if !self.control(Event::Listening { port }) {
                         self.stats.events_dropped += 1;
                     }
@@ -161,10 +202,10 @@ impl<'d> Session<'d> {
                 Err(e) => self.error(op, id, e.into()),
             },
             Request::Unlisten { port } => {
-                if !self.ports.contains(&port) {
+                if !self.ports.iter().any(|&(p, _)| p == port) {
                     return self.error(op, id, ErrorCode::NotFound);
                 }
-                self.ports.retain(|&p| p != port);
+                self.ports.retain(|&(p, _)| p != port);
                 let _ = stack.unlisten(port);
             }
             Request::Send { .. } => {
@@ -173,12 +214,13 @@ impl<'d> Session<'d> {
                 if c.close_requested {
                     return self.error(op, id, ErrorCode::NotConnected);
                 }
-                if c.pending.len() >= self.max_pending {
+                // Behind what waits (and `push_pending` sends it at once
+                // if TCP has room for all of it).
+                if c.pending.push(agg).is_err() {
                     c.blocked = true;
                     self.stats.sends_refused += 1;
                     return self.error(op, id, ErrorCode::WouldBlock);
                 }
-                c.pending.push_back(agg);
                 self.push_pending(stack, i);
             }
             Request::Close { .. } => {
@@ -188,7 +230,7 @@ impl<'d> Session<'d> {
             }
             Request::Abort { .. } => {
                 let Some(i) = conn else { return self.error(op, id, not_yours()) };
-                self.conns[i].pending.clear();
+                let _ = self.conns[i].pending.clear();
                 let _ = stack.abort(id);
             }
         }
@@ -197,57 +239,62 @@ impl<'d> Session<'d> {
     /// Moves held-back aggregates of connection `i` into TCP as space allows.
     fn push_pending(&mut self, stack: &mut NetStack<'d>, i: usize) {
         let c = &mut self.conns[i];
+        let id = c.id;
+        let (mut queued, mut failed, mut retries) = (false, None, 0);
         // No room at all on a connection that can still send (a peer that
         // does not read): nothing to try. (One that cannot send any more
         // goes on: its sends fail and the client is told.)
-        let stuck = !c.pending.is_empty() && stack.send_space(c.id) == Ok(0) && stack.may_send(c.id);
-        while let Some(a) = if stuck { None } else { c.pending.pop_front() } {
-            match stack.send(c.id, a) {
-                Ok(()) => self.queued_since_poll = true,
+        let stuck = !c.pending.is_empty() && stack.send_space(id) == Ok(0) && stack.may_send(id);
+        if !stuck {
+            c.pending.drain(|a| match stack.send(id, a) {
+                Ok(()) => {
+                    queued = true;
+                    Ok(())
+                }
                 Err((NetError::WouldBlock, mut a)) => {
-                    self.stats.send_retries += 1;
+                    retries += 1;
                     // Send what fits now: an aggregate larger than the whole
-                    // send window would otherwise never go (references
-                    // only: splitting copies nothing).
-                    let space = stack.send_space(c.id).unwrap_or(0);
-                    if space > 0 && space < a.len() {
-                        if let Ok(tail) = a.split_off(space) {
-                            match stack.send(c.id, a) {
-                                Ok(()) => self.queued_since_poll = true,
-                                Err((_, head)) => {
-                                    // Cannot happen (it fits); keep the order.
-                                    let mut whole = head;
-                                    if let Err((_, t)) = whole.append(tail) {
-                                        drop(t);
-                                    }
-                                    c.pending.push_front(whole);
-                                    break;
-                                }
+                    // send window would otherwise never go (references only:
+                    // splitting copies nothing). The rest waits, first.
+                    let space = stack.send_space(id).unwrap_or(0);
+                    if space == 0 || space >= a.len() {
+                        return Err(a);
+                    }
+                    let Ok(tail) = a.split_off(space) else { return Err(a) };
+                    match stack.send(id, a) {
+                        Ok(()) => {
+                            queued = true;
+                            Err(tail)
+                        }
+                        Err((_, mut whole)) => {
+                            // Cannot happen (it fits); keep the order.
+                            if let Err((_, t)) = whole.append(tail) {
+                                drop(t);
                             }
-                            c.pending.push_front(tail);
-                            break;
+                            Err(whole)
                         }
                     }
-                    c.pending.push_front(a);
-                    break;
                 }
-                Err((e, _dropped)) => {
-                    c.pending.clear();
-                    let ev = Event::Error { op: OP_SEND, id: c.id, code: e.into() };
-                    if !self.control(ev) {
-                        self.stats.events_dropped += 1;
-                    }
-                    // On to what an empty queue means (a close the client
-                    // asked for goes to TCP now: nothing may visit this
-                    // connection again).
-                    break;
+                Err((e, a)) => {
+                    failed = Some(e);
+                    Err(a)
                 }
+            });
+        }
+        self.stats.send_retries += retries;
+        self.queued_since_poll |= queued;
+        if let Some(e) = failed {
+            // The connection cannot send: what waits is dropped. On to what
+            // an empty queue means (a close the client asked for goes to
+            // TCP now: nothing may visit this connection again).
+            c.pending.clear();
+            let ev = Event::Error { op: OP_SEND, id, code: e.into() };
+            if !self.control(ev) {
+                self.stats.events_dropped += 1;
             }
         }
         let c = &mut self.conns[i];
-        if c.pending.is_empty() && c.pending.capacity() > 8 {
-            c.pending = VecDeque::new();
-        }
+        c.pending.shrink();
         let (id, full, was_blocked) = (c.id, !c.pending.is_empty(), c.blocked);
         if full && !c.full_sent {
             // Tell the client to stop (it would otherwise keep pulling its
@@ -276,44 +323,39 @@ impl<'d> Session<'d> {
         }
     }
 
-    /// One round of the stack for this session: [`NetStack::poll`], then
-    /// [`Session::poll`]; while that moved held-back data into TCP, the
-    /// stack is polled again (a few times at most) so that the data goes
-    /// out now. Returns how many times the stack was polled.
-    ///
-    /// Why: the acknowledgements a poll takes in are what make room for
-    /// held-back data, and only a poll transmits. A peer that acknowledges
-    /// everything in flight at once (Linux, whose delayed ACKs cover a
-    /// whole burst and whose window exceeds our send window) sends nothing
-    /// more after that ACK, so data queued after the poll waited for the
-    /// next timer wake-up: a keep-alive client fetching 1 MiB got one
-    /// send window per ticker period.
+    /// One round of the stack for this session alone: [`run`].
     pub fn run<P: NicPort<'d>>(&mut self, stack: &mut NetStack<'d>, now_ms: u64, port: &mut P) -> u32 {
-        let mut polls = 0;
-        loop {
-            self.queued_since_poll = false;
-            stack.poll(now_ms, port);
-            polls += 1;
-            self.poll(stack);
-            // Bounded: later rounds only find room freed by ACKs that
-            // arrived meanwhile; the frames that follow wake us anyway.
-            if !self.queued_since_poll || stack.tx_blocked() || polls == 4 {
-                return polls;
-            }
-        }
+        run(&mut [self], stack, now_ms, port)
     }
 
     /// After [`NetStack::poll`]: accepts connections, moves held-back data,
     /// and turns received data and state changes into events, as far as
-    /// the event ring has room (the rest waits in the stack).
+    /// the event ring has room (the rest waits in the stack). For a session
+    /// alone on its stack; with several, [`run`] hands each the same
+    /// touched connections.
     pub fn poll(&mut self, stack: &mut NetStack<'d>) {
-        for p in self.ports.clone() {
+        let mut touched = core::mem::take(&mut self.touched);
+        let all = stack.take_touched(&mut touched);
+        self.poll_touched(stack, &touched, all);
+        touched.clear();
+        self.touched = touched;
+    }
+
+    /// [`Session::poll`] given what the stack says may have changed since
+    /// the last poll (`NetStack::take_touched`): only those connections
+    /// (of this session's; others are ignored), the ones accepted now, or
+    /// with `all` every one, are looked at. The others cannot have anything
+    /// to do, so hundreds of idle or stalled connections cost a poll
+    /// nothing.
+    fn poll_touched(&mut self, stack: &mut NetStack<'d>, touched: &[ConnId], all: bool) {
+        let mut visit = core::mem::take(&mut self.visit);
+        for (p, _) in self.ports.clone() {
             // Peer + Accepted, then the connection's first data.
             while self.data_room(3) {
                 let Some(conn) = stack.accept(p) else { break };
                 self.conns.push(SessConn {
                     id: conn,
-                    pending: VecDeque::new(),
+                    pending: Outbox::new(self.max_pending),
                     blocked: false,
                     full_sent: false,
                     close_requested: false,
@@ -323,13 +365,11 @@ impl<'d> Session<'d> {
                     self.events.push_back((Event::Peer { addr, port }, None));
                 }
                 self.events.push_back((Event::Accepted { port: p, conn }, None));
+                // Its first data may have come with the handshake.
+                visit.push(conn);
             }
         }
-        // Only connections something happened to can have something to do
-        // (`NetStack::take_touched`): the others are not looked at, so
-        // hundreds of idle or stalled connections cost a poll nothing.
-        let mut visit = core::mem::take(&mut self.visit);
-        let all = stack.take_touched(&mut visit) | core::mem::take(&mut self.visit_all);
+        let all = all | core::mem::take(&mut self.visit_all);
         let mut deferred = false;
         if all {
             let mut i = 0;
@@ -339,7 +379,7 @@ impl<'d> Session<'d> {
                 }
             }
         } else {
-            for &id in &visit {
+            for &id in touched.iter().chain(visit.iter()) {
                 if let Some(i) = self.conns.iter().position(|c| c.id == id) {
                     self.visit(stack, i, &mut deferred);
                 }
@@ -402,6 +442,78 @@ impl<'d> Session<'d> {
     /// The next event to send to the client, with its tag and data.
     pub fn next_event(&mut self) -> Option<(Event, u64, Option<Aggregate<'d>>)> {
         self.events.pop_front().map(|(e, a)| (e, e.encode(), a))
+    }
+
+    /// The client is cut off (it broke its channel, or died): resets its
+    /// connections, stops listening on its ports and drops its held-back
+    /// sends and undelivered events, so that everything it held in the
+    /// stack (sockets, rings, references) goes back now. The session is
+    /// empty afterwards.
+    pub fn close_all(&mut self, stack: &mut NetStack<'d>) -> Closed {
+        let closed = Closed { connections: self.conns.len(), ports: self.ports.len(), events: self.events.len() };
+        for c in self.conns.drain(..) {
+            // Reset at once; the stack forgets the socket once it is closed.
+            let _ = stack.abort(c.id);
+        }
+        for (p, _) in self.ports.drain(..) {
+            let _ = stack.unlisten(p);
+        }
+        self.events.clear();
+        self.conns.shrink_to_fit();
+        self.ports.shrink_to_fit();
+        closed
+    }
+}
+
+/// What [`Session::close_all`] gave back.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Closed {
+    /// Connections reset.
+    pub connections: usize,
+    /// Ports no longer listened on.
+    pub ports: usize,
+    /// Undelivered events dropped.
+    pub events: usize,
+}
+
+/// One round of the stack for its sessions (one per client):
+/// [`NetStack::poll`], then each [`Session::poll`]; while that moved
+/// held-back data into TCP, the stack is polled again (a few times at
+/// most) so that the data goes out now. Returns how many times the stack
+/// was polled.
+///
+/// Why: the acknowledgements a poll takes in are what make room for
+/// held-back data, and only a poll transmits. A peer that acknowledges
+/// everything in flight at once (Linux, whose delayed ACKs cover a
+/// whole burst and whose window exceeds our send window) sends nothing
+/// more after that ACK, so data queued after the poll waited for the
+/// next timer wake-up: a keep-alive client fetching 1 MiB got one
+/// send window per ticker period.
+pub fn run<'d, P: NicPort<'d>>(
+    sessions: &mut [&mut Session<'d>],
+    stack: &mut NetStack<'d>,
+    now_ms: u64,
+    port: &mut P,
+) -> u32 {
+    let mut polls = 0;
+    let mut touched = Vec::new();
+    loop {
+        for s in sessions.iter_mut() {
+            s.queued_since_poll = false;
+        }
+        stack.poll(now_ms, port);
+        polls += 1;
+        // Every session sees what changed; each looks at its own.
+        touched.clear();
+        let all = stack.take_touched(&mut touched);
+        for s in sessions.iter_mut() {
+            s.poll_touched(stack, &touched, all);
+        }
+        // Bounded: later rounds only find room freed by ACKs that
+        // arrived meanwhile; the frames that follow wake us anyway.
+        if !sessions.iter().any(|s| s.queued_since_poll) || stack.tx_blocked() || polls == 4 {
+            return polls;
+        }
     }
 }
 
@@ -752,5 +864,146 @@ mod tests {
             sess.poll(&mut n.b);
         }
         assert_eq!(data, b"more request bytes", "deferred, not lost");
+    }
+
+    #[test]
+    fn a_clients_listens_stay_within_its_budget() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let ring = n.b.config().recv_window;
+        // A client allowed 4 listening sockets floods listens: what fits
+        // its budget is served, the rest refused with nothing taken.
+        let mut greedy = Session::with_events(4, 1024).with_listen_budget(4);
+        greedy.handle(&mut n.b, Request::Listen { port: 1000, backlog: 64 }.encode(), Aggregate::new(db));
+        for p in 1001..1100 {
+            greedy.handle(&mut n.b, Request::Listen { port: p, backlog: 2 }.encode(), Aggregate::new(db));
+        }
+        let evs: Vec<_> = core::iter::from_fn(|| greedy.next_event()).map(|e| e.0).collect();
+        let listening = evs.iter().filter(|e| matches!(e, Event::Listening { .. })).count();
+        let refused = evs.iter().filter(|e| matches!(e, Event::Error { code: ErrorCode::NoMemory, .. })).count();
+        assert_eq!((listening, refused), (2, 98));
+        assert_eq!(greedy.stats().listens_refused, 98);
+        assert_eq!(greedy.listen_sockets(), 4);
+        assert_eq!(n.b.socket_memory(), 4 * ring);
+        // Unlistening gives budget back.
+        greedy.handle(&mut n.b, Request::Unlisten { port: 1001 }.encode(), Aggregate::new(db));
+        greedy.handle(&mut n.b, Request::Listen { port: 1200, backlog: 2 }.encode(), Aggregate::new(db));
+        assert_eq!(greedy.next_event().map(|e| e.0), Some(Event::Listening { port: 1200 }));
+        // The other client's listener is served as before, through `run`
+        // with both sessions: its connection is accepted, and the greedy
+        // one cannot touch it.
+        let mut web = Session::new(4);
+        web.handle(&mut n.b, Request::Listen { port: 80, backlog: 8 }.encode(), Aggregate::new(db));
+        assert_eq!(web.next_event().map(|e| e.0), Some(Event::Listening { port: 80 }));
+        let ca = n.a.connect(([10, 0, 2, 16], 80), 41100).unwrap();
+        let mut conn = None;
+        for _ in 0..1000 {
+            n.step();
+            super::run(&mut [&mut greedy, &mut web], &mut n.b, n.now, &mut n.pb);
+            while let Some((ev, _, _)) = web.next_event() {
+                if let Event::Accepted { conn: c, .. } = ev {
+                    conn = Some(c);
+                }
+            }
+            if conn.is_some() {
+                break;
+            }
+        }
+        let cb = conn.expect("accepted");
+        assert!(greedy.next_event().is_none());
+        for r in [Request::Abort { conn: cb }, Request::Close { conn: cb }, Request::Send { conn: cb }] {
+            greedy.handle(&mut n.b, r.encode(), Aggregate::new(db));
+            assert!(matches!(greedy.next_event().map(|e| e.0), Some(Event::Error { code: ErrorCode::NotYours, .. })));
+        }
+        greedy.handle(&mut n.b, Request::Unlisten { port: 80 }.encode(), Aggregate::new(db));
+        assert!(matches!(greedy.next_event().map(|e| e.0), Some(Event::Error { code: ErrorCode::NotFound, .. })));
+        for _ in 0..20 {
+            n.step();
+        }
+        assert_eq!(n.a.state(ca), Ok(crate::TcpState::Established));
+        assert_eq!(n.b.state(cb), Ok(crate::TcpState::Established));
+    }
+
+    #[test]
+    fn every_session_on_a_stack_sees_its_own_connections_change() {
+        // Two clients' sessions on one stack, run together: what the stack
+        // reports touched is every session's, so the first one must not
+        // take it away from the second.
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut one = Session::new(4);
+        let mut two = Session::new(4);
+        one.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        two.handle(&mut n.b, Request::Listen { port: 81, backlog: 4 }.encode(), Aggregate::new(db));
+        let a1 = n.a.connect(([10, 0, 2, 16], 80), 41300).unwrap();
+        let a2 = n.a.connect(([10, 0, 2, 16], 81), 41301).unwrap();
+        let (mut got1, mut got2) = (Vec::new(), Vec::new());
+        let mut sent = false;
+        for _ in 0..2000 {
+            n.step();
+            super::run(&mut [&mut one, &mut two], &mut n.b, n.now, &mut n.pb);
+            for (sess, got) in [(&mut one, &mut got1), (&mut two, &mut got2)] {
+                while let Some((ev, _, agg)) = sess.next_event() {
+                    if let (Event::Data { .. }, Some(a)) = (ev, agg) {
+                        a.slices().for_each(|s| got.extend_from_slice(s));
+                    }
+                }
+            }
+            let up = |st| st == Ok(crate::TcpState::Established);
+            if !sent && up(n.a.state(a1)) && up(n.a.state(a2)) && one.connections() == 1 && two.connections() == 1 {
+                // Accepted and idle: from now on only the segments tell.
+                for _ in 0..5 {
+                    n.step();
+                    super::run(&mut [&mut one, &mut two], &mut n.b, n.now, &mut n.pb);
+                }
+                n.a.send(a1, make(n.da, b"to the first")).unwrap();
+                n.a.send(a2, make(n.da, b"to the second")).unwrap();
+                sent = true;
+            }
+            if got1.len() == 12 && got2.len() == 13 {
+                break;
+            }
+        }
+        assert_eq!((&got1[..], &got2[..]), (&b"to the first"[..], &b"to the second"[..]));
+    }
+
+    #[test]
+    fn closing_a_session_gives_everything_back() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::with_events(4, 64);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        sess.handle(&mut n.b, Request::Listen { port: 81, backlog: 2 }.encode(), Aggregate::new(db));
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41200);
+        // Held-back sends (a large response) and undelivered events (data).
+        let body = pattern(600_000, 9);
+        let big = make(db, &body);
+        for k in 0..4 {
+            sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), big.range(k * 150_000, 150_000).unwrap());
+        }
+        drop(big);
+        n.a.send(ca, make(n.da, b"unread request")).unwrap();
+        for _ in 0..10 {
+            n.step();
+            sess.poll(&mut n.b);
+        }
+        assert!(sess.events_queued() > 0);
+        assert!(db.pool_stats(crate::tests::APP).unwrap().buffers_in_use > 0);
+        let closed = sess.close_all(&mut n.b);
+        assert_eq!((closed.connections, closed.ports), (1, 2));
+        assert!(closed.events > 0);
+        assert_eq!((sess.connections(), sess.listen_sockets(), sess.events_queued()), (0, 0, 0));
+        for _ in 0..100 {
+            n.step();
+        }
+        // Sockets, rings and every reference the client's sends held.
+        assert_eq!(n.b.connections(), 0);
+        assert_eq!(n.b.socket_memory(), 0);
+        assert_eq!(n.b.held_send_bytes(), 0);
+        assert_eq!(db.pool_stats(crate::tests::APP).unwrap().buffers_in_use, 0);
+        // The peer was reset, and both ports are free.
+        assert!(n.a.state(ca) != Ok(crate::TcpState::Established));
+        assert_eq!(n.b.listen(80, 1), Ok(()));
+        assert_eq!(n.b.listen(81, 1), Ok(()));
     }
 }

@@ -6,9 +6,24 @@
 //!   reference) with the checksum offload request in the tag. We run above
 //!   netdrv, so we set the region up at start.
 //! * **Above:** the `client` duplex with the socket client (tcp_echo,
-//!   httpd): channel A carries [`Event`]s to it, channel B its requests
-//!   (the `socket-api` protocol, [`netstack::api`] the state machine). The
-//!   client runs above us and set it up.
+//!   httpd): channel A carries events to it, channel B its requests (the
+//!   `socket-api` protocol, [`netstack::api`] the state machine,
+//!   [`netstack::client`] one client's end). The client runs above us and
+//!   set it up. An assembly may connect a second client region, `client2`
+//!   (examples/hostile: a hostile test client): attached when its client
+//!   set it up, never signalled (we have no event for it: it polls).
+//! * **Clients that break the protocol:** a client writes its whole
+//!   region, so a corrupt ring or a forged descriptor breaks that channel
+//!   ([`iolite::Guard`]). We report it once (`channel client2.B from
+//!   hostile broken: CorruptRing`) and cut the client off: its connections
+//!   are reset, its ports closed, its requests never read again; its
+//!   releases are still taken. If we subscribe to system events and the
+//!   assembly lets us restart it (`may_restart`), we have it restarted; its
+//!   death runs the IO-Lite death protocol here (what we lent it is
+//!   quarantined until the death is settled) and its new incarnation is
+//!   attached when it sets the region up again. A region set up again
+//!   without a death is not attached (a live client could otherwise make us
+//!   forget what it holds).
 //! * **Wake-ups:** we block only on our `wake` notification (netdrv, the
 //!   client's kick, the ticker), after asking each peer, through the
 //!   regions' "signal me" flags, for what we wait for: frames, requests,
@@ -32,16 +47,19 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::VecDeque;
+use alloc::vec::Vec;
+use component_runtime::events::{self, Watcher};
 use component_runtime::time::{self, now_ms, rdtsc};
 use component_runtime::{error, log, warn};
 use core::sync::atomic::Ordering;
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::duplex::Control;
-use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, Trust, Want};
-use netstack::api::{Event, Session};
+use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, RwRegion, Trust, Want};
+use netstack::api::{Session, SessionStats};
+use netstack::client::{Client, ClientStats, Fault};
 use netstack::{Config, NetStack, NicPort, TxChecksum, TxFrame};
+use outbox::Outbox;
 use socket_api::{CounterPage, StackCounter as S, Values};
 
 component_runtime::component_entry!(main);
@@ -54,25 +72,8 @@ component_runtime::component_entry!(main);
 component_runtime::global_heap!(32 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/netstack.rs"));
 
-const RX_POOL: PoolId = glue::attributes::RX_POOL_ID as PoolId;
-const HDR_POOL: PoolId = glue::attributes::HDR_POOL_ID as PoolId;
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
-/// Optional pools the client forwards slices of (web server: the file
-/// cache, CGI output); id 0 = not in this assembly (`maybe` dataport).
-const FILE_POOL: PoolId = glue::attributes::FILE_POOL_ID as PoolId;
-const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
-/// Our pool dataports by name, for the assembly's grant lists.
-const POOLS: &[(&str, PoolId)] = &[
-    ("rx_pool", RX_POOL),
-    ("hdr_pool", HDR_POOL),
-    ("sock_pool", SOCK_POOL),
-    ("app_pool", APP_POOL),
-    ("file_pool", FILE_POOL),
-    ("cgi_pool", CGI_POOL),
-    ("cgi_req_pool", CGI_REQ_POOL),
-];
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{APP_POOL, HDR_POOL, RX_POOL, SOCK_POOL};
 
 /// 1: signal netdrv (`kick_drv`) when it asked for frames (it waits for
 /// its interrupt and this kick) and we queued some: it would otherwise
@@ -83,7 +84,12 @@ const POOLS: &[(&str, PoolId)] = &[
 const NIC_KICK: bool = glue::attributes::NIC_KICK != 0;
 const NETDRV: PeerId = PeerId(0);
 const CLIENT: PeerId = PeerId(1);
-const _: () = assert!(glue::link::SIZE >= nic_api::REGION_BYTES && glue::client::SIZE >= socket_api::REGION_BYTES);
+const CLIENT2: PeerId = PeerId(2);
+const _: () = assert!(
+    glue::link::SIZE >= nic_api::REGION_BYTES
+        && glue::client::SIZE >= socket_api::REGION_BYTES
+        && glue::client2::SIZE >= socket_api::REGION_BYTES
+);
 
 /// Frames queued for netdrv beyond the ring (smoltcp stops emitting when
 /// this is full; they go out as the ring drains).
@@ -107,7 +113,9 @@ struct Port {
     /// Frames are held back, or our pools run low: wait for netdrv to
     /// return buffers.
     want_releases: bool,
-    queue: VecDeque<TxFrame<'static>>,
+    /// Frames waiting for room in netdrv's ring, in order; at most
+    /// `TX_QUEUE` plus a batch of replies (see `transmit`).
+    queue: Outbox<TxFrame<'static>>,
     rx_errors: u64,
     held_back: u64,
     /// Frames handed to netdrv (posted on the link).
@@ -122,12 +130,9 @@ impl NicPort<'static> for Port {
     fn transmit(&mut self, frame: TxFrame<'static>) -> Result<(), TxFrame<'static>> {
         // Beyond TX_QUEUE only replies to received frames come here (the
         // stack's own segments wait on can_transmit): at most one per frame
-        // netdrv hands us in a batch.
-        if self.queue.len() >= TX_QUEUE + nic_api::FWD_CAP {
-            return Err(frame);
-        }
-        self.queue.push_back(frame);
-        Ok(())
+        // netdrv hands us in a batch, which the queue's bound leaves room
+        // for.
+        self.queue.push(frame)
     }
 
     fn receive(&mut self) -> Option<Aggregate<'static>> {
@@ -152,22 +157,18 @@ impl Port {
     /// `starving`: our pools run low, so netdrv should wake us when it
     /// returns buffers (it holds frames' buffers until they are sent).
     fn flush(&mut self, starving: bool) {
-        while let Some(f) = self.queue.pop_front() {
-            let tag = f.offload.tag();
-            if let Err((_, agg, broke)) = self.tx_guard.send(&mut self.link.tx, f.agg, tag, 0) {
+        let (tx, guard) = (&mut self.link.tx, &mut self.tx_guard);
+        self.posted += self.queue.drain(|f| {
+            guard.send(tx, f.agg, f.offload.tag(), 0).map_err(|(_, agg, broke)| {
                 if let Some(e) = broke {
                     error!("channel link.B from netdrv broken: {e:?}");
                 }
-                if self.tx_guard.broken().is_some() {
-                    // Nobody will send them: their holds go back now.
-                    drop(agg);
-                    self.queue.clear();
-                } else {
-                    self.queue.push_front(TxFrame { agg, offload: f.offload });
-                }
-                break;
-            }
-            self.posted += 1;
+                TxFrame { agg, offload: f.offload }
+            })
+        }) as u64;
+        if self.tx_guard.broken().is_some() {
+            // Nobody will send them: their holds go back now.
+            self.queue.clear();
         }
         let waiting = !self.queue.is_empty();
         if waiting {
@@ -177,33 +178,222 @@ impl Port {
     }
 }
 
+/// One client region we serve (`client`, and `client2` where the
+/// assembly connects it) and what we know of the client at its other end.
+struct Slot {
+    /// The region's dataport name, for reports (`channel client.B ...`).
+    region_name: &'static str,
+    /// The client, for reports, the events page and restart requests: its
+    /// instance name where the assembly tells us (`client2_name`), else
+    /// "client".
+    who: &'static str,
+    peer: PeerId,
+    region: RwRegion,
+    control: Control,
+    /// We signal it through `event` (the first client only).
+    signalled: bool,
+    /// Listening sockets its session may hold.
+    listen_budget: usize,
+    /// The generation we attached to (0: not yet).
+    generation: u64,
+    /// The generation last seen while the client was alive, and at its
+    /// death: a new incarnation is attached once the region shows another
+    /// one (what the dead one left there is not attached again).
+    seen: u64,
+    dead_generation: u64,
+    client: Option<Client<'static>>,
+    /// The session, kept across incarnations (its counters), while no
+    /// client is attached.
+    spare: Option<Session<'static>>,
+    /// Its record in the events page (with the death protocol, and a name).
+    index: Option<usize>,
+    /// Its latest death, and whether it is still to be confirmed (nothing
+    /// it gave us in use) and to be followed by a new attachment.
+    death: u64,
+    unconfirmed: bool,
+    dead: bool,
+    /// We ask the supervisor to restart it when it breaks a channel.
+    restart: bool,
+    /// Reported a region set up again without a death (once per
+    /// attachment).
+    warned: bool,
+    /// What its earlier incarnations did (counters only grow).
+    retired: ClientStats,
+    broken_before: u64,
+    cut_off: u64,
+    restart_requests: u64,
+}
+
+impl Slot {
+    fn stats(&self) -> ClientStats {
+        let c = self.client.as_ref().map(|c| c.stats()).unwrap_or_default();
+        let r = self.retired;
+        ClientStats {
+            requests: r.requests + c.requests,
+            events: r.events + c.events,
+            accepted: r.accepted + c.accepted,
+            refused: r.refused + c.refused,
+        }
+    }
+
+    fn session_stats(&self) -> SessionStats {
+        match (&self.client, &self.spare) {
+            (Some(c), _) => c.session_ref().stats(),
+            (None, Some(s)) => s.stats(),
+            (None, None) => SessionStats::default(),
+        }
+    }
+
+    fn channels_broken(&self) -> u64 {
+        self.broken_before + self.client.as_ref().map_or(0, |c| c.channels_broken() as u64)
+    }
+
+    /// Reports a channel the client broke, once.
+    fn report(&self, f: Fault) {
+        error!(
+            "channel {}.{} from {} broken: {:?}{}",
+            self.region_name,
+            f.channel.letter(),
+            self.who,
+            f.why,
+            if f.releases { " (its releases)" } else { "" }
+        );
+    }
+
+    /// Attaches to the region when its client set it up: at first, and
+    /// after the client's death when a new incarnation set it up again.
+    fn check_attach(&mut self, d: &'static Domain) {
+        let g = self.control.generation();
+        if !self.dead {
+            self.seen = g;
+        }
+        if g == 0 || g == self.generation || (self.dead && g == self.dead_generation) {
+            return;
+        }
+        if self.generation != 0 && !self.dead {
+            if !core::mem::replace(&mut self.warned, true) {
+                warn!(
+                    "{} set its region {} up again without dying (generation {g}): not attached",
+                    self.who, self.region_name
+                );
+            }
+            return;
+        }
+        if self.dead {
+            // The new incarnation is served; what the old one was lent
+            // stays quarantined until its death is settled.
+            let _ = d.peer_restarted(self.peer);
+            self.dead = false;
+        }
+        self.generation = g;
+        self.warned = false;
+        // SAFETY: the region is mapped read-write for our lifetime and
+        // shared with the client alone; it set it up (the generation) and
+        // we are its only side A. A client that lies about it breaks only
+        // its own channels (the guards).
+        let attached = unsafe {
+            Duplex::attach(DuplexAttach {
+                domain: d,
+                peer: self.peer,
+                region: self.region,
+                geometry: socket_api::GEOMETRY,
+                side: socket_api::STACK_SIDE,
+            })
+        };
+        match attached {
+            Ok(duplex) => {
+                let session = self.spare.take().unwrap_or_else(|| Session::with_events(MAX_PENDING, EVENTS_CAP));
+                self.client = Some(Client::new(duplex, session.with_listen_budget(self.listen_budget)));
+                if self.peer != CLIENT {
+                    log!("{} attached on {} (generation {g})", self.who, self.region_name);
+                }
+            }
+            Err(e) => error!("{}'s region {} (generation {g}) cannot be attached: {e:?}", self.who, self.region_name),
+        }
+    }
+
+    /// Cuts off a client that broke a channel; has it restarted where we
+    /// may.
+    fn cut_off(&mut self, stack: &mut NetStack<'static>) {
+        let Some(c) = self.client.as_mut() else { return };
+        let Some(closed) = c.cut_off(stack) else { return };
+        self.cut_off += 1;
+        log!(
+            "{} cut off: {} connections reset, {} ports closed, {} events dropped",
+            self.who,
+            closed.connections,
+            closed.ports,
+            closed.events
+        );
+        if self.restart {
+            log!("{} broke its channel: asking the supervisor to restart it", self.who);
+            self.restart_requests += 1;
+            if let Err(e) = component_runtime::restart(self.who) {
+                error!("restart of {} failed: {e}", self.who);
+            }
+        }
+    }
+
+    /// The client died: cut it off (if it was not), forget what it granted
+    /// us and quarantine what we lent it.
+    fn died(&mut self, d: &'static Domain, stack: &mut NetStack<'static>, death: u64) {
+        self.death = death;
+        self.dead = true;
+        self.dead_generation = self.seen;
+        self.unconfirmed = true;
+        if let Some(mut c) = self.client.take() {
+            if !c.is_cut_off() {
+                c.close(stack);
+            }
+            let s = c.stats();
+            self.retired.requests += s.requests;
+            self.retired.events += s.events;
+            self.retired.accepted += s.accepted;
+            self.retired.refused += s.refused;
+            self.broken_before += c.channels_broken() as u64;
+            self.spare = Some(c.into_session());
+        }
+        let quarantined = d.peer_failed(self.peer).unwrap_or(0);
+        log!("{} died (death {death}): {quarantined} buffers lent to it quarantined", self.who);
+    }
+
+    /// Confirms its latest death once nothing it gave us is in use.
+    fn confirm(&mut self, d: &'static Domain) {
+        if let (true, Some(i)) = (self.unconfirmed, self.index) {
+            if d.tainted(self.peer).unwrap_or(0) == 0 {
+                self.unconfirmed = false;
+                events::confirm_settled(i, self.death);
+            }
+        }
+    }
+}
+
 struct Node {
     d: &'static Domain,
     stack: NetStack<'static>,
     port: Port,
-    session: Session<'static>,
-    /// The client region: events on `client.tx`, requests on `client.rx`.
-    client: Duplex<'static>,
-    /// client.B (requests) and client.A (events): see `Port`'s guards.
-    requests_guard: Guard,
-    events_guard: Guard,
+    /// `client`, then `client2` where the assembly connects it.
+    slots: Vec<Slot>,
+    /// The system events page (when the assembly subscribes us): the death
+    /// protocol for our clients.
+    sys_events: Option<Watcher>,
     /// netdrv asked for the frames we queued (it waits for its interrupt).
     kick_drv: bool,
-    /// The one event the channel did not take (ring full or the client's
-    /// quota), sent first next time; the others wait in the session.
-    undelivered: Option<(u64, Option<Aggregate<'static>>)>,
     stats: &'static CounterPage,
-    accepted: u64,
     polls: u64,
     wakeups: u64,
-    client_requests: u64,
-    client_events: u64,
     /// TSC cycles we ran (from a wake-up to blocking again), without the
     /// time the client ran inside our `event` signals (it runs above us):
     /// the stack's own CPU cost, which bench/tcp reports per MB.
     busy_cycles: u64,
     /// Cycles spent inside `event` signals this pass (the client's).
     nested_cycles: u64,
+}
+
+/// Whether the loader mapped a dataport at `vaddr` (an optional one the
+/// assembly connects).
+fn mapped(start: &component_runtime::start::StartInfo, vaddr: usize) -> bool {
+    start.dataports().iter().any(|r| r.vaddr == vaddr as u64)
 }
 
 fn parse_ipv4(s: &str) -> Option<[u8; 4]> {
@@ -215,7 +405,7 @@ fn parse_ipv4(s: &str) -> Option<[u8; 4]> {
     parts.next().is_none().then_some(out)
 }
 
-fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     init_heap();
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
     // SAFETY (all pools): the dataports are mapped as the assembly declares
@@ -225,25 +415,32 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         map_pool!(owned d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
         map_pool!(foreign d, RX_POOL, glue::rx_pool, Trust::Trusted).expect("rx pool");
         map_pool!(foreign d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
-        if FILE_POOL != 0 {
-            map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
+        // Optional pools the client forwards slices of (web server: the
+        // file cache, CGI output), where the assembly connects them.
+        if let Some(id) = glue::pools::FILE_POOL {
+            map_pool!(foreign d, id, glue::file_pool, Trust::Trusted).expect("file pool");
         }
-        if CGI_POOL != 0 {
+        if let Some(id) = glue::pools::CGI_POOL {
             // Untrusted: its producer can rewrite its buffers, so no
             // checksum is ever cached for them.
-            map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
+            map_pool!(foreign d, id, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
         }
-        if CGI_REQ_POOL != 0 {
-            map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
+        if let Some(id) = glue::pools::CGI_REQ_POOL {
+            map_pool!(foreign d, id, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
         }
     }
     // What each peer may reference in what it sends us: netdrv its received
     // frames, the client the pools it maps (never our headers or netdrv's
     // receive pool), and our own buffers only where we lent them to it.
-    d.set_peer_pools_named(NETDRV, glue::attributes::LINK_REFS, POOLS).expect("link grant list");
-    d.set_peer_pools_named(CLIENT, glue::attributes::CLIENT_REFS, POOLS).expect("client grant list");
+    d.set_peer_pools_named(NETDRV, glue::attributes::LINK_REFS, glue::pools::ALL).expect("link grant list");
+    d.set_peer_pools_named(CLIENT, glue::attributes::CLIENT_REFS, glue::pools::ALL).expect("client grant list");
     // A client may hold this many of our buffers (received data) at once.
     let _ = d.set_quota(CLIENT, glue::attributes::CLIENT_QUOTA as u32);
+    let has_client2 = mapped(start, glue::client2::VADDR);
+    if has_client2 {
+        d.set_peer_pools_named(CLIENT2, glue::attributes::CLIENT2_REFS, glue::pools::ALL).expect("client2 grant list");
+        let _ = d.set_quota(CLIENT2, glue::attributes::CLIENT2_QUOTA as u32);
+    }
 
     // --- the link with netdrv: we run first, so we set it up ---
     // SAFETY: the link dataport, mapped read-write for our lifetime, shared
@@ -267,21 +464,57 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // --- the client region: the client runs above us and set it up ---
     // SAFETY: the client dataport, mapped read-write for our lifetime,
     // shared with the client only; we are its side A.
-    let client = unsafe {
-        let region = rw(glue::client::VADDR, glue::client::SIZE);
-        if Control::of(region, socket_api::GEOMETRY).map_or(0, |c| c.generation()) == 0 {
-            error!("the client region is not initialised (the client must run above netstack)");
-            component_runtime::exit(1)
-        }
-        Duplex::attach(DuplexAttach {
-            domain: d,
-            peer: CLIENT,
-            region,
-            geometry: socket_api::GEOMETRY,
-            side: socket_api::STACK_SIDE,
-        })
-        .expect("client")
+    let region = unsafe { rw(glue::client::VADDR, glue::client::SIZE) };
+    // SAFETY: the client region, a duplex region of that geometry.
+    let control = unsafe { Control::of(region, socket_api::GEOMETRY).expect("client region") };
+    if control.generation() == 0 {
+        error!("the client region is not initialised (the client must run above netstack)");
+        component_runtime::exit(1)
+    }
+    let sys_events = Watcher::new();
+    let slot = |region_name, who, peer, region, control, signalled, listen_budget, index, restart| Slot {
+        region_name,
+        who,
+        peer,
+        region,
+        control,
+        signalled,
+        listen_budget,
+        generation: 0,
+        seen: 0,
+        dead_generation: 0,
+        client: None,
+        spare: None,
+        index,
+        death: 0,
+        unconfirmed: false,
+        dead: false,
+        restart,
+        warned: false,
+        retired: ClientStats::default(),
+        broken_before: 0,
+        cut_off: 0,
+        restart_requests: 0,
     };
+    let mut slots = Vec::new();
+    slots.push(slot("client", "client", CLIENT, region, control, true, usize::MAX, None, false));
+    if has_client2 {
+        let name = glue::attributes::CLIENT2_NAME;
+        // SAFETY: the client2 dataport (mapped: checked above), read-write
+        // for our lifetime, shared with the second client only.
+        let region = unsafe { rw(glue::client2::VADDR, glue::client2::SIZE) };
+        // SAFETY: as for the first client's region.
+        let control = unsafe { Control::of(region, socket_api::GEOMETRY).expect("client2 region") };
+        let who = if name.is_empty() { "client2" } else { name };
+        let index = sys_events.as_ref().and_then(|w| w.page().index_of(name));
+        // Restarting it makes sense only where its death is followed here.
+        let restart = index.is_some();
+        let budget = glue::attributes::CLIENT2_LISTEN as usize;
+        slots.push(slot("client2", who, CLIENT2, region, control, false, budget, index, restart));
+    }
+    for s in &mut slots {
+        s.check_attach(d);
+    }
     // The copy modes' send copy is the stack's own (into the socket's send
     // ring, counted there), as write(2) copies once: no copy stage here.
     // SAFETY: our counter page, mapped read-write.
@@ -320,7 +553,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     match time::measured_tsc_mhz() {
-        Some(mhz) => log!("TCP timers on the TSC at {mhz} MHz (the kernel's calibration)"),
+        Some(mhz) => log!("TCP timers on the TSC at {mhz} MHz (measured at boot)"),
         None => warn!("TCP timers on the TSC at an assumed {} MHz", time::tsc_mhz()),
     }
     if cfg.dhcp {
@@ -341,30 +574,26 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
             rx_guard: Guard::new(),
             tx_guard: Guard::new(),
             want_releases: false,
-            queue: VecDeque::new(),
+            queue: Outbox::new(TX_QUEUE + nic_api::FWD_CAP),
             rx_errors: 0,
             held_back: 0,
             posted: 0,
         },
-        session: Session::with_events(MAX_PENDING, EVENTS_CAP),
-        client,
-        requests_guard: Guard::new(),
-        events_guard: Guard::new(),
+        slots,
+        sys_events,
         kick_drv: false,
-        undelivered: None,
         stats,
-        accepted: 0,
         polls: 0,
         wakeups: 0,
-        client_requests: 0,
-        client_events: 0,
         busy_cycles: 0,
         nested_cycles: 0,
     };
     let mut woke = rdtsc();
     loop {
         node.port.link.disarm();
-        node.client.disarm();
+        for c in node.slots.iter_mut().filter_map(|s| s.client.as_mut()) {
+            c.duplex().disarm();
+        }
         node.round();
         node.log_dhcp();
         if NIC_KICK && core::mem::take(&mut node.kick_drv) {
@@ -387,70 +616,39 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
 }
 
 impl Node {
-    /// Handles everything there is: frames, client requests, releases;
-    /// signals the client once per round that produced something for it.
+    /// Handles everything there is: frames, client requests, releases,
+    /// our clients' deaths; signals the client once per round that
+    /// produced something for it.
     fn round(&mut self) {
         loop {
             if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.port.link.tx) {
                 error!("channel link.B from netdrv broken: {e:?} (its releases)");
             }
-            if let (_, Some(e)) = self.events_guard.poll_releases(&mut self.client.tx) {
-                error!("channel client.A from client broken: {e:?} (its releases)");
+            self.check_events();
+            for s in self.slots.iter_mut() {
+                s.check_attach(self.d);
             }
-            loop {
-                match self.requests_guard.recv(&mut self.client.rx) {
-                    Next::Msg(r) => {
-                        self.client_requests += 1;
-                        self.session.handle(&mut self.stack, r.tag, r.agg);
-                    }
-                    Next::Idle | Next::Wait(_) => break,
-                    Next::Refused(_) => {}
-                    Next::Broke(e) => {
-                        error!("channel client.B from client broken: {e:?}");
-                        break;
-                    }
-                }
+            for s in self.slots.iter_mut() {
+                let Some(mut c) = s.client.take() else { continue };
+                c.take_requests(&mut self.stack, &mut |f| s.report(f));
+                s.client = Some(c);
             }
-            self.polls += self.session.run(&mut self.stack, now_ms(), &mut self.port) as u64;
+            let mut sessions: Vec<&mut Session<'static>> =
+                self.slots.iter_mut().filter_map(|s| s.client.as_mut()).map(|c| c.session()).collect();
+            self.polls += netstack::api::run(&mut sessions, &mut self.stack, now_ms(), &mut self.port) as u64;
+            drop(sessions);
             if let Some(s) = self.stack.take_stale() {
                 warn!(
                     "pool {} buffer {} is no longer generation {:#x}: its segments withheld, the connection reset",
                     s.pool, s.buf, s.gen
                 );
             }
-            let mut delivered = 0;
-            loop {
-                let (tag, agg) = match self.undelivered.take() {
-                    Some(x) => x,
-                    None => match self.session.next_event() {
-                        Some((ev, tag, agg)) => {
-                            if let Event::Accepted { .. } = ev {
-                                self.accepted += 1;
-                            }
-                            (tag, agg)
-                        }
-                        None => break,
-                    },
-                };
-                let agg = agg.unwrap_or_else(|| Aggregate::new(self.d));
-                match self.events_guard.send(&mut self.client.tx, agg, tag, 0) {
-                    Ok(()) => delivered += 1,
-                    Err((_, agg, broke)) => {
-                        if let Some(e) = broke {
-                            error!("channel client.A from client broken: {e:?}");
-                        }
-                        if self.events_guard.broken().is_some() {
-                            // Nobody reads them: drop (releasing) the rest.
-                            drop(agg);
-                            continue;
-                        }
-                        // Ring full or the client's quota: keep it, in order.
-                        self.undelivered = Some((tag, Some(agg)));
-                        break;
-                    }
-                }
+            for s in self.slots.iter_mut() {
+                let Some(mut c) = s.client.take() else { continue };
+                c.deliver(&mut |f| s.report(f));
+                s.client = Some(c);
+                s.cut_off(&mut self.stack);
             }
-            self.client_events += delivered;
             // The stack held segments back for lack of frame buffers (or
             // ring space): netdrv must wake us when it gives some back.
             let starving = self.starving() || self.stack.tx_blocked();
@@ -458,43 +656,75 @@ impl Node {
             // Frames (and the received frames' buffers) to netdrv: if it
             // waits for them, kick it after the round.
             self.kick_drv |= self.port.link.flush();
-            if self.client.flush() {
-                // The client asked for what we did (events, its buffers
-                // back, its requests taken). It runs above us: it handles
-                // them now and its requests are queued when this returns.
-                let t = rdtsc();
-                glue::event::emit();
-                self.nested_cycles += rdtsc().wrapping_sub(t);
+            let mut again = false;
+            for s in self.slots.iter_mut() {
+                let Some(c) = s.client.as_mut() else { continue };
+                // A client we cannot signal polls for what we did.
+                if c.flush() && s.signalled {
+                    // The client asked for what we did (events, its buffers
+                    // back, its requests taken). It runs above us: it handles
+                    // them now and its requests are queued when this returns.
+                    let t = rdtsc();
+                    glue::event::emit();
+                    self.nested_cycles += rdtsc().wrapping_sub(t);
+                    again = true;
+                }
+            }
+            if again {
                 continue;
             }
             break;
         }
     }
 
+    /// Deaths and settlements of our peers (the system events page): the
+    /// death protocol's peer side for our clients. Every other death is
+    /// confirmed at once: nothing we hold came from it but through the
+    /// peers we count holds with (their own taint covers what we hold).
+    fn check_events(&mut self) {
+        let Some(w) = self.sys_events.as_mut() else { return };
+        let mut seen = Vec::new();
+        w.poll(|e| seen.push(e));
+        for e in seen {
+            match e {
+                events::Event::Died { component, death } => {
+                    match self.slots.iter_mut().find(|s| s.index == Some(component)) {
+                        Some(s) => s.died(self.d, &mut self.stack, death),
+                        None => events::confirm_settled(component, death),
+                    }
+                }
+                events::Event::Settled { component, death } => {
+                    if let Some(s) = self.slots.iter_mut().find(|s| s.index == Some(component) && s.death == death) {
+                        let n = self.d.peer_settled(s.peer).unwrap_or(0);
+                        log!("{} death {death} settled: {n} buffers lent to it released", s.who);
+                    }
+                }
+            }
+        }
+        for s in self.slots.iter_mut() {
+            s.confirm(self.d);
+        }
+    }
+
     /// Before blocking: asks netdrv for frames, for its returns while our
     /// pools run low, and, while frames wait for room in its ring, to say
-    /// when it took some; asks the client for requests, for its returns
-    /// while our pools run low or an event waits for its quota, and for
-    /// room while an event waits. True if some of it already came in. A
-    /// broken channel is asked for nothing.
+    /// when it took some; asks each client for what [`Client::want`] says.
+    /// True if some of it already came in. A broken channel is asked for
+    /// nothing.
     fn arm(&mut self) -> bool {
         let starving = self.starving();
-        let (to_drv, to_client) = (self.port.tx_guard.broken().is_none(), self.events_guard.broken().is_none());
+        let to_drv = self.port.tx_guard.broken().is_none();
         let held = !self.port.queue.is_empty();
         let link = Want {
             data: self.port.rx_guard.broken().is_none(),
             releases: self.port.want_releases && to_drv,
             room: held && to_drv,
         };
-        let waiting = self.undelivered.is_some();
-        let client = Want {
-            data: self.requests_guard.broken().is_none(),
-            releases: (starving || waiting) && to_client,
-            room: waiting && to_client,
-        };
-        let from_link = self.port.link.arm(link);
-        let from_client = self.client.arm(client);
-        from_link || from_client
+        let mut ready = self.port.link.arm(link);
+        for c in self.slots.iter_mut().filter_map(|s| s.client.as_mut()) {
+            ready |= c.arm(starving);
+        }
+        ready
     }
 
     /// Logs a DHCP lease (or its loss) once per change: the test image
@@ -538,13 +768,21 @@ impl Node {
 
     fn publish(&mut self) {
         let s = self.stack.stats();
-        let ss = self.session.stats();
         let c = self.stack.checksum_cache_stats();
         let ds = self.d.stats();
-        let broken = [self.port.rx_guard, self.port.tx_guard, self.requests_guard, self.events_guard]
-            .iter()
-            .filter(|g| g.broken().is_some())
-            .count() as u64;
+        let mut ss = SessionStats::default();
+        for st in self.slots.iter().map(|s| s.session_stats()) {
+            ss.events_deferred += st.events_deferred;
+            ss.events_dropped += st.events_dropped;
+            ss.sends_refused += st.sends_refused;
+            ss.send_full += st.send_full;
+            ss.listens_refused += st.listens_refused;
+            ss.send_retries += st.send_retries;
+        }
+        let first = self.slots[0].stats();
+        let second = self.slots.get(1).map(|s| s.stats()).unwrap_or_default();
+        let broken = [self.port.rx_guard, self.port.tx_guard].iter().filter(|g| g.broken().is_some()).count() as u64
+            + self.slots.iter().map(|s| s.channels_broken()).sum::<u64>();
         let mut v = Values::<S>::new();
         // Every counter of the page's declaration gets its value here: a new
         // one does not compile until it has a line.
@@ -574,11 +812,11 @@ impl Node {
                 S::CsumHitRatePercent => c.hit_rate_percent(),
                 S::BytesCopied => ds.bytes_copied,
                 S::BytesByRefSent => ds.bytes_by_ref_sent,
-                S::ConnectionsAccepted => self.accepted,
+                S::ConnectionsAccepted => first.accepted + second.accepted,
                 S::Polls => self.polls,
                 S::Wakeups => self.wakeups,
-                S::ClientRequests => self.client_requests,
-                S::ClientEvents => self.client_events,
+                S::ClientRequests => first.requests,
+                S::ClientEvents => first.events,
                 S::TxHeldBack => self.port.held_back,
                 S::BusyCycles => self.busy_cycles,
                 S::TxDeferred => s.tx_deferred,
@@ -605,6 +843,14 @@ impl Node {
                 S::ChannelsBroken => broken,
                 S::HdrPoolPagesInUse => self.d.pool_stats(HDR_POOL).map_or(0, |p| p.pages_in_use as u64),
                 S::SockPoolPagesInUse => self.d.pool_stats(SOCK_POOL).map_or(0, |p| p.pages_in_use as u64),
+                S::ListensRefused => ss.listens_refused,
+                S::ClientsCutOff => self.slots.iter().map(|s| s.cut_off).sum(),
+                S::ClientRestartRequests => self.slots.iter().map(|s| s.restart_requests).sum(),
+                S::Client2Requests => second.requests,
+                S::Client2Events => second.events,
+                S::Client2Refused => second.refused,
+                S::Client2Rejected => self.d.peer_rejections(CLIENT2).unwrap_or(0),
+                S::BadReleases => ds.bad_releases,
                 S::SendRetries => ss.send_retries,
             };
         }

@@ -230,6 +230,7 @@ impl ChecksumCache {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::tests::pattern;
 
     fn naive(data: &[u8]) -> u16 {
         let mut s: u32 = 0;
@@ -241,22 +242,10 @@ mod tests {
         s as u16
     }
 
-    fn bytes(n: usize, seed: u32) -> Vec<u8> {
-        let mut x = seed.wrapping_mul(2654435761).wrapping_add(1);
-        (0..n)
-            .map(|_| {
-                x ^= x << 13;
-                x ^= x >> 17;
-                x ^= x << 5;
-                x as u8
-            })
-            .collect()
-    }
-
     #[test]
     fn sum_matches_naive_for_all_lengths_and_all_ones() {
         for n in 0..300 {
-            let b = bytes(n, n as u32);
+            let b = pattern(n, n as u32);
             assert_eq!(sum(&b).0 % 0xffff, naive(&b) % 0xffff, "len {n}");
         }
         let ff = [0xffu8; 1000];
@@ -265,7 +254,7 @@ mod tests {
 
     #[test]
     fn pieces_combine_including_odd_positions() {
-        let b = bytes(1501, 7);
+        let b = pattern(1501, 7);
         let whole = sum(&b);
         for cut in [0, 1, 2, 3, 700, 701, 1500, 1501] {
             let s = sum(&b[..cut]).plus(sum(&b[cut..]).at(cut));
@@ -285,7 +274,7 @@ mod tests {
 
     #[test]
     fn cached_slice_sum_equals_plain_sum_at_any_offset_and_hits_second_time() {
-        let data = bytes(8192, 3);
+        let data = pattern(8192, 3);
         let mut c = ChecksumCache::new(1024, 6);
         for &(off, len) in &[(0usize, 8192usize), (1, 1460), (63, 1460), (1461, 1460), (5000, 3000), (10, 20)] {
             let s = SliceDesc { pool: 1, buf: 2, gen: 9, off: off as u32, len: len as u32 };
@@ -306,7 +295,7 @@ mod tests {
 
     #[test]
     fn uncacheable_slices_are_always_summed() {
-        let data = bytes(4096, 5);
+        let data = pattern(4096, 5);
         let mut c = ChecksumCache::new(64, 6);
         let s = SliceDesc { pool: 1, buf: 0, gen: 1, off: 0, len: 4096 };
         c.slice_sum(&s, &data, false);
@@ -322,7 +311,7 @@ mod tests {
     #[ignore]
     fn bench_checksum() {
         use std::time::Instant;
-        let data = bytes(1 << 20, 1);
+        let data = pattern(1 << 20, 1);
         let seg = 1460;
         let rounds = 50;
         let segs = || (0..(data.len() - seg) / seg).map(|i| i * seg + 7);

@@ -12,7 +12,8 @@
 //! * Copy modes (flash/posix): payload copied into smoltcp's send ring and
 //!   into the frame buffer, as a conventional stack does; counted.
 //! * [`api`]: the client interface's state machine (the messages are the
-//!   `socket-api` protocol crate's).
+//!   `socket-api` protocol crate's); [`client`]: one client's region,
+//!   session and guards, as the component serves it.
 //! * [`frame`]: the frame model between the stack and the NIC driver (the
 //!   link protocol is the `nic-api` crate's).
 //!
@@ -27,6 +28,7 @@ extern crate alloc;
 extern crate std;
 
 pub mod api;
+pub mod client;
 pub mod csum;
 mod device;
 pub mod frame;

@@ -141,6 +141,7 @@ fn sub(a: SessionStats, b: SessionStats) -> SessionStats {
         events_deferred: a.events_deferred - b.events_deferred,
         events_dropped: a.events_dropped - b.events_dropped,
         sends_refused: a.sends_refused - b.sends_refused,
+        listens_refused: a.listens_refused - b.listens_refused,
         send_full: a.send_full - b.send_full,
         send_retries: a.send_retries - b.send_retries,
     }

@@ -5,7 +5,10 @@
 //! it from the platform-info MSR on the Intel models it knows and otherwise
 //! counts TSC cycles over a wrap-around of the PIT (a known 1.193182 MHz
 //! clock), and puts the result in the boot info (`archInfo`, MHz). The root
-//! task takes it from there ([`init_root_task`]) and the loader passes it to
+//! task checks it against its own measurement over 100 ms of the PIT
+//! ([`pit`]: the kernel's single window is easily disturbed under
+//! emulation) and keeps it when the two agree ([`init_root_task`]); the
+//! loader passes the rate in use to
 //! every component in its start record (`StartInfo::tsc_mhz`), which
 //! [`component_entry!`](crate::component_entry) hands to [`init_component`].
 //! No component needs a connection or a capability for it, and none
@@ -16,9 +19,9 @@
 //! says so in its log once, at start (`warning: no TSC rate ...`). Only
 //! timeouts and TCP timers depend on it, never correctness of data.
 //!
-//! Under QEMU's TCG the guest's TSC is the host's, and the kernel measures
-//! it against QEMU's PIT, which runs on the host's clock: the rate is the
-//! host's TSC rate, as it should be.
+//! Under QEMU's TCG the guest's TSC is the host's, and QEMU's PIT runs on
+//! the host's clock: measured against it, the rate is the host's TSC rate,
+//! as it should be.
 //!
 //! **The clock page** ([`ClockPage`]) is the ticker's: PIT ticks and the
 //! boot time from the RTC, for wall-clock time (HTTP dates) and for
@@ -101,11 +104,153 @@ pub fn set_tsc_mhz(mhz: u64) -> Rate {
     }
 }
 
-/// The root task: the kernel's calibration from the boot info. Logs the
-/// fallback if it is taken.
-pub fn init_root_task(kernel_mhz: u64) {
-    if let Rate::Fallback(v) = set_tsc_mhz(kernel_mhz) {
-        crate::warn!("the kernel's TSC rate ({v} MHz) is not plausible: assuming {FALLBACK_TSC_MHZ} MHz");
+/// The root task: the kernel's calibration from the boot info, checked
+/// against the root task's own measurement over several PIT periods
+/// (`pit_mhz`, [`pit::measure`]; `None` if it could not measure). Logs
+/// which rate it takes and why.
+pub fn init_root_task(kernel_mhz: u64, pit_mhz: Option<u64>) {
+    let chosen = pit::choose(kernel_mhz, pit_mhz);
+    match (pit_mhz, chosen == kernel_mhz) {
+        (Some(p), true) => crate::log!("TSC at {kernel_mhz} MHz (the kernel's; {p} MHz over 100 ms of the PIT)"),
+        (Some(p), false) => crate::warn!(
+            "the kernel measured the TSC at {kernel_mhz} MHz, 100 ms of the PIT say {p} MHz: using {p} MHz"
+        ),
+        (None, _) => crate::warn!("no PIT measurement of the TSC: taking the kernel's {kernel_mhz} MHz"),
+    }
+    if let Rate::Fallback(v) = set_tsc_mhz(chosen) {
+        crate::warn!("the TSC rate ({v} MHz) is not plausible: assuming {FALLBACK_TSC_MHZ} MHz");
+    }
+}
+
+/// Measuring the TSC against the PIT, in the root task before the ticker
+/// takes the PIT over.
+///
+/// The kernel measures over one PIT wrap-around of 50 ms, from where it
+/// sees one wrap to where it sees the next. Under QEMU's TCG on a loaded
+/// host the guest is descheduled for milliseconds at a time, often, so
+/// either end can be seen late: boots of one image gave from 1071 to 2616
+/// MHz for a 2445 MHz TSC, and every timeout and TCP timer would run that
+/// far off. Here every reading of the PIT's count is bracketed by two TSC
+/// readings, and only readings whose bracket is tight serve as the ends of
+/// the window, so a deschedule costs nothing unless it falls inside the
+/// few microseconds of a bracket. The PIT ticks in between are summed
+/// from successive counts, which needs a reading at least once per PIT
+/// period (55 ms): a longer gap could hide a whole period, and the window
+/// starts again after it. On hardware the kernel's figure (from the
+/// platform MSR on the Intel models it knows) and ours agree, and the
+/// kernel's is kept.
+pub mod pit {
+    /// The PIT's input clock (Hz).
+    pub const PIT_HZ: u64 = 1_193_182;
+    /// Channel 0 counts down from this in rate-generator mode (55 ms).
+    pub const DIVISOR: u16 = 0xffff;
+    /// The window measured, in PIT ticks (100 ms).
+    pub const WINDOW_TICKS: u64 = PIT_HZ / 10;
+    /// A reading whose two TSC readings are further apart than this (µs)
+    /// does not end a window.
+    pub const TIGHT_US: u64 = 50;
+    /// Readings further apart than this (µs) may hide a whole PIT period:
+    /// the window starts again.
+    pub const MAX_GAP_US: u64 = 25_000;
+    /// How far the kernel's figure may be from ours and still be kept
+    /// (per mille).
+    pub const AGREE_PER_MILLE: u64 = 20;
+
+    /// PIT ticks from count `earlier` to count `later` of a counter that
+    /// counts `divisor`, …, 1, `divisor`, … (less than one period apart).
+    pub fn ticks_between(earlier: u16, later: u16, divisor: u16) -> u64 {
+        if later <= earlier {
+            u64::from(earlier - later)
+        } else {
+            u64::from(earlier) + u64::from(divisor) - u64::from(later)
+        }
+    }
+
+    /// Measures the TSC rate (MHz) over [`WINDOW_TICKS`] PIT ticks.
+    /// `count` reads channel 0's count (`None`: the port failed), `tsc`
+    /// the TSC; `approx_mhz` (the kernel's figure, off by up to 2x) only
+    /// converts [`TIGHT_US`] and [`MAX_GAP_US`] into cycles. `None` after
+    /// `max_reads` readings without a window (a PIT that does not count,
+    /// or a guest never left alone for 100 ms).
+    pub fn measure_with(
+        mut count: impl FnMut() -> Option<u16>,
+        mut tsc: impl FnMut() -> u64,
+        approx_mhz: u64,
+        max_reads: u32,
+    ) -> Option<u64> {
+        let approx = if super::PLAUSIBLE_MHZ.contains(&approx_mhz) { approx_mhz } else { super::FALLBACK_TSC_MHZ };
+        let tight = approx * TIGHT_US;
+        // Half the gap at the given rate: a rate 2x too low still keeps
+        // gaps under a period.
+        let max_gap = approx * MAX_GAP_US / 2;
+        let mut prev: Option<(u16, u64)> = None;
+        let mut start: Option<(u64, u64)> = None;
+        let mut ticks = 0u64;
+        for _ in 0..max_reads {
+            let t0 = tsc();
+            let c = count()?;
+            let t1 = tsc();
+            // Both counts were read inside their brackets: at most from
+            // the previous t0 to this t1 apart.
+            if let Some((pc, pt0)) = prev {
+                if t1.wrapping_sub(pt0) > max_gap {
+                    start = None;
+                    ticks = 0;
+                } else {
+                    ticks += ticks_between(pc, c, DIVISOR);
+                }
+            }
+            prev = Some((c, t0));
+            if t1.wrapping_sub(t0) > tight {
+                continue;
+            }
+            let mid = t0 + t1.wrapping_sub(t0) / 2;
+            match start {
+                None => start = Some((mid, ticks)),
+                Some((m0, k0)) if ticks - k0 >= WINDOW_TICKS => {
+                    let cycles = u128::from(mid.wrapping_sub(m0));
+                    let hz = cycles * u128::from(PIT_HZ) / u128::from(ticks - k0);
+                    return Some((hz / 1_000_000) as u64);
+                }
+                Some(_) => {}
+            }
+        }
+        None
+    }
+
+    /// The rate to use: the kernel's if ours agrees within
+    /// [`AGREE_PER_MILLE`], else ours; the kernel's if we have none.
+    pub fn choose(kernel_mhz: u64, pit_mhz: Option<u64>) -> u64 {
+        match pit_mhz {
+            Some(p) if p > 0 && kernel_mhz.abs_diff(p) * 1000 > p * AGREE_PER_MILLE => p,
+            _ => kernel_mhz,
+        }
+    }
+
+    /// Programs channel 0 as a rate generator of [`DIVISOR`] and measures
+    /// through `out8`/`in8` (the PIT's ports), [`measure_with`] the TSC.
+    /// The caller owns the PIT until the ticker programs it.
+    pub fn measure(
+        mut out8: impl FnMut(u16, u8) -> Option<()>,
+        mut in8: impl FnMut(u16) -> Option<u8>,
+        kernel_mhz: u64,
+    ) -> Option<u64> {
+        const CH0: u16 = 0x40;
+        const MODE: u16 = 0x43;
+        // Channel 0, low then high byte, mode 2 (rate generator), binary.
+        out8(MODE, 0x34)?;
+        out8(CH0, DIVISOR as u8)?;
+        out8(CH0, (DIVISOR >> 8) as u8)?;
+        let count = || {
+            // Latch channel 0, then read the latched count.
+            out8(MODE, 0x00)?;
+            let lo = in8(CH0)?;
+            let hi = in8(CH0)?;
+            Some(u16::from_le_bytes([lo, hi]))
+        };
+        // A reading takes at least a few hundred ns: 100 ms is well under
+        // 10M of them, and a guest starved for longer gets no figure.
+        super::pit::measure_with(count, super::rdtsc_ordered, kernel_mhz, 10_000_000)
     }
 }
 
@@ -239,6 +384,74 @@ mod tests {
         page.start(0, 1_000_000);
         page.set_ticks(100 * 365 * 86_400 * 1000);
         assert_eq!(page.now_ms(), 100 * 365 * 86_400 * 1000);
+    }
+
+    /// A PIT at 1.193182 MHz beside a fake TSC of `tsc_mhz` that advances
+    /// `step` cycles per port access and, at accesses where `stall(n)` says
+    /// so, that many more (the guest descheduled). Returns the measurement.
+    fn fake_pit(tsc_mhz: u64, step: u64, stall: impl Fn(u64) -> u64) -> Option<u64> {
+        use core::cell::Cell;
+        let t = Cell::new(0u64);
+        let n = Cell::new(0u64);
+        let tick = || {
+            n.set(n.get() + 1);
+            t.set(t.get() + step + stall(n.get()));
+        };
+        let count = || {
+            tick();
+            let pit = u128::from(t.get()) * u128::from(pit::PIT_HZ) / (u128::from(tsc_mhz) * 1_000_000);
+            let d = u128::from(pit::DIVISOR);
+            tick();
+            Some((d - pit % d) as u16)
+        };
+        let tsc = || {
+            tick();
+            t.get()
+        };
+        pit::measure_with(count, tsc, 2600, 10_000_000)
+    }
+
+    #[test]
+    fn pit_ticks_are_counted_across_the_reload() {
+        assert_eq!(pit::ticks_between(100, 40, 0xffff), 60);
+        assert_eq!(pit::ticks_between(5, 0xfff0, 0xffff), 5 + 0xffff - 0xfff0);
+        assert_eq!(pit::ticks_between(7, 7, 0xffff), 0);
+    }
+
+    #[test]
+    fn the_pit_gives_the_tsc_rate_while_the_guest_is_descheduled_often() {
+        let close = |got: Option<u64>, want: u64| got.is_some_and(|g| g.abs_diff(want) * 1000 <= want * 2);
+        // Quiet: 2445 MHz, an access every 2 µs.
+        assert!(close(fake_pit(2445, 4890, |_| 0), 2445), "{:?}", fake_pit(2445, 4890, |_| 0));
+        // Descheduled for 4 ms every 1000 accesses (a loaded host), the
+        // first time inside the first reading's bracket, after the count
+        // was read: that reading must not start the window.
+        let stall = |n: u64| if n == 3 || n.is_multiple_of(1000) { 4 * 2_445_000 } else { 0 };
+        assert!(close(fake_pit(2445, 4890, stall), 2445), "{:?}", fake_pit(2445, 4890, stall));
+        // One stall longer than a PIT period (60 ms) inside the first
+        // window: a whole period passes unseen, the window starts again.
+        let long = |n: u64| if n == 20_000 { 60 * 800_000 } else { 0 };
+        assert!(close(fake_pit(800, 1600, long), 800), "{:?}", fake_pit(800, 1600, long));
+    }
+
+    #[test]
+    fn a_pit_that_does_not_count_is_no_measurement() {
+        let mut t = 0u64;
+        let mut tsc = || {
+            t += 1000;
+            t
+        };
+        assert_eq!(pit::measure_with(|| Some(42), &mut tsc, 2445, 100_000), None);
+        assert_eq!(pit::measure_with(|| None, &mut tsc, 2445, 100_000), None);
+    }
+
+    #[test]
+    fn the_kernels_rate_is_kept_when_the_pit_agrees() {
+        assert_eq!(pit::choose(2496, Some(2500)), 2496);
+        assert_eq!(pit::choose(1071, Some(2500)), 2500);
+        assert_eq!(pit::choose(2616, Some(2500)), 2500);
+        assert_eq!(pit::choose(2496, None), 2496);
+        assert_eq!(pit::choose(2496, Some(0)), 2496);
     }
 
     #[test]

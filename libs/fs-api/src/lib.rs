@@ -16,11 +16,12 @@ use alloc::vec::Vec;
 
 use iolite::{PeerId, PoolId, MAX_SLICES, PAGE_SIZE};
 
-/// The file cache's pool (the `pool` dataport: RW in fs, R in clients), in
-/// fs's domain and in every client's.
-pub const FS_POOL: PoolId = 1;
-/// A client's private pool (where the `posix` copy mode copies into).
-pub const PRIVATE_POOL: PoolId = 2;
+// The file cache's pool (the `file_pool` dataport: RW in fs, R in
+// clients) has the id the compiler derives from the assembly: fs and every
+// client take it from their glue (`glue::pools::FILE_POOL`).
+/// A client's private pool (where the `posix` copy mode copies into): shared
+/// with nobody, so an id no pool of the assembly has.
+pub const PRIVATE_POOL: PoolId = iolite::FIRST_PRIVATE_POOL;
 /// fs's peer slot for its client, and the client's for fs (one channel).
 pub const PEER: PeerId = PeerId(0);
 /// Forward ring: aggregate descriptors in flight (336 bytes each).
@@ -70,11 +71,14 @@ pub enum ErrorCode {
     ChannelBusy = 13,
     /// Not allowed (an administrative call without `admin`).
     Denied = 14,
+    /// `vouch`: no other client holds that buffer at that generation (the
+    /// reference was made up, or is stale).
+    NotHeld = 15,
 }
 
 impl ErrorCode {
     /// Every code, in order.
-    pub const ALL: [ErrorCode; 14] = [
+    pub const ALL: [ErrorCode; 15] = [
         ErrorCode::NotFound,
         ErrorCode::NotAFile,
         ErrorCode::NotADirectory,
@@ -89,6 +93,7 @@ impl ErrorCode {
         ErrorCode::TooManyOpen,
         ErrorCode::ChannelBusy,
         ErrorCode::Denied,
+        ErrorCode::NotHeld,
     ];
 
     /// The RPC return value for this error (negative).
@@ -192,7 +197,7 @@ mod tests {
         }
         assert_eq!(ErrorCode::from_ret(0), None);
         assert_eq!(ErrorCode::NotFound.ret(), -1);
-        assert_eq!(ErrorCode::from_ret(-15), None, "unknown codes are not guessed");
+        assert_eq!(ErrorCode::from_ret(-16), None, "unknown codes are not guessed");
     }
 
     #[test]
@@ -221,7 +226,7 @@ mod tests {
         let kinds = [FileKind::File, FileKind::Dir, FileKind::Symlink, FileKind::Other];
         assert_eq!(kinds.map(kind_code), [1, 2, 3, 4]);
         assert_eq!(kind_from_code(99), FileKind::Other);
-        assert_eq!((ErrorCode::ChannelBusy.ret(), ErrorCode::Denied.ret()), (-13, -14));
+        assert_eq!((ErrorCode::ChannelBusy.ret(), ErrorCode::Denied.ret(), ErrorCode::NotHeld.ret()), (-13, -14, -15));
         // A read of ONE_MESSAGE_READ bytes from the middle of a chunk touches
         // MAX_SLICES chunks, no more.
         let start = CHUNK_BYTES / 2;

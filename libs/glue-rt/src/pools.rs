@@ -84,7 +84,8 @@ pub unsafe fn map_foreign<R>(
 }
 
 /// Registers a glue dataport (`glue::NAME`, the module) with an IO-Lite
-/// domain as pool `id`: `map_pool!(owned d, id, glue::NAME, trust)` or
+/// domain as pool `id` (the compiler's, `glue::pools::NAME`):
+/// `map_pool!(owned d, id, glue::NAME, trust)` or
 /// `map_pool!(foreign d, id, glue::NAME, trust)`; evaluates to
 /// `Result<(), iolite::Error>`. Unsafe to evaluate: see [`map_owned`].
 /// Each expansion can be evaluated once.

@@ -13,7 +13,11 @@
 //!
 //! The client runs above netstack and initialises the region; netstack
 //! attaches at start (and exits if it is not initialised). Each side wakes
-//! the other only for what it asked (the rings' "signal me" flags).
+//! the other only for what it asked (the rings' "signal me" flags). A
+//! second client region (`client2`, where an assembly connects it) is set
+//! up by its client whenever it starts: netstack attaches when it sees the
+//! generation, has no event for it (that client polls), and attaches a new
+//! incarnation only after the client's death (the system events page).
 //!
 //! ## Messages
 //! Every message is an IO-Lite aggregate and a tag: the tag carries the
@@ -39,7 +43,7 @@
 #![deny(missing_docs)]
 
 pub use counters::{Counter, CounterPage, Values};
-use iolite::{Geometry, Side};
+use iolite::{init_duplex, Aggregate, ChannelTx, Domain, Duplex, DuplexAttach, Geometry, PeerId, RwRegion, Side};
 
 /// A connection id (never 0; not reused while the stack runs for a long
 /// time: 2^32 connections).
@@ -57,6 +61,34 @@ pub const REGION_BYTES: usize = GEOMETRY.duplex_bytes();
 pub const STACK_SIDE: Side = Side::A;
 /// The client's side of its region.
 pub const CLIENT_SIDE: Side = Side::B;
+
+/// Sets a client region up and attaches the client's side: the client
+/// runs above netstack, so it initialises the region, before anything
+/// that could block; netstack attaches once it sees the generation.
+///
+/// # Safety
+/// `region` must be the client dataport, mapped read-write for `'d` and
+/// shared with netstack only (`netstack` is its peer id), which must not
+/// use it yet.
+pub unsafe fn init_client<'d>(domain: &'d Domain, netstack: PeerId, region: RwRegion) -> iolite::Result<Duplex<'d>> {
+    // SAFETY: per this function's contract.
+    unsafe {
+        init_duplex(region, GEOMETRY)?;
+        Duplex::attach(DuplexAttach { domain, peer: netstack, region, geometry: GEOMETRY, side: CLIENT_SIDE })
+    }
+}
+
+/// A request waiting for room in the client's ring: its tag
+/// ([`Request::encode`]) and its aggregate.
+pub type Queued<'d> = (u64, Aggregate<'d>);
+
+/// Puts a waiting request into the client's ring (`client.tx`), or hands
+/// it back when the ring does not take it now: what an `outbox::Outbox`
+/// of requests drains through.
+#[allow(clippy::result_large_err)] // handed back by value: nothing is lost
+pub fn send_request<'d>(tx: &mut ChannelTx<'d>, (tag, agg): Queued<'d>) -> Result<(), Queued<'d>> {
+    tx.send(agg, tag, 0).map_err(|(_, agg)| (tag, agg))
+}
 
 /// Operation code of [`Request::Listen`].
 pub const OP_LISTEN: u8 = 1;
@@ -398,6 +430,24 @@ counters::counters! {
         HdrPoolPagesInUse = "tcp_hdr_pool_pages_in_use",
         /// Pages of the received-data pool in use.
         SockPoolPagesInUse = "tcp_sock_pool_pages_in_use",
+        /// Listens refused: over the client's listen budget.
+        ListensRefused = "tcp_listens_refused",
+        /// Clients cut off for breaking a channel.
+        ClientsCutOff = "tcp_clients_cut_off",
+        /// Restarts asked of the supervisor for clients that broke a channel.
+        ClientRestartRequests = "tcp_client_restart_requests",
+        /// Requests from the second client (`client2`).
+        Client2Requests = "tcp_client2_requests",
+        /// Events to the second client.
+        Client2Events = "tcp_client2_events",
+        /// The second client's messages refused one by one (references
+        /// outside its grant list): its channel stayed up.
+        Client2Refused = "tcp_client2_refused",
+        /// The second client's descriptors rejected, whatever the reason.
+        Client2Rejected = "tcp_client2_rejected",
+        /// Releases refused: for buffers, generations or counts that the
+        /// sender was never lent (any peer).
+        BadReleases = "tcp_bad_releases",
         /// Held-back sends offered to TCP that did not fit.
         SendRetries = "tcp_send_retries",
     }
@@ -444,7 +494,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 52] = [
+        let names: [&str; 60] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -496,6 +546,14 @@ mod tests {
             "tcp_channels_broken",
             "tcp_hdr_pool_pages_in_use",
             "tcp_sock_pool_pages_in_use",
+            "tcp_listens_refused",
+            "tcp_clients_cut_off",
+            "tcp_client_restart_requests",
+            "tcp_client2_requests",
+            "tcp_client2_events",
+            "tcp_client2_refused",
+            "tcp_client2_rejected",
+            "tcp_bad_releases",
             "tcp_send_retries",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));

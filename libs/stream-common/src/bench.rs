@@ -31,11 +31,11 @@
 //! [bench_channel_producer] channelbench done
 //! ```
 
-use crate::{rdtsc, word_sum, ByteStream, Control, PEER, PRIVATE_POOL, PRODUCER_POOL};
+use crate::{rdtsc, word_sum, ByteStream, Control, PEER, PRIVATE_POOL};
 use component_runtime::log;
 use iolite::{
-    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, RoRegion, RwRegion, Trust,
-    BUILD_COPY_MODE, FLAG_EOF,
+    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, PoolId, RoRegion,
+    RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 
 /// Message sizes, one round each.
@@ -57,7 +57,9 @@ pub const MAX_MESSAGE: usize = 1 << 20;
 
 /// What the producer needs from its component.
 pub struct ProducerPorts<S: Fn(), W: Fn()> {
-    /// The `pool` dataport (read-write here).
+    /// The pool's id (`glue::pools::BENCH_POOL`).
+    pub pool_id: PoolId,
+    /// The pool dataport (read-write here).
     pub pool: RwRegion,
     /// Bookkeeping for the pool.
     pub pool_meta: &'static mut [BufMeta],
@@ -89,12 +91,12 @@ pub struct Round {
 /// Runs every size; prints one line each and `channelbench done`.
 /// `budget` is [`BUDGET_CYCLES`] on target (tests pass less).
 pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Round; SIZES.len()] {
-    let ProducerPorts { pool, pool_meta, channel, signal_data, wait_space } = ports;
+    let ProducerPorts { pool_id, pool, pool_meta, channel, signal_data, wait_space } = ports;
     let d = Domain::new();
-    d.add_owned_pool(PRODUCER_POOL, pool, pool_meta, Trust::Trusted).expect("pool dataport");
-    d.set_pool_acl(PRODUCER_POOL, &[PEER]).expect("acl");
+    d.add_owned_pool(pool_id, pool, pool_meta, Trust::Trusted).expect("pool dataport");
+    d.set_pool_acl(pool_id, &[PEER]).expect("acl");
     d.set_quota(PEER, CONSUMER_QUOTA).expect("quota");
-    let pages = d.pool_stats(PRODUCER_POOL).expect("pool").pages;
+    let pages = d.pool_stats(pool_id).expect("pool").pages;
     assert!(crate::release_ring_fits(pages), "release ring smaller than the pool");
     assert!(CACHE_BYTES <= pages as usize * 4096, "pool smaller than the cache");
     // SAFETY: the channel dataport; the consumer attaches after `magic`.
@@ -121,7 +123,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
         let mut cache: [Option<Aggregate<'_>>; MAX_CACHED] = [const { None }; MAX_CACHED];
         let mut sums = [0u64; MAX_CACHED];
         for (slot, sum) in cache.iter_mut().zip(sums.iter_mut()).take(cached) {
-            let mut w = d.alloc(PRODUCER_POOL, size).expect("cache buffer");
+            let mut w = d.alloc(pool_id, size).expect("cache buffer");
             bytes.fill(&mut w.writable()[..size]);
             *sum = word_sum(0, &w.writable()[..size]);
             *slot = Some(w.seal(size).map_err(|(e, _)| e).expect("seal"));
@@ -170,7 +172,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, budget: u64) -> [Ro
         results[i] = r;
         // Dropping the cache frees its buffers (every lent hold is back).
         drop(cache);
-        assert_eq!(d.pool_stats(PRODUCER_POOL).expect("pool").pages_in_use, 0, "pool not empty after a round");
+        assert_eq!(d.pool_stats(pool_id).expect("pool").pages_in_use, 0, "pool not empty after a round");
     }
     Control::set(&control.finished, 1);
     signal_data();
@@ -255,7 +257,9 @@ fn round<'d, S: Fn(), W: Fn()>(
 
 /// What the consumer needs from its component.
 pub struct ConsumerPorts<S: Fn(), W: Fn()> {
-    /// The producer's `pool` dataport (read-only here).
+    /// The producer's pool's id (`glue::pools::BENCH_POOL`).
+    pub pool_id: PoolId,
+    /// The producer's pool dataport (read-only here).
     pub pool: RoRegion,
     /// Bookkeeping for the foreign pool.
     pub pool_meta: &'static mut [BufMeta],
@@ -273,14 +277,14 @@ pub struct ConsumerPorts<S: Fn(), W: Fn()> {
 
 /// Receives and reads every message until the producer is finished.
 pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) {
-    let ConsumerPorts { pool, pool_meta, private, private_meta, channel, signal_space, wait_data } = ports;
+    let ConsumerPorts { pool_id, pool, pool_meta, private, private_meta, channel, signal_space, wait_data } = ports;
     // SAFETY: the channel dataport; the block is only read until `magic`.
     let control = unsafe { Control::at(channel) };
     while Control::get(&control.magic) != crate::CONTROL_MAGIC {
         wait_data();
     }
     let d = Domain::new();
-    d.add_foreign_pool(PRODUCER_POOL, pool, pool_meta, Trust::Trusted).expect("producer pool");
+    d.add_foreign_pool(pool_id, pool, pool_meta, Trust::Trusted).expect("producer pool");
     d.add_owned_pool(PRIVATE_POOL, private, private_meta, Trust::Trusted).expect("private pool");
     assert!(
         d.pool_stats(PRIVATE_POOL).expect("private").pages as usize * 4096 >= MAX_MESSAGE,
@@ -353,6 +357,7 @@ mod tests {
         let (d2, s2) = (data.clone(), space.clone());
         let consumer = std::thread::spawn(move || {
             consume(ConsumerPorts {
+                pool_id: 1,
                 pool: pool.read_only(),
                 pool_meta: meta(pages),
                 private,
@@ -364,6 +369,7 @@ mod tests {
         });
         let rounds = produce(
             ProducerPorts {
+                pool_id: 1,
                 pool,
                 pool_meta: meta(pages),
                 channel,

@@ -12,7 +12,7 @@
 //!
 //! | dataport | producer | consumer | contents |
 //! |---|---|---|---|
-//! | `pool` | RW | R | the producer's IO-Lite pool (header pages + data pages) |
+//! | `stream_pool` / `bench_pool` | RW | R | the producer's IO-Lite pool (header pages + data pages) |
 //! | `channel` | RW | RW | the channel's two rings ([`iolite::channel_bytes`]), then a [`Control`] block |
 //!
 //! and two notifications: `data` (producer → consumer: new descriptors, or
@@ -32,10 +32,11 @@ pub use iolite;
 use core::sync::atomic::{AtomicU64, Ordering};
 use iolite::{channel_bytes, Attach, Domain, Geometry, PeerId, PoolId, RwRegion};
 
-/// The producer's pool (the `pool` dataport).
-pub const PRODUCER_POOL: PoolId = 1;
-/// The consumer's private pool (copies in the `posix` mode).
-pub const PRIVATE_POOL: PoolId = 2;
+/// The consumer's private pool (copies in the `posix` mode): shared with
+/// nobody, so an id no pool of the assembly has. (The producer's pool has
+/// the id the compiler derives, `glue::pools`, which the components pass
+/// in their ports.)
+pub const PRIVATE_POOL: PoolId = iolite::FIRST_PRIVATE_POOL;
 /// Each side's peer slot for the other (one channel, so slot 0 on both).
 pub const PEER: PeerId = PeerId(0);
 /// Forward ring: aggregate descriptors in flight (336 bytes each).

@@ -49,11 +49,11 @@
 //!    dead consumer's holds are dropped and the pool is whole again, which
 //!    its final lines show.
 
-use crate::{fnv1a64, ByteStream, Control, SplitMix, FNV_START, PEER, PRIVATE_POOL, PRODUCER_POOL};
+use crate::{fnv1a64, ByteStream, Control, SplitMix, FNV_START, PEER, PRIVATE_POOL};
 use component_runtime::log;
 use iolite::{
-    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, RoRegion, RwRegion, Trust,
-    BUILD_COPY_MODE, FLAG_EOF,
+    init_channel, Aggregate, Boundary, BufMeta, ChannelRx, ChannelTx, Copier, Domain, Error, PoolId, RoRegion,
+    RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF,
 };
 
 /// Bytes the producer streams (at least; the last group may go over).
@@ -167,7 +167,9 @@ impl Iterator for Plan {
 
 /// What the producer needs from its component.
 pub struct ProducerPorts<S: Fn(), W: Fn()> {
-    /// The `pool` dataport (read-write here).
+    /// The pool's id (`glue::pools::STREAM_POOL`).
+    pub pool_id: PoolId,
+    /// The pool dataport (read-write here).
     pub pool: RwRegion,
     /// Bookkeeping for the pool, one entry per data page.
     pub pool_meta: &'static mut [BufMeta],
@@ -208,13 +210,13 @@ struct Outbox<'d> {
 /// the death protocol for it (nothing is left to drop: it had returned
 /// every hold before faulting) and reports that too.
 pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool) -> ProducerReport {
-    let ProducerPorts { pool, pool_meta, channel, signal_data, wait_space } = ports;
+    let ProducerPorts { pool_id, pool, pool_meta, channel, signal_data, wait_space } = ports;
     let d = Domain::new();
-    d.add_owned_pool(PRODUCER_POOL, pool, pool_meta, Trust::Trusted).expect("pool dataport");
+    d.add_owned_pool(pool_id, pool, pool_meta, Trust::Trusted).expect("pool dataport");
     // Only the consumer has the pool mapped; lending to anyone else fails.
-    d.set_pool_acl(PRODUCER_POOL, &[PEER]).expect("acl");
+    d.set_pool_acl(pool_id, &[PEER]).expect("acl");
     d.set_quota(PEER, CONSUMER_QUOTA).expect("quota");
-    let pages = d.pool_stats(PRODUCER_POOL).expect("pool").pages;
+    let pages = d.pool_stats(pool_id).expect("pool").pages;
     assert!(crate::release_ring_fits(pages), "release ring smaller than the pool");
     assert!(u64::from(MAX_AGGREGATE) < u64::from(pages) * 4096 / 2, "pool too small for the largest group");
 
@@ -231,7 +233,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
     let mut tx = unsafe { ChannelTx::attach(crate::attach(&d, channel)) }.expect("attach");
 
     let (total_bytes, total_aggs) = Plan::totals();
-    let free_before = free_pages(&d);
+    let free_before = free_pages(&d, pool_id);
     log!(
         "stream start: {} bytes in {} aggregates (groups of 1-{} buffers up to {} KiB, headers packed, some split in two; consumer quota {} buffers)",
         total_bytes,
@@ -254,7 +256,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
         let _ = tx.poll_releases();
         if outbox.is_none() {
             let Some(group) = plan.peek().copied() else { break };
-            match build_group(&d, &group, &mut data, &mut checksum) {
+            match build_group(&d, pool_id, &group, &mut data, &mut checksum) {
                 Ok(out) => {
                     plan.next();
                     bytes += group.len();
@@ -306,7 +308,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
         signal_data();
     }
     // The last, partly used header page goes back once its objects are.
-    d.flush_pack(PRODUCER_POOL).expect("flush pack");
+    d.flush_pack(pool_id).expect("flush pack");
     while Control::get(&control.consumer_done) != 1 {
         block(&mut tx, &signal_data, &wait_space, false);
     }
@@ -315,7 +317,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
         // The consumer may keep part of the stream and fault holding it:
         // those buffers come back only through the death protocol.
         tx.poll_releases().expect("release ring");
-        let held = d.pool_stats(PRODUCER_POOL).expect("pool").pages_in_use;
+        let held = d.pool_stats(pool_id).expect("pool").pages_in_use;
         log!("consumer still holds {} pages of the stream", held);
         Control::set(&control.producer_reported, 1);
         signal_data();
@@ -328,7 +330,7 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
                     "consumer restarted after its fault (restart {}): death protocol dropped {} buffers, pool free pages {} of {}",
                     restarts,
                     dropped,
-                    free_pages(&d),
+                    free_pages(&d, pool_id),
                     pages
                 );
                 break;
@@ -336,13 +338,13 @@ pub fn produce<S: Fn(), W: Fn()>(ports: ProducerPorts<S, W>, await_restart: bool
             wait_space();
         }
     } else {
-        while d.pool_stats(PRODUCER_POOL).expect("pool").pages_in_use != 0 {
+        while d.pool_stats(pool_id).expect("pool").pages_in_use != 0 {
             block(&mut tx, &signal_data, &wait_space, false);
         }
         Control::set(&control.producer_reported, 1);
         signal_data();
     }
-    let free_after = free_pages(&d);
+    let free_after = free_pages(&d, pool_id);
     log!("pool free pages after: {} of {}", free_after, pages);
     let s = d.stats();
     log!(
@@ -376,23 +378,29 @@ fn block(tx: &mut ChannelTx<'_>, signal_data: &impl Fn(), wait_space: &impl Fn()
     let _ = tx.poll_releases();
 }
 
-fn free_pages(d: &Domain) -> u32 {
-    let s = d.pool_stats(PRODUCER_POOL).expect("pool");
+fn free_pages(d: &Domain, pool: PoolId) -> u32 {
+    let s = d.pool_stats(pool).expect("pool");
     s.free_pages
 }
 
 /// Allocates and fills one group; on `PoolExhausted` nothing was written
 /// and the stream's position is unchanged (so the retry sends the same
 /// bytes).
-fn build_group<'d>(d: &'d Domain, g: &Group, data: &mut ByteStream, checksum: &mut u64) -> Result<Outbox<'d>, Error> {
+fn build_group<'d>(
+    d: &'d Domain,
+    pool: PoolId,
+    g: &Group,
+    data: &mut ByteStream,
+    checksum: &mut u64,
+) -> Result<Outbox<'d>, Error> {
     // Every buffer first, unwritten, so that a full pool costs nothing.
     let mut writers: [Option<iolite::BufMut<'d>>; MAX_BODIES] = [None, None, None, None];
     for (w, &len) in writers.iter_mut().zip(&g.body[..g.bodies]) {
-        *w = Some(d.alloc(PRODUCER_POOL, len as usize)?);
+        *w = Some(d.alloc(pool, len as usize)?);
     }
     let mut agg = if g.header > 0 {
         // Sub-page object: packed with other headers into a shared page.
-        d.pack(PRODUCER_POOL, g.header as usize, |bytes| {
+        d.pack(pool, g.header as usize, |bytes| {
             data.fill(bytes);
             *checksum = fnv1a64(*checksum, bytes);
         })?
@@ -413,7 +421,9 @@ fn build_group<'d>(d: &'d Domain, g: &Group, data: &mut ByteStream, checksum: &m
 
 /// What the consumer needs from its component.
 pub struct ConsumerPorts<S: Fn(), W: Fn()> {
-    /// The producer's `pool` dataport (read-only here).
+    /// The producer's pool's id (`glue::pools::STREAM_POOL`).
+    pub pool_id: PoolId,
+    /// The producer's pool dataport (read-only here).
     pub pool: RoRegion,
     /// Bookkeeping for the foreign pool.
     pub pool_meta: &'static mut [BufMeta],
@@ -460,14 +470,24 @@ pub struct ConsumerReport {
 /// hold, prints the consumer's lines, and waits until the producer has
 /// printed its final report.
 pub fn consume<S: Fn(), W: Fn()>(ports: ConsumerPorts<S, W>) -> ConsumerReport {
-    let ConsumerPorts { pool, pool_meta, private, private_meta, channel, signal_space, wait_data, hold_at_end } = ports;
+    let ConsumerPorts {
+        pool_id,
+        pool,
+        pool_meta,
+        private,
+        private_meta,
+        channel,
+        signal_space,
+        wait_data,
+        hold_at_end,
+    } = ports;
     // SAFETY: the channel dataport; the block is only read until `magic`.
     let control = unsafe { Control::at(channel) };
     while Control::get(&control.magic) != crate::CONTROL_MAGIC {
         wait_data();
     }
     let d = Domain::new();
-    d.add_foreign_pool(PRODUCER_POOL, pool, pool_meta, Trust::Trusted).expect("producer pool");
+    d.add_foreign_pool(pool_id, pool, pool_meta, Trust::Trusted).expect("producer pool");
     d.add_owned_pool(PRIVATE_POOL, private, private_meta, Trust::Trusted).expect("private pool");
     // SAFETY: initialised by the producer (magic is set); the only receiver.
     let mut rx = unsafe { ChannelRx::attach(crate::attach(&d, channel)) }.expect("attach");
@@ -614,6 +634,7 @@ mod tests {
         let consumer = std::thread::spawn(move || {
             consume(ConsumerPorts {
                 hold_at_end: 0,
+                pool_id: 1,
                 pool: pool.read_only(),
                 pool_meta: meta(pages),
                 private,
@@ -625,6 +646,7 @@ mod tests {
         });
         let p = produce(
             ProducerPorts {
+                pool_id: 1,
                 pool,
                 pool_meta: meta(pages),
                 channel,

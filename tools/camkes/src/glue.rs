@@ -156,6 +156,7 @@ fn component_glue(system: &System, component: &ComponentType, source: &str) -> S
     header(&mut out, component, source);
     out.push_str(RUNTIME);
     attributes(&mut out, component);
+    pools(&mut out, system, component);
     for i in 0..component.decl.interfaces.len() {
         interface_module(&mut out, system, component, &layout, i);
     }
@@ -326,6 +327,57 @@ fn attributes(out: &mut String, component: &ComponentType) {
         );
     }
     let _ = writeln!(out, "    }}");
+}
+
+/// `glue::pools`: the IO-Lite pools of the type (`crate::pools`), one
+/// constant per pool named after it, then `ALL`, every pool by name (for
+/// the grant lists). Left out when the type maps no pool and has no
+/// unconnected `maybe` dataport.
+fn pools(out: &mut String, system: &System, component: &ComponentType) {
+    let pools = component.glue_pools();
+    if pools.is_empty() {
+        return;
+    }
+    out.push_str(
+        "
+    /// The IO-Lite pools this component maps, with the ids the compiler
+    /// derives from the assembly (`<connection>.pool = true`): the same at
+    /// every end of a pool, each named after the pool (its connection and
+    /// its dataport here, `glue::<name>`). A `maybe` dataport's id is an
+    /// `Option`, `None` where the assembly leaves it unconnected.
+    pub mod pools {
+",
+    );
+    let mut all = Vec::new();
+    for (i, id) in pools {
+        let decl = &component.decl.interfaces[i];
+        let name = &decl.name.text;
+        let upper = name.to_uppercase();
+        let Some(id) = id else {
+            let _ = writeln!(
+                out,
+                "        /// `maybe dataport {name}`: not connected in this assembly.\n        pub const {upper}: Option<u32> = None;"
+            );
+            continue;
+        };
+        let rights = match component.access[i] {
+            Access::ReadOnly => "read-only",
+            Access::ReadWrite => "read-write",
+        };
+        let writers = crate::pools::writers(system, name).join("`, `");
+        let (ty, value) = if decl.maybe { ("Option<u32>", format!("Some({id})")) } else { ("u32", id.to_string()) };
+        let _ = writeln!(
+            out,
+            "        /// Pool `{name}`, written by `{writers}`; mapped here {rights}.\n        pub const {upper}: {ty} = {value};"
+        );
+        all.push(format!("            ({name:?}, {id}),\n"));
+    }
+    let _ = writeln!(
+        out,
+        "        /// Every pool above that the assembly connects, by name (what grant\n        /// lists name, `iolite::Domain::set_peer_pools_named`).\n        pub const {}: &[(&str, u32)] = &[\n{}        ];\n    }}",
+        crate::check::POOL_TABLE,
+        all.concat()
+    );
 }
 
 fn io_port_user(out: &mut String) {

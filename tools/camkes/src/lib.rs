@@ -17,6 +17,7 @@ pub mod imports;
 pub mod lexer;
 pub mod overrides;
 pub mod parser;
+pub mod pools;
 pub mod refs;
 pub mod spec;
 

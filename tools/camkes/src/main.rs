@@ -85,7 +85,10 @@ fn run(args: Args) -> Result<(), String> {
         write(path, &bytes)?;
     }
     if let Some(path) = &args.spec_text {
-        write(path, camkes::spec::describe(&output.spec).as_bytes())?;
+        let mut text = camkes::spec::describe(&output.spec);
+        text.push_str("IO-Lite pools (ids derived from the assembly):\n");
+        text.push_str(&camkes::pools::table(&output.system));
+        write(path, text.as_bytes())?;
     }
     if let Some(dir) = &args.glue_out {
         for (name, text) in &output.glue {

@@ -11,9 +11,13 @@
 //! The compiler checks each list against the connections: `<dp>` must be
 //! shared (seL4SharedData) with exactly one other instance, the sender, and
 //! every listed pool must be a dataport of this instance that the sender
-//! maps too (it is an end of the same seL4SharedData connection). So a list
-//! can grant no reference to a pool the sender cannot read: the sender may
-//! reference pools it maps, and nothing else.
+//! maps too (it is an end of the same seL4SharedData connection), and that
+//! connection is an IO-Lite pool (`<connection>.pool = true`, see
+//! `crate::pools`). So a list can grant no reference to a pool the sender
+//! cannot read: the sender may reference pools it maps, and nothing else.
+//! The default list of a `maybe` channel an assembly leaves unconnected is
+//! not checked (there is no sender); a list the assembly sets is,
+//! connected or not.
 
 use std::collections::HashSet;
 
@@ -23,7 +27,7 @@ use crate::diag::{err, Result};
 
 /// The instances (other than `instance`) at the ends of the connection
 /// that connects `instance.interface`, if it is an seL4SharedData one.
-fn shared_with(system: &System, instance: usize, interface: usize) -> Option<(String, Vec<usize>)> {
+pub(crate) fn shared_with(system: &System, instance: usize, interface: usize) -> Option<(String, Vec<usize>)> {
     let (c, _) = system.connection_of(instance, interface)?;
     let conn = &system.connections[c];
     if conn.connector != ConnectorKind::SharedData {
@@ -50,7 +54,16 @@ pub fn check(system: &System) -> Result<()> {
             if component.decl.interfaces[channel].kind != InterfaceKind::Dataport {
                 continue;
             }
-            let Some(value) = inst.config.attributes.get(&decl.name.text).or(decl.default.as_ref()) else {
+            let configured = inst.config.attributes.get(&decl.name.text);
+            if configured.is_none()
+                && component.decl.interfaces[channel].maybe
+                && system.connection_of(index, channel).is_none()
+            {
+                // An optional channel this assembly leaves out: its
+                // default list grants nothing to nobody.
+                continue;
+            }
+            let Some(value) = configured.or(decl.default.as_ref()) else {
                 continue;
             };
             let label = format!("'{}.{}'", inst.name.text, decl.name.text);
@@ -118,7 +131,18 @@ fn check_pool(
         return err(&item.pos, format!("{label} names the channel '{pool}' itself"));
     }
     match shared_with(system, instance, i) {
-        Some((_, others)) if others.contains(&sender) => Ok(()),
+        Some((pool_conn, others)) if others.contains(&sender) => {
+            let (c, _) = system.connection_of(instance, i).expect("shared, so connected");
+            if system.connections[c].pool.is_none() {
+                return err(
+                    &item.pos,
+                    format!(
+                        "{label} names '{pool}', which is not an IO-Lite pool: a grant list names pools, and '{pool_conn}' is one only with '{pool_conn}.pool = true'"
+                    ),
+                );
+            }
+            Ok(())
+        }
         Some((pool_conn, _)) => err(
             &item.pos,
             format!(

@@ -5,7 +5,8 @@ use camkes::imports::MemoryFiles;
 use std::path::Path;
 
 /// netstack-like `Net` (owns `hdr`, reads `app`), httpd-like `App` (owns
-/// `app`); `client` is their channel. `settings` go in the configuration.
+/// `app`); `client` is their channel, `hdr` and `app` IO-Lite pools.
+/// `settings` go in the configuration.
 fn system(settings: &str) -> String {
     format!(
         r#"import <std_connector.camkes>;
@@ -22,14 +23,15 @@ component App {{
     dataport Buf client;
     attribute string client_refs[];
 }}
-component Other {{ control; dataport Buf h; maybe dataport Buf client; }}
+component Other {{ control; dataport Buf hdr; maybe dataport Buf client; }}
 assembly {{ composition {{
     component Net net; component App web; component Other other;
-    connection seL4SharedData hdr(from net.hdr, to other.h);
+    connection seL4SharedData hdr(from net.hdr, to other.hdr);
     connection seL4SharedData app(from web.app, to net.app);
     connection seL4SharedData client(from net.client, to web.client);
 }} configuration {{
 {settings}
+    hdr.pool = true; app.pool = true;
 }} }}"#
     )
 }
@@ -68,8 +70,35 @@ fn malformed_grant_lists_are_refused() {
         let e = compile(&system(setting)).unwrap_err();
         assert!(e.contains(want), "{setting}: {e}");
     }
+    // Shared with the sender, but no IO-Lite pool: nothing to reference.
+    let not_a_pool = system(r#"net.client_refs = ["app"];"#).replace("app.pool = true;", "");
+    let e = compile(&not_a_pool).unwrap_err();
+    assert!(
+        e.contains("'net.client_refs' names 'app', which is not an IO-Lite pool: a grant list names pools, and 'app' is one only with 'app.pool = true'"),
+        "{e}"
+    );
+    assert!(e.starts_with("sys/main.camkes:22:20: error:"), "{e}");
     // A channel joins two instances, no more.
     let three = system(r#"net.client_refs = ["app"];"#).replace("to web.client);", "to web.client, to other.client);");
     let e = compile(&three).unwrap_err();
     assert!(e.contains("channel 'client' must join 'net' and exactly one other instance"), "{e}");
+}
+
+#[test]
+fn an_unconnected_optional_channel_keeps_its_default_list_unchecked() {
+    // Net gains an optional second channel with a default (empty) list.
+    let optional = |settings: &str| {
+        system(settings).replace(
+            "    attribute string client_refs[];\n}\ncomponent App",
+            "    attribute string client_refs[];\n    maybe dataport Buf client2;\n    attribute string client2_refs[] = [];\n}\ncomponent App",
+        )
+    };
+    let src = optional(r#"    net.client_refs = ["app"];"#);
+    assert!(src.contains("client2_refs"), "{src}");
+    let out = compile(&src).expect("compiles: nobody sends on client2");
+    let (_, glue) = out.glue.iter().find(|(name, _)| name == "net.rs").expect("glue for Net");
+    assert!(glue.contains(r#"pub const CLIENT2_REFS: &[&str] = &[];"#), "{glue}");
+    // A list the assembly sets for it is checked all the same.
+    let e = compile(&optional(r#"    net.client_refs = ["app"]; net.client2_refs = ["app"];"#)).unwrap_err();
+    assert!(e.contains("'net.client2_refs': 'client2' is not connected by seL4SharedData, so it is no channel"), "{e}");
 }

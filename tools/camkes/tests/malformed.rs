@@ -808,7 +808,7 @@ assembly { composition {
     connection seL4SharedData s(from a.d, to b.d);
 } configuration { s.colour = 4096; } }"#,
         extra: &[],
-        message: r#"unknown attribute 'colour' for connection 's' (connection settings: channel, shared_writers)"#,
+        message: r#"unknown attribute 'colour' for connection 's' (connection settings: channel, shared_writers, pool)"#,
         at: "6:21",
     },
     Case {
@@ -871,6 +871,175 @@ assembly { composition {
         extra: &[],
         message: r#"'drv.irq2' must be connected by seL4Notification or seL4NotificationNative to take the interrupt of 'i'"#,
         at: "11:28",
+    },
+    // IO-Lite pools (`<connection>.pool = true`): ids are derived, one
+    // name end to end.
+    Case {
+        name: "two pools with the same name",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; dataport Buf q; }
+component C { control; dataport Buf p; dataport Buf q; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData p(from a.p, to b.p);
+    connection seL4SharedData p(from a.q, to b.q);
+} configuration { p.pool = true; } }"#,
+        extra: &[],
+        message: r#"'p' is already defined at sys/main.camkes:6:31"#,
+        at: "7:31",
+    },
+    Case {
+        name: "two pools whose glue names differ only in case",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf a_pool; dataport Buf A_pool; }
+component C { control; dataport Buf a_pool; dataport Buf A_pool; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData a_pool(from a.a_pool, to b.a_pool);
+    connection seL4SharedData A_pool(from a.A_pool, to b.A_pool);
+} configuration { a_pool.pool = true; A_pool.pool = true; } }"#,
+        extra: &[],
+        message: r#"dataports 'a_pool' and 'A_pool' of component 'P' differ only in case: both pools would be glue::pools::A_POOL"#,
+        at: "2:58",
+    },
+    Case {
+        name: "a pool named like the glue's table of pools",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf all; }
+component C { control; dataport Buf all; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData all(from a.all, to b.all);
+} configuration { all.pool = true; } }"#,
+        extra: &[],
+        message: r#"dataport 'all' of component 'P' cannot be a pool: its glue constant would be glue::pools::ALL"#,
+        at: "2:37",
+    },
+    Case {
+        name: "a hand-written pool id",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; attribute int p_id; }
+component C { control; dataport Buf p; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData p(from a.p, to b.p);
+} configuration {
+    p.pool = true;
+    a.p_id = 3;
+} }"#,
+        extra: &[],
+        message: r#"'a.p_id': IO-Lite pool ids are derived from the assembly, not written by hand: 'p' is pool 1 (glue::pools::P); remove this setting"#,
+        at: "9:7",
+    },
+    Case {
+        // Ids follow the connections' order, not the settings'.
+        name: "a hand-written pool id without a declaration",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; dataport Buf q; }
+component C { control; dataport Buf p; dataport Buf q; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData p(from a.p, to b.p);
+    connection seL4SharedData q(from a.q, to b.q);
+} configuration {
+    q.pool = true;
+    p.pool = true;
+    b.p_id = 1;
+} }"#,
+        extra: &[],
+        message: r#"'b.p_id': IO-Lite pool ids are derived from the assembly, not written by hand: 'p' is pool 1 (glue::pools::P)"#,
+        at: "11:7",
+    },
+    Case {
+        name: "an attribute declared for a hand-written pool id",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; attribute int p_id = 5; }
+component C { control; dataport Buf p; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData p(from a.p, to b.p);
+} configuration { p.pool = true; } }"#,
+        extra: &[],
+        message: r#"attribute 'p_id' of component 'P': IO-Lite pool ids are derived from the assembly, not written by hand: 'p' is pool 1 (glue::pools::P); remove this attribute"#,
+        at: "2:54",
+    },
+    Case {
+        name: "a pool end named unlike its pool",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; }
+component C { control; dataport Buf req_p; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData p(from a.p, to b.req_p);
+} configuration { p.pool = true; } }"#,
+        extra: &[],
+        message: r#"'b.req_p' is an end of IO-Lite pool 'p', so it must be called 'p' too: a pool has one name"#,
+        at: "6:46",
+    },
+    Case {
+        name: "a pool that is a channel",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; }
+component C { control; dataport Buf p; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData p(from a.p, to b.p);
+} configuration { p.channel = true; p.pool = true; } }"#,
+        extra: &[],
+        message: r#"'p' is a channel ('p.channel = true'), so it cannot be an IO-Lite pool too"#,
+        at: "7:39",
+    },
+    Case {
+        name: "a pool with several writers",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; }
+component C { control; dataport Buf p; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData p(from a.p, to b.p);
+} configuration { p.pool = true; p.shared_writers = "both"; } }"#,
+        extra: &[],
+        message: r#"IO-Lite pool 'p' has one writer, its producer (the 'from' end): it cannot have 'p.shared_writers'"#,
+        at: "7:21",
+    },
+    Case {
+        name: "a pool that is no shared memory",
+        source: r#"import <std_connector.camkes>;
+component P { control; emits E e; }
+component C { control; consumes E e; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4Notification e(from a.e, to b.e);
+} configuration { e.pool = true; } }"#,
+        extra: &[],
+        message: r#"'e.pool' applies to seL4SharedData connections only, not seL4Notification"#,
+        at: "7:21",
+    },
+    Case {
+        name: "pool is a boolean",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; }
+component C { control; dataport Buf p; }
+assembly { composition {
+    component P a; component C b;
+    connection seL4SharedData p(from a.p, to b.p);
+} configuration { p.pool = 2; } }"#,
+        extra: &[],
+        message: r#"'p.pool' = 2 is out of range (0..=1)"#,
+        at: "7:28",
+    },
+    Case {
+        name: "instances of a type that differ in a pool",
+        source: r#"import <std_connector.camkes>;
+component P { control; dataport Buf p; }
+component C { control; maybe dataport Buf p; }
+assembly { composition {
+    component P a; component C b; component C c;
+    connection seL4SharedData p(from a.p, to b.p);
+} configuration { p.pool = true; } }"#,
+        extra: &[],
+        message: r#"instances 'b' and 'c' of component 'C' differ in whether dataport 'p' is an IO-Lite pool (the glue, with its pool ids, is one per type)"#,
+        at: "5:47",
     },
 ];
 

@@ -1,7 +1,8 @@
 //! The rights of every end of the whole system (`camkes/iolite.camkes`),
 //! derived from the compiled spec: the least-privilege rules asserted, and
 //! the complete table compared with the reviewed one committed in
-//! `tests/golden/iolite-rights.txt`. After an intended change to the
+//! `tests/golden/iolite-rights.txt`, and the IO-Lite pools with their
+//! derived ids with `tests/golden/iolite-pools.txt`. After an intended change to the
 //! assembly: `UPDATE_GOLDEN=1 cargo test -p camkes --test rights`, then
 //! review the diff of the table like code.
 
@@ -13,6 +14,7 @@ use system_spec::{Access, ObjectKind, SystemSpec};
 
 const ASSEMBLY: &str = "../../camkes/iolite.camkes";
 const GOLDEN: &str = "../../tests/golden/iolite-rights.txt";
+const POOLS_GOLDEN: &str = "../../tests/golden/iolite-pools.txt";
 
 fn compile() -> camkes::Output {
     camkes::compile(Path::new(ASSEMBLY), &[PathBuf::from("../../camkes")], &DiskFiles).unwrap_or_else(|e| panic!("{e}"))
@@ -97,11 +99,65 @@ fn the_rights_table_is_the_reviewed_one() {
          # P grant-reply (call), - none; badge: the sender's bits.\n{}",
         camkes::spec::rights_table(&out.spec)
     );
+    same_as_golden(GOLDEN, &table, "the rights");
+}
+
+/// The IO-Lite pools: the ids the compiler derives, every end's mapping
+/// and the grant lists by id, as reviewed.
+#[test]
+fn the_pool_table_is_the_reviewed_one() {
+    let out = compile();
+    let table = format!(
+        "# The IO-Lite pools of camkes/iolite.camkes (`<connection>.pool = true`) with\n\
+         # the ids the compiler derives, as system.txt lists them\n\
+         # (tools/camkes/tests/rights.rs; regenerate with UPDATE_GOLDEN=1 and review).\n{}",
+        camkes::pools::table(&out.system)
+    );
+    same_as_golden(POOLS_GOLDEN, &table, "the pools");
+}
+
+/// The ids are the ones every end's glue carries, and the rights those
+/// of the spec: the table shows what the components are built with.
+#[test]
+fn the_pool_table_agrees_with_the_glue_and_the_spec() {
+    let out = compile();
+    let mut pools = 0;
+    for c in out.system.connections.iter().filter(|c| c.pool.is_some()) {
+        pools += 1;
+        let id = c.pool.unwrap();
+        let name = &c.name.text;
+        for end in c.from.iter().chain(&c.to) {
+            let inst = &out.system.instances[end.instance];
+            let component = out.system.component_of(end.instance);
+            let (_, glue) = out.glue.iter().find(|(n, _)| *n == format!("{}.rs", component.elf)).unwrap();
+            let constant = format!("pub const {}: ", name.to_uppercase());
+            let line = glue
+                .lines()
+                .find(|l| l.contains(&constant))
+                .unwrap_or_else(|| panic!("{name} not in {}", component.elf));
+            assert!(line.ends_with(&format!(" = {id};")) || line.ends_with(&format!(" = Some({id});")), "{line}");
+            assert!(glue.contains(&format!("({name:?}, {id}),")), "{name} not in {}'s ALL", component.elf);
+            let access = mappings(&out.spec, name).into_iter().find(|(c, _)| *c == inst.name.text).unwrap().1;
+            let letters = if access == Access::ReadWrite { "RW" } else { "R" };
+            let row = format!("{}.{name}", inst.name.text);
+            let table = camkes::pools::table(&out.system);
+            assert!(
+                table.lines().any(
+                    |l| l.split_whitespace().collect::<Vec<_>>() == [name.as_str(), &id.to_string(), &row, letters]
+                ),
+                "no row {name} {id} {row} {letters} in\n{table}"
+            );
+        }
+    }
+    assert_eq!(pools, 7, "the system's pools");
+}
+
+fn same_as_golden(path: &str, table: &str, what: &str) {
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
-        std::fs::write(GOLDEN, &table).unwrap();
+        std::fs::write(path, table).unwrap();
         return;
     }
-    let golden = std::fs::read_to_string(GOLDEN).unwrap_or_default();
+    let golden = std::fs::read_to_string(path).unwrap_or_default();
     if golden != table {
         let old: Vec<&str> = golden.lines().collect();
         let new: Vec<&str> = table.lines().collect();
@@ -120,7 +176,7 @@ fn the_rights_table_is_the_reviewed_one() {
             diff.push_str("(same lines, different order)\n");
         }
         panic!(
-            "the rights of camkes/iolite.camkes differ from {GOLDEN} (- reviewed, + compiled):\n{diff}\
+            "{what} of camkes/iolite.camkes differ from {path} (- reviewed, + compiled):\n{diff}\
              if the change is intended: UPDATE_GOLDEN=1 cargo test -p camkes --test rights, and review it"
         );
     }

@@ -2,7 +2,7 @@
 //!
 //! * **Requests** arrive from httpd on channel A of `cgi_chan`
 //!   (`cgi::wire`: env ++ body, both in httpd's CGI request pool
-//!   `req_pool`, which holds nothing but what httpd hands us: we map no
+//!   `cgi_req_pool`, which holds nothing but what httpd hands us: we map no
 //!   pool with other clients' requests),
 //!   **replies** go back on channel B: the program's output as one
 //!   aggregate, generated parts in our (untrusted) pool, echoed bodies and
@@ -30,9 +30,10 @@
 //!   opens files until fs refuses and reads them, keeping every buffer,
 //!   until fs refuses again; it shows that fs's per-client open-file table
 //!   and quota stop a client from starving the others. And
-//!   `/cgi-bin/hostile?mode=forge|garbage`: a hostile peer that forges
-//!   references into its reply ring or writes impossible ring heads
-//!   (`hostile_forge`, `hostile_garbage`).
+//!   `/cgi-bin/hostile?mode=forge|garbage|unheld`: a hostile peer that
+//!   forges references into its reply ring, writes impossible ring heads,
+//!   or names a file-cache buffer fs never lent it (`hostile_forge`,
+//!   `hostile_garbage`, `hostile_unheld`).
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
 //!
@@ -55,27 +56,45 @@ use component_runtime::{error, log, warn};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::{
-    init_duplex, AggDesc, Aggregate, Attach, Boundary, ChannelRx, Copier, Domain, Duplex, DuplexAttach, Geometry,
-    PeerId, PoolId, SliceDesc, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
+    init_duplex, AggDesc, Aggregate, Attach, Boundary, ChannelRx, ChannelTx, Copier, Domain, Duplex, DuplexAttach,
+    Error, Geometry, PeerId, PoolId, SliceDesc, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use nic_api::{Counter, CounterPage, DrvCounter};
+use outbox::Outbox;
 use socket_api::StackCounter;
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(2 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/cgi.rs"));
 
-const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const REQ_POOL: PoolId = glue::attributes::REQ_POOL_ID as PoolId;
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{CGI_POOL, CGI_REQ_POOL, FILE_POOL};
 /// `cgi.test_hooks = 1` (test images only): build in the test hooks
 /// (`test_hook`). A constant from the assembly, so the default image's
 /// binary has neither their code nor their names.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
-const FILE_POOL: PoolId = fs_api::FS_POOL;
 const HTTPD: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
 const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
+
+/// A reply (request id, flags, output) waiting for room in httpd's reply
+/// ring. We take no request while one waits, so one is all that can.
+type Reply = (u32, u32, Aggregate<'static>);
+
+/// One reply into httpd's reply ring: handed back while the ring is full
+/// (httpd takes replies every round); dropped, and reported, when httpd
+/// cannot take it at all.
+fn to_httpd(tx: &mut ChannelTx<'static>, (id, flags, agg): Reply) -> Result<(), Reply> {
+    match tx.send(agg, u64::from(id), flags) {
+        Ok(()) => Ok(()),
+        Err((Error::Full, agg)) => Err((id, flags, agg)),
+        Err((e, _)) => {
+            warn!("reply {id}: {e:?}");
+            Ok(())
+        }
+    }
+}
 
 fn now_ms() -> u64 {
     // SAFETY: the ticker's clock page, mapped read-only for our lifetime.
@@ -223,14 +242,13 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // we run, used only through this domain.
     unsafe {
         map_pool!(owned d, CGI_POOL, glue::cgi_pool, Trust::Trusted).expect("cgi pool");
-        map_pool!(foreign d, REQ_POOL, glue::req_pool, Trust::Trusted).expect("request pool");
+        map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("request pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
     }
     // What each peer may reference in what it sends us (the assembly's
     // grant lists): httpd its request pool, fs its file cache.
-    let pools = [("cgi_pool", CGI_POOL), ("req_pool", REQ_POOL), ("file_pool", FILE_POOL)];
-    d.set_peer_pools_named(HTTPD, glue::attributes::CGI_CHAN_REFS, &pools).expect("httpd grant list");
-    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
+    d.set_peer_pools_named(HTTPD, glue::attributes::CGI_CHAN_REFS, glue::pools::ALL).expect("httpd grant list");
+    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, glue::pools::ALL).expect("fs grant list");
     // A fresh start at fs: it takes back what an earlier incarnation held
     // and sets our channel up again.
     glue::fs::reset();
@@ -272,24 +290,31 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // httpd's requests: a corrupt ring or a forged descriptor breaks the
     // channel for good (reported once) rather than being retried.
     let mut guard = iolite::Guard::new();
+    // A reply httpd's ring had no room for: it goes first, and until it
+    // has gone we take no more requests (httpd's request ring fills and it
+    // answers 503 itself), instead of dropping the reply (a 504 and a
+    // restart of ours).
+    let mut replies: Outbox<Reply> = Outbox::new(1);
     loop {
         let _ = chan.tx.poll_releases();
+        replies.drain(|r| to_httpd(&mut chan.tx, r));
         // Replies, and the requests' buffers back: httpd is signalled if
         // it waits for them.
         if chan.flush() {
             glue::done::emit();
         }
         let _ = programs.fragments_mut().rx.flush_releases();
-        // Requests, unless the copy stage waits for room in our pool: then
-        // our replies' buffers coming back.
+        // Requests, unless the copy stage waits for room in our pool (then
+        // our replies' buffers coming back) or a reply waits for room.
         let stalled = copier.stalled();
-        let want = Want { data: !stalled && guard.broken().is_none(), releases: stalled, room: false };
+        let waiting = !replies.is_empty();
+        let want = Want { data: !stalled && !waiting && guard.broken().is_none(), releases: stalled, room: waiting };
         if !chan.arm(want) {
             glue::wake::wait();
         }
         chan.disarm();
         death_watch.poll(d);
-        loop {
+        while replies.is_empty() {
             let r = match guard.recv(&mut copier.over(&mut chan.rx)) {
                 iolite::Next::Msg(r) => r,
                 iolite::Next::Idle | iolite::Next::Wait(_) => break,
@@ -310,8 +335,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
                 continue;
             }
             let flags = if ok { FLAG_EOF } else { 0 };
-            if let Err((e, _)) = chan.tx.send(reply, u64::from(id), flags) {
-                warn!("reply {id}: {e:?}");
+            if let Err((id, ..)) = replies.send((id, flags, reply), |r| to_httpd(&mut chan.tx, r)) {
+                // Cannot happen: requests are taken only while none waits.
+                error!("reply {id} dropped: a reply already waits");
             }
         }
     }
@@ -453,8 +479,9 @@ fn test_hook(
         "/cgi-bin/hostile" => {
             let query = env.get_str("QUERY_STRING").unwrap_or("");
             match cgi::programs::query_param(query, "mode").unwrap_or("") {
-                "forge" => hostile_forge(d, id),
+                "forge" => hostile_forge(d, id, cgi::programs::query_param(query, "pools").unwrap_or("")),
                 "garbage" => hostile_garbage(),
+                "unheld" => hostile_unheld(d, id),
                 _ => return None,
             }
             // Nothing more goes out on the reply ring (`MUTED`): httpd must
@@ -478,12 +505,6 @@ fn test_hook(
 /// Set by `/cgi-bin/hostile` once it has written the reply ring directly:
 /// from then on this incarnation sends no replies (its typed producer no
 /// longer knows the ring's state).
-/// httpd's application pool and netstack's socket pool as
-/// camkes/iolite.camkes numbers them: a hostile component needs no
-/// attribute to name a pool id.
-const HTTPD_APP_POOL: PoolId = 24;
-const SOCK_POOL: PoolId = 23;
-
 static MUTED: AtomicBool = AtomicBool::new(false);
 
 /// The producer end of channel B of `cgi_chan` (our replies to httpd), as
@@ -495,15 +516,17 @@ fn raw_reply_ring() -> Option<iolite::ring::RingProducer<AggDesc>> {
     unsafe { iolite::ring::RingProducer::attach(rw(base, cgi::chan::CHANNEL_BYTES), cgi::chan::FWD_CAP).ok() }
 }
 
-/// `/cgi-bin/hostile?mode=forge` (test hook): replies to request `id` whose
-/// slices name what we may not reference, written straight into the ring
-/// (the typed API cannot build them): httpd's application pool and
-/// netstack's socket pool (not in our grant list: refused and counted),
-/// then a wrong generation of a live buffer of our own pool, guessed
-/// generations of httpd's request pool and of fs's file pool, an
-/// out-of-range buffer, an out-of-range length, and too many slices (each
-/// breaks the channel; httpd reads up to the first of them).
-fn hostile_forge(d: &'static Domain, id: u32) {
+/// `/cgi-bin/hostile?mode=forge&pools=A,B` (test hook): replies to request
+/// `id` whose slices name what we may not reference, written straight into
+/// the ring (the typed API cannot build them): pools `A`, `B`, ... (ids of
+/// pools that are not ours, as an attacker reads them from the system's
+/// description: the test names httpd's application pool and netstack's
+/// socket pool, which httpd maps and our grant list leaves out, so they
+/// are refused and counted), then a wrong generation of a live buffer of
+/// our own pool, guessed generations of httpd's request pool and of fs's
+/// file pool, an out-of-range buffer, an out-of-range length, and too many
+/// slices (each breaks the channel; httpd reads up to the first of them).
+fn hostile_forge(d: &'static Domain, id: u32, pools: &str) {
     let Some(mut ring) = raw_reply_ring() else { return };
     MUTED.store(true, Ordering::Relaxed);
     // A live buffer of our pool, kept for good (one page per call of this
@@ -512,15 +535,15 @@ fn hostile_forge(d: &'static Domain, id: u32) {
     let Some(live) = d.alloc(CGI_POOL, 64).ok().and_then(|b| b.seal(64).ok()) else { return };
     let live = *Box::leak(Box::new(live)).descs().first().expect("one slice");
     let slice = |pool, buf, gen, off, len| SliceDesc { pool, buf, gen, off, len };
-    let forged = [
-        slice(HTTPD_APP_POOL, 0, 1, 0, 4096),
-        slice(SOCK_POOL, 0, 1, 0, 4096),
+    // At most what leaves the ring room for the six replies that follow.
+    let foreign = pools.split(',').filter_map(|p| p.parse::<PoolId>().ok()).take(cgi::chan::FWD_CAP - 8);
+    let forged = foreign.map(|p| slice(p, 0, 1, 0, 4096)).chain([
         slice(CGI_POOL, live.buf, live.gen ^ 0x0100_0000, 0, 64),
-        slice(REQ_POOL, 0, 0x5eed_0001, 0, 64),
+        slice(CGI_REQ_POOL, 0, 0x5eed_0001, 0, 64),
         slice(FILE_POOL, 0, 0x5eed_0002, 0, 4096),
         slice(CGI_POOL, u32::MAX, 1, 0, 64),
         slice(CGI_POOL, 0, 1, u32::MAX - 8, 4096),
-    ];
+    ]);
     let mut sent = 0;
     for s in forged {
         let mut desc = AggDesc { nslices: 1, flags: FLAG_EOF, tag: u64::from(id), ..AggDesc::default() };
@@ -534,6 +557,37 @@ fn hostile_forge(d: &'static Domain, id: u32) {
         sent += 1;
     }
     log!("hostile: {sent} forged replies written");
+    glue::done::emit();
+}
+
+/// `/cgi-bin/hostile?mode=unheld` (test hook): a reply that looks right
+/// in every field: a header from our own pool, then a slice of a live
+/// buffer of fs's file pool, at its current published generation, that fs
+/// never lent us (we map the pool and read the generation). Every check a
+/// receiver can make on its own passes; only fs knows we do not hold it.
+fn hostile_unheld(d: &'static Domain, id: u32) {
+    let pages = d.pool_stats(FILE_POOL).map(|s| s.pages).unwrap_or(0);
+    let unheld = (0..pages).find_map(|buf| {
+        let (gen, sealed) = d.published(FILE_POOL, buf).ok()?;
+        let ours = d.holds(FILE_POOL, buf).ok()?;
+        let free = ours == iolite::Holds::default();
+        (iolite::pool::gen_is_live(gen) && sealed >= 16 && free).then_some((buf, gen, sealed.min(4096)))
+    });
+    let Some((buf, gen, len)) = unheld else {
+        log!("hostile: no live file buffer we do not hold");
+        return;
+    };
+    let Ok(head) = cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\n")) else {
+        return;
+    };
+    let head = *Box::leak(Box::new(head)).descs().first().expect("one slice");
+    let Some(mut ring) = raw_reply_ring() else { return };
+    MUTED.store(true, Ordering::Relaxed);
+    let mut desc = AggDesc { nslices: 2, flags: FLAG_EOF, tag: u64::from(id), ..AggDesc::default() };
+    desc.slices[0] = head;
+    desc.slices[1] = SliceDesc { pool: FILE_POOL, buf, gen, off: 0, len };
+    let pushed = ring.push(desc).is_ok();
+    log!("hostile: reply with file buffer {buf} (generation {gen:#x}, {len} bytes) written: {pushed}");
     glue::done::emit();
 }
 

@@ -37,8 +37,10 @@ use alloc::vec::Vec;
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
 use fs::clients::{queue_range, OpenFiles};
-use fs::proto::{self, ErrorCode, FS_POOL};
+use fs::proto::{self, ErrorCode};
+// The file cache's pool id: derived by the compiler from the assembly.
 use fs::{Config, File, Fs};
+use glue::pools::FILE_POOL;
 use iolite::{Attach, ChannelTx, Domain, Geometry, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
 
 use virtio_blk::VirtioBlk;
@@ -63,8 +65,8 @@ const VIRTIO_BLK_DEVICE: u16 = 0x1001;
 const ASSEMBLY_IRQ_LINE: u32 = 10;
 
 /// Data pages of the pool dataport.
-const POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
-const _: () = assert!(PoolLayout { pages: POOL_PAGES }.region_bytes() <= glue::pool::SIZE);
+const POOL_PAGES: u32 = PoolLayout::fitting(glue::file_pool::SIZE).pages;
+const _: () = assert!(PoolLayout { pages: POOL_PAGES }.region_bytes() <= glue::file_pool::SIZE);
 const _: () = assert!(POOL_PAGES as usize <= proto::REL_CAP, "release ring smaller than the pool");
 const _: () = assert!(glue::channel::SIZE >= proto::CHANNEL_BYTES, "channel dataport too small");
 const _: () = assert!(glue::channel2::SIZE >= proto::CHANNEL_BYTES, "channel2 dataport too small");
@@ -174,9 +176,9 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
     d.seed_generations(seed);
     // SAFETY: the pool dataport is used only through the IO-Lite library
     // from here on.
-    unsafe { glue_rt::map_pool!(owned d, FS_POOL, glue::pool, Trust::Trusted) }.expect("pool");
+    unsafe { glue_rt::map_pool!(owned d, FILE_POOL, glue::file_pool, Trust::Trusted) }.expect("pool");
     let peers: Vec<PeerId> = (0..CLIENTS).map(|i| PeerId(i as u8)).collect();
-    d.set_pool_acl(FS_POOL, &peers).expect("acl");
+    d.set_pool_acl(FILE_POOL, &peers).expect("acl");
     let mut clients = Vec::new();
     for (i, &peer) in peers.iter().enumerate() {
         d.set_quota(peer, CLIENT_QUOTA[i] as u32).expect("quota");
@@ -190,7 +192,7 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
     // Copies happen at the client's end of the channel (FileCacheToApp):
     // the cache always hands out references.
     cfg.mode = iolite::CopyMode::IoLite;
-    let mut fs = match Fs::mount(dev, d, FS_POOL, cfg) {
+    let mut fs = match Fs::mount(dev, d, FILE_POOL, cfg) {
         Ok(fs) => fs,
         Err(e) => {
             error!("mount failed: {e}");
@@ -345,7 +347,7 @@ impl Server {
         let agg = if bytes.is_empty() {
             iolite::Aggregate::new(self.d)
         } else {
-            let mut buf = self.d.alloc(FS_POOL, bytes.len()).map_err(|_| ErrorCode::NoMemory)?;
+            let mut buf = self.d.alloc(FILE_POOL, bytes.len()).map_err(|_| ErrorCode::NoMemory)?;
             buf.writable()[..bytes.len()].copy_from_slice(&bytes);
             buf.seal(bytes.len()).map_err(|_| ErrorCode::NoMemory)?
         };
@@ -454,7 +456,7 @@ impl glue::fs::FsIoLite for Server {
         *disk_reads = s.disk.reads;
         *disk_bytes = s.disk.bytes;
         *copied_bytes = s.cache.copied_bytes + self.d.stats().bytes_copied;
-        *pool_pages_in_use = self.d.pool_stats(FS_POOL).map(|p| u64::from(p.pages_in_use)).unwrap_or(0);
+        *pool_pages_in_use = self.d.pool_stats(FILE_POOL).map(|p| u64::from(p.pages_in_use)).unwrap_or(0);
         *data_bytes = s.disk.data_bytes;
         let drv = self.fs.volume().device().stats();
         (*dma_bytes, *bounce_bytes) = (drv.dma_bytes, drv.bounce_bytes);
@@ -490,6 +492,19 @@ impl glue::fs::FsIoLite for Server {
         }
         self.poll_events();
         0
+    }
+
+    fn vouch(&mut self, buf: u32, generation: u32) -> i32 {
+        let client = caller();
+        // Releases first: a hold the other client gave back is not vouched
+        // for.
+        self.begin();
+        let r = match self.d.vouch(FILE_POOL, buf, generation, PeerId(client as u8)) {
+            Ok(()) => 0,
+            Err(iolite::Error::QuotaExceeded) => ErrorCode::ChannelBusy.ret(),
+            Err(_) => ErrorCode::NotHeld.ret(),
+        };
+        r as i32
     }
 
     fn set_budget(&mut self, bytes: u64) -> i32 {

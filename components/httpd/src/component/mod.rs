@@ -45,32 +45,29 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 
 use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
-use fs_api::{ErrorCode as FsErr, FileKind};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
-use httpd::{Action, Clock, Config, ConnId as HConn, FileSource, FileStat, Kind, Remote, Server, SourceError};
+use httpd::{Action, Clock, Config, ConnId as HConn, Remote, Server};
 use iolite::duplex::Control;
 use iolite::{
-    init_duplex, Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next,
-    PeerId, PoolId, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust,
+    Want, BUILD_COPY_MODE, FLAG_EOF,
 };
+use outbox::Outbox;
 use socket_api::{ErrorCode, Event, Request};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(8 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/httpd.rs"));
 
-const HTTPD_POOL: PoolId = glue::attributes::HTTPD_POOL_ID as PoolId;
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const FILE_POOL: PoolId = fs_api::FS_POOL;
-const CGI_POOL: PoolId = glue::attributes::CGI_POOL_ID as PoolId;
-const CGI_REQ_POOL: PoolId = glue::attributes::CGI_REQ_POOL_ID as PoolId;
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{APP_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL, SOCK_POOL};
 
 const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
@@ -96,6 +93,13 @@ const POOL_LOW_QUARTERS: u64 = match BUILD_COPY_MODE {
     CopyMode::Posix => 2,
     _ => 3,
 };
+/// Requests for netstack that may wait for ring room (`Httpd::outq`):
+/// `pump` pulls nothing while a ring's worth waits and stops pulling at
+/// two rings' worth, and one round of events (at most a ring of them) adds
+/// at most two each (a refused connection's 503 and its close).
+const OUTQ_CAP: usize = 4 * socket_api::FWD_CAP;
+/// `pump` stops pulling output at this many requests waiting.
+const OUTQ_PUMP_MAX: usize = 2 * socket_api::FWD_CAP;
 /// Bytes pulled from the server per round before yielding to netstack.
 const ROUND_BYTES: usize = 2 << 20;
 /// Sends and bytes pulled for one connection per round (see `pump`).
@@ -108,6 +112,14 @@ const TICK_MS: u64 = 100;
 /// The cgi's instance name in the assembly (what we ask the supervisor to
 /// restart; `httpd.may_restart` must name it).
 const CGI_INSTANCE: &str = "cgi";
+
+/// Why fs did not vouch for a file buffer in a CGI reply.
+enum Vouch {
+    /// No other client holds it: the cgi made the reference up.
+    Forged(u32),
+    /// Our quota of fs buffers is used up: the reply must wait or fail.
+    Busy,
+}
 
 // ---- time --------------------------------------------------------------
 
@@ -124,111 +136,8 @@ impl Clock for TickClock {
     }
 }
 
-// ---- fs ------------------------------------------------------------------
-
-/// An open file of fs.
-pub struct FsFile {
-    handle: u32,
-}
-
-/// `FileSource` over the fs component.
-pub struct FsSource {
-    d: &'static Domain,
-    rx: ChannelRx<'static>,
-    /// posix copies file data at our end (flash and iolite do not).
-    copier: Copier<'static>,
-    tag: u64,
-    /// Bytes copied on the channel (posix mode copies at our end).
-    copied: u64,
-}
-
-fn fs_error(e: i64, dir: bool) -> SourceError {
-    let code = fs_api::ErrorCode::ALL.iter().copied().find(|c| c.ret() == e);
-    match code {
-        Some(FsErr::NotFound | FsErr::NotADirectory | FsErr::NameTooLong) => SourceError::NotFound,
-        Some(FsErr::NotAFile) if dir => SourceError::IsDirectory,
-        Some(FsErr::NotAFile | FsErr::TooManySymlinks | FsErr::Denied) => SourceError::Forbidden,
-        Some(FsErr::NoMemory | FsErr::TooManyOpen | FsErr::ChannelBusy) => SourceError::Busy,
-        _ => SourceError::Failed,
-    }
-}
-
-impl FileSource<'static> for FsSource {
-    type File = FsFile;
-
-    fn open(&mut self, path: &str) -> Result<(FsFile, FileStat), SourceError> {
-        if path.len() > MAX_PATH {
-            // Longer than a path argument of the RPC can be (fs would say
-            // NameTooLong for any real file anyway).
-            return Err(SourceError::NotFound);
-        }
-        let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);
-        let r = glue::fs::stat(path, &mut size, &mut mtime, &mut kind, &mut ino, &mut generation);
-        if r < 0 {
-            return Err(fs_error(r.into(), false));
-        }
-        let kind = match fs_api::kind_from_code(kind) {
-            FileKind::File => Kind::File,
-            FileKind::Dir => return Err(SourceError::IsDirectory),
-            FileKind::Symlink | FileKind::Other => Kind::Other,
-        };
-        if kind == Kind::Other {
-            return Err(SourceError::Forbidden);
-        }
-        let (mut osize, mut oino) = (0, 0);
-        let h = glue::fs::open(path, &mut osize, &mut oino);
-        if h < 0 {
-            return Err(fs_error(h, false));
-        }
-        Ok((FsFile { handle: h as u32 }, FileStat { ino, generation, mtime, size: osize, kind }))
-    }
-
-    fn read(&mut self, file: &FsFile, offset: u64, max: usize) -> Result<Aggregate<'static>, SourceError> {
-        self.tag += 1;
-        let tag = self.tag;
-        let len = (max as u64).min(READ_MAX);
-        let n = glue::fs::read(file.handle, offset, len, tag);
-        if n < 0 {
-            return Err(fs_error(n, false));
-        }
-        let mut out = Aggregate::new(self.d);
-        if n == 0 {
-            return Ok(out);
-        }
-        // fs queued the range before answering: it is in the ring now.
-        loop {
-            let before = self.d.stats().bytes_copied;
-            let r = self.copier.recv(&mut self.rx);
-            self.copied += self.d.stats().bytes_copied - before;
-            match r {
-                Ok(Some(m)) if m.tag == tag => {
-                    if let Err((_, rest)) = out.append(m.agg) {
-                        // Cannot happen with READ_MAX; keep what fits.
-                        drop(rest);
-                        break;
-                    }
-                    if out.len() as i64 >= n {
-                        break;
-                    }
-                }
-                Ok(Some(_)) => {} // a stale message of an earlier read
-                Ok(None) => break,
-                Err(e) => {
-                    warn!("fs channel: {e:?}");
-                    if out.is_empty() {
-                        return Err(SourceError::Busy);
-                    }
-                    break;
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    fn close(&mut self, file: FsFile) {
-        glue::fs::close(file.handle);
-    }
-}
+mod fs;
+use fs::FsSource;
 
 // ---- the component -----------------------------------------------------------
 
@@ -252,7 +161,8 @@ struct Httpd {
     events_copier: Copier<'static>,
     /// netstack's events: see `Cgi::guard`.
     events_guard: Guard,
-    outq: VecDeque<(u64, Aggregate<'static>)>,
+    /// Requests (tag, aggregate) waiting for room in `net.tx`, in order.
+    outq: Outbox<(u64, Aggregate<'static>)>,
     /// netstack connection → server connection, and back.
     by_net: BTreeMap<u32, HConn>,
     by_srv: BTreeMap<u32, u32>,
@@ -283,6 +193,10 @@ struct Httpd {
     cgi_copied: u64,
     /// Request bodies copied into the CGI request pool.
     cgi_body_copied: u64,
+    /// File buffers in CGI replies that fs vouched for, and that it did
+    /// not (the cgi named a buffer it does not hold).
+    cgi_vouched: u64,
+    cgi_unheld_refs: u64,
     request_copied: u64,
     send_errors: u64,
     cgi_restarts: u64,
@@ -313,7 +227,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY (all pools): the dataports are mapped as the assembly
     // declares for as long as we run, used only through this domain.
     unsafe {
-        map_pool!(owned d, HTTPD_POOL, glue::app_pool, Trust::Trusted).expect("httpd pool");
+        map_pool!(owned d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
         map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
         // CGI output: the cgi can rewrite its buffers, so nothing keys a
@@ -325,33 +239,16 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
     // What each peer may reference in what it sends us (the assembly's
     // grant lists); our own buffers only where we lent them to that peer.
-    let pools = [
-        ("app_pool", HTTPD_POOL),
-        ("sock_pool", SOCK_POOL),
-        ("file_pool", FILE_POOL),
-        ("cgi_pool", CGI_POOL),
-        ("cgi_req_pool", CGI_REQ_POOL),
-    ];
-    d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, &pools).expect("netstack grant list");
-    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, &pools).expect("fs grant list");
-    d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, &pools).expect("cgi grant list");
+    d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, glue::pools::ALL).expect("netstack grant list");
+    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, glue::pools::ALL).expect("fs grant list");
+    d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, glue::pools::ALL).expect("cgi grant list");
 
     // --- the netstack region: we run above netstack, so we set it up
     // now, before anything that could block ---
     // SAFETY: the client dataport, mapped read-write for our lifetime,
     // shared with netstack only, which attaches after we initialised it.
-    let net = unsafe {
-        let region = rw(glue::client::VADDR, glue::client::SIZE);
-        init_duplex(region, socket_api::GEOMETRY).expect("client");
-        Duplex::attach(DuplexAttach {
-            domain: d,
-            peer: NETSTACK,
-            region,
-            geometry: socket_api::GEOMETRY,
-            side: socket_api::CLIENT_SIDE,
-        })
-        .expect("client")
-    };
+    let net =
+        unsafe { socket_api::init_client(d, NETSTACK, rw(glue::client::VADDR, glue::client::SIZE)) }.expect("client");
 
     // --- fs: the channel is set up once fs answers a call ---
     let (mut h, mut s, mut n, mut p, mut q, mut r, mut t, mut u, mut v, mut w, mut x, mut y) =
@@ -367,13 +264,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         })
     }
     .expect("fs channel");
-    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(HTTPD_POOL)).expect("copy pool");
+    let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(APP_POOL)).expect("copy pool");
     let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0 };
 
     let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
     // SAFETY: the clock dataport, mapped read-only for our lifetime.
     let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
-    let srv = Server::new(d, HTTPD_POOL, src, clock, cfg);
+    let srv = Server::new(d, APP_POOL, src, clock, cfg);
     // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
     // its control page is written by the cgi only.
     let cgi_control = unsafe { Control::of(rw(glue::cgi_chan::VADDR, glue::cgi_chan::SIZE), cgi_api::chan::GEOMETRY) }
@@ -382,9 +279,9 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         d,
         srv,
         net,
-        events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(HTTPD_POOL)).expect("copy pool"),
+        events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(APP_POOL)).expect("copy pool"),
         events_guard: Guard::new(),
-        outq: VecDeque::new(),
+        outq: Outbox::new(OUTQ_CAP),
         by_net: BTreeMap::new(),
         by_srv: BTreeMap::new(),
         closing: BTreeSet::new(),
@@ -401,6 +298,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         static_copied: 0,
         cgi_copied: 0,
         cgi_body_copied: 0,
+        cgi_vouched: 0,
+        cgi_unheld_refs: 0,
         request_copied: 0,
         send_errors: 0,
         cgi_restarts: 0,
@@ -432,15 +331,16 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
 }
 
 impl Httpd {
-    /// Queues a request for netstack (in order behind earlier ones if the
-    /// ring is full).
+    /// Sends a request to netstack (in order behind earlier ones waiting
+    /// for ring room). `OUTQ_CAP` is never reached while `pump` keeps to
+    /// `OUTQ_PUMP_MAX`; if it is, the request is lost: counted
+    /// (`netstack_requests_refused`) and reported.
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
-        if self.outq.is_empty() {
-            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
-                self.outq.push_back((tag, agg));
+        let tx = &mut self.net.tx;
+        if let Err((tag, _)) = self.outq.send((tag, agg), |m| socket_api::send_request(tx, m)) {
+            if self.outq.refused() <= 10 {
+                error!("netstack request {tag:#x} dropped: {OUTQ_CAP} requests wait for ring room");
             }
-        } else {
-            self.outq.push_back((tag, agg));
         }
     }
 
@@ -472,12 +372,8 @@ impl Httpd {
     /// cgi if they wait for any of it.
     fn flush(&mut self) {
         let _ = self.net.tx.poll_releases();
-        while let Some((tag, agg)) = self.outq.pop_front() {
-            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
-                self.outq.push_front((tag, agg));
-                break;
-            }
-        }
+        let tx = &mut self.net.tx;
+        self.outq.drain(|m| socket_api::send_request(tx, m));
         let _ = self.srv.source_mut().rx.flush_releases();
         if let Some(c) = &mut self.cgi {
             let _ = c.link.tx.poll_releases();
@@ -625,6 +521,11 @@ impl Httpd {
             // learn of `SendFull` only after the round.
             let (mut sends, mut bytes) = (0usize, 0usize);
             loop {
+                if self.outq.len() >= OUTQ_PUMP_MAX {
+                    // netstack's ring is full and two rings' worth wait.
+                    later.push(id);
+                    break;
+                }
                 // Static responses are built here (file reads included):
                 // every byte copied meanwhile is charged to them.
                 let copied_before = self.d.stats().bytes_copied;
@@ -690,7 +591,7 @@ impl Httpd {
     /// into it): pull no more until netstack returns buffers.
     fn pool_low(&self) -> bool {
         self.d
-            .pool_stats(HTTPD_POOL)
+            .pool_stats(APP_POOL)
             .map(|s| s.pages_in_use as u64 * 4 >= s.pages as u64 * POOL_LOW_QUARTERS)
             .unwrap_or(false)
     }
@@ -773,6 +674,23 @@ impl Httpd {
                     return;
                 }
             };
+            if let Err(why) = self.vouch_file_slices(&r.agg) {
+                match why {
+                    Vouch::Forged(buf) => {
+                        error!("channel cgi_chan.B from cgi broken: file buffer {buf} it does not hold");
+                        self.restart_cgi("broke its reply channel");
+                        return;
+                    }
+                    Vouch::Busy => {
+                        let call_id = r.tag as u32;
+                        let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
+                        self.cgi_unavailable += 1;
+                        self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Unavailable));
+                        self.ready.push(id);
+                        continue;
+                    }
+                }
+            }
             let call_id = r.tag as u32;
             let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
             let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi_api::Failure::Fault) };
@@ -781,6 +699,38 @@ impl Httpd {
             self.cgi_copied += self.d.stats().bytes_copied - before;
             self.ready.push(id);
         }
+    }
+
+    /// A reply's slices of the file cache's pool are on the cgi's word: it
+    /// may name a buffer fs never lent it (the generation is public), or
+    /// return its hold to fs while we still send from the buffer. fs
+    /// vouches for each one: if the cgi holds it, we get a hold of our own
+    /// from fs, which keeps the buffer until netstack is done with it.
+    fn vouch_file_slices(&mut self, agg: &iolite::Aggregate<'_>) -> Result<(), Vouch> {
+        let mut done: [(u32, u32); iolite::MAX_SLICES] = [(u32::MAX, 0); iolite::MAX_SLICES];
+        let mut n = 0;
+        for s in agg.descs().iter().filter(|s| s.pool == FILE_POOL) {
+            if done[..n].contains(&(s.buf, s.gen)) {
+                continue;
+            }
+            match glue::fs::vouch(s.buf, s.gen) {
+                0 => {}
+                r if r as i64 == fs_api::ErrorCode::ChannelBusy.ret() => return Err(Vouch::Busy),
+                _ => {
+                    self.cgi_unheld_refs += 1;
+                    return Err(Vouch::Forged(s.buf));
+                }
+            }
+            if let Err(e) = self.d.take_vouched(FILE_POOL, s.buf, s.gen, FS) {
+                warn!("fs vouched for file buffer {} but it is not held here: {e:?}", s.buf);
+            }
+            self.cgi_vouched += 1;
+            if n < done.len() {
+                done[n] = (s.buf, s.gen);
+                n += 1;
+            }
+        }
+        Ok(())
     }
 
     /// Has the supervisor restart the cgi, which did not answer in time or
@@ -912,7 +862,7 @@ impl Httpd {
                 side: cgi_api::chan::HTTPD_SIDE,
             })
             .and_then(|link| {
-                let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(HTTPD_POOL))?;
+                let copier = Copier::new(BUILD_COPY_MODE, Boundary::CgiToApp, Some(APP_POOL))?;
                 Ok(Cgi { link, copier, guard: Guard::new() })
             })
         };
@@ -941,6 +891,8 @@ impl Httpd {
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);
         c.set("cgi_body_bytes_copied", self.cgi_body_copied);
+        c.set("cgi_file_refs_vouched", self.cgi_vouched);
+        c.set("cgi_file_refs_unheld", self.cgi_unheld_refs);
         let ds = self.d.stats();
         c.set("rejected_descriptors", ds.rejected_descriptors);
         c.set("rejected_foreign_pool", ds.rejected_foreign_pool);
@@ -959,7 +911,8 @@ impl Httpd {
         c.set("connections_send_full", self.net_full.len() as u64);
         c.set("heap_used", heap_used() as u64);
         c.set("netstack_requests_queued", self.outq.len() as u64);
-        if let Ok(p) = self.d.pool_stats(HTTPD_POOL) {
+        c.set("netstack_requests_refused", self.outq.refused());
+        if let Ok(p) = self.d.pool_stats(APP_POOL) {
             c.set("pool_pages", u64::from(p.pages));
             c.set("pool_pages_in_use", u64::from(p.pages_in_use));
         }

@@ -61,10 +61,11 @@ impl Domain {
 
     /// [`Domain::set_peer_pools`] from a grant list as the assembly writes
     /// it, the names of our dataports (`<channel>_refs`), with `pools`
-    /// naming each dataport's pool id (id 0: that optional dataport is not
-    /// in this assembly). A name not in `pools`, or an absent pool, is
-    /// `UnknownPool`: the compiler checked the list against the sender's
-    /// mappings, so it means this component's table is out of date.
+    /// naming each dataport's pool id (on the target the glue's
+    /// `glue::pools::ALL`, the compiler's ids; id 0: no such pool). A name
+    /// not in `pools`, or an absent pool, is `UnknownPool`: the compiler
+    /// checked the list against the sender's mappings, so it means this
+    /// component's table is out of date.
     pub fn set_peer_pools_named(&self, p: PeerId, names: &[&str], pools: &[(&str, PoolId)]) -> Result<()> {
         let mut ids = [0 as PoolId; MAX_POOLS];
         if names.len() > MAX_POOLS {

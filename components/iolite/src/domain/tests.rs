@@ -840,3 +840,109 @@ fn region_of(d: &Domain, pool: PoolId) -> RwRegion {
     // SAFETY: the leaked host region behind the pool, alive for the test.
     unsafe { RwRegion::from_raw_parts(base as *mut u8, e.layout.region_bytes()) }.unwrap()
 }
+
+/// fs owns pool 1 and lends to http (its peer 0) and cgi (its peer 1); cgi
+/// passes references on to http. In cgi: fs is peer 0, http peer 1. In
+/// http: fs is peer 0, cgi peer 1.
+fn vouch_system() -> (Domain, Domain, Domain) {
+    let (fs, cgi, http) = (Domain::new(), Domain::new(), Domain::new());
+    let r = own(&fs, FS_POOL, 16);
+    map(&cgi, FS_POOL, r);
+    map(&http, FS_POOL, r);
+    (fs, cgi, http)
+}
+const FS_CGI: PeerId = PeerId(1);
+const CGI_FS: PeerId = PeerId(0);
+const CGI_HTTP: PeerId = PeerId(1);
+const HTTP_CGI: PeerId = PeerId(1);
+
+#[test]
+fn a_vouched_reference_outlives_the_passing_peers_early_return() {
+    let (fs, cgi, http) = vouch_system();
+    let cached = make(&fs, FS_POOL, b"<fragment>");
+    let s = cached.descs()[0];
+    // fs -> cgi -> http, by reference.
+    let d1 = fs.lend(cached.duplicate().unwrap(), FS_CGI, 0, 0).unwrap();
+    let at_cgi = cgi.accept(&d1, CGI_FS).unwrap();
+    let d2 = cgi.lend(at_cgi, CGI_HTTP, 0, 0).unwrap();
+    let at_http = http.accept(&d2, HTTP_CGI).unwrap();
+    // http has fs vouch for it: a hold of its own, from the owner.
+    fs.vouch(FS_POOL, s.buf, s.gen, FS_HTTP).unwrap();
+    http.take_vouched(FS_POOL, s.buf, s.gen, HTTP_FS).unwrap();
+    // The cgi's hold goes back at once, the owner's stays.
+    assert_eq!(http.holds(FS_POOL, s.buf).unwrap(), Holds { local: 1, lent: 0, received: 1 });
+    assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 0);
+    assert_eq!(pump(&http, HTTP_CGI, &cgi, CGI_HTTP), 1);
+    assert_eq!(pump(&cgi, CGI_FS, &fs, FS_CGI), 1);
+    // fs drops it from its cache: only http's hold keeps it now.
+    drop(cached);
+    assert_eq!(fs.holds(FS_POOL, s.buf).unwrap(), Holds { local: 0, lent: 1, received: 0 });
+    assert_eq!(bytes(&at_http), b"<fragment>");
+    // When http is done the buffer goes back to the pool.
+    drop(at_http);
+    assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 1);
+    assert_eq!(fs.stats().buffers_in_use, 0);
+    assert_eq!(fs.stats().bad_releases, 0);
+}
+
+#[test]
+fn the_owner_vouches_only_for_a_buffer_another_peer_holds() {
+    let (fs, cgi, http) = vouch_system();
+    let cached = make(&fs, FS_POOL, b"<fragment>");
+    let s = cached.descs()[0];
+    // Nobody but fs holds it: a reference the cgi made up.
+    assert_eq!(fs.vouch(FS_POOL, s.buf, s.gen, FS_HTTP), Err(Error::NotGranted));
+    // Only http itself holds it: still not the cgi's to pass on.
+    let d = fs.lend(cached.duplicate().unwrap(), FS_HTTP, 0, 0).unwrap();
+    let at_http = http.accept(&d, HTTP_FS).unwrap();
+    assert_eq!(fs.vouch(FS_POOL, s.buf, s.gen, FS_HTTP), Err(Error::NotGranted));
+    // The cgi holds it, but at another generation than claimed.
+    let d = fs.lend(cached.duplicate().unwrap(), FS_CGI, 0, 0).unwrap();
+    let at_cgi = cgi.accept(&d, CGI_FS).unwrap();
+    assert_eq!(fs.vouch(FS_POOL, s.buf, s.gen ^ 0x100, FS_HTTP), Err(Error::NotGranted));
+    // Out of range, or a pool fs does not own.
+    assert_eq!(fs.vouch(FS_POOL, 1 << 20, s.gen, FS_HTTP), Err(Error::BadBuffer));
+    assert_eq!(fs.vouch(HTTP_POOL, s.buf, s.gen, FS_HTTP), Err(Error::UnknownPool));
+    assert_eq!(fs.stats().rejected_not_granted, 3);
+    // Refusals changed nothing: one hold each.
+    assert_eq!(fs.holds(FS_POOL, s.buf).unwrap(), Holds { local: 1, lent: 2, received: 0 });
+    // Once the cgi returned it, it can no longer be vouched for.
+    drop(at_cgi);
+    assert_eq!(pump(&cgi, CGI_FS, &fs, FS_CGI), 1);
+    assert_eq!(fs.vouch(FS_POOL, s.buf, s.gen, FS_HTTP), Err(Error::NotGranted));
+    drop(at_http);
+}
+
+#[test]
+fn vouching_counts_against_the_receivers_quota() {
+    let (fs, cgi, _http) = vouch_system();
+    fs.set_quota(FS_HTTP, 1).unwrap();
+    let mut keep = Vec::new();
+    for body in [b"one".as_slice(), b"two".as_slice()] {
+        let a = make(&fs, FS_POOL, body);
+        let s = a.descs()[0];
+        let d = fs.lend(a.duplicate().unwrap(), FS_CGI, 0, 0).unwrap();
+        keep.push((a, cgi.accept(&d, CGI_FS).unwrap(), s));
+    }
+    let (s0, s1) = (keep[0].2, keep[1].2);
+    fs.vouch(FS_POOL, s0.buf, s0.gen, FS_HTTP).unwrap();
+    // A second hold on the same buffer is no new buffer for the quota.
+    fs.vouch(FS_POOL, s0.buf, s0.gen, FS_HTTP).unwrap();
+    assert_eq!(fs.vouch(FS_POOL, s1.buf, s1.gen, FS_HTTP), Err(Error::QuotaExceeded));
+    assert_eq!(fs.holds(FS_POOL, s1.buf).unwrap(), Holds { local: 1, lent: 1, received: 0 });
+}
+
+#[test]
+fn a_vouched_hold_for_a_buffer_no_longer_used_goes_straight_back() {
+    let (fs, cgi, http) = vouch_system();
+    let cached = make(&fs, FS_POOL, b"x");
+    let s = cached.descs()[0];
+    let d = fs.lend(cached.duplicate().unwrap(), FS_CGI, 0, 0).unwrap();
+    let _at_cgi = cgi.accept(&d, CGI_FS).unwrap();
+    fs.vouch(FS_POOL, s.buf, s.gen, FS_HTTP).unwrap();
+    // http dropped what it had before the vouch arrived.
+    assert_eq!(http.take_vouched(FS_POOL, s.buf, s.gen, HTTP_FS), Err(Error::GenerationMismatch));
+    assert_eq!(pump(&http, HTTP_FS, &fs, FS_HTTP), 1);
+    assert_eq!(fs.holds(FS_POOL, s.buf).unwrap(), Holds { local: 1, lent: 1, received: 0 });
+    assert_eq!(fs.stats().bad_releases, 0);
+}

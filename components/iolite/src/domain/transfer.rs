@@ -199,6 +199,105 @@ impl Domain {
         Ok(())
     }
 
+    /// The owner's half of passing a reference on through an untrusted
+    /// peer. Peer `to` received a reference to our buffer `buf` (pool
+    /// `pool`, generation `gen`) from some other peer, not from us. Its
+    /// hold is on that peer's word only: a peer that never received the
+    /// buffer could have made the reference up from the published
+    /// generation, and one that did could return its own hold to us while
+    /// `to` still transmits from the buffer. So `to` asks us to vouch: if
+    /// a peer other than `to` holds the buffer at that generation now (we
+    /// lent it and it has not all come back), `to` gets a hold of its own
+    /// from us, which keeps the buffer until `to` returns it
+    /// ([`Domain::take_vouched`] records it on `to`'s side).
+    ///
+    /// Errors, nothing changed: [`Error::NotGranted`] if no other peer
+    /// holds the buffer at `gen` (a made-up or stale reference);
+    /// [`Error::QuotaExceeded`] if `to` is at its quota; [`Error::PeerDown`],
+    /// [`Error::NotInAcl`], [`Error::UnknownPool`] as for [`Domain::lend`].
+    pub fn vouch(&self, pool: crate::desc::PoolId, buf: u32, gen: u32, to: PeerId) -> Result<()> {
+        let i = to.idx()?;
+        let mut peers = self.peers.borrow_mut();
+        if peers[i].state != PeerState::Active {
+            return Err(Error::PeerDown);
+        }
+        let mut pools = self.pools.borrow_mut();
+        let e = pools.iter_mut().flatten().find(|e| e.id == pool).ok_or(Error::UnknownPool)?;
+        if !e.owned {
+            return Err(Error::UnknownPool);
+        }
+        if e.acl & (1 << i) == 0 {
+            return Err(Error::NotInAcl);
+        }
+        if buf >= e.layout.pages {
+            return Err(Error::BadBuffer);
+        }
+        let m = &mut e.meta[buf as usize];
+        let held_elsewhere = (0..MAX_PEERS).any(|p| p != i && m.lent[p] > 0 && peers[p].state == PeerState::Active);
+        if m.state != BufState::Sealed || m.gen != gen || !held_elsewhere {
+            bump(&self.c.rejected_not_granted, 1);
+            return Err(Error::NotGranted);
+        }
+        if m.lent[i] == u16::MAX {
+            return Err(Error::RefOverflow);
+        }
+        let peer = &mut peers[i];
+        if m.lent[i] == 0 {
+            if peer.held_bufs >= peer.quota {
+                peer.refusals += 1;
+                bump(&self.c.quota_refusals, 1);
+                return Err(Error::QuotaExceeded);
+            }
+            peer.held_bufs += 1;
+        }
+        m.lent[i] += 1;
+        Ok(())
+    }
+
+    /// The receiver's half of [`Domain::vouch`]: the owner, peer `owner`,
+    /// granted us a hold of our own on its buffer `buf` (pool `pool`,
+    /// generation `gen`), which we hold now through another peer. The
+    /// owner's hold becomes the one returned last, so the other peer's
+    /// goes back as soon as nothing needs two. Call it while an aggregate
+    /// here still holds a slice of the buffer.
+    ///
+    /// If nothing here uses the buffer any more, the owner's hold is taken
+    /// and queued for return at once, and [`Error::GenerationMismatch`]
+    /// says so. If another generation of it is in use here (the caller did
+    /// not hold the slice while it asked), nothing is recorded and the
+    /// owner keeps counting the hold until our next reset.
+    pub fn take_vouched(&self, pool: crate::desc::PoolId, buf: u32, gen: u32, owner: PeerId) -> Result<()> {
+        let i = owner.idx()?;
+        self.with_pool(pool, |e, d| {
+            if e.owned || buf >= e.layout.pages {
+                return Err(Error::UnknownPool);
+            }
+            let m = &mut e.meta[buf as usize];
+            let in_use = m.local > 0 || m.lent_total() > 0;
+            if m.recv[i] == u16::MAX {
+                return Err(Error::RefOverflow);
+            }
+            let r = if m.state == BufState::Held && m.gen == gen && in_use {
+                m.primary = i as u8;
+                Ok(())
+            } else if in_use || m.recv_total() > 0 || m.ret_total() > 0 {
+                // Another generation is in use here (a caller that did not
+                // hold the slice while it asked): there is no way to keep
+                // or return a hold of a generation we no longer track.
+                return Err(Error::GenerationMismatch);
+            } else {
+                // Nothing here: take it and let it go (returned below).
+                m.gen = gen;
+                m.state = BufState::Held;
+                Err(Error::GenerationMismatch)
+            };
+            let m = &mut e.meta[buf as usize];
+            m.recv[i] += 1;
+            settle(e, d, buf);
+            r
+        })?
+    }
+
     /// The releases that give back every hold of a descriptor this domain
     /// rejected (one [`RelDesc`] per slice, verbatim). The sender validates
     /// them against its own records.

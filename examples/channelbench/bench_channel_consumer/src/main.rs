@@ -9,14 +9,14 @@ use stream_common::{bench, CHANNEL_DATAPORT_MIN};
 component_runtime::component_entry!(main);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/bench_channel_consumer.rs"));
 
-const POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
+const POOL_PAGES: u32 = PoolLayout::fitting(glue::bench_pool::SIZE).pages;
 const _: () = assert!(glue::channel::SIZE >= CHANNEL_DATAPORT_MIN, "channel dataport too small");
 /// The private pool: one 1 MiB copy at a time, with room to spare.
 const PRIVATE_PAGES: u32 = 320;
 const _: () = assert!(PRIVATE_PAGES as usize * 4096 >= bench::MAX_MESSAGE, "private pool too small");
 
 fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
-    let pool = glue::pool::get();
+    let pool = glue::bench_pool::get();
     let channel = glue::channel::get();
     // SAFETY: mapped (read-only, read-write) for as long as we run.
     let (pool, channel) = unsafe {
@@ -27,6 +27,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     };
     let (private, private_meta) = stream_common::static_pool!(PRIVATE_PAGES);
     bench::consume(bench::ConsumerPorts {
+        pool_id: glue::pools::BENCH_POOL,
         pool,
         pool_meta: stream_common::static_meta!(POOL_PAGES),
         private,

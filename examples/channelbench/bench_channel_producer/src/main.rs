@@ -9,16 +9,16 @@ use stream_common::{bench, CHANNEL_DATAPORT_MIN};
 component_runtime::component_entry!(main);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/bench_channel_producer.rs"));
 
-const POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
+const POOL_PAGES: u32 = PoolLayout::fitting(glue::bench_pool::SIZE).pages;
 const _: () = assert!(
-    PoolLayout { pages: POOL_PAGES }.region_bytes() == glue::pool::SIZE,
+    PoolLayout { pages: POOL_PAGES }.region_bytes() == glue::bench_pool::SIZE,
     "pool dataport: not header + whole pages"
 );
 const _: () = assert!(stream_common::release_ring_fits(POOL_PAGES), "pool larger than the release ring");
 const _: () = assert!(glue::channel::SIZE >= CHANNEL_DATAPORT_MIN, "channel dataport too small");
 
 fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
-    let pool = glue::pool::get();
+    let pool = glue::bench_pool::get();
     let channel = glue::channel::get();
     // SAFETY: mapped read-write for as long as we run; used only through
     // the IO-Lite library from here on.
@@ -30,6 +30,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     };
     bench::produce(
         bench::ProducerPorts {
+            pool_id: glue::pools::BENCH_POOL,
             pool,
             pool_meta: stream_common::static_meta!(POOL_PAGES),
             channel,

@@ -30,7 +30,9 @@ use alloc::vec::Vec;
 use component_runtime::start::StartInfo;
 use component_runtime::time::rdtsc_ordered as rdtsc;
 use component_runtime::{error, log};
-use fs_api::{ErrorCode, FS_POOL, PEER, PRIVATE_POOL};
+use fs_api::{ErrorCode, PEER, PRIVATE_POOL};
+// fs's file cache: its pool id is derived by the compiler from the assembly.
+use glue::pools::FILE_POOL;
 use iolite::{
     Aggregate, Attach, Boundary, BufMeta, ChannelRx, Copier, Domain, Geometry, PoolLayout, RwRegion, Trust,
     BUILD_COPY_MODE,
@@ -273,7 +275,7 @@ fn main(_start: &'static StartInfo) -> ! {
         alloc::boxed::Box::leak(alloc::vec![BufMeta::EMPTY; n as usize].into_boxed_slice())
     };
     // SAFETY: see above.
-    unsafe { glue_rt::map_pool!(foreign d, FS_POOL, glue::pool, Trust::Trusted) }.expect("fs pool");
+    unsafe { glue_rt::map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted) }.expect("fs pool");
     d.add_owned_pool(PRIVATE_POOL, private, leak(PRIVATE_PAGES), Trust::Trusted).expect("private pool");
     // SAFETY: fs initialised the channel before answering `stats`; the only receiver.
     let geometry = Geometry { fwd: fs_api::FWD_CAP, rel: fs_api::REL_CAP };

@@ -22,26 +22,28 @@
 //! for ring room or a source for its buffers, for room or releases.
 #![no_std]
 #![no_main]
+// Sends that do not fit hand the aggregate back by value (`outbox`);
+// an aggregate is a few hundred bytes, which is fine.
+#![allow(clippy::result_large_err)]
 
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::BTreeMap;
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
-use iolite::{
-    init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, PoolId, RwRegion, Trust, Want,
-};
+use iolite::{Aggregate, Domain, Duplex, Guard, Next, PeerId, RwRegion, Trust, Want};
 use nic_api::DrvCounter;
+use outbox::Outbox;
 use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/tcp_echo.rs"));
 
-const SOCK_POOL: PoolId = glue::attributes::SOCK_POOL_ID as PoolId;
-const APP_POOL: PoolId = glue::attributes::APP_POOL_ID as PoolId;
+// Pool ids: derived by the compiler from the assembly.
+use glue::pools::{APP_POOL, SOCK_POOL};
 const ECHO_PORT: u16 = glue::attributes::ECHO_PORT as u16;
 const SOURCE_PORT: u16 = glue::attributes::SOURCE_PORT as u16;
 const NETSTACK: PeerId = PeerId(0);
@@ -81,7 +83,10 @@ struct Echo {
     guard: Guard,
     /// A source waits for netstack to return its buffers.
     sources_wait: bool,
-    outq: VecDeque<(u64, Aggregate<'static>)>,
+    /// Requests (tag, aggregate) waiting for room in `net.tx`, in order.
+    /// Sources add to it only while it is empty, at most a ring's worth;
+    /// events (a ring's worth per run) one request each.
+    outq: Outbox<(u64, Aggregate<'static>)>,
     conns: BTreeMap<ConnId, Conn>,
     connections: u64,
     closed: u64,
@@ -107,15 +112,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     // runs below us). Received data is echoed by reference: no copy stage.
     let net = unsafe {
         let region = RwRegion::from_raw_parts(glue::client::VADDR as *mut u8, glue::client::SIZE).expect("client");
-        init_duplex(region, socket_api::GEOMETRY).expect("client");
-        Duplex::attach(DuplexAttach {
-            domain: d,
-            peer: NETSTACK,
-            region,
-            geometry: socket_api::GEOMETRY,
-            side: socket_api::CLIENT_SIDE,
-        })
-        .expect("client")
+        socket_api::init_client(d, NETSTACK, region).expect("client")
     };
     // SAFETY: the counter pages, mapped read-only; we only load from them.
     let (drv, stk) = unsafe {
@@ -126,7 +123,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         net,
         guard: Guard::new(),
         sources_wait: false,
-        outq: VecDeque::new(),
+        outq: Outbox::new(4 * socket_api::FWD_CAP),
         conns: BTreeMap::new(),
         connections: 0,
         closed: 0,
@@ -154,14 +151,15 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
 }
 
 impl Echo {
-    /// Queues a request (kept in order behind earlier ones if the ring is full).
+    /// Sends a request (in order behind earlier ones waiting for ring
+    /// room). One that finds the queue full is lost: counted and reported.
     fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
-        if self.outq.is_empty() {
-            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
-                self.outq.push_back((tag, agg));
+        let tx = &mut self.net.tx;
+        if self.outq.send((tag, agg), |m| socket_api::send_request(tx, m)).is_err() {
+            self.errors += 1;
+            if self.outq.refused() <= 10 {
+                warn!("request {tag:#x} dropped: {} requests wait for ring room", self.outq.len());
             }
-        } else {
-            self.outq.push_back((tag, agg));
         }
     }
 
@@ -169,12 +167,8 @@ impl Echo {
     /// source waits for its buffers.
     fn flush(&mut self) {
         let _ = self.net.tx.poll_releases();
-        while let Some((tag, agg)) = self.outq.pop_front() {
-            if let Err((_, agg)) = self.net.tx.send(agg, tag, 0) {
-                self.outq.push_front((tag, agg));
-                break;
-            }
-        }
+        let tx = &mut self.net.tx;
+        self.outq.drain(|m| socket_api::send_request(tx, m));
         let ids: alloc::vec::Vec<ConnId> = self.conns.keys().copied().collect();
         let mut waiting = false;
         for id in ids {
@@ -335,7 +329,11 @@ impl Echo {
         let window = (SOURCE_WINDOW / size).max(2) as u32;
         let id = msg.descs()[0];
         let mut sends = alloc::vec::Vec::new();
-        while *left > 0 {
+        // Messages waiting in `outq` are not lent yet, so the window does
+        // not see them: none are made while any wait, and at most a ring's
+        // worth at once.
+        let room = if self.outq.is_empty() { socket_api::FWD_CAP } else { 0 };
+        while *left > 0 && sends.len() < room {
             let in_flight = d.holds(id.pool, id.buf).map(|h| h.lent).unwrap_or(0);
             if in_flight + sends.len() as u32 >= window {
                 break;

@@ -15,7 +15,7 @@ use stream_common::{stream, CHANNEL_DATAPORT_MIN};
 component_runtime::component_entry!(main);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/stream_consumer.rs"));
 
-const POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
+const POOL_PAGES: u32 = PoolLayout::fitting(glue::stream_pool::SIZE).pages;
 const _: () = assert!(glue::channel::SIZE >= CHANNEL_DATAPORT_MIN, "channel dataport too small");
 /// The private pool: room for the largest aggregate, which the copying
 /// modes copy into one buffer.
@@ -32,11 +32,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         stream::announce_restart(channel, start.restarts, glue::space::emit);
         component_runtime::exit(0)
     }
-    let pool = glue::pool::get();
+    let pool = glue::stream_pool::get();
     // SAFETY: mapped read-only for as long as we run.
     let pool = unsafe { RoRegion::from_raw_parts(pool.as_ptr(), pool.len()) }.expect("pool");
     let (private, private_meta) = stream_common::static_pool!(PRIVATE_PAGES);
     let report = stream::consume(stream::ConsumerPorts {
+        pool_id: glue::pools::STREAM_POOL,
         pool,
         pool_meta: stream_common::static_meta!(POOL_PAGES),
         private,

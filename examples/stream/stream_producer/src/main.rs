@@ -13,16 +13,16 @@ component_runtime::component_entry!(main);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/stream_producer.rs"));
 
 /// Data pages of the pool dataport.
-const POOL_PAGES: u32 = PoolLayout::fitting(glue::pool::SIZE).pages;
+const POOL_PAGES: u32 = PoolLayout::fitting(glue::stream_pool::SIZE).pages;
 const _: () = assert!(
-    PoolLayout { pages: POOL_PAGES }.region_bytes() == glue::pool::SIZE,
+    PoolLayout { pages: POOL_PAGES }.region_bytes() == glue::stream_pool::SIZE,
     "pool dataport: not header + whole pages"
 );
 const _: () = assert!(stream_common::release_ring_fits(POOL_PAGES), "pool larger than the release ring");
 const _: () = assert!(glue::channel::SIZE >= CHANNEL_DATAPORT_MIN, "channel dataport too small");
 
 fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
-    let pool = glue::pool::get();
+    let pool = glue::stream_pool::get();
     let channel = glue::channel::get();
     // SAFETY: the dataports are mapped read-write for as long as we run and
     // are used only through the IO-Lite library from here on.
@@ -34,6 +34,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     };
     stream::produce(
         stream::ProducerPorts {
+            pool_id: glue::pools::STREAM_POOL,
             pool,
             pool_meta: stream_common::static_meta!(POOL_PAGES),
             channel,

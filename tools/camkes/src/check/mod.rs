@@ -12,8 +12,11 @@
 
 mod checks;
 mod model;
+mod pools;
 mod resolve;
 mod settings;
+
+pub use pools::TABLE as POOL_TABLE;
 
 pub use model::{
     dataport_size, snake_case, ComponentType, ConnectionInfo, ConnectorKind, EndRef, InstanceConfig, InstanceInfo,
@@ -99,6 +102,9 @@ impl Checker {
             return err(&assembly_pos, "the assembly has no component instances");
         }
         {
+            // Connections first: an instance setting is checked against what
+            // they are (a hand-written id of a pool is refused).
+            let mut instance_settings = Vec::new();
             for (index, s) in self.settings_store.clone().into_iter().enumerate() {
                 let key = (s.target.text.clone(), s.attribute.text.clone());
                 if let Some(&previous) = self.setting_index.get(&key) {
@@ -107,12 +113,16 @@ impl Checker {
                 }
                 self.setting_index.insert(key, index);
                 if let Some(&instance) = self.instance_names.get(&s.target.text) {
-                    self.instance_setting(instance, &s)?;
+                    instance_settings.push((instance, s));
                 } else if let Some(&connection) = self.connection_names.get(&s.target.text) {
                     self.connection_setting(connection, &s)?;
                 } else {
                     return err(&s.target.pos, format!("unknown instance or connection '{}'", s.target.text));
                 }
+            }
+            self.derive_pool_ids()?;
+            for (instance, s) in instance_settings {
+                self.instance_setting(instance, &s)?;
             }
         }
         self.resolve_restart_grants()?;
@@ -123,6 +133,7 @@ impl Checker {
         self.check_instances()?;
         self.check_connections()?;
         self.check_component_types()?;
+        self.resolve_pool_ids()?;
         Ok(self.system)
     }
 }

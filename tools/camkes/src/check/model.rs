@@ -117,6 +117,10 @@ pub struct ComponentType {
     /// no instance gives one. Instances of a type share one ELF and glue,
     /// so they must agree.
     pub attribute_values: Vec<Option<Value>>,
+    /// Per interface: the IO-Lite pool id of a dataport that is an end of a
+    /// pool connection (`<connection>.pool = true`), the same for every
+    /// instance; `None` for every other interface.
+    pub pool_ids: Vec<Option<u32>>,
 }
 
 impl ComponentType {
@@ -257,6 +261,13 @@ pub struct ConnectionInfo {
     /// `<connection>.shared_writers = "why"`: the assembly's reason for
     /// letting several components write one shared region.
     pub shared_writers: Option<String>,
+    /// `<connection>.pool = true` on an `seL4SharedData` connection: the
+    /// region is an IO-Lite pool, and this is its id, derived by the
+    /// compiler (1, 2, ... in the order the pool connections are written)
+    /// and the same at every end.
+    pub pool: Option<u32>,
+    /// Where `<connection>.pool = true` is set, until the ids are derived.
+    pub(super) pool_setting: Option<Pos>,
 }
 
 /// A checked system.

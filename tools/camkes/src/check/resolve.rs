@@ -214,6 +214,7 @@ impl Checker {
             irq_badge: vec![0; n],
             instantiated: false,
             attribute_values: Vec::new(),
+            pool_ids: vec![None; n],
         });
         Ok(())
     }
@@ -293,6 +294,8 @@ impl Checker {
             to: Vec::new(),
             channel: false,
             shared_writers: None,
+            pool: None,
+            pool_setting: None,
         };
         let mut first_type: Option<(String, Pos)> = None;
         for end in &conn.ends {

@@ -258,7 +258,7 @@ impl Checker {
     pub(super) fn connection_setting(&mut self, connection: usize, s: &ast::Setting) -> Result<()> {
         let conn = &mut self.system.connections[connection];
         let label = format!("'{}.{}'", s.target.text, s.attribute.text);
-        let known = ["channel", "shared_writers"];
+        let known = ["channel", "shared_writers", "pool"];
         if let Some((_, why)) = UNSUPPORTED_CONNECTION_SETTINGS.iter().find(|(name, _)| *name == s.attribute.text) {
             return err(&s.attribute.pos, format!("attribute {label} is not supported: {why}"));
         }
@@ -266,7 +266,7 @@ impl Checker {
             return err(
                 &s.attribute.pos,
                 format!(
-                    "unknown attribute '{}' for connection '{}' (connection settings: channel, shared_writers)",
+                    "unknown attribute '{}' for connection '{}' (connection settings: channel, shared_writers, pool)",
                     s.attribute.text, s.target.text
                 ),
             );
@@ -289,6 +289,10 @@ impl Checker {
                     ),
                 );
             }
+        } else if s.attribute.text == "pool" {
+            if int_in(&s.value, &label, 0, 1)? == 1 {
+                conn.pool_setting = Some(s.attribute.pos.clone());
+            }
         } else {
             let why = string_value(&s.value, &label)?;
             if why.trim().is_empty() {
@@ -306,6 +310,9 @@ impl Checker {
         let attr = s.attribute.text.as_str();
         let target = s.target.text.as_str();
         let label = format!("'{target}.{attr}'");
+        if let Some(why) = self.hand_written_pool_id(instance, attr) {
+            return err(&s.attribute.pos, format!("{label}: {why}; remove this setting"));
+        }
         if let Some(decl) = component.decl.attributes.iter().find(|a| a.name.text == attr) {
             type_check(decl, &s.value, &label)?;
             self.system.instances[instance].config.attributes.insert(attr.to_string(), s.value.clone());

@@ -19,16 +19,33 @@ pub mod glue {
 
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
-        /// `attribute int cgi_pool_id;`
-        pub const CGI_POOL_ID: i64 = 25;
-        /// `attribute int req_pool_id;`
-        pub const REQ_POOL_ID: i64 = 26;
         /// `attribute string cgi_chan_refs[];`
-        pub const CGI_CHAN_REFS: &[&str] = &["req_pool"];
+        pub const CGI_CHAN_REFS: &[&str] = &["cgi_req_pool"];
         /// `attribute string fs_channel_refs[];`
         pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
+    }
+
+    /// The IO-Lite pools this component maps, with the ids the compiler
+    /// derives from the assembly (`<connection>.pool = true`): the same at
+    /// every end of a pool, each named after the pool (its connection and
+    /// its dataport here, `glue::<name>`). A `maybe` dataport's id is an
+    /// `Option`, `None` where the assembly leaves it unconnected.
+    pub mod pools {
+        /// Pool `cgi_pool`, written by `cgi`; mapped here read-write.
+        pub const CGI_POOL: u32 = 7;
+        /// Pool `cgi_req_pool`, written by `httpd`; mapped here read-only.
+        pub const CGI_REQ_POOL: u32 = 5;
+        /// Pool `file_pool`, written by `fs`; mapped here read-only.
+        pub const FILE_POOL: u32 = 6;
+        /// Every pool above that the assembly connects, by name (what grant
+        /// lists name, `iolite::Domain::set_peer_pools_named`).
+        pub const ALL: &[(&str, u32)] = &[
+            ("cgi_pool", 7),
+            ("cgi_req_pool", 5),
+            ("file_pool", 6),
+        ];
     }
 
     /// `consumes CgiWake wake;`, connected by seL4Notification.
@@ -214,6 +231,22 @@ pub mod glue {
             __n += 1;
             __ret
         }
+
+        /// `int vouch(in uint32_t buf, in uint32_t generation)` (label 8).
+        pub fn vouch(buf: u32, generation: u32) -> i32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            rt::set_mr(&mut __mrs, __n, buf as sel4::Word);
+            __n += 1;
+            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
+            __n += 1;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(8, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.vouch");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i32;
+            __n += 1;
+            __ret
+        }
     }
 
     /// `dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.
@@ -234,8 +267,8 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(1048576) req_pool;`, connected by seL4SharedData.
-    pub mod req_pool {
+    /// `dataport Buf(1048576) cgi_req_pool;`, connected by seL4SharedData.
+    pub mod cgi_req_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100401000;

@@ -35,6 +35,21 @@ pub mod glue {
         pub const CLIENT_QUOTA: &[i64] = &[640, 64];
     }
 
+    /// The IO-Lite pools this component maps, with the ids the compiler
+    /// derives from the assembly (`<connection>.pool = true`): the same at
+    /// every end of a pool, each named after the pool (its connection and
+    /// its dataport here, `glue::<name>`). A `maybe` dataport's id is an
+    /// `Option`, `None` where the assembly leaves it unconnected.
+    pub mod pools {
+        /// Pool `file_pool`, written by `fs`; mapped here read-write.
+        pub const FILE_POOL: u32 = 6;
+        /// Every pool above that the assembly connects, by name (what grant
+        /// lists name, `iolite::Domain::set_peer_pools_named`).
+        pub const ALL: &[(&str, u32)] = &[
+            ("file_pool", 6),
+        ];
+    }
+
     /// `provides FsIoLite fs;`, connected by seL4RPCCall.
     pub mod fs {
         use super::rt;
@@ -60,6 +75,8 @@ pub mod glue {
             fn reset(&mut self) -> i32;
             /// `int set_budget(in uint64_t bytes)`.
             fn set_budget(&mut self, bytes: u64) -> i32;
+            /// `int vouch(in uint32_t buf, in uint32_t generation)`.
+            fn vouch(&mut self, buf: u32, generation: u32) -> i32;
         }
 
         static SENDER: core::sync::atomic::AtomicU64 = core::sync::atomic::AtomicU64::new(0);
@@ -262,6 +279,21 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
+                8 => {
+                    let mut __n = 0usize;
+                    let mut buf = rt::get_mr(&mrs, __n) as u32;
+                    __n += 1;
+                    let mut generation = rt::get_mr(&mrs, __n) as u32;
+                    __n += 1;
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.vouch(buf, generation);
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
                 _ => __rejected,
             }
         }
@@ -372,8 +404,8 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4194304) pool;`, connected by seL4SharedData.
-    pub mod pool {
+    /// `dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;

@@ -19,14 +19,6 @@ pub mod glue {
 
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
-        /// `attribute int httpd_pool_id;`
-        pub const HTTPD_POOL_ID: i64 = 24;
-        /// `attribute int sock_pool_id;`
-        pub const SOCK_POOL_ID: i64 = 23;
-        /// `attribute int cgi_pool_id;`
-        pub const CGI_POOL_ID: i64 = 25;
-        /// `attribute int cgi_req_pool_id;`
-        pub const CGI_REQ_POOL_ID: i64 = 26;
         /// `attribute string client_refs[];`
         pub const CLIENT_REFS: &[&str] = &["sock_pool"];
         /// `attribute string fs_channel_refs[];`
@@ -35,6 +27,33 @@ pub mod glue {
         pub const CGI_CHAN_REFS: &[&str] = &["cgi_pool", "file_pool", "cgi_req_pool"];
         /// `attribute int port;`
         pub const PORT: i64 = 80;
+    }
+
+    /// The IO-Lite pools this component maps, with the ids the compiler
+    /// derives from the assembly (`<connection>.pool = true`): the same at
+    /// every end of a pool, each named after the pool (its connection and
+    /// its dataport here, `glue::<name>`). A `maybe` dataport's id is an
+    /// `Option`, `None` where the assembly leaves it unconnected.
+    pub mod pools {
+        /// Pool `app_pool`, written by `httpd`; mapped here read-write.
+        pub const APP_POOL: u32 = 4;
+        /// Pool `sock_pool`, written by `netstack`; mapped here read-only.
+        pub const SOCK_POOL: u32 = 3;
+        /// Pool `file_pool`, written by `fs`; mapped here read-only.
+        pub const FILE_POOL: u32 = 6;
+        /// Pool `cgi_pool`, written by `cgi`; mapped here read-only.
+        pub const CGI_POOL: u32 = 7;
+        /// Pool `cgi_req_pool`, written by `httpd`; mapped here read-write.
+        pub const CGI_REQ_POOL: u32 = 5;
+        /// Every pool above that the assembly connects, by name (what grant
+        /// lists name, `iolite::Domain::set_peer_pools_named`).
+        pub const ALL: &[(&str, u32)] = &[
+            ("app_pool", 4),
+            ("sock_pool", 3),
+            ("file_pool", 6),
+            ("cgi_pool", 7),
+            ("cgi_req_pool", 5),
+        ];
     }
 
     /// `consumes HttpdWake wake;`, connected by seL4NotificationNative.
@@ -226,6 +245,22 @@ pub mod glue {
             __n += 1;
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(7, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.set_budget");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i32;
+            __n += 1;
+            __ret
+        }
+
+        /// `int vouch(in uint32_t buf, in uint32_t generation)` (label 8).
+        pub fn vouch(buf: u32, generation: u32) -> i32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            rt::set_mr(&mut __mrs, __n, buf as sel4::Word);
+            __n += 1;
+            rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
+            __n += 1;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(8, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.vouch");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
             __n += 1;

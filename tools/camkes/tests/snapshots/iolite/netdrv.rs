@@ -19,28 +19,47 @@ pub mod glue {
 
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
-        /// `attribute int file_pool_id;`
-        pub const FILE_POOL_ID: i64 = 1;
-        /// `attribute int cgi_pool_id;`
-        pub const CGI_POOL_ID: i64 = 25;
-        /// `attribute int cgi_req_pool_id;`
-        pub const CGI_REQ_POOL_ID: i64 = 26;
         /// `attribute string link_refs[];`
         pub const LINK_REFS: &[&str] = &["hdr_pool", "app_pool", "file_pool", "cgi_pool", "cgi_req_pool"];
-        /// `attribute int rx_pool_id;`
-        pub const RX_POOL_ID: i64 = 21;
-        /// `attribute int hdr_pool_id;`
-        pub const HDR_POOL_ID: i64 = 22;
-        /// `attribute int sock_pool_id;`
-        pub const SOCK_POOL_ID: i64 = 23;
-        /// `attribute int app_pool_id;`
-        pub const APP_POOL_ID: i64 = 24;
         /// `attribute int itr;`
         pub const ITR: i64 = 200;
         /// `attribute int poll;`
         pub const POLL: i64 = 0;
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
+    }
+
+    /// The IO-Lite pools this component maps, with the ids the compiler
+    /// derives from the assembly (`<connection>.pool = true`): the same at
+    /// every end of a pool, each named after the pool (its connection and
+    /// its dataport here, `glue::<name>`). A `maybe` dataport's id is an
+    /// `Option`, `None` where the assembly leaves it unconnected.
+    pub mod pools {
+        /// Pool `rx_pool`, written by `netdrv`; mapped here read-write.
+        pub const RX_POOL: u32 = 1;
+        /// Pool `hdr_pool`, written by `netstack`; mapped here read-only.
+        pub const HDR_POOL: u32 = 2;
+        /// Pool `sock_pool`, written by `netstack`; mapped here read-only.
+        pub const SOCK_POOL: u32 = 3;
+        /// Pool `app_pool`, written by `httpd`; mapped here read-only.
+        pub const APP_POOL: u32 = 4;
+        /// Pool `file_pool`, written by `fs`; mapped here read-only.
+        pub const FILE_POOL: Option<u32> = Some(6);
+        /// Pool `cgi_pool`, written by `cgi`; mapped here read-only.
+        pub const CGI_POOL: Option<u32> = Some(7);
+        /// Pool `cgi_req_pool`, written by `httpd`; mapped here read-only.
+        pub const CGI_REQ_POOL: Option<u32> = Some(5);
+        /// Every pool above that the assembly connects, by name (what grant
+        /// lists name, `iolite::Domain::set_peer_pools_named`).
+        pub const ALL: &[(&str, u32)] = &[
+            ("rx_pool", 1),
+            ("hdr_pool", 2),
+            ("sock_pool", 3),
+            ("app_pool", 4),
+            ("file_pool", 6),
+            ("cgi_pool", 7),
+            ("cgi_req_pool", 5),
+        ];
     }
 
     /// `dataport Buf(131072) regs;`, connected by seL4HardwareMMIO.

@@ -19,26 +19,20 @@ pub mod glue {
 
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
-        /// `attribute int file_pool_id;`
-        pub const FILE_POOL_ID: i64 = 1;
-        /// `attribute int cgi_pool_id;`
-        pub const CGI_POOL_ID: i64 = 25;
-        /// `attribute int cgi_req_pool_id;`
-        pub const CGI_REQ_POOL_ID: i64 = 26;
         /// `attribute string link_refs[];`
         pub const LINK_REFS: &[&str] = &["rx_pool"];
         /// `attribute string client_refs[];`
         pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool"];
+        /// `attribute string client2_name;`
+        pub const CLIENT2_NAME: &str = "";
+        /// `attribute string client2_refs[];`
+        pub const CLIENT2_REFS: &[&str] = &[];
+        /// `attribute int client2_quota;`
+        pub const CLIENT2_QUOTA: i64 = 16;
+        /// `attribute int client2_listen;`
+        pub const CLIENT2_LISTEN: i64 = 4;
         /// `attribute int nic_kick;`
         pub const NIC_KICK: i64 = 1;
-        /// `attribute int rx_pool_id;`
-        pub const RX_POOL_ID: i64 = 21;
-        /// `attribute int hdr_pool_id;`
-        pub const HDR_POOL_ID: i64 = 22;
-        /// `attribute int sock_pool_id;`
-        pub const SOCK_POOL_ID: i64 = 23;
-        /// `attribute int app_pool_id;`
-        pub const APP_POOL_ID: i64 = 24;
         /// `attribute string address;`
         pub const ADDRESS: &str = "10.0.2.15/24";
         /// `attribute string gateway;`
@@ -51,6 +45,41 @@ pub mod glue {
         pub const CLIENT_QUOTA: i64 = 1536;
         /// `attribute int socket_budget;`
         pub const SOCKET_BUDGET: i64 = 10485760;
+    }
+
+    /// The IO-Lite pools this component maps, with the ids the compiler
+    /// derives from the assembly (`<connection>.pool = true`): the same at
+    /// every end of a pool, each named after the pool (its connection and
+    /// its dataport here, `glue::<name>`). A `maybe` dataport's id is an
+    /// `Option`, `None` where the assembly leaves it unconnected.
+    pub mod pools {
+        /// Pool `rx_pool`, written by `netdrv`; mapped here read-only.
+        pub const RX_POOL: u32 = 1;
+        /// Pool `hdr_pool`, written by `netstack`; mapped here read-write.
+        pub const HDR_POOL: u32 = 2;
+        /// Pool `sock_pool`, written by `netstack`; mapped here read-write.
+        pub const SOCK_POOL: u32 = 3;
+        /// Pool `app_pool`, written by `httpd`; mapped here read-only.
+        pub const APP_POOL: u32 = 4;
+        /// Pool `file_pool`, written by `fs`; mapped here read-only.
+        pub const FILE_POOL: Option<u32> = Some(6);
+        /// Pool `cgi_pool`, written by `cgi`; mapped here read-only.
+        pub const CGI_POOL: Option<u32> = Some(7);
+        /// Pool `cgi_req_pool`, written by `httpd`; mapped here read-only.
+        pub const CGI_REQ_POOL: Option<u32> = Some(5);
+        /// `maybe dataport client2`: not connected in this assembly.
+        pub const CLIENT2: Option<u32> = None;
+        /// Every pool above that the assembly connects, by name (what grant
+        /// lists name, `iolite::Domain::set_peer_pools_named`).
+        pub const ALL: &[(&str, u32)] = &[
+            ("rx_pool", 1),
+            ("hdr_pool", 2),
+            ("sock_pool", 3),
+            ("app_pool", 4),
+            ("file_pool", 6),
+            ("cgi_pool", 7),
+            ("cgi_req_pool", 5),
+        ];
     }
 
     /// `consumes Wake wake;`, connected by seL4NotificationNative.
@@ -268,6 +297,24 @@ pub mod glue {
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
+        }
+    }
+
+    /// `maybe dataport Buf(524288) client2;`, connected by nothing (no instance connects it).
+    pub mod client2 {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x102102000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x80000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
         }
     }
 }

@@ -5,7 +5,9 @@
 
 use std::path::PathBuf;
 
-use super::*;
+use httpd::testing::*;
+use httpd::ConnId;
+use httpd_cgi_tests::{programs, NoFrags};
 
 /// The runner's wait: past both the request and the idle timeout.
 const WAIT_MS: u64 = 20_000;
@@ -17,7 +19,7 @@ struct Case {
 }
 
 fn corpus() -> Vec<Case> {
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/http-corpus");
+    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../http-corpus");
     let index = std::fs::read_to_string(dir.join("expected.tsv")).expect("tests/http-corpus/expected.tsv");
     let mut cases = Vec::new();
     for line in index.lines().filter(|l| !l.starts_with('#') && !l.trim().is_empty()) {
@@ -75,7 +77,7 @@ fn statuses(mut b: &[u8]) -> Vec<u16> {
 }
 
 /// Pulls everything, answering CGI calls with the real programs.
-fn pump<'d>(h: &mut Harness<'d>, c: ConnId, progs: &mut cgi::Programs<'d, features::NoFrags>) -> (Vec<u8>, bool) {
+fn pump<'d>(h: &mut Harness<'d>, c: ConnId, progs: &mut cgi::Programs<'d, NoFrags>) -> (Vec<u8>, bool) {
     let mut all = Vec::new();
     loop {
         let dr = h.drain(c);
@@ -95,7 +97,7 @@ fn pump<'d>(h: &mut Harness<'d>, c: ConnId, progs: &mut cgi::Programs<'d, featur
     }
 }
 
-fn run_case<'d>(h: &mut Harness<'d>, progs: &mut cgi::Programs<'d, features::NoFrags>, case: &Case, split: bool) {
+fn run_case<'d>(h: &mut Harness<'d>, progs: &mut cgi::Programs<'d, NoFrags>, case: &Case, split: bool) {
     let what = format!("{} ({})", case.file, if split { "split" } else { "whole" });
     let c = h.connect();
     if split {
@@ -146,7 +148,7 @@ fn hostile_corpus_gives_the_expected_outcomes() {
     assert!(cases.len() >= 110, "corpus has {} cases", cases.len());
     let d = domain();
     let mut h = Harness::new(d);
-    let mut progs = cgi::Programs::new(d, CGI_POOL, features::NoFrags);
+    let mut progs = programs(d);
     for case in &cases {
         run_case(&mut h, &mut progs, case, false);
         run_case(&mut h, &mut progs, case, true);

@@ -1,0 +1,296 @@
+//! Static files: `GET`/`HEAD` of a path of the [`FileSource`]. Directories
+//! redirect to `/` or serve their `index.html`; preconditions (RFC 9110
+//! §13) may answer 304/412 before any byte is read; a `Range` gives 206
+//! (one range) or a `multipart/byteranges` 206 whose part headers are
+//! generated into our pool. The fixed part of a 200's header comes from
+//! the header cache, keyed by path and checked against the file's version.
+//! The file's bytes are not read here: an `Out::File` in the connection's
+//! output is pulled piece by piece ([`Core::pull_file`]) as the caller
+//! takes the output, by reference.
+
+use alloc::collections::VecDeque;
+use alloc::format;
+use alloc::string::String;
+use alloc::vec::Vec;
+
+use cgi_api::output::reason;
+use iolite::Aggregate;
+
+use super::{Conn, ConnMode, Core, Out, ALLOW_STATIC};
+use crate::date;
+use crate::hcache::Lookup;
+use crate::mime::content_type;
+use crate::preconditions::{self, Conditions, Outcome};
+use crate::range::{self, RangeSpec};
+use crate::request::{Method, Request};
+use crate::source::{Clock, FileSource, FileStat, Kind, SourceError};
+
+/// The strong validator of a file version.
+fn etag(st: &FileStat) -> String {
+    format!("\"{:x}-{:x}-{:x}-{:x}\"", st.ino, st.generation, st.mtime, st.size)
+}
+impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
+    pub(super) fn serve_static(&mut self, conn: &mut Conn<'d, S::File>, req: &Request, path: &str, mode: ConnMode) {
+        let head = req.method == Method::Head;
+        if !matches!(req.method, Method::Get | Method::Head) {
+            self.push_simple(conn, 405, false, mode, &format!("Allow: {ALLOW_STATIC}\r\n"));
+            return;
+        }
+        let opened = match self.src.open(path) {
+            Err(SourceError::IsDirectory) if !path.ends_with('/') => {
+                let q = if req.target.query.is_empty() { String::new() } else { format!("?{}", req.target.query) };
+                let loc = format!("Location: {path}/{q}\r\n");
+                self.push_simple(conn, 301, head, mode, &loc);
+                return;
+            }
+            Err(SourceError::IsDirectory) => {
+                let index = format!("{path}index.html");
+                match self.src.open(&index) {
+                    Ok(o) => Ok((o, index)),
+                    Err(SourceError::NotFound | SourceError::IsDirectory) => Err(SourceError::Forbidden),
+                    Err(e) => Err(e),
+                }
+            }
+            Ok(o) => Ok((o, String::from(path))),
+            Err(e) => Err(e),
+        };
+        let ((f, st), path) = match opened {
+            Ok(o) => o,
+            Err(e) => {
+                self.push_simple(conn, e.status(), head, mode, "");
+                return;
+            }
+        };
+        if st.kind != Kind::File || (path.ends_with('/') && !path.ends_with("/index.html")) {
+            self.src.close(f);
+            let status = if st.kind == Kind::File { 404 } else { 403 };
+            self.push_simple(conn, status, head, mode, "");
+            return;
+        }
+        let tag = etag(&st);
+        let lm = date::format(st.mtime);
+        let lm = core::str::from_utf8(&lm).unwrap_or("");
+        let conds = Conditions {
+            if_match: req.header("if-match"),
+            if_unmodified_since: req.header("if-unmodified-since"),
+            if_none_match: req.header("if-none-match"),
+            if_modified_since: req.header("if-modified-since"),
+        };
+        let outcome = preconditions::evaluate(&conds, true, &tag, st.mtime);
+        if outcome == Outcome::Failed {
+            self.src.close(f);
+            self.push_simple(conn, 412, head, mode, "");
+            return;
+        }
+        let not_modified = outcome == Outcome::NotModified;
+        if not_modified {
+            self.src.close(f);
+            let Some(mut a) = self.prefix(304, reason(304), mode) else { return conn.outq.push_back(Out::Close) };
+            match self.gen(|w| write!(w, "ETag: {tag}\r\nLast-Modified: {lm}\r\n\r\n")).map(|t| a.append(t)) {
+                Some(Ok(())) => conn.outq.push_back(Out::Data(a)),
+                _ => conn.outq.push_back(Out::Close),
+            }
+            return;
+        }
+        // Range (GET only), unless If-Range says the client's copy is old.
+        let spec = match req.header("range") {
+            Some(r) if req.method == Method::Get => {
+                let current = match req.header("if-range") {
+                    None => true,
+                    Some(v) if v.trim_ascii_start().starts_with(b"\"") || v.starts_with(b"W/") => {
+                        preconditions::strong_match(v, &tag)
+                    }
+                    Some(v) => date::parse(v) == Some(st.mtime),
+                };
+                if current {
+                    range::parse(r, st.size)
+                } else {
+                    RangeSpec::Full
+                }
+            }
+            _ => RangeSpec::Full,
+        };
+        let ctype = content_type(&path);
+        match spec {
+            RangeSpec::Multi(ranges) => self.multipart(conn, f, &st, &ranges, ctype, &tag, lm, mode),
+            RangeSpec::Unsatisfiable => {
+                self.src.close(f);
+                let extra = format!("Content-Range: bytes */{}\r\n", st.size);
+                self.push_simple(conn, 416, head, mode, &extra);
+            }
+            RangeSpec::Partial { start, end } => {
+                let Some(mut a) = self.prefix(206, reason(206), mode) else { return conn.outq.push_back(Out::Close) };
+                let size = st.size;
+                let len = end - start + 1;
+                let tail = self.gen(|w| {
+                    write!(
+                        w,
+                        "Content-Type: {ctype}\r\nContent-Length: {len}\r\nContent-Range: bytes {start}-{end}/{size}\r\n\
+                         Last-Modified: {lm}\r\nETag: {tag}\r\nAccept-Ranges: bytes\r\n\r\n"
+                    )
+                });
+                match tail.map(|t| a.append(t)) {
+                    Some(Ok(())) => {
+                        conn.outq.push_back(Out::Data(a));
+                        conn.outq.push_back(Out::File { f, off: start, end: end + 1, parts: VecDeque::new() });
+                    }
+                    _ => {
+                        self.src.close(f);
+                        conn.outq.push_back(Out::Close);
+                    }
+                }
+            }
+            RangeSpec::Full => {
+                let Some(mut a) = self.prefix(200, reason(200), mode) else { return conn.outq.push_back(Out::Close) };
+                let key = (st.ino, st.generation, st.mtime, st.size);
+                let fixed = match self.hcache.get(&path, key) {
+                    Lookup::Hit(h) => {
+                        self.stats.header_cache_hits += 1;
+                        Some(h)
+                    }
+                    other => {
+                        if matches!(other, Lookup::Stale) {
+                            self.stats.header_cache_invalidations += 1;
+                        } else {
+                            self.stats.header_cache_misses += 1;
+                        }
+                        let size = st.size;
+                        let h = self.gen(|w| {
+                            write!(
+                                w,
+                                "Content-Type: {ctype}\r\nContent-Length: {size}\r\nLast-Modified: {lm}\r\n\
+                                 ETag: {tag}\r\nAccept-Ranges: bytes\r\n\r\n"
+                            )
+                        });
+                        if let Some(h) = &h {
+                            if let Ok(keep) = h.duplicate() {
+                                self.hcache.put(&path, key, keep);
+                            }
+                        }
+                        h
+                    }
+                };
+                match fixed.map(|t| a.append(t)) {
+                    Some(Ok(())) => {
+                        conn.outq.push_back(Out::Data(a));
+                        if head || st.size == 0 {
+                            self.src.close(f);
+                        } else {
+                            conn.outq.push_back(Out::File { f, off: 0, end: st.size, parts: VecDeque::new() });
+                        }
+                    }
+                    _ => {
+                        self.src.close(f);
+                        conn.outq.push_back(Out::Close);
+                    }
+                }
+            }
+        }
+    }
+
+    /// The next piece of the file at the front of `conn`'s output:
+    /// `Ok(None)` when the source is busy for now (fs out of buffers or its
+    /// channel full, typically while slow clients hold cached pages): the
+    /// file stays where it is and is read again later, because the header
+    /// has promised its bytes. `Err` when it cannot be read at all.
+    pub(super) fn pull_file(&mut self, conn: &mut Conn<'d, S::File>) -> Result<Option<Aggregate<'d>>, ()> {
+        let Some(Out::File { f, off, end, parts }) = conn.outq.front_mut() else { return Err(()) };
+        if *off >= *end {
+            // The next part's header (and after the last range, the closing
+            // delimiter as a part without bytes).
+            let Some((hdr, s, e)) = parts.pop_front() else { return Err(()) };
+            (*off, *end) = (s, e);
+            if s >= e && parts.is_empty() {
+                if let Some(Out::File { f, .. }) = conn.outq.pop_front() {
+                    self.src.close(f);
+                }
+            }
+            return Ok(Some(hdr));
+        }
+        let want = (*end - *off).min(self.cfg.read_chunk as u64) as usize;
+        let r = self.src.read(f, *off, want);
+        let agg = match r {
+            Ok(a) if !a.is_empty() && a.len() <= want => a,
+            Err(SourceError::Busy) => {
+                self.stats.file_reads_deferred += 1;
+                return Ok(None);
+            }
+            _ => {
+                if let Some(Out::File { f, .. }) = conn.outq.pop_front() {
+                    self.src.close(f);
+                }
+                return Err(());
+            }
+        };
+        *off += agg.len() as u64;
+        if *off >= *end && parts.is_empty() {
+            if let Some(Out::File { f, .. }) = conn.outq.pop_front() {
+                self.src.close(f);
+            }
+        }
+        self.stats.body_bytes_by_ref += agg.len() as u64;
+        Ok(Some(agg))
+    }
+
+    /// A `multipart/byteranges` 206 (RFC 9110 §14.6): the header and each
+    /// part's header are generated into our pool, the file's bytes follow
+    /// by reference (the file is read once per range, lazily).
+    #[allow(clippy::too_many_arguments)]
+    fn multipart(
+        &mut self,
+        conn: &mut Conn<'d, S::File>,
+        f: S::File,
+        st: &FileStat,
+        ranges: &[(u64, u64)],
+        ctype: &str,
+        tag: &str,
+        lm: &str,
+        mode: ConnMode,
+    ) {
+        self.next_boundary = self.next_boundary.wrapping_add(1);
+        // Hex digits of a per-server counter and the file's version: no
+        // line of a part header has this form, and a file would have to
+        // contain it on its own line to confuse a client.
+        let boundary = format!("iolite-{:016x}{:08x}", self.next_boundary, st.mtime as u32 ^ st.ino);
+        let size = st.size;
+        let heads: Vec<String> = ranges
+            .iter()
+            .map(|(s, e)| {
+                format!("\r\n--{boundary}\r\nContent-Type: {ctype}\r\nContent-Range: bytes {s}-{e}/{size}\r\n\r\n")
+            })
+            .collect();
+        let closing = format!("\r\n--{boundary}--\r\n");
+        let len: u64 = heads.iter().map(|h| h.len() as u64).sum::<u64>()
+            + ranges.iter().map(|(s, e)| e - s + 1).sum::<u64>()
+            + closing.len() as u64;
+        let Some(mut a) = self.prefix(206, reason(206), mode) else {
+            self.src.close(f);
+            return conn.outq.push_back(Out::Close);
+        };
+        let tail = self.gen(|w| {
+            write!(
+                w,
+                "Content-Type: multipart/byteranges; boundary={boundary}\r\nContent-Length: {len}\r\n\
+                 Last-Modified: {lm}\r\nETag: {tag}\r\nAccept-Ranges: bytes\r\n\r\n"
+            )
+        });
+        let mut parts = VecDeque::new();
+        for (h, (s, e)) in heads.iter().zip(ranges) {
+            match self.gen(|w| w.write_str(h)) {
+                Some(g) => parts.push_back((g, *s, e + 1)),
+                None => break,
+            }
+        }
+        match (self.gen(|w| w.write_str(&closing)), tail.map(|t| a.append(t))) {
+            (Some(c), Some(Ok(()))) if parts.len() == ranges.len() => {
+                parts.push_back((c, size, size));
+                conn.outq.push_back(Out::Data(a));
+                conn.outq.push_back(Out::File { f, off: 0, end: 0, parts });
+            }
+            _ => {
+                self.src.close(f);
+                conn.outq.push_back(Out::Close);
+            }
+        }
+    }
+}

@@ -1,0 +1,718 @@
+//! The server: connections, request handling, responses.
+//!
+//! Transport-independent: the caller feeds each connection's received
+//! bytes ([`Server::receive`], aggregates as the network stack delivers
+//! them; requests may be split anywhere and pipelined), and pulls what to
+//! do with [`Server::next`]: send an aggregate, hand a request to the CGI,
+//! or close. Responses are produced in request order. A static response is
+//! a header aggregate (a small generated part plus the cached fixed part)
+//! followed by the file's aggregates from the [`FileSource`], by
+//! reference; file data is read lazily as the caller pulls, so a large
+//! file does not have to be in flight at once.
+//!
+//! Here: the public API ([`Server`]), the per-connection state and the
+//! response helpers every path shares (status line, complete small
+//! responses, dispatch by method). The paths have modules of their own,
+//! all methods of the same `Core` on the same `Conn`:
+//! * `input`: buffered bytes into requests (heads parsed from a bounded
+//!   copy, bodies taken by reference, chunked bodies decoded);
+//! * `files`: static files (preconditions, ranges, the header cache, the
+//!   file's bytes pulled lazily from the [`FileSource`]);
+//! * `cgi`: CGI requests out ([`CgiCall`]) and their answers back into
+//!   responses (local redirects included).
+
+mod cgi;
+mod files;
+mod input;
+
+use alloc::boxed::Box;
+use alloc::collections::{BTreeMap, VecDeque};
+use alloc::format;
+use alloc::vec::Vec;
+use core::fmt::Write;
+
+use cgi_api::output::reason;
+use iolite::gen::generate;
+use iolite::{Aggregate, Domain, PoolId};
+
+use crate::hcache::HeaderCache;
+use crate::request::{Method, Request};
+use crate::source::{Clock, FileSource};
+use crate::{date, Config, SERVER};
+
+use cgi::CgiWait;
+use input::ChunkedBody;
+
+/// Methods of static files (405 and OPTIONS).
+const ALLOW_STATIC: &str = "GET, HEAD, OPTIONS";
+/// Methods of CGI programs and of the server as a whole (`OPTIONS *`).
+const ALLOW_CGI: &str = "GET, HEAD, POST, OPTIONS";
+
+/// A connection, as named by the server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub struct ConnId(pub u32);
+
+/// The client's address (for `REMOTE_ADDR`/`REMOTE_PORT`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Remote {
+    /// IPv4 address.
+    pub addr: [u8; 4],
+    /// TCP port.
+    pub port: u16,
+}
+
+/// A request for the CGI component: send `env ++ body` on the cgi channel
+/// (see `cgi_api::wire::encode_request`), then call [`Server::cgi_reply`]
+/// with the same `id`.
+#[derive(Debug)]
+pub struct CgiCall<'d> {
+    /// Request id (unique per server).
+    pub id: u32,
+    /// CGI/1.1 meta-variables.
+    pub env: cgi_api::Env,
+    /// The POST body, by reference, as it arrived.
+    pub body: Option<Aggregate<'d>>,
+}
+
+/// What the caller must do next for a connection.
+#[derive(Debug)]
+pub enum Action<'d> {
+    /// Send these bytes (by reference) on the connection.
+    Send(Aggregate<'d>),
+    /// Hand this request to the CGI component.
+    Cgi(CgiCall<'d>),
+    /// Close the connection after everything sent so far, then call
+    /// [`Server::closed`].
+    Close,
+}
+
+/// Counters of the server (exported as the `httpd` component).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct HttpStats {
+    /// Connections accepted.
+    pub connections_accepted: u64,
+    /// Connections refused at the limit (503).
+    pub connections_refused: u64,
+    /// Connections open now.
+    pub connections_active: u64,
+    /// Complete requests parsed (including rejected ones).
+    pub requests: u64,
+    /// Responses by class.
+    pub responses_2xx: u64,
+    /// 3xx responses.
+    pub responses_3xx: u64,
+    /// 4xx responses.
+    pub responses_4xx: u64,
+    /// 5xx responses.
+    pub responses_5xx: u64,
+    /// 304 responses.
+    pub not_modified: u64,
+    /// 206 responses.
+    pub partial: u64,
+    /// Fixed header parts reused from the header cache.
+    pub header_cache_hits: u64,
+    /// Fixed header parts generated (first use).
+    pub header_cache_misses: u64,
+    /// Fixed header parts regenerated because the file changed.
+    pub header_cache_invalidations: u64,
+    /// Header bytes generated (per-response parts and cache misses).
+    pub header_bytes_generated: u64,
+    /// Body bytes sent by reference (file data, CGI output).
+    pub body_bytes_by_ref: u64,
+    /// Requests handed to the CGI.
+    pub cgi_requests: u64,
+    /// CGI requests that timed out (504).
+    pub cgi_timeouts: u64,
+    /// CGI faults and invalid CGI output (502).
+    pub cgi_failures: u64,
+    /// CGI replies that came after their deadline (dropped).
+    pub cgi_late_replies: u64,
+    /// Bytes of CGI response headers copied for parsing (the header only:
+    /// the body goes by reference).
+    pub cgi_header_bytes_copied: u64,
+    /// File reads the source refused for now (busy): the response waits
+    /// and is read again later instead of being cut short.
+    pub file_reads_deferred: u64,
+    /// Requests that timed out while arriving (408).
+    pub request_timeouts: u64,
+    /// Idle keep-alive connections closed.
+    pub idle_closes: u64,
+    /// Idle keep-alive connections closed early to make room for a new
+    /// connection at the limit.
+    pub idle_evictions: u64,
+    /// Connections closed because the network took none of their pending
+    /// output for `send_timeout_ms` (a client that stopped reading).
+    pub send_timeouts: u64,
+    /// Request bytes copied into the per-connection parse buffer (request
+    /// lines and headers, and whatever followed them in the input then).
+    pub request_bytes_copied_to_parse: u64,
+    /// Of those, bytes that turned out to be a request body (payload, which
+    /// also goes on by reference): copied only because they arrived with
+    /// the header.
+    pub request_body_bytes_copied_to_parse: u64,
+    /// Request bodies flattened (more slices than an aggregate holds).
+    pub bodies_flattened: u64,
+    /// Request body bytes copied by that flattening (payload).
+    pub body_bytes_flattened: u64,
+}
+
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum ConnMode {
+    /// HTTP/1.1 persistent: no Connection header.
+    Default,
+    /// HTTP/1.0 persistent: `Connection: keep-alive`.
+    KeepAlive10,
+    /// `Connection: close`, and close after this response.
+    Close,
+}
+
+impl ConnMode {
+    fn line(self) -> &'static str {
+        match self {
+            ConnMode::Default => "",
+            ConnMode::KeepAlive10 => "Connection: keep-alive\r\n",
+            ConnMode::Close => "Connection: close\r\n",
+        }
+    }
+    fn of(req: &Request) -> Self {
+        if !req.keep_alive {
+            ConnMode::Close
+        } else if req.minor == 0 {
+            ConnMode::KeepAlive10
+        } else {
+            ConnMode::Default
+        }
+    }
+}
+
+enum Out<'d, F> {
+    Data(Aggregate<'d>),
+    /// File bytes `off..end`, then each of `parts` (multipart/byteranges:
+    /// a generated part header, then that range of the same file).
+    File {
+        f: F,
+        off: u64,
+        end: u64,
+        parts: VecDeque<(Aggregate<'d>, u64, u64)>,
+    },
+    Cgi(CgiCall<'d>),
+    Close,
+}
+
+enum State<'d> {
+    Reading,
+    Body(Box<Request>),
+    Chunked(Box<ChunkedBody<'d>>),
+    Cgi(CgiWait),
+    Closing,
+}
+
+/// A connection: its input (buffered aggregates, and a copy of their
+/// first bytes to parse heads from; see `input`), its output in order, and
+/// where its current request is.
+struct Conn<'d, F> {
+    inq: VecDeque<Aggregate<'d>>,
+    inq_len: usize,
+    scan: Vec<u8>,
+    outq: VecDeque<Out<'d, F>>,
+    state: State<'d>,
+    req_start: Option<u64>,
+    last_active: u64,
+    remote: Option<Remote>,
+    eof: bool,
+    continue_sent: bool,
+}
+
+/// The shared part of the server (everything but the connection table),
+/// so that a connection and the server can be borrowed at once.
+struct Core<'d, S: FileSource<'d>, C> {
+    d: &'d Domain,
+    pool: PoolId,
+    src: S,
+    clock: C,
+    cfg: Config,
+    hcache: HeaderCache<'d>,
+    stats: HttpStats,
+    date: (u64, [u8; 29]),
+    next_cgi: u32,
+    next_boundary: u64,
+}
+
+/// The HTTP server state machine (see the module docs).
+pub struct Server<'d, S: FileSource<'d>, C> {
+    core: Core<'d, S, C>,
+    conns: BTreeMap<u32, Conn<'d, S::File>>,
+    next_conn: u32,
+    /// Connections closed by `accept` to make room (their `Close` must be
+    /// pulled): see [`Server::take_woken`].
+    woken: Vec<ConnId>,
+}
+
+impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
+    fn date(&mut self) -> [u8; 29] {
+        let now = self.clock.unix_secs();
+        if self.date.0 != now {
+            self.date = (now, date::format(now));
+        }
+        self.date.1
+    }
+
+    fn count(&mut self, status: u16) {
+        let s = &mut self.stats;
+        match status {
+            200..=299 => s.responses_2xx += 1,
+            300..=399 => s.responses_3xx += 1,
+            400..=499 => s.responses_4xx += 1,
+            _ => s.responses_5xx += 1,
+        }
+        if status == 304 {
+            s.not_modified += 1;
+        }
+        if status == 206 {
+            s.partial += 1;
+        }
+    }
+
+    fn gen(&mut self, f: impl Fn(&mut dyn Write) -> core::fmt::Result) -> Option<Aggregate<'d>> {
+        let a = generate(self.d, self.pool, f).ok()?;
+        self.stats.header_bytes_generated += a.len() as u64;
+        Some(a)
+    }
+
+    /// Status line, Date, Server, Connection: the per-response part.
+    fn prefix(&mut self, status: u16, why: &str, mode: ConnMode) -> Option<Aggregate<'d>> {
+        self.count(status);
+        let date = self.date();
+        let date = core::str::from_utf8(&date).unwrap_or("");
+        self.gen(|w| write!(w, "HTTP/1.1 {status} {why}\r\nDate: {date}\r\nServer: {SERVER}\r\n{}", mode.line()))
+    }
+
+    /// A complete error (or other body-less-by-design) response with a
+    /// small HTML body. `extra` are whole header lines.
+    fn simple(&mut self, status: u16, head_only: bool, mode: ConnMode, extra: &str) -> Option<Aggregate<'d>> {
+        let why = reason(status);
+        let body = format!(
+            "<!DOCTYPE html>\n<html><head><title>{status} {why}</title></head><body><h1>{status} {why}</h1></body></html>\n"
+        );
+        let mut a = self.prefix(status, why, mode)?;
+        let tail = self.gen(|w| {
+            write!(w, "{extra}Content-Type: text/html; charset=utf-8\r\nContent-Length: {}\r\n\r\n", body.len())?;
+            if !head_only {
+                w.write_str(&body)?;
+            }
+            Ok(())
+        })?;
+        a.append(tail).ok()?;
+        Some(a)
+    }
+
+    fn push_simple<F>(&mut self, conn: &mut Conn<'d, F>, status: u16, head_only: bool, mode: ConnMode, extra: &str) {
+        match self.simple(status, head_only, mode, extra) {
+            Some(a) => conn.outq.push_back(Out::Data(a)),
+            None => conn.outq.push_back(Out::Close),
+        }
+    }
+
+    /// A refused request: error response, then close.
+    fn reject(&mut self, conn: &mut Conn<'d, S::File>, status: u16, allow: bool) {
+        let extra = if allow { "Allow: GET, HEAD, POST, OPTIONS\r\n" } else { "" };
+        self.push_simple(conn, status, false, ConnMode::Close, extra);
+        conn.outq.push_back(Out::Close);
+        conn.state = State::Closing;
+    }
+
+    fn handle(&mut self, conn: &mut Conn<'d, S::File>, req: Request, body: Option<Aggregate<'d>>) {
+        let mode = ConnMode::of(&req);
+        let path = &req.target.path;
+        let cgi = path == "/cgi-bin" || path.starts_with("/cgi-bin/");
+        let allow = if cgi || path == "*" { ALLOW_CGI } else { ALLOW_STATIC };
+        match req.method {
+            Method::Get | Method::Head | Method::Post if cgi => {
+                self.dispatch_cgi(conn, Box::new(req), body, 0);
+                return;
+            }
+            Method::Get | Method::Head => {
+                drop(body); // a body on GET/HEAD is read and ignored
+                let path = req.target.path.clone();
+                self.serve_static(conn, &req, &path, mode);
+            }
+            Method::Options => {
+                // RFC 9110 §9.3.7: what the resource (or, for `*`, the
+                // server) supports, and no content.
+                let Some(mut a) = self.prefix(200, reason(200), mode) else { return conn.outq.push_back(Out::Close) };
+                match self.gen(|w| write!(w, "Allow: {allow}\r\nContent-Length: 0\r\n\r\n")).map(|t| a.append(t)) {
+                    Some(Ok(())) => conn.outq.push_back(Out::Data(a)),
+                    _ => conn.outq.push_back(Out::Close),
+                }
+            }
+            _ => {
+                let extra = format!("Allow: {allow}\r\n");
+                self.push_simple(conn, 405, req.method == Method::Head, mode, &extra);
+            }
+        }
+        if mode == ConnMode::Close {
+            conn.outq.push_back(Out::Close);
+            conn.state = State::Closing;
+        }
+    }
+}
+
+impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
+    /// A server generating its headers into `pool` (owned by `d`).
+    pub fn new(d: &'d Domain, pool: PoolId, src: S, clock: C, cfg: Config) -> Self {
+        let hcache = HeaderCache::new(cfg.header_cache_entries);
+        Self {
+            core: Core {
+                d,
+                pool,
+                src,
+                clock,
+                cfg,
+                hcache,
+                stats: HttpStats::default(),
+                date: (u64::MAX, [0; 29]),
+                next_cgi: 1,
+                next_boundary: 0,
+            },
+            conns: BTreeMap::new(),
+            next_conn: 1,
+            woken: Vec::new(),
+        }
+    }
+
+    /// The configuration.
+    pub fn config(&self) -> &Config {
+        &self.core.cfg
+    }
+
+    /// The counters.
+    pub fn stats(&self) -> HttpStats {
+        let mut s = self.core.stats;
+        s.connections_active = self.conns.len() as u64;
+        s
+    }
+
+    /// The counters as the `httpd` component of `/cgi-bin/stats`.
+    pub fn component(&self) -> cgi_api::Component {
+        let s = self.stats();
+        cgi_api::Component::new("httpd")
+            .with("connections_active", s.connections_active)
+            .with("connections_accepted", s.connections_accepted)
+            .with("connections_refused", s.connections_refused)
+            .with("requests", s.requests)
+            .with("responses_2xx", s.responses_2xx)
+            .with("responses_3xx", s.responses_3xx)
+            .with("responses_4xx", s.responses_4xx)
+            .with("responses_5xx", s.responses_5xx)
+            .with("not_modified", s.not_modified)
+            .with("partial", s.partial)
+            .with("header_cache_hits", s.header_cache_hits)
+            .with("header_cache_misses", s.header_cache_misses)
+            .with("header_cache_invalidations", s.header_cache_invalidations)
+            .with("header_bytes_generated", s.header_bytes_generated)
+            .with("body_bytes_by_ref", s.body_bytes_by_ref)
+            .with("cgi_requests", s.cgi_requests)
+            .with("cgi_timeouts", s.cgi_timeouts)
+            .with("cgi_failures", s.cgi_failures)
+            .with("request_timeouts", s.request_timeouts)
+            .with("idle_closes", s.idle_closes)
+            .with_iolite(&self.core.d.stats())
+    }
+
+    /// The file source (e.g. to reconnect it).
+    pub fn source_mut(&mut self) -> &mut S {
+        &mut self.core.src
+    }
+
+    /// The clock.
+    pub fn clock(&self) -> &C {
+        &self.core.clock
+    }
+
+    /// Drops the cached headers (on `FLAG_RECLAIM` from the pool's peers).
+    pub fn drop_caches(&mut self) {
+        self.core.hcache.clear();
+    }
+
+    /// Number of cached response headers.
+    pub fn header_cache_len(&self) -> usize {
+        self.core.hcache.len()
+    }
+
+    /// A new connection. At the limit it is refused: the `Err` holds a
+    /// complete `503` response to send before closing.
+    ///
+    /// At the limit, the keep-alive connection idle the longest (nothing to
+    /// parse, nothing to send) is closed to make room, as nginx reuses its
+    /// idle keep-alive connections when it runs out; only when every
+    /// connection is busy is the new one refused.
+    pub fn accept(&mut self, remote: Option<Remote>) -> Result<ConnId, Aggregate<'d>> {
+        let live = self.conns.values().filter(|c| !matches!(c.state, State::Closing)).count();
+        if live >= self.core.cfg.max_connections {
+            let victim = self
+                .conns
+                .iter()
+                .filter(|(_, c)| matches!(c.state, State::Reading) && c.inq_len == 0 && c.outq.is_empty())
+                .min_by_key(|(_, c)| c.last_active)
+                .map(|(&id, _)| id);
+            if let Some(v) = victim {
+                let conn = self.conns.get_mut(&v).expect("found above");
+                conn.outq.push_back(Out::Close);
+                conn.state = State::Closing;
+                self.core.stats.idle_evictions += 1;
+                self.woken.push(ConnId(v));
+            }
+        }
+        let live = self.conns.values().filter(|c| !matches!(c.state, State::Closing)).count();
+        if live >= self.core.cfg.max_connections {
+            self.core.stats.connections_refused += 1;
+            let a = self
+                .core
+                .simple(503, false, ConnMode::Close, "Retry-After: 1\r\n")
+                .unwrap_or_else(|| Aggregate::new(self.core.d));
+            return Err(a);
+        }
+        let id = self.next_conn;
+        self.next_conn = self.next_conn.wrapping_add(1).max(1);
+        let now = self.core.clock.now_ms();
+        self.conns.insert(id, Conn::new(remote, now));
+        self.core.stats.connections_accepted += 1;
+        Ok(ConnId(id))
+    }
+
+    /// Connections that have output because of another call (`accept`
+    /// closing an idle one to make room): pull them with [`Server::next`].
+    pub fn take_woken(&mut self) -> Vec<ConnId> {
+        core::mem::take(&mut self.woken)
+    }
+
+    /// Whether `c` is closing (its next action is `Close`).
+    pub fn is_closing(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.state, State::Closing))
+    }
+
+    /// Bytes received on `c` (by reference; any split, any number of
+    /// pipelined requests). Then call [`Server::next`].
+    pub fn receive(&mut self, c: ConnId, data: Aggregate<'d>) {
+        let Some(conn) = self.conns.get_mut(&c.0) else { return };
+        if matches!(conn.state, State::Closing) || data.is_empty() {
+            return;
+        }
+        conn.last_active = self.core.clock.now_ms();
+        if conn.inq_len + data.len() > self.core.cfg.max_buffered {
+            // More unparsed input than any legitimate client sends.
+            conn.inq.clear();
+            conn.inq_len = 0;
+            conn.scan.clear();
+            conn.outq.push_back(Out::Close);
+            conn.state = State::Closing;
+            return;
+        }
+        conn.inq_len += data.len();
+        conn.inq.push_back(data);
+        // A body being received is taken by reference, never parsed.
+        if !matches!(conn.state, State::Body(_)) {
+            conn.refill(self.core.cfg.scan_cap(), &mut self.core.stats);
+        }
+        self.core.process(conn);
+    }
+
+    /// The client closed its side (FIN). Complete requests already
+    /// received are answered, then the connection closes.
+    pub fn receive_eof(&mut self, c: ConnId) {
+        let Some(conn) = self.conns.get_mut(&c.0) else { return };
+        conn.eof = true;
+        self.core.process(conn);
+    }
+
+    /// Whether `c`'s output waits for its file source (a read was busy):
+    /// call [`Server::next`] for it again later (when buffers come back).
+    pub fn waits_for_source(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.outq.front(), Some(Out::File { .. })))
+    }
+
+    /// Whether [`Server::next`] has something for `c`.
+    pub fn has_output(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| !conn.outq.is_empty())
+    }
+
+    /// Whether `c`'s next output is already in memory (a header or a CGI
+    /// reply), so that sending it needs no new buffers. A component that
+    /// stops pulling output while its pool is low must still send these:
+    /// they are what fills the pool, and only sending them frees it.
+    pub fn holds_output(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.outq.front(), Some(Out::Data(_))))
+    }
+
+    /// The next thing to do for `c`, in order; `None` when there is nothing
+    /// (until more input, a CGI reply or a timeout). Call it until `None`
+    /// (or until the transport is full; call again when it drains).
+    pub fn next(&mut self, c: ConnId) -> Option<Action<'d>> {
+        let core = &mut self.core;
+        let conn = self.conns.get_mut(&c.0)?;
+        conn.last_active = core.clock.now_ms();
+        if conn.outq.is_empty() {
+            core.process(conn);
+        }
+        let out = conn.outq.pop_front()?;
+        let act = match out {
+            Out::Close => {
+                conn.outq.clear();
+                conn.state = State::Closing;
+                Action::Close
+            }
+            Out::Cgi(call) => {
+                if let State::Cgi(w) = &mut conn.state {
+                    if w.id == call.id {
+                        w.deadline = core.clock.now_ms() + core.cfg.cgi_timeout_ms;
+                    }
+                }
+                Action::Cgi(call)
+            }
+            file @ Out::File { .. } => {
+                conn.outq.push_front(file);
+                match core.pull_file(conn) {
+                    Ok(Some(a)) => Action::Send(a),
+                    // Nothing now: `waits_for_source` says to ask again.
+                    Ok(None) => return None,
+                    Err(()) => Self::abort(core, conn),
+                }
+            }
+            Out::Data(mut a) => {
+                loop {
+                    match conn.outq.front() {
+                        Some(Out::Data(_)) => {
+                            let Some(Out::Data(b)) = conn.outq.pop_front() else { unreachable!() };
+                            if let Err((_, b)) = a.append(b) {
+                                conn.outq.push_front(Out::Data(b));
+                                break;
+                            }
+                        }
+                        Some(Out::File { .. }) => {
+                            match core.pull_file(conn) {
+                                Ok(Some(chunk)) => {
+                                    if let Err((_, chunk)) = a.append(chunk) {
+                                        conn.outq.push_front(Out::Data(chunk));
+                                    }
+                                }
+                                Ok(None) => {}
+                                Err(()) => {
+                                    // The header is already promised a body it
+                                    // cannot get: drop the connection.
+                                    drop(a);
+                                    return Some(Self::abort(core, conn));
+                                }
+                            }
+                            break;
+                        }
+                        _ => break,
+                    }
+                }
+                Action::Send(a)
+            }
+        };
+        Some(act)
+    }
+
+    fn abort(core: &mut Core<'d, S, C>, conn: &mut Conn<'d, S::File>) -> Action<'d> {
+        for o in conn.outq.drain(..) {
+            if let Out::File { f, .. } = o {
+                core.src.close(f);
+            }
+        }
+        conn.state = State::Closing;
+        Action::Close
+    }
+
+    /// Whether connection `c` still waits for the CGI's answer to request
+    /// `id` (false once it was answered, timed out with 504, or `c` is gone).
+    pub fn cgi_awaiting(&self, c: ConnId, id: u32) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| matches!(&conn.state, State::Cgi(w) if w.id == id))
+    }
+
+    /// The CGI's answer to request `id` on `c`: its output (by reference),
+    /// or how it failed. Late answers (after the 504) are dropped.
+    pub fn cgi_reply(&mut self, c: ConnId, id: u32, result: Result<Aggregate<'d>, cgi_api::Failure>) {
+        let Some(conn) = self.conns.get_mut(&c.0) else { return };
+        match &conn.state {
+            State::Cgi(w) if w.id == id => {}
+            _ => {
+                self.core.stats.cgi_late_replies += 1;
+                return;
+            }
+        }
+        let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
+        self.core.cgi_done(conn, w, result);
+        self.core.process(conn);
+    }
+
+    /// Applies timeouts: a request arriving for longer than
+    /// `request_timeout_ms` gets 408 and the connection closes; a CGI
+    /// request older than `cgi_timeout_ms` gets 504; a keep-alive
+    /// connection idle for `idle_timeout_ms` is closed. Returns the
+    /// connections that now have output. Call it periodically.
+    pub fn tick(&mut self) -> Vec<ConnId> {
+        let now = self.core.clock.now_ms();
+        let cfg_req = self.core.cfg.request_timeout_ms;
+        let cfg_idle = self.core.cfg.idle_timeout_ms;
+        let cfg_send = self.core.cfg.send_timeout_ms;
+        let mut ready = Vec::new();
+        for (&id, conn) in self.conns.iter_mut() {
+            let had = conn.outq.len();
+            match &conn.state {
+                State::Cgi(w) if now >= w.deadline => {
+                    let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
+                    self.core.cgi_done(conn, w, Err(cgi_api::Failure::Timeout));
+                    self.core.process(conn);
+                }
+                State::Reading if !conn.outq.is_empty() && now.saturating_sub(conn.last_active) >= cfg_send => {
+                    // Output waits and nothing was taken for that long: the
+                    // client stopped reading. Its slot and buffers go.
+                    self.core.stats.send_timeouts += 1;
+                    for o in conn.outq.drain(..) {
+                        if let Out::File { f, .. } = o {
+                            self.core.src.close(f);
+                        }
+                    }
+                    conn.outq.push_back(Out::Close);
+                    conn.state = State::Closing;
+                }
+                State::Reading | State::Body(_) | State::Chunked(_) => {
+                    if conn.req_start.is_some_and(|t| now.saturating_sub(t) >= cfg_req) {
+                        self.core.stats.request_timeouts += 1;
+                        self.core.reject(conn, 408, false);
+                    } else if conn.outq.is_empty()
+                        && conn.inq_len == 0
+                        && now.saturating_sub(conn.last_active) >= cfg_idle
+                    {
+                        self.core.stats.idle_closes += 1;
+                        conn.outq.push_back(Out::Close);
+                        conn.state = State::Closing;
+                    }
+                }
+                _ => {}
+            }
+            if conn.outq.len() != had || (had > 0 && !conn.outq.is_empty()) {
+                ready.push(ConnId(id));
+            }
+        }
+        ready
+    }
+
+    /// The connection is gone (closed by either side, or reset): frees its
+    /// state and everything it held.
+    pub fn closed(&mut self, c: ConnId) {
+        if let Some(mut conn) = self.conns.remove(&c.0) {
+            for o in conn.outq.drain(..) {
+                if let Out::File { f, .. } = o {
+                    self.core.src.close(f);
+                }
+            }
+        }
+    }
+
+    /// Number of open connections.
+    pub fn connections(&self) -> usize {
+        self.conns.len()
+    }
+}
