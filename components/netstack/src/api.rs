@@ -10,7 +10,7 @@ use outbox::Outbox;
 
 use crate::{ConnId, NetError, NetStack, NicPort, Recv};
 
-use socket_api::OP_SEND;
+use socket_api::{sends_outstanding, OP_SEND, SEND_COUNT_MODULUS, SEND_CREDIT};
 pub use socket_api::{ErrorCode, Event, Request};
 
 impl From<NetError> for ErrorCode {
@@ -37,6 +37,18 @@ struct SessConn<'d> {
     full_sent: bool,
     close_requested: bool,
     eof_sent: bool,
+    /// `Send` requests the client made on it, and the count of them last
+    /// reported taken (`Event::SendsTaken`), modulo
+    /// `socket_api::SEND_COUNT_MODULUS`.
+    sends: u32,
+    taken_told: u32,
+}
+
+impl SessConn<'_> {
+    /// Sends taken so far: every one made except those still held back.
+    fn taken(&self) -> u32 {
+        self.sends.wrapping_sub(self.pending.len() as u32) % SEND_COUNT_MODULUS
+    }
 }
 
 /// The stack's side of one client: which ports and connections are its,
@@ -211,15 +223,20 @@ impl<'d> Session<'d> {
             Request::Send { .. } => {
                 let Some(i) = conn else { return self.error(op, id, not_yours()) };
                 let c = &mut self.conns[i];
+                c.sends = c.sends.wrapping_add(1) % SEND_COUNT_MODULUS;
                 if c.close_requested {
-                    return self.error(op, id, ErrorCode::NotConnected);
+                    self.error(op, id, ErrorCode::NotConnected);
+                    return self.report_taken(i);
                 }
                 // Behind what waits (and `push_pending` sends it at once
                 // if TCP has room for all of it).
-                if c.pending.push(agg).is_err() {
+                if let Err(agg) = c.pending.push(agg) {
+                    // Only a client beyond its credit gets here.
                     c.blocked = true;
                     self.stats.sends_refused += 1;
-                    return self.error(op, id, ErrorCode::WouldBlock);
+                    drop(agg);
+                    self.error(op, id, ErrorCode::WouldBlock);
+                    return self.report_taken(i);
                 }
                 self.push_pending(stack, i);
             }
@@ -293,8 +310,10 @@ impl<'d> Session<'d> {
                 self.stats.events_dropped += 1;
             }
         }
-        let c = &mut self.conns[i];
-        c.pending.shrink();
+        self.conns[i].pending.shrink();
+        // Credit first: a client told `SendSpace` can use it at once.
+        self.report_taken(i);
+        let c = &self.conns[i];
         let (id, full, was_blocked) = (c.id, !c.pending.is_empty(), c.blocked);
         if full && !c.full_sent {
             // Tell the client to stop (it would otherwise keep pulling its
@@ -320,6 +339,23 @@ impl<'d> Session<'d> {
             if self.conns[i].close_requested {
                 let _ = stack.close(id);
             }
+        }
+    }
+
+    /// Tells the client how many of its sends on connection `i` were taken
+    /// once half its credit is taken unreported (see `SEND_CREDIT`): a
+    /// client that waits for credit then always gets some. A full event
+    /// ring defers it to a later visit.
+    fn report_taken(&mut self, i: usize) {
+        let c = &self.conns[i];
+        let (id, taken) = (c.id, c.taken());
+        if sends_outstanding(taken, c.taken_told) < SEND_CREDIT / 2 {
+            return;
+        }
+        if self.control(Event::SendsTaken { conn: id, taken }) {
+            self.conns[i].taken_told = taken;
+        } else {
+            self.visit_all = true;
         }
     }
 
@@ -360,6 +396,8 @@ impl<'d> Session<'d> {
                     full_sent: false,
                     close_requested: false,
                     eof_sent: false,
+                    sends: 0,
+                    taken_told: 0,
                 });
                 if let Ok((addr, port)) = stack.peer(conn) {
                     self.events.push_back((Event::Peer { addr, port }, None));
@@ -828,6 +866,103 @@ mod tests {
         }
         assert_eq!(data, b"more request bytes", "paused, not lost");
         assert!(got >= 4 * 60_000, "the held-back sends went first ({got})");
+    }
+
+    #[test]
+    fn a_client_within_its_send_credit_is_never_refused() {
+        // A client that keeps to `SEND_CREDIT` and ignores `SendFull`
+        // (httpd may run many rounds before the stack runs once): however
+        // far ahead it is, no send is refused, and the stream is exact.
+        use socket_api::{SendCredit, SEND_CREDIT};
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(SEND_CREDIT as usize);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41004);
+        let body = pattern(700_000, 7);
+        let file = make(db, &body);
+        // Pipelined responses: many small ones, some large.
+        let mut cuts = Vec::new();
+        let (mut at, mut k) = (0usize, 0usize);
+        while at < body.len() {
+            let len = [70, 1, 300, 4096, 20_000, 0, 1460, 65_536][k % 8].min(body.len() - at);
+            cuts.push((at, len));
+            at += len;
+            k += 1;
+        }
+        let mut credit = SendCredit::default();
+        let (mut next, mut got, mut reports) = (0, Vec::new(), 0);
+        for round in 0..20_000 {
+            // As many as the credit allows, before the stack runs.
+            while next < cuts.len() && credit.may_send() {
+                let (off, len) = cuts[next];
+                sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(off, len).unwrap());
+                credit.sent();
+                next += 1;
+            }
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                match ev {
+                    Event::SendsTaken { conn, taken } if conn == cb => {
+                        credit.taken(taken);
+                        reports += 1;
+                    }
+                    Event::Error { .. } => panic!("{ev:?} after {next} sends"),
+                    _ => {}
+                }
+            }
+            // The peer stops reading for a while: the window closes and
+            // sends are held back.
+            if !(200..2000).contains(&round) {
+                while let Ok(Recv::Data(d)) = n.a.recv(ca, usize::MAX) {
+                    d.slices().for_each(|s| got.extend_from_slice(s));
+                }
+            }
+            if got.len() == body.len() {
+                break;
+            }
+        }
+        assert_eq!(sess.stats().sends_refused, 0);
+        assert_eq!(got.len(), body.len());
+        assert!(got == body, "the stream is the sent bytes, in order");
+        assert!(sess.stats().send_full > 0, "the window closed meanwhile");
+        // One report per half credit, about.
+        assert!(reports >= cuts.len() / SEND_CREDIT as usize, "{reports} reports for {} sends", cuts.len());
+        assert!(reports <= 2 * cuts.len() / (SEND_CREDIT as usize / 2) + 2, "{reports} reports");
+    }
+
+    #[test]
+    fn a_client_beyond_its_send_credit_is_refused_and_told_what_was_taken() {
+        // Sends beyond the credit are refused (WouldBlock), and the refused
+        // ones count as taken, so the count stays right for the client.
+        use socket_api::{SendCredit, SEND_CREDIT};
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(SEND_CREDIT as usize);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (_ca, cb) = accept_one(&mut n, &mut sess, 41005);
+        let file = make(db, &pattern(4 << 20, 3));
+        // The peer never reads: 64 KiB sends fill its window at once.
+        let mut credit = SendCredit::default();
+        for k in 0..64 {
+            sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(k << 16, 1 << 16).unwrap());
+            credit.sent();
+        }
+        let (mut refused, mut taken) = (0, None);
+        while let Some((ev, _, _)) = sess.next_event() {
+            match ev {
+                Event::Error { code: ErrorCode::WouldBlock, .. } => refused += 1,
+                Event::SendsTaken { taken: t, .. } => taken = Some(t),
+                _ => {}
+            }
+        }
+        assert!(refused > 0 && refused == sess.stats().sends_refused);
+        credit.taken(taken.expect("a report"));
+        // What is still held back is at most the credit.
+        assert!(credit.outstanding() <= SEND_CREDIT, "{}", credit.outstanding());
     }
 
     #[test]

@@ -95,10 +95,10 @@ const _: () = assert!(
 /// this is full; they go out as the ring drains).
 const TX_QUEUE: usize = 512;
 /// Aggregates a client may have waiting per connection beyond what TCP
-/// takes (the peer's window plus the slack) before a send is refused. The
-/// client is told `SendFull` at the first held back and stops; this covers
-/// what it sent in the same round (httpd: at most 16 sends per connection).
-const MAX_PENDING: usize = 32;
+/// takes (the peer's window plus the slack) before a send is refused: its
+/// send credit, so a client that keeps to the credit is never refused,
+/// however long we were kept from running.
+const MAX_PENDING: usize = socket_api::SEND_CREDIT as usize;
 /// Events waiting for the client, at most (data waits in TCP beyond).
 const EVENTS_CAP: usize = 1024;
 /// Bytes a connection may queue beyond its peer's advertised window.

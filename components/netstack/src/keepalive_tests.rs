@@ -103,8 +103,11 @@ fn fetch_repeatedly(mode: CopyMode, responses: usize, body: &[u8]) -> Outcome {
                         }
                     }
                     // SendFull: httpd would stop pulling the file; here all of it is queued already.
-                    Event::SendSpace { .. } | Event::SendFull { .. } | Event::Peer { .. } | Event::Listening { .. } => {
-                    }
+                    Event::SendSpace { .. }
+                    | Event::SendFull { .. }
+                    | Event::SendsTaken { .. }
+                    | Event::Peer { .. }
+                    | Event::Listening { .. } => {}
                     e => panic!("unexpected event {e:?}"),
                 }
             }

@@ -3,8 +3,8 @@
 //! fetches a 64 KiB response again and again. The server is driven the
 //! way the netstack component drives it (a `Session` with the component's
 //! bounds and configuration, a web server on top that hands over 256 KiB
-//! pieces and stops at `SendFull`, as httpd does); the clients are one
-//! stack that is always responsive.
+//! pieces, stops at `SendFull` and keeps to its send credit, as httpd
+//! does); the clients are one stack that is always responsive.
 //!
 //! What the held connections cost the normal client is measured as the
 //! server's work per normal response: deterministic counts here, the
@@ -19,6 +19,7 @@ use iolite::{Aggregate, CopyMode, Domain, Trust};
 use crate::api::{ErrorCode, Event, Request, Session, SessionStats};
 use crate::tests::{cfg, domain, make, pattern, Port, APP};
 use crate::{ConnId, NetStack, Recv, TcpState, TxChecksum};
+use socket_api::SendCredit;
 
 /// The ticker's period for netstack (20 Hz, `net_every = 4`).
 const TICK_MS: u64 = 200;
@@ -29,11 +30,12 @@ const CONN_ROUND_SENDS: usize = 16;
 
 /// One connection of the web server: what it still has to send, whether
 /// netstack said `SendFull` (nothing more is handed over until
-/// `SendSpace`), and its unparsed input.
+/// `SendSpace`), its send credit and its unparsed input.
 struct WebConn<'d> {
     id: ConnId,
     out: VecDeque<Aggregate<'d>>,
     full: bool,
+    credit: SendCredit,
     input: Vec<u8>,
 }
 
@@ -56,9 +58,13 @@ impl<'d> Web<'d> {
     fn events(&mut self, sess: &mut Session<'d>, b: &mut NetStack<'d>) {
         while let Some((ev, _, agg)) = sess.next_event() {
             match ev {
-                Event::Accepted { conn, .. } => {
-                    self.conns.push(WebConn { id: conn, out: VecDeque::new(), full: false, input: Vec::new() })
-                }
+                Event::Accepted { conn, .. } => self.conns.push(WebConn {
+                    id: conn,
+                    out: VecDeque::new(),
+                    full: false,
+                    credit: SendCredit::default(),
+                    input: Vec::new(),
+                }),
                 Event::Data { conn } => {
                     let (big, small, head) = (&self.big, &self.small, &self.head);
                     let Some(c) = self.conns.iter_mut().find(|c| c.id == conn) else { continue };
@@ -89,6 +95,11 @@ impl<'d> Web<'d> {
                     sess.handle(b, Request::Close { conn }.encode(), Aggregate::new(self.d));
                 }
                 Event::Closed { conn } => self.conns.retain(|c| c.id != conn),
+                Event::SendsTaken { conn, taken } => {
+                    if let Some(c) = self.conn(conn) {
+                        c.credit.taken(taken);
+                    }
+                }
                 Event::Peer { .. } | Event::Listening { .. } => {}
                 // A send or close on a connection the peer reset: httpd
                 // ignores these too.
@@ -104,9 +115,10 @@ impl<'d> Web<'d> {
         let mut any = false;
         for c in self.conns.iter_mut() {
             let mut sends = 0;
-            while !c.full && sends < CONN_ROUND_SENDS {
+            while !c.full && sends < CONN_ROUND_SENDS && c.credit.may_send() {
                 let Some(a) = c.out.pop_front() else { break };
                 sess.handle(b, Request::Send { conn: c.id }.encode(), a);
+                c.credit.sent();
                 sends += 1;
                 any = true;
             }

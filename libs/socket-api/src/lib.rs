@@ -51,6 +51,59 @@ pub type ConnId = u32;
 
 /// Aggregate descriptors in flight per direction (336 bytes each).
 pub const FWD_CAP: usize = 256;
+/// `Send` requests a client may have on one connection that the stack has
+/// not yet reported taken ([`Event::SendsTaken`]). The stack holds back
+/// that many per connection while TCP's window is full and refuses more
+/// with `WouldBlock`; a client that keeps to the credit never sees that,
+/// however late the stack runs. The stack reports before half the credit
+/// is taken unreported, so a client with every send taken has at least
+/// half of it.
+pub const SEND_CREDIT: u32 = 32;
+
+/// Send counts (posted by the client, [`Event::SendsTaken`] by the stack)
+/// run modulo this.
+pub const SEND_COUNT_MODULUS: u32 = 1 << 24;
+
+/// Sends posted on a connection and not yet reported taken, from the
+/// client's count of sends posted and the last [`Event::SendsTaken`]
+/// (both modulo [`SEND_COUNT_MODULUS`]).
+pub fn sends_outstanding(posted: u32, taken: u32) -> u32 {
+    posted.wrapping_sub(taken) % SEND_COUNT_MODULUS
+}
+
+/// A client's count of its sends on one connection against the stack's
+/// reports: whether it may send now ([`SEND_CREDIT`]).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct SendCredit {
+    posted: u32,
+    taken: u32,
+}
+
+impl SendCredit {
+    /// Whether one more `Send` keeps within the credit.
+    pub fn may_send(&self) -> bool {
+        self.outstanding() < SEND_CREDIT
+    }
+
+    /// Sends made and not yet reported taken.
+    pub fn outstanding(&self) -> u32 {
+        sends_outstanding(self.posted, self.taken)
+    }
+
+    /// Counts a `Send` request made.
+    pub fn sent(&mut self) {
+        self.posted = self.posted.wrapping_add(1) % SEND_COUNT_MODULUS;
+    }
+
+    /// An [`Event::SendsTaken`] count. One that claims more than was sent
+    /// (a stack that miscounts) is ignored.
+    pub fn taken(&mut self, taken: u32) {
+        if sends_outstanding(self.posted, taken) <= self.outstanding() {
+            self.taken = taken % SEND_COUNT_MODULUS;
+        }
+    }
+}
+
 /// Releases in flight per direction (16 bytes each).
 pub const REL_CAP: usize = 2048;
 /// Both channels' ring capacities.
@@ -109,6 +162,7 @@ const EV_CLOSED: u8 = 0x86;
 const EV_ERROR: u8 = 0x87;
 const EV_PEER: u8 = 0x88;
 const EV_SEND_FULL: u8 = 0x89;
+const EV_SENDS_TAKEN: u8 = 0x8a;
 
 fn tag(op: u8, id: u32, arg: u32) -> u64 {
     (op as u64) << 56 | (id as u64) << 24 | (arg & 0xff_ffff) as u64
@@ -236,6 +290,16 @@ pub enum Event {
         /// Connection.
         conn: ConnId,
     },
+    /// The stack has taken `taken` (modulo [`SEND_COUNT_MODULUS`]) of the
+    /// `Send` requests made on `conn` so far: handed to TCP, or refused or
+    /// dropped with an error event. Counts only grow, so a later event
+    /// supersedes an earlier one. See [`SEND_CREDIT`].
+    SendsTaken {
+        /// Connection.
+        conn: ConnId,
+        /// Sends taken so far, modulo [`SEND_COUNT_MODULUS`].
+        taken: u32,
+    },
     /// `conn` is gone (closed or reset); its id is no longer valid.
     Closed {
         /// Connection.
@@ -302,6 +366,7 @@ impl Event {
             Event::Eof { conn } => tag(EV_EOF, conn, 0),
             Event::SendSpace { conn } => tag(EV_SEND_SPACE, conn, 0),
             Event::SendFull { conn } => tag(EV_SEND_FULL, conn, 0),
+            Event::SendsTaken { conn, taken } => tag(EV_SENDS_TAKEN, conn, taken % SEND_COUNT_MODULUS),
             Event::Closed { conn } => tag(EV_CLOSED, conn, 0),
             Event::Error { op, id, code } => tag(EV_ERROR, id, (op as u32) << 8 | code as u32),
         }
@@ -318,6 +383,7 @@ impl Event {
             EV_EOF => Event::Eof { conn: id },
             EV_SEND_SPACE => Event::SendSpace { conn: id },
             EV_SEND_FULL => Event::SendFull { conn: id },
+            EV_SENDS_TAKEN => Event::SendsTaken { conn: id, taken: arg },
             EV_CLOSED => Event::Closed { conn: id },
             EV_ERROR => Event::Error { op: (arg >> 8) as u8, id, code: ErrorCode::from_u8(arg as u8)? },
             _ => return None,
@@ -458,6 +524,40 @@ mod tests {
     use super::*;
 
     #[test]
+    fn a_client_keeps_to_its_credit_until_sends_are_reported_taken() {
+        let mut c = SendCredit::default();
+        for _ in 0..SEND_CREDIT {
+            assert!(c.may_send());
+            c.sent();
+        }
+        assert!(!c.may_send());
+        c.taken(SEND_CREDIT / 2);
+        assert_eq!(c.outstanding(), SEND_CREDIT / 2);
+        assert!(c.may_send());
+        // An older report, or one beyond what was sent, changes nothing.
+        c.taken(3);
+        c.taken(SEND_CREDIT + 1);
+        assert_eq!(c.outstanding(), SEND_CREDIT / 2);
+        c.taken(SEND_CREDIT);
+        assert_eq!(c.outstanding(), 0);
+        // Across the counts' wrap.
+        let mut w = SendCredit { posted: SEND_COUNT_MODULUS - 2, taken: SEND_COUNT_MODULUS - 2 };
+        for _ in 0..5 {
+            w.sent();
+        }
+        assert_eq!(w.outstanding(), 5);
+        w.taken(1);
+        assert_eq!(w.outstanding(), 2);
+    }
+
+    #[test]
+    fn outstanding_sends_survive_the_counts_wrapping() {
+        assert_eq!(sends_outstanding(5, 5), 0);
+        assert_eq!(sends_outstanding(40, 8), 32);
+        assert_eq!(sends_outstanding(3, SEND_COUNT_MODULUS - 4), 7);
+    }
+
+    #[test]
     fn tags_round_trip_and_garbage_is_rejected() {
         for r in [
             Request::Listen { port: 80, backlog: 16 },
@@ -476,6 +576,8 @@ mod tests {
             Event::Data { conn: 3 },
             Event::Eof { conn: 3 },
             Event::SendSpace { conn: 3 },
+            Event::SendsTaken { conn: 3, taken: 0 },
+            Event::SendsTaken { conn: u32::MAX, taken: SEND_COUNT_MODULUS - 1 },
             Event::Closed { conn: 3 },
             Event::Error { op: OP_SEND, id: 5, code: ErrorCode::NotYours },
         ] {
@@ -485,6 +587,9 @@ mod tests {
         assert_eq!(Request::decode(u64::MAX), Err(ErrorCode::BadRequest));
         assert_eq!(Request::decode(tag(OP_LISTEN, 70000, 1)), Err(ErrorCode::BadRequest));
         assert_eq!(Event::decode(tag(EV_ERROR, 1, 0xff)), None);
+        // A count beyond the modulus is sent modulo it.
+        let e = Event::SendsTaken { conn: 1, taken: SEND_COUNT_MODULUS + 5 };
+        assert_eq!(Event::decode(e.encode()), Some(Event::SendsTaken { conn: 1, taken: 5 }));
         // A port that does not fit 16 bits is garbage, not a truncated port.
         assert_eq!(Event::decode(tag(EV_PEER, 1, 0x1_0000)), None);
     }

@@ -60,7 +60,7 @@ use iolite::{
     Want, BUILD_COPY_MODE, FLAG_EOF,
 };
 use outbox::Outbox;
-use socket_api::{ErrorCode, Event, Request};
+use socket_api::{ErrorCode, Event, Request, SendCredit};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(8 << 20);
@@ -172,6 +172,14 @@ struct Httpd {
     /// netstack's slack are used up): nothing more is pulled for them from
     /// the file cache until `SendSpace`.
     net_full: BTreeSet<u32>,
+    /// Our sends on each netstack connection against what it reported
+    /// taken: we keep within `socket_api::SEND_CREDIT`, so netstack never
+    /// refuses a send of ours, however long it was kept from running.
+    credit: BTreeMap<u32, SendCredit>,
+    /// Connections that wait for credit: their `SendsTaken` pumps them.
+    credit_wait: BTreeSet<u32>,
+    /// Times a connection waited for credit.
+    credit_waits: u64,
     /// The peer netstack announced for the next accepted connection
     /// (`Event::Peer` comes right before its `Event::Accepted`).
     next_peer: Option<Remote>,
@@ -302,6 +310,9 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_unheld_refs: 0,
         request_copied: 0,
         send_errors: 0,
+        credit: BTreeMap::new(),
+        credit_wait: BTreeSet::new(),
+        credit_waits: 0,
         cgi_restarts: 0,
         cgi_restart_requests: 0,
         cgi_restart_failures: 0,
@@ -436,6 +447,7 @@ impl Httpd {
                 Some(Event::Accepted { conn, .. }) => match self.srv.accept(self.next_peer.take()) {
                     Ok(id) => {
                         self.by_net.insert(conn, id);
+                        self.credit.insert(conn, SendCredit::default());
                         self.by_srv.insert(id.0, conn);
                     }
                     Err(resp) => {
@@ -466,9 +478,21 @@ impl Httpd {
                 Some(Event::SendFull { conn }) => {
                     self.net_full.insert(conn);
                 }
+                Some(Event::SendsTaken { conn, taken }) => {
+                    if let Some(c) = self.credit.get_mut(&conn) {
+                        c.taken(taken);
+                    }
+                    if self.credit_wait.remove(&conn) {
+                        if let Some(&id) = self.by_net.get(&conn) {
+                            self.ready.push(id);
+                        }
+                    }
+                }
                 Some(Event::Closed { conn }) => {
                     self.closing.remove(&conn);
                     self.net_full.remove(&conn);
+                    self.credit.remove(&conn);
+                    self.credit_wait.remove(&conn);
                     if let Some(id) = self.by_net.remove(&conn) {
                         self.by_srv.remove(&id.0);
                         self.srv.closed(id);
@@ -516,14 +540,19 @@ impl Httpd {
                 later.push(id);
                 continue;
             }
-            // Per connection and round: netstack holds back at most a few
-            // dozen sends beyond the window before it refuses them, and we
-            // learn of `SendFull` only after the round.
+            // Per connection and round, a bounded share (fairness); what
+            // netstack may hold is bounded by the send credit.
             let (mut sends, mut bytes) = (0usize, 0usize);
             loop {
                 if self.outq.len() >= OUTQ_PUMP_MAX {
                     // netstack's ring is full and two rings' worth wait.
                     later.push(id);
+                    break;
+                }
+                if !self.credit.get(&conn).is_none_or(SendCredit::may_send) {
+                    // Its `SendsTaken` puts it back in `ready`.
+                    self.credit_wait.insert(conn);
+                    self.credit_waits += 1;
                     break;
                 }
                 // Static responses are built here (file reads included):
@@ -544,6 +573,9 @@ impl Httpd {
                         budget = budget.saturating_sub(agg.len());
                         sends += 1;
                         bytes += agg.len();
+                        if let Some(c) = self.credit.get_mut(&conn) {
+                            c.sent();
+                        }
                         self.request(Request::Send { conn }.encode(), agg);
                         if budget == 0 || self.must_wait(id) || sends >= CONN_ROUND_SENDS || bytes >= CONN_ROUND_BYTES {
                             later.push(id);
@@ -898,6 +930,7 @@ impl Httpd {
         c.set("rejected_foreign_pool", ds.rejected_foreign_pool);
         c.set("rejected_not_granted", ds.rejected_not_granted);
         c.set("send_errors", self.send_errors);
+        c.set("send_credit_waits", self.credit_waits);
         c.set("cgi_restarts", self.cgi_restarts);
         c.set("cgi_restart_requests", self.cgi_restart_requests);
         c.set("cgi_restart_failures", self.cgi_restart_failures);

@@ -29,14 +29,14 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::BTreeMap;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
 use iolite::{Aggregate, Domain, Duplex, Guard, Next, PeerId, RwRegion, Trust, Want};
 use nic_api::DrvCounter;
 use outbox::Outbox;
-use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
+use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, SendCredit, StackCounter};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
@@ -73,6 +73,13 @@ enum Kind {
 struct Conn {
     kind: Kind,
     close_sent: bool,
+    /// Our sends against netstack's reports (`socket_api::SEND_CREDIT`).
+    credit: SendCredit,
+    /// Echoes beyond the credit, in order. Bounded by what netstack lends
+    /// us: it gives no more data while our echoes are held back.
+    held: VecDeque<Aggregate<'static>>,
+    /// The peer finished: close once `held` is sent.
+    close_after_held: bool,
 }
 
 struct Echo {
@@ -204,7 +211,16 @@ impl Echo {
                     } else {
                         Kind::Echo { first: true }
                     };
-                    self.conns.insert(conn, Conn { kind, close_sent: false });
+                    self.conns.insert(
+                        conn,
+                        Conn {
+                            kind,
+                            close_sent: false,
+                            credit: SendCredit::default(),
+                            held: VecDeque::new(),
+                            close_after_held: false,
+                        },
+                    );
                 }
                 Some(Event::Data { conn }) => self.data(conn, r.agg),
                 Some(Event::Eof { conn }) => {
@@ -218,6 +234,12 @@ impl Echo {
                 // netstack stops giving us a connection's data while its
                 // echo is held back (SendFull), so nothing else to do.
                 Some(Event::SendSpace { .. } | Event::SendFull { .. }) => {}
+                Some(Event::SendsTaken { conn, taken }) => {
+                    if let Some(c) = self.conns.get_mut(&conn) {
+                        c.credit.taken(taken);
+                    }
+                    self.send_held(conn);
+                }
                 // The echo does not need to know who connected.
                 Some(Event::Peer { .. }) => {}
                 Some(Event::Closed { conn }) => {
@@ -238,8 +260,31 @@ impl Echo {
         }
     }
 
+    /// Sends held echoes of `conn` as far as its credit allows.
+    fn send_held(&mut self, conn: ConnId) {
+        loop {
+            let Some(c) = self.conns.get_mut(&conn) else { return };
+            if !c.credit.may_send() {
+                return;
+            }
+            let Some(agg) = c.held.pop_front() else {
+                if core::mem::take(&mut c.close_after_held) {
+                    self.close(conn);
+                }
+                return;
+            };
+            c.credit.sent();
+            self.request(Request::Send { conn }.encode(), agg);
+        }
+    }
+
     fn close(&mut self, conn: ConnId) {
         if let Some(c) = self.conns.get_mut(&conn) {
+            if !c.held.is_empty() {
+                // After the echoes still held (sent as credit comes).
+                c.close_after_held = true;
+                return;
+            }
             if !c.close_sent {
                 c.close_sent = true;
                 self.request(Request::Close { conn }.encode(), Aggregate::new(self.d));
@@ -259,7 +304,8 @@ impl Echo {
                 }
                 self.bytes_echoed += agg.len() as u64;
                 // Back by reference: the same buffers netstack received into.
-                self.request(Request::Send { conn }.encode(), agg);
+                c.held.push_back(agg);
+                self.send_held(conn);
             }
             Kind::Source { line, msg, .. } => {
                 if msg.is_some() || line.len() > 64 {
@@ -317,7 +363,7 @@ impl Echo {
     /// whether it waits for netstack to return some.
     fn pump_source(&mut self, conn: ConnId) -> bool {
         let d = self.d;
-        let Some(Conn { kind: Kind::Source { msg: Some(msg), left, size, .. }, close_sent }) =
+        let Some(Conn { kind: Kind::Source { msg: Some(msg), left, size, .. }, close_sent, credit, .. }) =
             self.conns.get_mut(&conn)
         else {
             return false;
@@ -333,7 +379,7 @@ impl Echo {
         // not see them: none are made while any wait, and at most a ring's
         // worth at once.
         let room = if self.outq.is_empty() { socket_api::FWD_CAP } else { 0 };
-        while *left > 0 && sends.len() < room {
+        while *left > 0 && sends.len() < room && credit.may_send() {
             let in_flight = d.holds(id.pool, id.buf).map(|h| h.lent).unwrap_or(0);
             if in_flight + sends.len() as u32 >= window {
                 break;
@@ -342,6 +388,7 @@ impl Echo {
                 Ok(m) => sends.push(m),
                 Err(_) => break,
             }
+            credit.sent();
             *left -= 1;
         }
         let done = *left == 0;
