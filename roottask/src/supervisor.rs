@@ -13,6 +13,13 @@
 //! spinning); the restart suspends its thread before tearing it down.
 //! Undeclared requests are refused and logged.
 //!
+//! **Lent priority**: whoever may restart a component may also lend it its
+//! own assembly priority (`component_runtime::restart::lend_priority`) and
+//! take it back: httpd lends the cgi, which runs below everything, its
+//! priority in short windows while it waits for a starved cgi. A lend
+//! holds across the target's restart (the rebuild and the new incarnation
+//! run at it) until it is returned; it never exceeds the lender's own.
+//!
 //! **Deaths** (a fault, an exit, a restart on request) run the system side
 //! of the IO-Lite death protocol (`component_runtime::events`): the
 //! component's death count goes up in the system events page and every
@@ -27,8 +34,9 @@
 //! `restart_window_ms` waits `restart_backoff_ms` doubled per restart, and
 //! a component that dies more than `restart_limit` times within the window
 //! is held down (stopped and reported) while the rest keeps running. The
-//! rebuild runs at the restarted component's own priority, so it delays
-//! nobody that component could not delay anyway; only receiving and
+//! rebuild runs at the restarted component's own priority (or the one lent
+//! to it), so it delays nobody that component could not delay anyway;
+//! only receiving and
 //! bookkeeping run at the root task's top priority. While a restart waits
 //! out its back-off the supervisor polls its endpoint at the lowest
 //! priority (seL4 without MCS gives it no timeout), which uses only CPU
@@ -38,7 +46,9 @@ use crate::loader::{events_page, System};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use component_runtime::events::SUPERVISOR_SETTLED_LABEL;
-use component_runtime::restart::{self, RestartError, SUPERVISOR_RESTART_LABEL};
+use component_runtime::restart::{
+    self, RestartError, SUPERVISOR_LEND_PRIORITY_LABEL, SUPERVISOR_RESTART_LABEL, SUPERVISOR_RETURN_PRIORITY_LABEL,
+};
 use component_runtime::start::{MAX_NAME_LEN, SUPERVISOR_EXIT_LABEL};
 use component_runtime::time::now_ms;
 use component_runtime::{error, log};
@@ -65,6 +75,9 @@ struct Life {
     /// A restart waiting out its back-off: when (ms).
     restart_at: Option<u64>,
     held_down: bool,
+    /// A priority lent to it (`restart::lend_priority`): it runs, and is
+    /// rebuilt, at the higher of this and its own.
+    lent: Option<u8>,
 }
 
 struct Supervisor<'s> {
@@ -136,6 +149,12 @@ impl Supervisor<'_> {
                 let label = result.err().map_or(0, |e| e as Word);
                 sel4::reply(MessageInfo::new(label, 0, 0, 0), [0; 4]);
                 self.run_due_restarts();
+            }
+            SUPERVISOR_LEND_PRIORITY_LABEL | SUPERVISOR_RETURN_PRIORITY_LABEL => {
+                let lend = info.label() == SUPERVISOR_LEND_PRIORITY_LABEL;
+                let result = self.priority_request(position, info, mrs, lend);
+                let label = result.err().map_or(0, |e| e as Word);
+                sel4::reply(MessageInfo::new(label, 0, 0, 0), [0; 4]);
             }
             SUPERVISOR_SETTLED_LABEL => self.confirmed(position, mrs[0] as usize, mrs[1]),
             _ => {
@@ -273,9 +292,16 @@ impl Supervisor<'_> {
             let name = self.system.instances[position].name.clone();
             let requested = core::mem::take(&mut self.system.instances[position].restart_requester);
             // The rebuild runs at the component's own priority (bounded
-            // work that must not delay anyone the component could not).
-            set_priority(self.system.component(position).priority.max(IDLE_PRIORITY));
+            // work that must not delay anyone the component could not), or
+            // at the one lent to it: whoever lent it waits for it, and
+            // busy components below the lender must not starve the rebuild.
+            let own = self.system.component(position).priority;
+            let lent = self.lives[position].lent;
+            set_priority(lent.unwrap_or(own).max(own).max(IDLE_PRIORITY));
             let result = self.system.restart(position);
+            if let (Ok(()), Some(p), Some(tcb)) = (&result, lent, self.system.instances[position].tcb) {
+                let _ = sel4::tcb_set_priority(tcb, p.max(own));
+            }
             set_priority(TOP_PRIORITY);
             let restarts = self.system.instances[position].restarts;
             match (result, requested) {
@@ -288,12 +314,20 @@ impl Supervisor<'_> {
 
     /// Carries out a restart request of the instance at `requester` if the
     /// assembly grants it; logs the outcome either way.
-    fn restart_request(&mut self, requester: usize, info: MessageInfo, mrs: [Word; 4]) -> Result<(), RestartError> {
+    /// The component a restart or priority request from `requester` names,
+    /// if the assembly grants it (`may_restart`); every refusal is logged.
+    fn granted_target(
+        &mut self,
+        requester: usize,
+        info: MessageInfo,
+        mrs: [Word; 4],
+        what: &str,
+    ) -> Result<usize, RestartError> {
         let system = &mut *self.system;
         let who = system.instances[requester].name.clone();
         let n = info.length() as usize;
         if n > restart::MAX_REQUEST_WORDS {
-            error!("malformed restart request from {who} ({n} words): refused");
+            error!("malformed {what} request from {who} ({n} words): refused");
             return Err(RestartError::Malformed);
         }
         let mut words = [0; restart::MAX_REQUEST_WORDS];
@@ -304,18 +338,48 @@ impl Supervisor<'_> {
         let name = match restart::decode_request(&words[..n], &mut buf) {
             Ok(name) => name,
             Err(e) => {
-                error!("malformed restart request from {who}: refused");
+                error!("malformed {what} request from {who}: refused");
                 return Err(e);
             }
         };
         let Some(target) = system.instances.iter().position(|i| i.name == name) else {
-            error!("{who} asked to restart component {name}, which does not exist: refused");
+            error!("{who} asked to {what} component {name}, which does not exist: refused");
             return Err(RestartError::NoSuchComponent);
         };
         if !system.may_restart(requester, target) {
-            error!("{who} may not restart component {name} (not granted by the assembly's {who}.may_restart): refused");
+            error!("{who} may not {what} component {name} (not granted by the assembly's {who}.may_restart): refused");
             return Err(RestartError::Refused);
         }
+        Ok(target)
+    }
+
+    /// Lends `requester`'s priority to the component a request names, or
+    /// ends the lend (`lend` false). Never above the requester's own
+    /// assembly priority, so no one gains priority it does not have.
+    fn priority_request(
+        &mut self,
+        requester: usize,
+        info: MessageInfo,
+        mrs: [Word; 4],
+        lend: bool,
+    ) -> Result<(), RestartError> {
+        let what = if lend { "lend priority to" } else { "return priority from" };
+        let target = self.granted_target(requester, info, mrs, what)?;
+        let lent = lend.then(|| self.system.component(requester).priority);
+        self.lives[target].lent = lent;
+        let own = self.system.component(target).priority;
+        let alive = self.lives[target].restart_at.is_none() && !self.lives[target].held_down;
+        if let (true, Some(tcb)) = (alive, self.system.instances[target].tcb) {
+            let _ = sel4::tcb_set_priority(tcb, lent.unwrap_or(own).max(own));
+        }
+        Ok(())
+    }
+
+    fn restart_request(&mut self, requester: usize, info: MessageInfo, mrs: [Word; 4]) -> Result<(), RestartError> {
+        let target = self.granted_target(requester, info, mrs, "restart")?;
+        let system = &mut *self.system;
+        let who = system.instances[requester].name.clone();
+        let name = system.instances[target].name.clone();
         if self.lives[target].held_down {
             error!("{who} asked to restart component {name}, which is held down: refused");
             return Err(RestartError::Failed);

@@ -485,6 +485,84 @@ class WebClient:
         return summary
 
     @keyword
+    def cgi_requests_under_static_load(self, clients, path, count):
+        """While `clients` keep-alive clients fetch `path` again and again
+        (every body byte-checked), makes `count` sequential requests of
+        `/cgi-bin/echo?seq=K`, each on a fresh connection, and checks each
+        is 200 with its own query in the body. Fails on any CGI error and
+        on any static error. Returns the CGI latencies (max, median) and
+        the static responses: a figure to log, not a pass mark."""
+        clients, count = int(clients), int(count)
+        stop = threading.Event()
+        errors, done = [], [0] * clients
+        lock = threading.Lock()
+
+        def load(i, conn):
+            while not stop.is_set():
+                try:
+                    if conn is None:
+                        conn = http.client.HTTPConnection(HOST, self.port, timeout=60)
+                    conn.request("GET", path)
+                    r = conn.getresponse()
+                    body = r.read()
+                    wrong = self._check(path, "GET", r.status, {k.lower(): v for k, v in r.getheaders()}, body)
+                    if wrong:
+                        raise AssertionError(wrong)
+                    done[i] += 1
+                except Exception as e:  # noqa: BLE001 - every failure counts
+                    with lock:
+                        errors.append(f"static client {i}: {e!r}")
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    time.sleep(0.1)
+            if conn is not None:
+                conn.close()
+
+        threads = []
+        for i in range(clients):
+            # One after another (slirp's listen backlog of 1).
+            conn = http.client.HTTPConnection(HOST, self.port, timeout=60)
+            conn.connect()
+            threads.append(threading.Thread(target=load, args=(i, conn)))
+            threads[-1].start()
+        latencies, failures = [], []
+        try:
+            # The downloads are under way before the first CGI request.
+            deadline = time.monotonic() + 30
+            while sum(done) < clients and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for k in range(count):
+                t0 = time.monotonic()
+                try:
+                    status, _, body = self.fetch(f"/cgi-bin/echo?seq={k}", timeout=30)
+                except OSError as e:
+                    failures.append(f"request {k}: {e!r}")
+                    continue
+                latencies.append(time.monotonic() - t0)
+                if status != 200 or f"QUERY_STRING=seq={k}\n".encode() not in body:
+                    failures.append(f"request {k}: {status} {body[:80]!r}")
+        finally:
+            stop.set()
+            for t in threads:
+                t.join()
+        latencies.sort()
+        summary = {
+            "cgi_answered": count - len(failures),
+            "cgi_max_s": round(latencies[-1], 3) if latencies else None,
+            "cgi_median_s": round(latencies[len(latencies) // 2], 3) if latencies else None,
+            "static_responses": sum(done),
+        }
+        logger.info(f"{summary}; static errors: {errors[:5]}")
+        if failures:
+            raise AssertionError(f"{len(failures)} of {count} CGI requests failed under load: {failures[:5]}")
+        if errors:
+            raise AssertionError(f"{len(errors)} static errors under load: {errors[:5]}")
+        if min(done) == 0:
+            raise AssertionError(f"a static client got no answer: {done}")
+        return summary
+
+    @keyword
     def open_zero_window_connections(self, count, path="/file-1m.bin", requests=3):
         """Opens `count` connections that each pipeline `requests` GETs of
         `path` and never read them (a 1 KiB receive buffer, set before

@@ -254,6 +254,22 @@ The Supervisor Refuses Restarts The Assembly Does Not Grant
     Status Should Be    /index.html    200
     Serial Should Stay Quiet About Faults    1s
 
+Dynamic Pages Are Answered While Eight Clients Download 1 MiB Files
+    # The cgi runs below netdrv, netstack and httpd, so under static load
+    # it got no CPU: the first CGI request timed out (504), httpd had the
+    # healthy cgi restarted, its new incarnation starved before it could
+    # attach and every later CGI request got 503. httpd now lends it its
+    # priority in short windows while it is starved.
+    ${before}=    Stats Json
+    ${r}=    CGI Requests Under Static Load    8    /file-1m.bin    20
+    Log    ${r}
+    ${j}=    Stats Json
+    Should Be Equal As Integers    ${j}[httpd][cgi_timeouts]    ${before}[httpd][cgi_timeouts]
+    Should Be Equal As Integers    ${j}[httpd][cgi_restart_requests]    ${before}[httpd][cgi_restart_requests]
+    Should Be Equal As Integers    ${j}[httpd][cgi_restarts]    ${before}[httpd][cgi_restarts]
+    Log    priority lent to the cgi ${${j}[httpd][cgi_priority_lends] - ${before}[httpd][cgi_priority_lends]} times
+    Serial Should Stay Quiet About Faults    1s
+
 A Spinning CGI Gives 504, httpd Has It Restarted And Serves On
     ${before}=    Stats Json
     Start Fetch    /cgi-bin/spin

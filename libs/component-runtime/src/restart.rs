@@ -1,4 +1,5 @@
-//! Asking the supervisor to restart another component.
+//! Asking the supervisor to restart another component, or to lend it the
+//! asker's priority.
 //!
 //! Who may restart whom is declared in the assembly
 //! (`httpd.may_restart = ["cgi"];`) and carried in the system spec; the
@@ -18,6 +19,23 @@ use crate::start::MAX_NAME_LEN;
 /// [`SUPERVISOR_EXIT_LABEL`](crate::start::SUPERVISOR_EXIT_LABEL), far from
 /// the kernel's fault labels (0..=5).
 pub const SUPERVISOR_RESTART_LABEL: u64 = 0xE418;
+
+/// Message label of a request to lend the target the requester's priority
+/// (its assembly priority) until [`SUPERVISOR_RETURN_PRIORITY_LABEL`].
+///
+/// A component that waits for another one's work lends it its priority
+/// while it waits, so that the worker, if it runs below busy components,
+/// is not starved (and so not mistaken for one that hangs). Whoever may
+/// restart a component (`may_restart`) may lend it priority: both rights
+/// are about whether it makes progress for the requester. The lend holds
+/// across a restart of the target (its new incarnation starts at it, and
+/// is rebuilt at it).
+pub const SUPERVISOR_LEND_PRIORITY_LABEL: u64 = 0xE41A;
+
+/// Message label of a request to end a lend
+/// ([`SUPERVISOR_LEND_PRIORITY_LABEL`]): the target runs at its own
+/// priority again.
+pub const SUPERVISOR_RETURN_PRIORITY_LABEL: u64 = 0xE41B;
 
 /// Words a name takes at most (MR1..).
 pub const MAX_NAME_WORDS: usize = MAX_NAME_LEN.div_ceil(8);
@@ -105,6 +123,23 @@ pub fn decode_request<'b>(words: &[u64], buf: &'b mut [u8; MAX_NAME_LEN]) -> Res
 /// name of the assembly) and waits until it did, or refused. The caller
 /// must be granted it in the assembly (`<me>.may_restart = ["<name>"]`).
 pub fn restart(name: &str) -> Result<(), RestartError> {
+    request(SUPERVISOR_RESTART_LABEL, name)
+}
+
+/// Lends the component named `name` our priority until
+/// [`return_priority`] (see [`SUPERVISOR_LEND_PRIORITY_LABEL`]); needs the
+/// same grant as [`restart`].
+pub fn lend_priority(name: &str) -> Result<(), RestartError> {
+    request(SUPERVISOR_LEND_PRIORITY_LABEL, name)
+}
+
+/// Ends a [`lend_priority`]: `name` runs at its own priority again.
+pub fn return_priority(name: &str) -> Result<(), RestartError> {
+    request(SUPERVISOR_RETURN_PRIORITY_LABEL, name)
+}
+
+/// Sends a request about the component `name` and waits for the answer.
+fn request(label: u64, name: &str) -> Result<(), RestartError> {
     let (words, n) = encode_request(name)?;
     let slot = crate::supervisor_slot();
     if slot == 0 {
@@ -114,7 +149,7 @@ pub fn restart(name: &str) -> Result<(), RestartError> {
     for (i, &w) in words.iter().enumerate().take(n).skip(4) {
         sel4::set_mr(i, w);
     }
-    let info = sel4::MessageInfo::new(SUPERVISOR_RESTART_LABEL, 0, 0, n as sel4::Word);
+    let info = sel4::MessageInfo::new(label, 0, 0, n as sel4::Word);
     let (reply, _) = sel4::call(slot, info, [words[0], words[1], words[2], words[3]]);
     match reply.label() {
         0 => Ok(()),
@@ -125,6 +160,22 @@ pub fn restart(name: &str) -> Result<(), RestartError> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn every_supervisor_label_is_distinct_and_no_fault_label() {
+        let labels = [
+            crate::start::SUPERVISOR_EXIT_LABEL,
+            SUPERVISOR_RESTART_LABEL,
+            crate::events::SUPERVISOR_SETTLED_LABEL,
+            SUPERVISOR_LEND_PRIORITY_LABEL,
+            SUPERVISOR_RETURN_PRIORITY_LABEL,
+        ];
+        for (i, a) in labels.iter().enumerate() {
+            // The kernel's fault messages use labels 0..=5.
+            assert!(*a > 5, "{a:#x}");
+            assert!(labels[i + 1..].iter().all(|b| b != a), "{a:#x} twice");
+        }
+    }
 
     #[test]
     fn names_round_trip_through_message_registers() {

@@ -112,6 +112,11 @@ const TICK_MS: u64 = 100;
 /// The cgi's instance name in the assembly (what we ask the supervisor to
 /// restart; `httpd.may_restart` must name it).
 const CGI_INSTANCE: &str = "cgi";
+/// Lending the cgi our priority (`lend_cgi`): after this long without
+/// progress on our work, for at most this long, then not for this long.
+const CGI_STARVED_MS: u64 = 50;
+const CGI_LEND_MS: u64 = 20;
+const CGI_LEND_GAP_MS: u64 = 80;
 
 /// Why fs did not vouch for a file buffer in a CGI reply.
 enum Vouch {
@@ -213,6 +218,14 @@ struct Httpd {
     cgi_restart_requests: u64,
     cgi_restart_failures: u64,
     cgi_unavailable: u64,
+    /// Lending the cgi our priority while it is starved (see `lend_cgi`):
+    /// since when it is lent, when it was last taken back, when the cgi
+    /// last made progress for us, and how often it was lent.
+    cgi_lent_since: Option<u64>,
+    cgi_returned_at: u64,
+    cgi_progress_at: u64,
+    cgi_lends: u64,
+    cgi_lend_failures: u64,
     wakeups: u64,
     /// The system events page (deaths of our peers), if the assembly
     /// subscribes us.
@@ -317,6 +330,11 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_restart_requests: 0,
         cgi_restart_failures: 0,
         cgi_unavailable: 0,
+        cgi_lent_since: None,
+        cgi_returned_at: 0,
+        cgi_progress_at: 0,
+        cgi_lends: 0,
+        cgi_lend_failures: 0,
         wakeups: 0,
         sys_events: component_runtime::events::Watcher::new(),
         cgi_index: None,
@@ -366,6 +384,7 @@ impl Httpd {
         self.ready.extend(waiting);
         self.handle_cgi_replies();
         let now = self.srv.clock().now_ms();
+        self.lend_cgi(now);
         if now.saturating_sub(self.last_tick) >= TICK_MS {
             self.last_tick = now;
             let timeouts = self.srv.stats().cgi_timeouts;
@@ -661,6 +680,10 @@ impl Httpd {
         };
         match c.link.tx.send(msg, tag, FLAG_EOF) {
             Ok(()) => {
+                if self.cgi_pending.is_empty() {
+                    // Starved or not is measured from here.
+                    self.cgi_progress_at = self.srv.clock().now_ms();
+                }
                 self.cgi_pending.insert(call_id, id);
                 Ok(())
             }
@@ -685,7 +708,10 @@ impl Httpd {
             let r = c.guard.recv(&mut c.copier.over(&mut c.link.rx));
             self.cgi_copied += self.d.stats().bytes_copied - before;
             let r = match r {
-                Next::Msg(r) => r,
+                Next::Msg(r) => {
+                    self.cgi_progress_at = self.srv.clock().now_ms();
+                    r
+                }
                 Next::Idle | Next::Wait(iolite::Error::Full) => return,
                 Next::Wait(_) => {
                     // Copy modes: no room for the copy yet; the reply stays
@@ -771,6 +797,51 @@ impl Httpd {
     /// at once (requests until the new one attaches get 503 instead of
     /// going into channels it is about to reset); `check_cgi` fails what it
     /// left unanswered when the new one publishes its generation.
+    /// The cgi runs below netdrv, netstack and us, so that one that spins
+    /// delays nobody; under static load it then gets no CPU at all, and a
+    /// healthy cgi would time out and be restarted (and its new incarnation
+    /// starve before it attaches). So while the cgi has our work (calls
+    /// pending, or an incarnation to attach) and made no progress for
+    /// `CGI_STARVED_MS`, we lend it our priority (the supervisor's
+    /// `lend_priority`, granted by `may_restart`) for at most `CGI_LEND_MS`,
+    /// then take it back for at least `CGI_LEND_GAP_MS`. A starved cgi so
+    /// gets CPU in every window, and the timeout judges a cgi that was
+    /// given CPU; one that spins takes at most the windows (a share of the
+    /// CPU, never all of it) until it is restarted.
+    fn lend_cgi(&mut self, now: u64) {
+        let waits = !self.cgi_pending.is_empty() || self.cgi.is_none();
+        match self.cgi_lent_since {
+            Some(since) if !waits || now.saturating_sub(since) >= CGI_LEND_MS => {
+                if let Err(e) = component_runtime::restart::return_priority(CGI_INSTANCE) {
+                    warn!("could not take back the priority lent to {CGI_INSTANCE}: {e}");
+                }
+                self.cgi_lent_since = None;
+                self.cgi_returned_at = now;
+            }
+            None if waits
+                && now.saturating_sub(self.cgi_progress_at) >= CGI_STARVED_MS
+                && now.saturating_sub(self.cgi_returned_at) >= CGI_LEND_GAP_MS =>
+            {
+                match component_runtime::restart::lend_priority(CGI_INSTANCE) {
+                    Ok(()) => {
+                        self.cgi_lent_since = Some(now);
+                        self.cgi_lends += 1;
+                    }
+                    Err(e) => {
+                        // Not granted (an assembly without may_restart):
+                        // try again only after a gap.
+                        self.cgi_returned_at = now;
+                        self.cgi_lend_failures += 1;
+                        if self.cgi_lend_failures == 1 {
+                            warn!("could not lend {CGI_INSTANCE} our priority: {e}");
+                        }
+                    }
+                }
+            }
+            _ => {}
+        }
+    }
+
     fn restart_cgi(&mut self, why: &str) {
         log!("cgi {why}: asking the supervisor to restart it");
         match component_runtime::restart(CGI_INSTANCE) {
@@ -901,6 +972,7 @@ impl Httpd {
         match attached {
             Ok(c) => {
                 self.cgi = Some(c);
+                self.cgi_progress_at = self.srv.clock().now_ms();
                 if g == 1 {
                     log!("cgi attached (generation {g})");
                 }
@@ -935,6 +1007,7 @@ impl Httpd {
         c.set("cgi_restart_requests", self.cgi_restart_requests);
         c.set("cgi_restart_failures", self.cgi_restart_failures);
         c.set("cgi_unavailable", self.cgi_unavailable);
+        c.set("cgi_priority_lends", self.cgi_lends);
         c.set("cgi_generation", self.cgi_gen);
         c.set("wakeups", self.wakeups);
         c.set("idle_evictions", st.idle_evictions);
