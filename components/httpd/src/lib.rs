@@ -12,7 +12,9 @@
 //! * [`Server`]: the transport-independent state machine: [`Server::accept`],
 //!   [`Server::receive`] (aggregates, any split, pipelined),
 //!   [`Server::next`] (→ [`Action`]: send / CGI / close),
-//!   [`Server::cgi_reply`], [`Server::tick`] (timeouts), [`Server::closed`].
+//!   [`Server::cgi_reply`] and [`Server::cgi_part`] (whole or streamed CGI
+//!   answers; [`Server::take_cgi_controls`]: the cgi's flow control),
+//!   [`Server::tick`] (timeouts), [`Server::closed`].
 //! * [`FileSource`] (open/read by reference; typed errors → 404/403/503/500)
 //!   and [`Clock`]: implemented by the fs client and the timer on target,
 //!   by memory and a fake clock in tests.
@@ -45,7 +47,7 @@ mod tests;
 
 use alloc::string::String;
 
-pub use server::{Action, CgiCall, ConnId, HttpStats, Remote, Server};
+pub use server::{Action, CgiCall, ConnId, Control, HttpStats, OverWindow, Remote, Server};
 pub use source::{Clock, FileSource, FileStat, Kind, SourceError};
 
 /// `Server` header and `SERVER_SOFTWARE`.

@@ -43,6 +43,9 @@ pub struct Output {
     /// Other fields to pass to the client (hop-by-hop and framing fields
     /// are dropped: the server frames the response itself).
     pub fields: Vec<(String, String)>,
+    /// `Content-Length`, if given: the server frames a streamed body by it
+    /// (a whole output is framed by its real length).
+    pub content_length: Option<u64>,
     /// Bytes of header, including the empty line; the body starts here.
     pub header_len: usize,
 }
@@ -68,12 +71,12 @@ pub enum OutputError {
     BadLocalRedirect,
 }
 
-/// Fields the server controls; a CGI's values are dropped.
+/// Fields the server controls; a CGI's values are dropped
+/// (`Content-Length` is read, and the server sends its own).
 const DROPPED: &[&str] = &[
     "connection",
     "keep-alive",
     "transfer-encoding",
-    "content-length",
     "date",
     "server",
     "upgrade",
@@ -165,6 +168,7 @@ pub fn parse_output(prefix: &[u8], total_len: usize) -> Result<Output, OutputErr
     let mut status: Option<(u16, String)> = None;
     let mut ctype: Option<String> = None;
     let mut location: Option<String> = None;
+    let mut length: Option<u64> = None;
     let mut fields: Vec<(String, String)> = Vec::new();
     let mut nfields = 0;
     for raw in text.split(|&b| b == b'\n') {
@@ -213,6 +217,16 @@ pub fn parse_output(prefix: &[u8], total_len: usize) -> Result<Output, OutputErr
                 return Err(OutputError::Duplicate);
             }
             location = Some(value.to_string());
+        } else if name.eq_ignore_ascii_case("content-length") {
+            // Digits only, as a request's (RFC 9110 §8.6); at most 18, so
+            // that it fits a u64.
+            if length.is_some() {
+                return Err(OutputError::Duplicate);
+            }
+            if value.is_empty() || value.len() > 18 || !value.bytes().all(|b| b.is_ascii_digit()) {
+                return Err(OutputError::BadField);
+            }
+            length = value.parse().ok();
         } else if DROPPED.iter().any(|d| name.eq_ignore_ascii_case(d)) {
             continue;
         } else {
@@ -248,7 +262,7 @@ pub fn parse_output(prefix: &[u8], total_len: usize) -> Result<Output, OutputErr
     if let Kind::ClientRedirect(l) = &kind {
         fields.push(("Location".to_string(), l.clone()));
     }
-    Ok(Output { kind, status, reason: reason_s, content_type: ctype, fields, header_len: end })
+    Ok(Output { kind, status, reason: reason_s, content_type: ctype, fields, content_length: length, header_len: end })
 }
 
 /// Parses a CGI output aggregate: copies at most [`MAX_OUTPUT_HEADER`]
@@ -273,6 +287,34 @@ pub fn split_output<'d>(mut out: Aggregate<'d>) -> Result<(Output, Aggregate<'d>
     let parsed = parse_output(&head, out.len())?;
     out.advance(parsed.header_len).map_err(|_| OutputError::NoHeaderEnd)?;
     Ok((parsed, out, head.len()))
+}
+
+/// The start of a streamed output, as [`split_head`] finds it.
+#[derive(Debug)]
+pub enum Head<'d> {
+    /// The header has not ended yet: the output so far, handed back.
+    Incomplete(Aggregate<'d>),
+    /// The header, the body so far (by reference) and the header bytes
+    /// copied to parse it.
+    Done(Output, Aggregate<'d>, usize),
+}
+
+/// [`split_output`] for the start of an output that may go on (a streamed
+/// reply): the header is parsed once its empty line is there, with the
+/// body so far (a local redirect with a body is refused only if the body
+/// has begun: the caller stops the rest). Nothing is copied until the
+/// header is complete; one without its end within
+/// [`MAX_OUTPUT_HEADER`] bytes is [`OutputError::NoHeaderEnd`].
+pub fn split_head(out: Aggregate<'_>) -> Result<Head<'_>, OutputError> {
+    let want = out.len().min(MAX_OUTPUT_HEADER);
+    if header_len_in_place(&out, want).is_none() {
+        if out.len() >= MAX_OUTPUT_HEADER {
+            return Err(OutputError::NoHeaderEnd);
+        }
+        return Ok(Head::Incomplete(out));
+    }
+    let (o, body, copied) = split_output(out)?;
+    Ok(Head::Done(o, body, copied))
 }
 
 /// The header length [`header_end`] would find in the first `want` bytes

@@ -7,8 +7,10 @@ use std::vec::Vec;
 use iolite::testing::{domain, make, own, region};
 use iolite::{Domain, PoolId};
 
-use crate::output::{parse_output, split_output, Kind, OutputError};
-use crate::wire::{decode_request, encode_request};
+use crate::output::{parse_output, split_head, split_output, Head, Kind, OutputError};
+use crate::wire::{
+    control_tag, decode_control, decode_reply, decode_request, encode_request, reply_tag, Control, Reply, REPLY_MORE,
+};
 use crate::{Env, EnvError, Failure, RequestInfo};
 
 const CGI_POOL: PoolId = 7;
@@ -106,6 +108,7 @@ fn output_document_status_and_fields() {
     assert_eq!(o.reason, "OK");
     assert_eq!(o.content_type.as_deref(), Some("text/html"));
     assert_eq!(o.fields, vec![("X-Thing".into(), "1".into())], "framing fields are the server's");
+    assert_eq!(o.content_length, Some(99), "read, for a streamed body's framing");
     // LF line ends are accepted (RFC 3875 NL), and Status sets the code.
     let text = b"Status: 404 Nope\nContent-Type: text/plain\n\nmissing";
     let o = parse_output(text, text.len()).unwrap();
@@ -154,6 +157,10 @@ fn output_errors() {
         (b"Status: 200\r\nStatus: 404\r\nContent-Type: a/b\r\n\r\n", OutputError::Duplicate),
         (b"Content-Type: a/b\r\nContent-Type: c/d\r\n\r\n", OutputError::Duplicate),
         (b"X-A: 1\r\n\r\nbody", OutputError::MissingContentType),
+        (b"Content-Type: a/b\r\nContent-Length: 1x\r\n\r\n", OutputError::BadField),
+        (b"Content-Type: a/b\r\nContent-Length: -1\r\n\r\n", OutputError::BadField),
+        (b"Content-Type: a/b\r\nContent-Length: 1234567890123456789\r\n\r\n", OutputError::BadField),
+        (b"Content-Type: a/b\r\nContent-Length: 1\r\nContent-Length: 1\r\n\r\n", OutputError::Duplicate),
         (b"\r\n", OutputError::MissingContentType),
     ];
     for (t, want) in cases {
@@ -269,4 +276,55 @@ fn counter_pages_and_the_restart_generation() {
     }
     assert_eq!(chan::B_OFF, chan::CHANNEL_BYTES, "the hostile test hook writes channel B's head there");
     const { assert!(chan::REGION_BYTES <= 0x20000) };
+}
+
+#[test]
+fn split_head_waits_for_the_end_of_the_header() {
+    let d = setup();
+    let text = b"Content-Type: text/plain\r\nContent-Length: 5\r\n\r\nhello";
+    let hlen = text.len() - 5;
+    // Cut anywhere: before the header's end it is handed back untouched
+    // (nothing copied), from there on it parses, with the body so far.
+    for cut in 1..=text.len() {
+        match split_head(make(d, CGI_POOL, &text[..cut])).unwrap() {
+            Head::Incomplete(a) => {
+                assert!(cut < hlen, "cut at {cut}");
+                assert!(a.eq_bytes(&text[..cut]));
+            }
+            Head::Done(o, body, copied) => {
+                assert!(cut >= hlen, "cut at {cut}");
+                assert_eq!((o.content_length, copied), (Some(5), hlen));
+                assert!(body.eq_bytes(&text[hlen..cut]));
+            }
+        }
+    }
+    // A local redirect whose body has not begun is one; with a body, not.
+    let t = b"Location: /x\r\n\r\n";
+    assert!(
+        matches!(split_head(make(d, CGI_POOL, t)), Ok(Head::Done(o, _, _)) if o.kind == Kind::LocalRedirect("/x".into()))
+    );
+    let t = b"Location: /x\r\n\r\nb";
+    assert_eq!(split_head(make(d, CGI_POOL, t)).err(), Some(OutputError::BadLocalRedirect));
+    // No end within 8 KiB: refused, not waited for.
+    assert_eq!(split_head(make(d, CGI_POOL, &[b'a'; 8192])).err(), Some(OutputError::NoHeaderEnd));
+    assert!(matches!(split_head(make(d, CGI_POOL, &[b'a'; 8191])), Ok(Head::Incomplete(_))));
+}
+
+#[test]
+fn reply_and_control_messages() {
+    use iolite::FLAG_EOF;
+    // Replies: whole (as ever), parts, the last part, a failure.
+    assert_eq!(decode_reply(reply_tag(7, false), FLAG_EOF), (7, Reply::Last));
+    assert_eq!(reply_tag(7, false), 7, "a whole reply's tag is its id, as before streaming");
+    assert_eq!(decode_reply(reply_tag(7, true), 0), (7, Reply::Part));
+    assert_eq!(decode_reply(reply_tag(u32::MAX, true), 0), (u32::MAX, Reply::Part));
+    assert_eq!(decode_reply(reply_tag(7, false), 0), (7, Reply::Failed));
+    assert_eq!(decode_reply(7 | REPLY_MORE, FLAG_EOF), (7, Reply::Last), "EOF wins");
+    // Controls: credits (at least one) and cancels, any id.
+    for id in [0, 1, 0xdead_beef, u32::MAX] {
+        for c in [Control::Credit { id, parts: 1 }, Control::Credit { id, parts: 4 }, Control::Cancel { id }] {
+            assert_eq!(decode_control(control_tag(c)), c);
+        }
+    }
+    assert_eq!(decode_control(control_tag(Control::Credit { id: 3, parts: 0 })), Control::Credit { id: 3, parts: 1 });
 }

@@ -6,10 +6,25 @@
 //!   system, httpd's CGI request pool, which holds only what httpd hands
 //!   the cgi (it copies the body there from netstack's socket pool, whose
 //!   other buffers hold other clients' requests). `FLAG_EOF` is set.
-//! * **Reply** (cgi → httpd): one aggregate, the program's output (CGI
-//!   header, empty line, body), with `tag = id` and `FLAG_EOF`. The body's
-//!   fragments may be slices of the fs pool and the echo body slices of
-//!   the request pool: the CGI forwards references, it does not copy them.
+//! * **Reply** (cgi → httpd): the program's output (CGI header, empty
+//!   line, body), with `tag = id` ([`reply_tag`]), either whole in one
+//!   message with `FLAG_EOF`, or **streamed**: parts with [`REPLY_MORE`]
+//!   in the tag and no `FLAG_EOF`, as the program produces them, the last
+//!   one (possibly empty) with `FLAG_EOF`. A message with neither is a
+//!   failure (502, or a cut-off response once streaming started). The
+//!   body's fragments may be slices of the fs pool and the echo body slices
+//!   of the request pool: the CGI forwards references, it does not copy
+//!   them.
+//! * **Flow control** of a streamed reply: the cgi may have at most
+//!   [`STREAM_WINDOW`] messages of one request that httpd has not taken
+//!   yet; every message of a stream (the last included) needs one. httpd
+//!   gives them back with a [`Control::Credit`] (httpd → cgi, an empty
+//!   aggregate without `FLAG_EOF`, [`control_tag`]) when it hands a part to
+//!   the network (so a client that does not read stops the program), and
+//!   ends a stream it no longer wants (the client left, a `HEAD`, the
+//!   `Content-Length` the program announced is complete) with a
+//!   [`Control::Cancel`]. A cgi that sends beyond its window breaks the
+//!   protocol: httpd has it restarted.
 //!
 //! httpd is the only sender of requests and the cgi the only sender of
 //! replies; each side validates what it receives.
@@ -69,4 +84,80 @@ pub fn decode_request<'d>(agg: Aggregate<'d>, tag: u64) -> Result<(u32, Env, Opt
     body.advance(env_len).map_err(|_| EnvError::Malformed)?;
     let body = if body.is_empty() { None } else { Some(body) };
     Ok((id, env, body))
+}
+
+/// Messages of one streamed reply the cgi may send that httpd has not
+/// taken yet (each gives one back with a [`Control::Credit`]).
+pub const STREAM_WINDOW: u32 = 4;
+
+/// Tag bit of a reply part after which more parts follow.
+pub const REPLY_MORE: u64 = 1 << 32;
+
+/// What a reply message is (see the module docs).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Reply {
+    /// A part of a streamed output; more follow.
+    Part,
+    /// The whole output, or the last part of a streamed one (`FLAG_EOF`).
+    Last,
+    /// The program failed (neither `FLAG_EOF` nor [`REPLY_MORE`]).
+    Failed,
+}
+
+/// The tag of a reply message to request `id` (`more`: a part after which
+/// more follow; send it without `FLAG_EOF`).
+pub fn reply_tag(id: u32, more: bool) -> u64 {
+    u64::from(id) | if more { REPLY_MORE } else { 0 }
+}
+
+/// `(id, kind)` of a reply message from its tag and flags. `FLAG_EOF`
+/// wins over [`REPLY_MORE`] (a reply cannot be both).
+pub fn decode_reply(tag: u64, flags: u32) -> (u32, Reply) {
+    let kind = if flags & iolite::FLAG_EOF != 0 {
+        Reply::Last
+    } else if tag & REPLY_MORE != 0 {
+        Reply::Part
+    } else {
+        Reply::Failed
+    };
+    (tag as u32, kind)
+}
+
+/// A control message from httpd about a streamed reply: an empty
+/// aggregate without `FLAG_EOF` (requests have it) and this tag.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Control {
+    /// httpd took `parts` messages of request `id`'s stream: the cgi may
+    /// send that many more (never more than [`STREAM_WINDOW`] untaken).
+    Credit {
+        /// The request.
+        id: u32,
+        /// Messages taken (at least 1).
+        parts: u32,
+    },
+    /// httpd wants no more of request `id`'s output: the program stops
+    /// (what it sends anyway is dropped).
+    Cancel {
+        /// The request.
+        id: u32,
+    },
+}
+
+/// The tag of a control message: `id << 32 | parts` (a credit) or
+/// `id << 32` (a cancel).
+pub fn control_tag(c: Control) -> u64 {
+    match c {
+        Control::Credit { id, parts } => (u64::from(id) << 32) | u64::from(parts.max(1)),
+        Control::Cancel { id } => u64::from(id) << 32,
+    }
+}
+
+/// The control message a message from httpd without `FLAG_EOF` carries.
+pub fn decode_control(tag: u64) -> Control {
+    let (id, parts) = ((tag >> 32) as u32, tag as u32);
+    if parts == 0 {
+        Control::Cancel { id }
+    } else {
+        Control::Credit { id, parts }
+    }
 }

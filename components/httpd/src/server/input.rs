@@ -32,7 +32,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         let now = self.clock.now_ms();
         loop {
             match &conn.state {
-                State::Closing | State::Cgi(_) => return,
+                State::Closing | State::Cgi(_) | State::Stream(_) => return,
                 State::Body(req) => {
                     let need = req.content_length as usize;
                     if conn.inq_len < need {

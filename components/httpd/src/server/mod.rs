@@ -19,7 +19,8 @@
 //! * `files`: static files (preconditions, ranges, the header cache, the
 //!   file's bytes pulled lazily from the [`FileSource`]);
 //! * `cgi`: CGI requests out ([`CgiCall`]) and their answers back into
-//!   responses (local redirects included).
+//!   responses (local redirects included), whole or streamed as the
+//!   program produces them.
 
 mod cgi;
 mod files;
@@ -40,7 +41,9 @@ use crate::request::{Method, Request};
 use crate::source::{Clock, FileSource};
 use crate::{date, Config, SERVER};
 
-use cgi::CgiWait;
+pub use cgi::OverWindow;
+use cgi::{CgiStream, CgiWait, Pulled};
+pub use cgi_api::wire::Control;
 use input::ChunkedBody;
 
 /// Methods of static files (405 and OPTIONS).
@@ -130,6 +133,16 @@ pub struct HttpStats {
     /// Bytes of CGI response headers copied for parsing (the header only:
     /// the body goes by reference).
     pub cgi_header_bytes_copied: u64,
+    /// CGI responses streamed (their header sent before the program ended).
+    pub cgi_streams: u64,
+    /// Parts of streamed CGI answers received.
+    pub cgi_stream_parts: u64,
+    /// Streamed responses cut off (the cgi failed or stopped answering,
+    /// or ended short of its `Content-Length`): the connection closed
+    /// after what was sent.
+    pub cgi_streams_aborted: u64,
+    /// Bytes a CGI sent beyond the `Content-Length` it announced (dropped).
+    pub cgi_stream_excess_bytes: u64,
     /// File reads the source refused for now (busy): the response waits
     /// and is read again later instead of being cut short.
     pub file_reads_deferred: u64,
@@ -196,6 +209,9 @@ enum Out<'d, F> {
         parts: VecDeque<(Aggregate<'d>, u64, u64)>,
     },
     Cgi(CgiCall<'d>),
+    /// The rest of a streamed CGI body: the parts in `State::Stream`, as
+    /// they come.
+    Stream,
     Close,
 }
 
@@ -203,7 +219,9 @@ enum State<'d> {
     Reading,
     Body(Box<Request>),
     Chunked(Box<ChunkedBody<'d>>),
-    Cgi(CgiWait),
+    Cgi(CgiWait<'d>),
+    /// A CGI response is being streamed (its header is queued).
+    Stream(Box<CgiStream<'d>>),
     Closing,
 }
 
@@ -236,6 +254,9 @@ struct Core<'d, S: FileSource<'d>, C> {
     date: (u64, [u8; 29]),
     next_cgi: u32,
     next_boundary: u64,
+    /// Credits and cancels for the cgi's streams, until the caller takes
+    /// them ([`Server::take_cgi_controls`]).
+    controls: Vec<Control>,
 }
 
 /// The HTTP server state machine (see the module docs).
@@ -373,6 +394,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 date: (u64::MAX, [0; 29]),
                 next_cgi: 1,
                 next_boundary: 0,
+                controls: Vec::new(),
             },
             conns: BTreeMap::new(),
             next_conn: 1,
@@ -414,6 +436,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             .with("cgi_requests", s.cgi_requests)
             .with("cgi_timeouts", s.cgi_timeouts)
             .with("cgi_failures", s.cgi_failures)
+            .with("cgi_streams", s.cgi_streams)
+            .with("cgi_stream_parts", s.cgi_stream_parts)
+            .with("cgi_streams_aborted", s.cgi_streams_aborted)
             .with("request_timeouts", s.request_timeouts)
             .with("idle_closes", s.idle_closes)
             .with_iolite(&self.core.d.stats())
@@ -501,6 +526,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         conn.last_active = self.core.clock.now_ms();
         if conn.inq_len + data.len() > self.core.cfg.max_buffered {
             // More unparsed input than any legitimate client sends.
+            self.core.leave_cgi(conn);
             conn.inq.clear();
             conn.inq_len = 0;
             conn.scan.clear();
@@ -541,7 +567,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     /// stops pulling output while its pool is low must still send these:
     /// they are what fills the pool, and only sending them frees it.
     pub fn holds_output(&self, c: ConnId) -> bool {
-        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.outq.front(), Some(Out::Data(_))))
+        self.conns.get(&c.0).is_some_and(|conn| match conn.outq.front() {
+            Some(Out::Data(_)) => true,
+            // A streamed CGI part waits in the cgi's pool.
+            Some(Out::Stream) => matches!(&conn.state, State::Stream(s) if !s.parts.is_empty()),
+            _ => false,
+        })
     }
 
     /// The next thing to do for `c`, in order; `None` when there is nothing
@@ -569,6 +600,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 }
                 Action::Cgi(call)
             }
+            Out::Stream => match core.pull_stream(conn) {
+                Pulled::Act(a) => a,
+                Pulled::Wait => return None,
+                Pulled::Ended => return self.next(c),
+            },
             file @ Out::File { .. } => {
                 conn.outq.push_front(file);
                 match core.pull_file(conn) {
@@ -624,26 +660,69 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         Action::Close
     }
 
-    /// Whether connection `c` still waits for the CGI's answer to request
-    /// `id` (false once it was answered, timed out with 504, or `c` is gone).
+    /// Whether connection `c` still waits for the CGI to send something
+    /// for request `id`: its answer, or (streamed) a part it has the credit
+    /// for. False once it was answered, timed out with 504, while every
+    /// part it may send waits here, or when `c` is gone.
     pub fn cgi_awaiting(&self, c: ConnId, id: u32) -> bool {
-        self.conns.get(&c.0).is_some_and(|conn| matches!(&conn.state, State::Cgi(w) if w.id == id))
+        self.conns.get(&c.0).is_some_and(|conn| match &conn.state {
+            State::Cgi(w) => w.id == id,
+            State::Stream(s) => s.id == id && s.owed(),
+            _ => false,
+        })
     }
 
-    /// The CGI's answer to request `id` on `c`: its output (by reference),
-    /// or how it failed. Late answers (after the 504) are dropped.
+    /// The CGI's answer to request `id` on `c`: its whole output (by
+    /// reference), the last part of a streamed one ([`Server::cgi_part`]),
+    /// or how it failed. Late answers (after the 504) are dropped. A
+    /// failure once a streamed response started ends the connection after
+    /// what was sent (the client sees an incomplete response).
     pub fn cgi_reply(&mut self, c: ConnId, id: u32, result: Result<Aggregate<'d>, cgi_api::Failure>) {
         let Some(conn) = self.conns.get_mut(&c.0) else { return };
         match &conn.state {
-            State::Cgi(w) if w.id == id => {}
+            State::Cgi(w) if w.id == id => {
+                let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
+                self.core.cgi_done(conn, w, result);
+            }
+            State::Stream(s) if s.id == id => self.core.stream_end(conn, result),
             _ => {
                 self.core.stats.cgi_late_replies += 1;
                 return;
             }
         }
-        let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
-        self.core.cgi_done(conn, w, result);
         self.core.process(conn);
+    }
+
+    /// A part of the CGI's streamed answer to request `id` on `c`, by
+    /// reference; more follow, the last comes with [`Server::cgi_reply`].
+    /// Once the parts hold the CGI's whole header the response starts;
+    /// each part then goes out as [`Server::next`] pulls it. A part for a
+    /// request that is no longer waiting is dropped (counted as late).
+    /// `Err(OverWindow)`: the cgi sent more parts than its window allows
+    /// (`cgi_api::wire::STREAM_WINDOW`) without the credits that
+    /// [`Server::take_cgi_controls`] gave back: it broke the protocol.
+    pub fn cgi_part(&mut self, c: ConnId, id: u32, part: Aggregate<'d>) -> Result<(), OverWindow> {
+        let Some(conn) = self.conns.get_mut(&c.0) else { return Ok(()) };
+        match &conn.state {
+            State::Cgi(w) if w.id == id => {}
+            State::Stream(s) if s.id == id => {}
+            _ => {
+                self.core.stats.cgi_late_replies += 1;
+                return Ok(());
+            }
+        }
+        self.core.cgi_part(conn, part)?;
+        self.core.process(conn);
+        Ok(())
+    }
+
+    /// What to tell the cgi about its streams, in order: credits for parts
+    /// pulled (`Control::Credit`), and streams no longer wanted
+    /// (`Control::Cancel`: the client left, a `HEAD`, a complete
+    /// `Content-Length`, a failure). Send each on the request channel
+    /// (`cgi_api::wire::control_tag`).
+    pub fn take_cgi_controls(&mut self) -> Vec<Control> {
+        core::mem::take(&mut self.core.controls)
     }
 
     /// Applies timeouts: a request arriving for longer than
@@ -662,8 +741,29 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             match &conn.state {
                 State::Cgi(w) if now >= w.deadline => {
                     let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };
+                    // It may have begun a stream: stop it.
+                    self.core.cancel(w.id);
                     self.core.cgi_done(conn, w, Err(cgi_api::Failure::Timeout));
                     self.core.process(conn);
+                }
+                State::Stream(s) if s.owed() && now >= s.deadline => {
+                    // The cgi had the credit for a part and sent none in time.
+                    self.core.stream_abort(conn, cgi_api::Failure::Timeout);
+                }
+                State::Stream(s)
+                    if (conn.outq.len() > 1 || !s.parts.is_empty())
+                        && now.saturating_sub(conn.last_active) >= cfg_send =>
+                {
+                    // Parts wait and the client took none for that long.
+                    self.core.stats.send_timeouts += 1;
+                    self.core.leave_cgi(conn);
+                    for o in conn.outq.drain(..) {
+                        if let Out::File { f, .. } = o {
+                            self.core.src.close(f);
+                        }
+                    }
+                    conn.outq.push_back(Out::Close);
+                    conn.state = State::Closing;
                 }
                 State::Reading if !conn.outq.is_empty() && now.saturating_sub(conn.last_active) >= cfg_send => {
                     // Output waits and nothing was taken for that long: the
@@ -692,7 +792,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 }
                 _ => {}
             }
-            if conn.outq.len() != had || (had > 0 && !conn.outq.is_empty()) {
+            // A stream with nothing to pull yet waits for the cgi, not us.
+            let waits_for_cgi = matches!(&conn.state, State::Stream(s) if s.parts.is_empty() && conn.outq.len() == 1);
+            if !waits_for_cgi && (conn.outq.len() != had || (had > 0 && !conn.outq.is_empty())) {
                 ready.push(ConnId(id));
             }
         }
@@ -703,6 +805,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     /// state and everything it held.
     pub fn closed(&mut self, c: ConnId) {
         if let Some(mut conn) = self.conns.remove(&c.0) {
+            self.core.leave_cgi(&conn);
             for o in conn.outq.drain(..) {
                 if let Out::File { f, .. } = o {
                     self.core.src.close(f);
