@@ -74,6 +74,126 @@ class _Responses:
             self.done.append((status, headers, body))
 
 
+def stream_text(size, seed=0):
+    """What /cgi-bin/stream?size=N&seed=S sends as its body
+    (components/cgi/src/stream.rs): 64-byte lines, the line's offset in
+    16 hex digits, a space, 46 times the letter a + (line + seed) mod 26,
+    a newline; cut at `size`."""
+    size = int(size)
+    lines = (size + 63) // 64
+    return b"".join(b"%016x " % (i * 64) + bytes([97 + (i + int(seed)) % 26]) * 46 + b"\n" for i in range(lines))[:size]
+
+
+class _Streamed:
+    """Reads one response from a socket as it arrives, with the times at
+    which its bytes came: the header, then a body delimited by
+    Transfer-Encoding: chunked (decoded, each chunk's size kept), by
+    Content-Length, or by the close."""
+
+    def __init__(self, sock, method, t0):
+        self.sock, self.method, self.t0 = sock, method, t0
+        self.buf = b""
+        self.first_byte = None
+        self.arrivals = []  # (seconds since t0, body bytes so far)
+        self.closed = False
+
+    def _more(self):
+        try:
+            chunk = self.sock.recv(1 << 20)
+        except ConnectionResetError:
+            chunk = b""
+        now = time.monotonic() - self.t0
+        if not chunk:
+            self.closed = True
+            return None
+        if self.first_byte is None:
+            self.first_byte = now
+        self.buf += chunk
+        return now
+
+    def _need(self, n):
+        while len(self.buf) < n:
+            if self._more() is None:
+                return False
+        return True
+
+    def _line(self):
+        while b"\r\n" not in self.buf:
+            if self._more() is None:
+                return None
+        line, _, self.buf = self.buf.partition(b"\r\n")
+        return line
+
+    def read(self):
+        while b"\r\n\r\n" not in self.buf:
+            if self._more() is None:
+                raise AssertionError(f"closed before the end of the header: {self.buf[:200]!r}")
+        head, _, self.buf = self.buf.partition(b"\r\n\r\n")
+        lines = head.decode("latin-1").split("\r\n")
+        status = int(lines[0].split()[1])
+        headers = {}
+        for line in lines[1:]:
+            k, _, v = line.partition(":")
+            headers[k.strip().lower()] = v.strip()
+        body, chunks, complete = b"", [], False
+
+        def got(data):
+            nonlocal body
+            body += data
+            self.arrivals.append((time.monotonic() - self.t0, len(body)))
+
+        if self.method == "HEAD" or status in (204, 304):
+            complete = True
+        elif headers.get("transfer-encoding", "").lower() == "chunked":
+            while True:
+                line = self._line()
+                if line is None:
+                    break
+                size = int(line.split(b";")[0], 16)
+                if size == 0:
+                    complete = self._line() == b""
+                    break
+                chunks.append(size)
+                while size > 0:
+                    if not self.buf and self._more() is None:
+                        break
+                    take = self.buf[:size]
+                    self.buf = self.buf[len(take):]
+                    size -= len(take)
+                    got(take)
+                if size > 0 or not self._need(2) or self.buf[:2] != b"\r\n":
+                    break
+                self.buf = self.buf[2:]
+        elif "content-length" in headers:
+            want = int(headers["content-length"])
+            while len(body) < want:
+                if not self.buf and self._more() is None:
+                    break
+                take = self.buf[:want - len(body)]
+                self.buf = self.buf[len(take):]
+                got(take)
+            complete = len(body) == want
+        else:
+            while True:
+                if self.buf:
+                    got(self.buf)
+                    self.buf = b""
+                if self._more() is None:
+                    break
+            complete = True
+        return {
+            "status": status,
+            "headers": headers,
+            "body": body,
+            "chunks": chunks,
+            "complete": complete,
+            "first_byte_s": self.first_byte,
+            "first_body_s": self.arrivals[0][0] if self.arrivals else None,
+            "total_s": time.monotonic() - self.t0,
+            "arrivals": self.arrivals,
+        }
+
+
 def _methods(request_bytes):
     return [m.decode() for m in re.findall(rb"(?:^|\n)([A-Z]+) \S+ HTTP/", request_bytes)]
 
@@ -139,6 +259,7 @@ class WebClient:
         self.port = int(port)
         self.background = None
         self.site = None
+        self.held = None
 
     @keyword
     def check_bodies_against_site(self, manifest, site_dir=None):
@@ -208,6 +329,72 @@ class WebClient:
             return future.result(timeout=float(timeout))
         finally:
             pool.shutdown(wait=False)
+
+    @keyword
+    def fetch_streamed(self, path, method="GET", version="1.1", timeout=60, stop_after=None):
+        """One request on a fresh connection, read as it arrives (see
+        `_Streamed`): a dictionary with `status`, `headers`, `body`
+        (decoded), `chunks` (their sizes), `complete` (the body ended as its
+        framing says: last chunk, Content-Length, or the close for a body
+        without either), `closed` (the server closed the connection),
+        `first_byte_s`, `first_body_s` and `total_s` (seconds from sending
+        the request to the first response byte, the first body byte, the
+        end) and `arrivals` ((seconds, body bytes so far) per piece).
+        `stop_after`: return once that many body bytes came, the connection
+        still open in `self.held` (`Finish Held Stream` reads the rest)."""
+        sock = self._connect(timeout=float(timeout))
+        sock.sendall(f"{method} {path} HTTP/{version}\r\nHost: t\r\n\r\n".encode())
+        r = _Streamed(sock, method, time.monotonic())
+        if stop_after is not None:
+            self.held = r
+            return self._read_until(r, int(stop_after))
+        self.held = r
+        return self.finish_held_stream(timeout)
+
+    def _read_until(self, r, n):
+        """Reads into `r` until its buffer holds `n` bytes past the header
+        (the raw bytes, framing included)."""
+        while b"\r\n\r\n" not in r.buf or len(r.buf.partition(b"\r\n\r\n")[2]) < n:
+            if r._more() is None:
+                raise AssertionError(f"closed after {len(r.buf)} bytes")
+        return len(r.buf)
+
+    @keyword
+    def finish_held_stream(self, timeout=60):
+        """Reads the rest of the response `Fetch Streamed` held (stop_after):
+        the same dictionary. `closed`: the server closed the connection
+        (within a second after the body; `trailing`: bytes it sent after
+        the body, which must be none)."""
+        r, self.held = self.held, None
+        r.sock.settimeout(float(timeout))
+        try:
+            out = r.read()
+            if not r.closed:
+                r.sock.settimeout(1)
+                try:
+                    r._more()
+                except socket.timeout:
+                    pass
+            out["trailing"] = r.buf
+            out["closed"] = r.closed
+            logger.info(
+                f"status {out['status']}, {len(out['body'])} body bytes in {len(out['chunks'])} chunks, "
+                f"complete {out['complete']}, closed {out['closed']}: first byte after {out['first_byte_s']:.3f} s, "
+                f"first body byte after {out['first_body_s']} s, end after {out['total_s']:.3f} s"
+            )
+            return out
+        finally:
+            r.sock.close()
+
+    @keyword
+    def body_should_be_stream_text(self, body, size, seed=0):
+        """`body` is the first `size` bytes of /cgi-bin/stream's text (a
+        prefix of it if `size` is larger: a cut-off response), byte for
+        byte."""
+        want = stream_text(size, seed)[:len(body)]
+        if len(body) > int(size) or body != want:
+            n = next((i for i, (a, b) in enumerate(zip(body, want)) if a != b), min(len(body), len(want)))
+            raise AssertionError(f"{len(body)} bytes (of {size}): first difference at {n}: {body[n:n + 40]!r}, want {want[n:n + 40]!r}")
 
     @keyword
     def status_of_raw_request(self, raw, timeout=10):

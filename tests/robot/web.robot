@@ -7,6 +7,8 @@ Documentation       The whole system (camkes/iolite.camkes) serving the demo sit
 ...                 The image is tests/variants' webtest: the default image plus the cgi's
 ...                 test hooks (cgi.test_hooks = 1: /cgi-bin/crash, spin, slow, restart,
 ...                 blob), which the default image does not have (tests/robot/iso.robot).
+...                 /cgi-bin/stream (output over time, streamed to the client) is a program
+...                 of the default image.
 ...
 ...                 Serial lines these tests wait for (stable):
 ...                 | [roottask] system started: 8 of 8 components running |
@@ -200,6 +202,62 @@ CGI Echo With GET And POST
     ${h}    ${body}=    Status Should Be    /cgi-bin/page    200
     Should Contain    ${body}    ${{b"</html>"}}
 
+A Streamed CGI Answer Arrives While The Program Still Runs
+    [Documentation]    /cgi-bin/stream makes 10 MiB of text in 20 parts 200 ms apart, so the
+    ...    program runs for 3.8 s. Its output used to reach the client only once it was
+    ...    complete; now each part goes out as it is made (chunked, by reference): the
+    ...    first body byte comes within a second, half of the body only after the program's
+    ...    schedule put it there, and every byte is checked.
+    ${before}=    Stats Json
+    ${r}=    Fetch Streamed    /cgi-bin/stream?size\=10485760&parts\=20&delay_ms\=200
+    Should Be Equal As Integers    ${r}[status]    200
+    Should Be Equal    ${r}[headers][transfer-encoding]    chunked
+    Dictionary Should Not Contain Key    ${r}[headers]    content-length
+    Should Be True    ${r}[complete]    the last chunk came
+    Should Be Equal    ${r}[trailing]    ${{b""}}
+    Body Should Be Stream Text    ${r}[body]    10485760
+    Length Should Be    ${r}[body]    10485760
+    ${half}=    Evaluate    next(t for t, n in $r['arrivals'] if n >= 5242880)
+    Log    first byte after ${r}[first_byte_s] s, first body byte after ${r}[first_body_s] s, half after ${half} s, all after ${r}[total_s] s (${{len($r['chunks'])}} chunks)
+    Should Be True    ${r}[total_s] >= 3.7    the program's 19 delays of 200 ms
+    Should Be True    ${r}[first_body_s] < 1.0    the first part comes at once, not after the program
+    Should Be True    ${r}[first_body_s] * 4 < ${r}[total_s]
+    Should Be True    ${half} >= 1.5    the body arrives as it is made (part 10 is due at 2 s)
+    ${j}=    Stats Json
+    Should Be Equal As Integers    ${j}[httpd][cgi_streams]    ${${before}[httpd][cgi_streams] + 1}
+    Should Be True    ${j}[httpd][cgi_stream_parts] - ${before}[httpd][cgi_stream_parts] >= 300
+    Should Be Equal As Integers    ${j}[httpd][cgi_streams_aborted]    ${before}[httpd][cgi_streams_aborted]
+    # By reference end to end: the cgi makes the text in its pool, httpd
+    # adds only the chunks' size lines.
+    Should Be Equal As Integers    ${j}[httpd][cgi_bytes_copied]    0
+    Should Be Equal As Integers    ${j}[httpd][bytes_copied]    ${before}[httpd][bytes_copied]
+    Should Be Equal As Integers    ${j}[cgi][bytes_copied]    0
+    Should Be Equal As Integers    ${j}[netstack][tcp_tx_copied]    0
+
+Streamed CGI Framing: Content-Length, HTTP/1.0 And HEAD
+    # The program announces its length: httpd frames by it, no chunks.
+    ${r}=    Fetch Streamed    /cgi-bin/stream?size\=100000&parts\=4&delay_ms\=100&length\=1&seed\=3
+    Should Be Equal As Strings    ${r}[headers][content-length]    100000
+    Dictionary Should Not Contain Key    ${r}[headers]    transfer-encoding
+    Should Be True    ${r}[complete] and not ${r}[closed]
+    Body Should Be Stream Text    ${r}[body]    100000    seed=3
+    Length Should Be    ${r}[body]    100000
+    # HTTP/1.0 has no chunks: the body ends with the connection.
+    ${r}=    Fetch Streamed    /cgi-bin/stream?size\=100000&parts\=4&delay_ms\=100    version=1.0
+    Dictionary Should Not Contain Key    ${r}[headers]    transfer-encoding
+    Dictionary Should Not Contain Key    ${r}[headers]    content-length
+    Should Be Equal    ${r}[headers][connection]    close
+    Should Be True    ${r}[closed]
+    Body Should Be Stream Text    ${r}[body]    100000
+    Length Should Be    ${r}[body]    100000
+    # HEAD: the header a GET gets, no body, and the program is stopped
+    # (a 10 s program answers at once).
+    ${r}=    Fetch Streamed    /cgi-bin/stream?size\=100000&parts\=10&delay_ms\=1000    method=HEAD
+    Should Be Equal As Integers    ${r}[status]    200
+    Should Be Equal    ${r}[headers][transfer-encoding]    chunked
+    Should Be Equal    ${r}[trailing]    ${{b""}}
+    Should Be True    ${r}[total_s] < 2
+
 Stats Parse And Static Content Is Never Copied
     FOR    ${path}    IN    /index.html    /file-64k.bin    /file-1m.bin    /style.css    /cgi-bin/page
         Status Should Be    ${path}    200
@@ -295,6 +353,33 @@ A Spinning CGI Gives 504, httpd Has It Restarted And Serves On
     Should Be Equal As Integers    ${j}[httpd][cgi_restart_requests]    ${${before}[httpd][cgi_restart_requests] + 1}
     Should Be Equal As Integers    ${j}[httpd][cgi_restart_failures]    0
     Should Be Equal As Integers    ${j}[httpd][cgi_timeouts]    ${${before}[httpd][cgi_timeouts] + 1}
+
+A CGI Crash In The Middle Of A Stream Cuts The Response Off Cleanly
+    [Documentation]    A stream's program dies (the cgi crashes on another request) after its
+    ...    first parts went out: the client gets what was sent, a correct prefix, then the
+    ...    close without the last chunk (an incomplete response, not a short complete one),
+    ...    and no byte of the dead cgi's parts that had not gone out (its pages are
+    ...    quarantined until httpd and netstack confirm, components/iolite/README.md
+    ...    "Death"). The restarted cgi streams again.
+    Expect Fault    ^\\[cgi\\] PANIC
+    Expect Fault    ^\\[supervisor\\] FAULT in component cgi:
+    ${raw}=    Fetch Streamed    /cgi-bin/stream?size\=400000&parts\=8&delay_ms\=1500&seed\=7    stop_after=50000
+    Status Should Be    /cgi-bin/crash    502
+    ${r}=    Finish Held Stream
+    Log    ${{len($r['body'])}} body bytes in ${r}[chunks], closed ${r}[closed]
+    Should Be Equal As Integers    ${r}[status]    200
+    Should Not Be True    ${r}[complete]    no last chunk after the crash
+    Should Be True    ${r}[closed]
+    Should Be True    50000 <= len($r['body']) < 400000
+    Body Should Be Stream Text    ${r}[body]    400000    seed=7
+    Wait For Serial Line    ^\\[supervisor\\] restarted component cgi \\(restart 3\\)$
+    Wait For Serial Line    ^\\[httpd\\] cgi restarted \\(generation 4\\): \\d+ requests failed with 502$
+    ${r}=    Fetch Streamed    /cgi-bin/stream?size\=200000&parts\=2&delay_ms\=100
+    Should Be True    ${r}[complete]
+    Body Should Be Stream Text    ${r}[body]    200000
+    Length Should Be    ${r}[body]    200000
+    ${j}=    Stats Json
+    Should Be True    ${j}[httpd][cgi_streams_aborted] >= 1
 
 32 Concurrent Clients For 20 Seconds Without Errors
     ${r}=    Concurrent Clients    32    20

@@ -4,7 +4,8 @@
 //! reference, never copied).
 //!
 //! * [`stats`]: `/cgi-bin/stats` as JSON (schema documented there) and HTML.
-//! * [`programs`]: the built-in programs (stats, echo, the fragment page).
+//! * [`programs`]: the built-in programs (stats, echo, the fragment page,
+//!   and [`stream`], output that comes over time).
 //! * [`gen`]: escaping for generated text; the test hooks' byte pattern.
 //!
 //! The protocol with httpd (the `cgi_chan` region, the request and reply
@@ -23,10 +24,12 @@ pub use cgi_api::{chan, env, output, wire};
 pub mod gen;
 pub mod programs;
 pub mod stats;
+pub mod stream;
 
 #[cfg(test)]
 mod tests;
 
 pub use cgi_api::{parse_output, split_output, Env, EnvError, Failure, Kind, Output, OutputError, RequestInfo};
-pub use programs::{FragmentSource, ProgramError, ProgramStats, Programs};
+pub use programs::{FragmentSource, ProgramError, ProgramStats, Programs, Started};
 pub use stats::{Component, Counters};
+pub use stream::Stream;

@@ -10,6 +10,10 @@
 //!   fragment cache) with generated parts chained in between. Most of its
 //!   bytes are never copied, and the page says how many were referenced,
 //!   generated and copied.
+//! * `/cgi-bin/stream`: text made over time, in parts (see
+//!   [`crate::stream`]): [`Programs::start`] answers [`Started::Stream`],
+//!   and the component sends its messages ([`Programs::stream_next`]) as
+//!   they are due, while httpd passes each on at once.
 //!
 //! Any other name answers `Status: 404`.
 
@@ -22,6 +26,7 @@ use iolite::{Aggregate, Domain, PoolId};
 use crate::env::Env;
 use crate::gen::{bytes_escape, generate, html_escape};
 use crate::stats::{write_html, write_json, Component, Counters};
+use crate::stream::Stream;
 
 /// Where the page's static fragments come from (on target: the fs
 /// component, read with `read_shared`; in tests: memory).
@@ -48,6 +53,12 @@ pub struct ProgramStats {
     pub echo_requests: u64,
     /// `/cgi-bin/page` runs.
     pub page_requests: u64,
+    /// `/cgi-bin/stream` runs started.
+    pub stream_requests: u64,
+    /// `/cgi-bin/stream` runs refused with 503 (too many at once).
+    pub streams_refused: u64,
+    /// Messages of streamed outputs made.
+    pub stream_messages: u64,
     /// Unknown programs (404).
     pub not_found: u64,
     /// Bytes written by the programs (headers and generated text).
@@ -93,6 +104,16 @@ pub struct Programs<'d, F> {
     stats: ProgramStats,
 }
 
+/// What a program answered with.
+#[derive(Debug)]
+pub enum Started<'d> {
+    /// Its whole output.
+    Whole(Aggregate<'d>),
+    /// A program whose output comes over time: send its messages as they
+    /// are due ([`Programs::stream_next`]).
+    Stream(Stream),
+}
+
 /// The value of `key` in a query string (`a=1&format=json`), undecoded.
 pub fn query_param<'q>(query: &'q str, key: &str) -> Option<&'q str> {
     query.split('&').find_map(|kv| {
@@ -127,6 +148,9 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
             .with("fragment_hits", s.fragment_hits)
             .with("fragment_misses", s.fragment_misses)
             .with("failures", s.failures)
+            .with("stream_requests", s.stream_requests)
+            .with("streams_refused", s.streams_refused)
+            .with("stream_messages", s.stream_messages)
             .with_iolite(&self.d.stats())
     }
 
@@ -135,16 +159,47 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
         self.cache.clear();
     }
 
-    /// Runs the program named by `SCRIPT_NAME` and returns its output (CGI
-    /// header, empty line, body).
+    /// Runs the program named by `SCRIPT_NAME` and returns its whole
+    /// output (CGI header, empty line, body). `/cgi-bin/stream` cannot
+    /// answer this way: it says 503 (use [`Programs::start`]).
     pub fn run(
         &mut self,
         env: &Env,
         body: Option<Aggregate<'d>>,
         counters: &Counters,
     ) -> Result<Aggregate<'d>, ProgramError> {
+        match self.start(env, body, counters, 0, false)? {
+            Started::Whole(a) => Ok(a),
+            Started::Stream(_) => unreachable!("not allowed to stream"),
+        }
+    }
+
+    /// Starts the program named by `SCRIPT_NAME` at `now_ms`: its whole
+    /// output, or (`/cgi-bin/stream`, if `may_stream`: the component has
+    /// room for another) a stream whose messages come later; when it may
+    /// not, that program answers `503` with `Retry-After`.
+    pub fn start(
+        &mut self,
+        env: &Env,
+        body: Option<Aggregate<'d>>,
+        counters: &Counters,
+        now_ms: u64,
+        may_stream: bool,
+    ) -> Result<Started<'d>, ProgramError> {
         self.stats.requests += 1;
         let r = match env.get_str("SCRIPT_NAME").unwrap_or("") {
+            "/cgi-bin/stream" if may_stream => {
+                self.stats.stream_requests += 1;
+                return Ok(Started::Stream(Stream::from_query(env.get_str("QUERY_STRING").unwrap_or(""), now_ms)));
+            }
+            "/cgi-bin/stream" => {
+                self.stats.streams_refused += 1;
+                self.gen(|w| {
+                    w.write_str(
+                        "Status: 503 Service Unavailable\r\nRetry-After: 1\r\nContent-Type: text/plain; charset=utf-8\r\n\r\ntoo many streams at once\n",
+                    )
+                })
+            }
             "/cgi-bin/stats" => self.run_stats(env, counters),
             "/cgi-bin/echo" => self.run_echo(env, body),
             "/cgi-bin/page" => self.run_page(env, counters),
@@ -160,7 +215,17 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
         if r.is_err() {
             self.stats.failures += 1;
         }
-        r
+        r.map(Started::Whole)
+    }
+
+    /// The next message of a stream [`Programs::start`] began (see
+    /// [`Stream::next_message`]): `(message, last)`; on an error (our pool
+    /// is full for now) try again when buffers come back.
+    pub fn stream_next(&mut self, s: &mut Stream) -> Result<(Aggregate<'d>, bool), ProgramError> {
+        let (m, last) = s.next_message(self.d, self.pool)?;
+        self.stats.stream_messages += 1;
+        self.stats.generated_bytes += m.len() as u64;
+        Ok((m, last))
     }
 
     fn gen(&mut self, f: impl Fn(&mut dyn Write) -> core::fmt::Result) -> Result<Aggregate<'d>, ProgramError> {

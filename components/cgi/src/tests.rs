@@ -203,3 +203,146 @@ fn pattern_is_seed_and_offset_in_hex() {
     crate::gen::pattern(2, &mut y);
     assert!(x.chunks(16).zip(y.chunks(16)).all(|(a, b)| a != b));
 }
+
+mod stream {
+    use super::*;
+    use crate::programs::Started;
+    use crate::stream::{text_at, Stream, LINE, MAX_DELAY_MS, MAX_SIZE, MESSAGE_BYTES};
+
+    /// The text by its definition, line by line.
+    fn text(seed: u32, size: usize) -> Vec<u8> {
+        let mut out = Vec::new();
+        let mut i = 0u64;
+        while out.len() < size {
+            out.extend_from_slice(format!("{:016x} ", i * 64).as_bytes());
+            out.extend(std::iter::repeat_n(b'a' + ((i + u64::from(seed)) % 26) as u8, 46));
+            out.push(b'\n');
+            i += 1;
+        }
+        out.truncate(size);
+        out
+    }
+
+    #[test]
+    fn the_text_depends_on_the_offset_only() {
+        let want = text(5, 1000);
+        assert_eq!(&want[..64], b"0000000000000000 ffffffffffffffffffffffffffffffffffffffffffffff\n");
+        // Any window of it, at any offset.
+        for off in [0, 1, 16, 17, 63, 64, 65, 200, 937] {
+            for len in [0, 1, 5, 63, 64, 130] {
+                let end = (off + len).min(1000);
+                let mut buf = vec![0u8; end - off];
+                text_at(5, off as u64, &mut buf);
+                assert_eq!(buf, &want[off..end], "at {off}, {len} bytes");
+            }
+        }
+        // Far out: the offset in the line.
+        let mut line = [0u8; LINE];
+        text_at(0, 0x1234_5640, &mut line);
+        assert!(line.starts_with(b"0000000012345640 "));
+    }
+
+    /// Runs a stream to its end at the times it asks for: (due time,
+    /// message bytes, last) per message.
+    fn run(d: &'static Domain, query: &str) -> (Vec<(u64, Vec<u8>, bool)>, Stream) {
+        let mut s = Stream::from_query(query, 1000);
+        let mut out = Vec::new();
+        while let Some(due) = s.due_ms() {
+            let (m, last) = s.next_message(d, CGI_POOL).unwrap();
+            assert!(m.slice_count() <= 2, "a header and one buffer at most");
+            out.push((due, bytes(&m), last));
+            if last {
+                assert_eq!(s.due_ms(), None);
+            }
+        }
+        (out, s)
+    }
+
+    #[test]
+    fn parts_come_at_their_times_in_messages_of_at_most_32_kib() {
+        let d = setup();
+        let (msgs, _) = run(d, "size=100000&parts=3&delay_ms=250&seed=1");
+        let header = b"Content-Type: text/plain; charset=utf-8\r\nCache-Control: no-store\r\nX-Content-Type-Options: nosniff\r\n\r\n";
+        assert!(msgs[0].1.starts_with(header));
+        let body: Vec<u8> = msgs.iter().flat_map(|(_, m, _)| m.clone()).skip(header.len()).collect();
+        assert_eq!(body, text(1, 100000));
+        // Parts of 33333, 33333, 33334 bytes at 0, 250, 500 ms: two
+        // messages each (32 KiB, then the rest).
+        let sched: Vec<(u64, usize)> = msgs.iter().map(|(t, m, _)| (*t, m.len())).collect();
+        assert_eq!(
+            sched,
+            vec![
+                (1000, header.len() + MESSAGE_BYTES),
+                (1000, 33333 - MESSAGE_BYTES),
+                (1250, MESSAGE_BYTES),
+                (1250, 33333 - MESSAGE_BYTES),
+                (1500, MESSAGE_BYTES),
+                (1500, 33334 - MESSAGE_BYTES)
+            ]
+        );
+        assert_eq!(msgs.iter().filter(|m| m.2).count(), 1);
+        assert!(msgs.last().unwrap().2, "the last message says so");
+        assert_eq!(d.stats().bytes_copied, 0, "made in place, not copied");
+    }
+
+    #[test]
+    fn lengths_bounds_and_odd_sizes() {
+        let d = setup();
+        // length=1: the program announces its length.
+        let (msgs, _) = run(d, "size=10&parts=2&delay_ms=0&length=1");
+        assert!(String::from_utf8_lossy(&msgs[0].1).contains("\r\nContent-Length: 10\r\n\r\n"));
+        // Nothing: the header alone, last.
+        let (msgs, _) = run(d, "size=0&parts=5&delay_ms=100");
+        assert_eq!((msgs.len(), msgs[0].2), (1, true));
+        assert!(msgs[0].1.ends_with(b"\r\n\r\n"));
+        // Fewer bytes than parts: the empty parts are skipped, the bytes
+        // still come at their parts' times.
+        let (msgs, _) = run(d, "size=3&parts=6&delay_ms=10");
+        let times: Vec<u64> = msgs.iter().map(|m| m.0).collect();
+        assert_eq!(times, vec![1000, 1010, 1030, 1050], "the header at once, then a byte each at parts 1, 3, 5");
+        assert!(msgs[0].1.ends_with(b"nosniff\r\n\r\n"), "the header alone");
+        // Defaults and clamps.
+        let s = Stream::from_query("size=99999999999&parts=0&delay_ms=86400000", 0);
+        assert_eq!(s.size(), MAX_SIZE);
+        let mut s = s;
+        let _ = s.next_message(d, CGI_POOL).unwrap();
+        assert_eq!(s.due_ms(), Some(0), "one part (at least), so everything is due at once");
+        let s = Stream::from_query("size=100&parts=2&delay_ms=86400000", 0);
+        let mut s = s;
+        let _ = s.next_message(d, CGI_POOL).unwrap();
+        assert_eq!(s.due_ms(), Some(MAX_DELAY_MS));
+        assert_eq!(Stream::from_query("", 0).size(), 1 << 20);
+    }
+
+    #[test]
+    fn a_full_pool_is_waited_for_not_a_failure() {
+        let d = domain();
+        own(d, CGI_POOL, 16);
+        let mut s = Stream::from_query("size=40000&parts=1&delay_ms=0", 0);
+        let hog = d.alloc(CGI_POOL, 12 * 4096).unwrap();
+        assert_eq!(s.next_message(d, CGI_POOL).err(), Some(iolite::Error::PoolExhausted));
+        drop(hog);
+        let (m, last) = s.next_message(d, CGI_POOL).unwrap();
+        assert!(!last);
+        assert!(bytes(&m).starts_with(b"Content-Type: "), "the header was not lost");
+    }
+
+    #[test]
+    fn start_streams_only_when_the_component_has_room() {
+        let d = setup();
+        let mut p = Programs::new(d, CGI_POOL, frags(d));
+        let env = env_for("/cgi-bin/stream", "GET", "size=100&parts=1");
+        assert!(matches!(p.start(&env, None, &Counters::default(), 0, true).unwrap(), Started::Stream(_)));
+        let Started::Whole(out) = p.start(&env, None, &Counters::default(), 0, false).unwrap() else {
+            panic!("a whole answer")
+        };
+        let (o, body, _) = split_output(out).unwrap();
+        assert_eq!(o.status, 503);
+        assert!(o.fields.contains(&("Retry-After".into(), "1".into())));
+        assert!(body.eq_bytes(b"too many streams at once\n"));
+        // `run` never streams.
+        assert_eq!(split_output(p.run(&env, None, &Counters::default()).unwrap()).unwrap().0.status, 503);
+        let s = p.stats();
+        assert_eq!((s.stream_requests, s.streams_refused), (1, 2));
+    }
+}

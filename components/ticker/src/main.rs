@@ -12,7 +12,9 @@
 //!   idle), through `to_httpd` and `to_net`; 0 means never (an assembly
 //!   without httpd, examples/netecho/netecho.camkes, leaves `to_httpd`
 //!   unconnected and sets `httpd_every = 0`). `to_drv` every `drv_every`
-//!   ticks (default 0: never) drives netdrv's polling fallback.
+//!   ticks (default 0: never) drives netdrv's polling fallback, `to_cgi`
+//!   every `cgi_every` ticks (default 0: never) the cgi's programs that
+//!   wait for their time (a streamed output's next part).
 //! * The `clock` page is optional: an assembly where nobody reads the time
 //!   may leave it unconnected (`maybe dataport`); the loader's start record
 //!   tells whether it is mapped.
@@ -118,6 +120,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let httpd_every = glue::attributes::HTTPD_EVERY.max(0) as u64;
     let net_every = glue::attributes::NET_EVERY.max(0) as u64;
     let drv_every = glue::attributes::DRV_EVERY.max(0) as u64;
+    let cgi_every = glue::attributes::CGI_EVERY.max(0) as u64;
     let mut ticks = 0u64;
     loop {
         glue::irq::wait();
@@ -134,6 +137,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         }
         if drv_every != 0 && ticks.is_multiple_of(drv_every) {
             glue::to_drv::emit();
+        }
+        if cgi_every != 0 && ticks.is_multiple_of(cgi_every) {
+            glue::to_cgi::emit();
         }
     }
 }

@@ -50,7 +50,8 @@ use alloc::string::String;
 use alloc::vec::Vec;
 use core::sync::atomic::{AtomicBool, Ordering};
 
-use cgi::{Component, Counters, Env, FragmentSource, Programs};
+use cgi::wire::{Control, STREAM_WINDOW};
+use cgi::{Component, Counters, Env, FragmentSource, Programs, Started};
 use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
 use glue_rt::map_pool;
@@ -78,21 +79,57 @@ const FS: PeerId = PeerId(1);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi::chan::REGION_BYTES);
 const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
 
-/// A reply (request id, flags, output) waiting for room in httpd's reply
-/// ring. We take no request while one waits, so one is all that can.
-type Reply = (u32, u32, Aggregate<'static>);
+/// A reply message (tag: `cgi::wire::reply_tag`, flags, output or a
+/// part of it) waiting for room in httpd's reply ring. We take no request
+/// and make no part while one waits, so one is all that can.
+type Reply = (u64, u32, Aggregate<'static>);
 
 /// One reply into httpd's reply ring: handed back while the ring is full
 /// (httpd takes replies every round); dropped, and reported, when httpd
 /// cannot take it at all.
-fn to_httpd(tx: &mut ChannelTx<'static>, (id, flags, agg): Reply) -> Result<(), Reply> {
-    match tx.send(agg, u64::from(id), flags) {
+fn to_httpd(tx: &mut ChannelTx<'static>, (tag, flags, agg): Reply) -> Result<(), Reply> {
+    match tx.send(agg, tag, flags) {
         Ok(()) => Ok(()),
-        Err((Error::Full, agg)) => Err((id, flags, agg)),
+        Err((Error::Full, agg)) => Err((tag, flags, agg)),
         Err((e, _)) => {
-            warn!("reply {id}: {e:?}");
+            warn!("reply {}: {e:?}", tag as u32);
             Ok(())
         }
+    }
+}
+
+/// Most streamed outputs at once (`/cgi-bin/stream` answers 503 beyond):
+/// each may have `STREAM_WINDOW` messages of `cgi::stream::MESSAGE_BYTES`
+/// waiting at httpd, 1 MiB of our 4 MiB pool for all of them.
+const MAX_STREAMS: usize = 8;
+
+/// A streamed output being sent.
+struct Active {
+    id: u32,
+    stream: cgi::Stream,
+    /// Messages we may still send before httpd takes some (it gives them
+    /// back with credits).
+    credit: u32,
+}
+
+impl Active {
+    fn ready(&self, now: u64) -> bool {
+        self.credit > 0 && self.stream.due_ms().is_some_and(|t| t <= now)
+    }
+}
+
+/// A control message from httpd about one of our streams.
+fn control(streams: &mut Vec<Active>, tag: u64) {
+    match cgi::wire::decode_control(tag) {
+        Control::Credit { id, parts } => {
+            if let Some(a) = streams.iter_mut().find(|a| a.id == id) {
+                // Never more than the window, whatever httpd says.
+                a.credit = a.credit.saturating_add(parts).min(STREAM_WINDOW);
+            }
+        }
+        // Ids are httpd's and never reused soon: one we do not know (a
+        // stream that ended, a whole reply) has nothing to stop.
+        Control::Cancel { id } => streams.retain(|a| a.id != id),
     }
 }
 
@@ -295,6 +332,10 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // answers 503 itself), instead of dropping the reply (a 504 and a
     // restart of ours).
     let mut replies: Outbox<Reply> = Outbox::new(1);
+    // Streamed outputs: each sends a message when it is due and has credit.
+    let mut streams: Vec<Active> = Vec::new();
+    // A stream found our pool full: wait for buffers to come back.
+    let mut starved = false;
     loop {
         let _ = chan.tx.poll_releases();
         replies.drain(|r| to_httpd(&mut chan.tx, r));
@@ -306,10 +347,15 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         let _ = programs.fragments_mut().rx.flush_releases();
         // Requests, unless the copy stage waits for room in our pool (then
         // our replies' buffers coming back) or a reply waits for room.
+        // A stream waiting for its time wakes with the ticker; for credit,
+        // with httpd's control message.
         let stalled = copier.stalled();
         let waiting = !replies.is_empty();
-        let want = Want { data: !stalled && !waiting && guard.broken().is_none(), releases: stalled, room: waiting };
-        if !chan.arm(want) {
+        let now = now_ms();
+        let due = !waiting && !starved && streams.iter().any(|a| a.ready(now));
+        let data = !stalled && !waiting && guard.broken().is_none();
+        let want = Want { data, releases: stalled || starved, room: waiting };
+        if !chan.arm(want) && !due {
             glue::wake::wait();
         }
         chan.disarm();
@@ -327,18 +373,81 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
                     break;
                 }
             };
-            let (id, reply, ok) = run(d, &mut programs, r.agg, r.tag);
+            if r.flags & FLAG_EOF == 0 {
+                // Not a request: a credit or a cancel for a stream.
+                control(&mut streams, r.tag);
+                continue;
+            }
+            let (id, outcome) = run(d, &mut programs, r.agg, r.tag, streams.len() < MAX_STREAMS);
             if TEST_HOOKS && MUTED.load(Ordering::Relaxed) {
                 // `/cgi-bin/hostile` wrote the reply ring behind our
                 // producer's back: a send would overwrite what it wrote.
-                drop(reply);
                 continue;
             }
+            let (reply, ok) = match outcome {
+                Outcome::Whole(reply, ok) => (reply, ok),
+                Outcome::Stream(stream) => {
+                    streams.push(Active { id, stream, credit: STREAM_WINDOW });
+                    continue;
+                }
+            };
             let flags = if ok { FLAG_EOF } else { 0 };
-            if let Err((id, ..)) = replies.send((id, flags, reply), |r| to_httpd(&mut chan.tx, r)) {
+            let tag = cgi::wire::reply_tag(id, false);
+            if let Err((tag, ..)) = replies.send((tag, flags, reply), |r| to_httpd(&mut chan.tx, r)) {
                 // Cannot happen: requests are taken only while none waits.
-                error!("reply {id} dropped: a reply already waits");
+                error!("reply {} dropped: a reply already waits", tag as u32);
             }
+        }
+        if !(TEST_HOOKS && MUTED.load(Ordering::Relaxed)) {
+            starved = send_streams(d, &mut programs, &mut streams, &mut replies, &mut chan.tx);
+        }
+    }
+}
+
+/// Sends the messages of the streams that are due and have credit, one
+/// per stream in turn, until none is or httpd's ring is full. True if our
+/// pool had no room for one (it waits for buffers to come back).
+fn send_streams(
+    d: &'static Domain,
+    programs: &mut Programs<'static, FsFragments>,
+    streams: &mut Vec<Active>,
+    replies: &mut Outbox<Reply>,
+    tx: &mut ChannelTx<'static>,
+) -> bool {
+    let now = now_ms();
+    loop {
+        let mut sent = false;
+        let mut i = 0;
+        while i < streams.len() && replies.is_empty() {
+            let a = &mut streams[i];
+            if !a.ready(now) {
+                i += 1;
+                continue;
+            }
+            let (msg, flags) = match programs.stream_next(&mut a.stream) {
+                Ok((m, true)) => ((cgi::wire::reply_tag(a.id, false), FLAG_EOF, m), true),
+                Ok((m, false)) => ((cgi::wire::reply_tag(a.id, true), 0, m), false),
+                Err(cgi::ProgramError::Iolite(Error::PoolExhausted)) => return true,
+                Err(e) => {
+                    // Cannot go on: a reply that is neither a part nor the
+                    // last tells httpd it failed.
+                    warn!("stream {}: {e:?}", a.id);
+                    ((cgi::wire::reply_tag(a.id, false), 0, Aggregate::new(d)), true)
+                }
+            };
+            a.credit -= 1;
+            if flags {
+                streams.remove(i);
+            } else {
+                i += 1;
+            }
+            sent = true;
+            if let Err((tag, ..)) = replies.send(msg, |r| to_httpd(tx, r)) {
+                error!("reply {} dropped: a reply already waits", tag as u32);
+            }
+        }
+        if !sent || !replies.is_empty() {
+            return false;
         }
     }
 }
@@ -377,30 +486,40 @@ impl DeathWatch {
     }
 }
 
-/// Runs one request; `(id, output, ok)`.
+/// What a request gave.
+enum Outcome {
+    /// The whole output, and whether the program succeeded.
+    Whole(Aggregate<'static>, bool),
+    /// An output that comes over time.
+    Stream(cgi::Stream),
+}
+
+/// Runs one request (`may_stream`: room for another stream).
 fn run(
     d: &'static Domain,
     programs: &mut Programs<'static, FsFragments>,
     agg: Aggregate<'static>,
     tag: u64,
-) -> (u32, Aggregate<'static>, bool) {
+    may_stream: bool,
+) -> (u32, Outcome) {
     let (id, env, body): (u32, Env, _) = match cgi::wire::decode_request(agg, tag) {
         Ok(x) => x,
-        Err(_) => return (cgi::wire::split_request_tag(tag).0, Aggregate::new(d), false),
+        Err(_) => return (cgi::wire::split_request_tag(tag).0, Outcome::Whole(Aggregate::new(d), false)),
     };
     let script = String::from(env.get_str("SCRIPT_NAME").unwrap_or(""));
     if TEST_HOOKS {
-        if let Some(reply) = test_hook(d, programs, id, &script, &env) {
-            return reply;
+        if let Some((id, reply, ok)) = test_hook(d, programs, id, &script, &env) {
+            return (id, Outcome::Whole(reply, ok));
         }
     }
     let counters =
         if script == "/cgi-bin/stats" || script == "/cgi-bin/page" { collect() } else { Counters::default() };
-    match programs.run(&env, body, &counters) {
-        Ok(out) => (id, out, true),
+    match programs.start(&env, body, &counters, now_ms(), may_stream) {
+        Ok(Started::Whole(out)) => (id, Outcome::Whole(out, true)),
+        Ok(Started::Stream(s)) => (id, Outcome::Stream(s)),
         Err(e) => {
             warn!("{script}: {e:?}");
-            (id, Aggregate::new(d), false)
+            (id, Outcome::Whole(Aggregate::new(d), false))
         }
     }
 }

@@ -49,6 +49,7 @@ use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
 use alloc::vec::Vec;
 
+use cgi_api::wire::{Control as CgiControl, Reply};
 use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
 use glue_rt::map_pool;
@@ -117,6 +118,9 @@ const CGI_INSTANCE: &str = "cgi";
 const CGI_STARVED_MS: u64 = 50;
 const CGI_LEND_MS: u64 = 20;
 const CGI_LEND_GAP_MS: u64 = 80;
+/// Controls for the cgi (credits, cancels) that may wait for room in the
+/// request ring: four rings' worth (one credit per stream and round).
+const CONTROLS_CAP: usize = 4 * cgi_api::chan::FWD_CAP;
 
 /// Why fs did not vouch for a file buffer in a CGI reply.
 enum Vouch {
@@ -200,6 +204,10 @@ struct Httpd {
     cgi_pending: BTreeMap<u32, HConn>,
     /// A CGI reply waits for room in our pool (copy modes).
     cgi_stuck: bool,
+    /// Credits and cancels for the cgi's streams waiting for room in the
+    /// request ring, and those lost to a full queue.
+    cgi_controls: Outbox<CgiControl>,
+    cgi_controls_dropped: u64,
     last_tick: u64,
     // counters of the component (beyond the server's)
     static_copied: u64,
@@ -315,6 +323,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_control,
         cgi_pending: BTreeMap::new(),
         cgi_stuck: false,
+        cgi_controls: Outbox::new(CONTROLS_CAP),
+        cgi_controls_dropped: 0,
         last_tick: 0,
         static_copied: 0,
         cgi_copied: 0,
@@ -396,6 +406,7 @@ impl Httpd {
             self.publish();
         }
         self.pump();
+        self.send_controls();
     }
 
     /// Sends what waits, returns releases, and signals netstack and the
@@ -405,6 +416,7 @@ impl Httpd {
         let tx = &mut self.net.tx;
         self.outq.drain(|m| socket_api::send_request(tx, m));
         let _ = self.srv.source_mut().rx.flush_releases();
+        self.drain_controls();
         if let Some(c) = &mut self.cgi {
             let _ = c.link.tx.poll_releases();
             if c.link.flush() {
@@ -749,14 +761,61 @@ impl Httpd {
                     }
                 }
             }
-            let call_id = r.tag as u32;
-            let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
-            let result = if r.flags & FLAG_EOF != 0 { Ok(r.agg) } else { Err(cgi_api::Failure::Fault) };
+            let (call_id, kind) = cgi_api::wire::decode_reply(r.tag, r.flags);
             let before = self.d.stats().bytes_copied;
-            self.srv.cgi_reply(id, call_id, result);
-            self.cgi_copied += self.d.stats().bytes_copied - before;
-            self.ready.push(id);
+            match kind {
+                Reply::Part => {
+                    // A streamed answer goes on: the call stays pending.
+                    let Some(&id) = self.cgi_pending.get(&call_id) else { continue };
+                    let over = self.srv.cgi_part(id, call_id, r.agg);
+                    self.cgi_copied += self.d.stats().bytes_copied - before;
+                    self.ready.push(id);
+                    if over.is_err() {
+                        error!("channel cgi_chan.B from cgi broken: parts of request {call_id} beyond its window");
+                        self.restart_cgi("broke its reply channel");
+                        return;
+                    }
+                }
+                Reply::Last | Reply::Failed => {
+                    let Some(id) = self.cgi_pending.remove(&call_id) else { continue };
+                    let result = if kind == Reply::Last { Ok(r.agg) } else { Err(cgi_api::Failure::Fault) };
+                    self.srv.cgi_reply(id, call_id, result);
+                    self.cgi_copied += self.d.stats().bytes_copied - before;
+                    self.ready.push(id);
+                }
+            }
         }
+    }
+
+    /// Tells the cgi what the server decided about its streams: credits
+    /// for the parts pulled, cancels for streams not wanted any more (in
+    /// order, behind any that wait for ring room). A cancelled call is no
+    /// longer pending: what the cgi still sends for it is dropped.
+    fn send_controls(&mut self) {
+        for ctl in self.srv.take_cgi_controls() {
+            if let CgiControl::Cancel { id } = ctl {
+                self.cgi_pending.remove(&id);
+            }
+            if self.cgi.is_some() && self.cgi_controls.push(ctl).is_err() {
+                // The bound is four request rings: a cgi that takes none of
+                // them is restarted by its timeouts; count and go on.
+                self.cgi_controls_dropped += 1;
+            }
+        }
+        self.drain_controls();
+    }
+
+    /// Sends the controls that wait, as far as the request ring takes them.
+    fn drain_controls(&mut self) {
+        let Some(c) = &mut self.cgi else {
+            self.cgi_controls.clear();
+            return;
+        };
+        let d = self.d;
+        self.cgi_controls.drain(|ctl| {
+            let tag = cgi_api::wire::control_tag(ctl);
+            c.link.tx.send(Aggregate::new(d), tag, 0).map_err(|_| ctl)
+        });
     }
 
     /// A reply's slices of the file cache's pool are on the cgi's word: it
@@ -809,7 +868,9 @@ impl Httpd {
     /// given CPU; one that spins takes at most the windows (a share of the
     /// CPU, never all of it) until it is restarted.
     fn lend_cgi(&mut self, now: u64) {
-        let waits = !self.cgi_pending.is_empty() || self.cgi.is_none();
+        // A stream whose parts all wait here owes us nothing: the cgi then
+        // waits for the client, it is not starved.
+        let waits = self.cgi.is_none() || self.cgi_pending.iter().any(|(&call, &id)| self.srv.cgi_awaiting(id, call));
         match self.cgi_lent_since {
             Some(since) if !waits || now.saturating_sub(since) >= CGI_LEND_MS => {
                 if let Err(e) = component_runtime::restart::return_priority(CGI_INSTANCE) {
@@ -991,6 +1052,8 @@ impl Httpd {
         c.set("bodies_flattened", st.bodies_flattened);
         c.set("body_bytes_flattened", st.body_bytes_flattened);
         c.set("cgi_late_replies", st.cgi_late_replies);
+        c.set("cgi_stream_excess_bytes", st.cgi_stream_excess_bytes);
+        c.set("cgi_controls_dropped", self.cgi_controls_dropped);
         c.set("static_bytes_copied", self.static_copied);
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);

@@ -48,7 +48,7 @@ pub mod glue {
         ];
     }
 
-    /// `consumes CgiWake wake;`, connected by seL4Notification.
+    /// `consumes CgiWake wake;`, connected by seL4NotificationNative.
     pub mod wake {
         use super::rt;
         /// The CSpace slot of this interface's capability.

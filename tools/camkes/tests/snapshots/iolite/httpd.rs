@@ -83,7 +83,7 @@ pub mod glue {
         }
     }
 
-    /// `emits CgiWake cgi_go;`, connected by seL4Notification.
+    /// `emits CgiWake cgi_go;`, connected by seL4NotificationNative.
     pub mod cgi_go {
         use super::rt;
         /// The CSpace slot of this interface's capability.

@@ -27,6 +27,8 @@ pub mod glue {
         pub const NET_EVERY: i64 = 4;
         /// `attribute int drv_every;`
         pub const DRV_EVERY: i64 = 0;
+        /// `attribute int cgi_every;`
+        pub const CGI_EVERY: i64 = 1;
     }
 
     /// `uses IOPort pit;`, connected by seL4HardwareIOPort.
@@ -119,7 +121,7 @@ pub mod glue {
         }
 
         /// The CSpace slot of the IRQ handler capability.
-        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 7;
+        pub const IRQ_HANDLER_SLOT: sel4::CPtr = 8;
 
         /// The badge bit `wait()`/`poll()` return when the interrupt fired.
         pub const BADGE: sel4::Word = 0x1;
@@ -157,6 +159,17 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 6;
+        /// Signals the consumer (upstream's `<name>_emit()`).
+        pub fn emit() {
+            sel4::signal(SLOT)
+        }
+    }
+
+    /// `emits CgiWake to_cgi;`, connected by seL4NotificationNative.
+    pub mod to_cgi {
+        use super::rt;
+        /// The CSpace slot of this interface's capability.
+        pub const SLOT: sel4::CPtr = 7;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
