@@ -105,6 +105,8 @@ pub struct Programs<'d, F> {
 }
 
 /// What a program answered with.
+// Taken apart at once by the caller; boxing would allocate per request.
+#[allow(clippy::large_enum_variant)]
 #[derive(Debug)]
 pub enum Started<'d> {
     /// Its whole output.

@@ -487,6 +487,8 @@ impl DeathWatch {
 }
 
 /// What a request gave.
+// Taken apart at once by the caller; boxing would allocate per request.
+#[allow(clippy::large_enum_variant)]
 enum Outcome {
     /// The whole output, and whether the program succeeded.
     Whole(Aggregate<'static>, bool),

@@ -44,8 +44,8 @@ pub(super) struct CgiWait<'d> {
     req: Box<Request>,
     redirects: u8,
     /// The parts of a streamed answer so far, while its header has not
-    /// ended.
-    head: Option<Aggregate<'d>>,
+    /// ended (boxed: most answers never have one).
+    head: Option<Box<Aggregate<'d>>>,
 }
 
 /// How a streamed body is delimited.
@@ -91,6 +91,8 @@ impl CgiStream<'_> {
 pub struct OverWindow;
 
 /// What pulling a stream gave.
+// Returned and taken apart at once; boxing would allocate per part.
+#[allow(clippy::large_enum_variant)]
 pub(super) enum Pulled<'d> {
     /// Do this.
     Act(Action<'d>),
@@ -205,7 +207,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             State::Cgi(w) => {
                 // The header is still coming: gather the parts (each is
                 // taken at once, so it gives its credit back).
-                let mut so_far = w.head.take().unwrap_or_else(|| Aggregate::new(self.d));
+                let mut so_far = w.head.take().map_or_else(|| Aggregate::new(self.d), |b| *b);
                 w.deadline = now + timeout;
                 let id = w.id;
                 if so_far.append(part).is_err() {
@@ -217,7 +219,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 match cgi_api::output::split_head(so_far) {
                     Ok(cgi_api::output::Head::Incomplete(so_far)) => {
                         let State::Cgi(w) = &mut conn.state else { unreachable!() };
-                        w.head = Some(so_far);
+                        w.head = Some(Box::new(so_far));
                         self.credit(id);
                     }
                     Ok(cgi_api::output::Head::Done(o, body, copied)) => {
@@ -293,7 +295,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 if n > *left {
                     // More than it announced: the response ends at its length.
                     self.stats.cgi_stream_excess_bytes += n - *left;
-                    let _ = part.truncate(*left as usize);
+                    part.truncate(*left as usize);
                 }
                 *left = 0;
                 if !last {
@@ -328,7 +330,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             // `split_head` refused one whose body had begun; what the
             // program would still send is not wanted.
             self.cancel(w.id);
-            if self.local_redirect(conn, req, w.redirects, loc, mode, head) {
+            if self.local_redirect(conn, &req, w.redirects, loc, mode, head) {
                 return;
             }
             return self.finish(conn, mode);
@@ -520,7 +522,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         conn.state = State::Reading;
         let result = match (w.head.take(), result) {
             (Some(mut so_far), Ok(last)) => match so_far.append(last) {
-                Ok(()) => Ok(so_far),
+                Ok(()) => Ok(*so_far),
                 Err(_) => Err(cgi_api::Failure::BadOutput(cgi_api::OutputError::NoHeaderEnd)),
             },
             (_, r) => r,
@@ -544,7 +546,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     self.stats.cgi_header_bytes_copied += copied as u64;
                     if let cgi_api::Kind::LocalRedirect(loc) = &o.kind {
                         drop(body);
-                        if self.local_redirect(conn, req, w.redirects, loc, mode, head) {
+                        if self.local_redirect(conn, &req, w.redirects, loc, mode, head) {
                             return;
                         }
                     } else {
@@ -561,7 +563,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     fn local_redirect(
         &mut self,
         conn: &mut Conn<'d, S::File>,
-        req: Box<Request>,
+        req: &Request,
         redirects: u8,
         loc: &str,
         mode: ConnMode,
@@ -579,7 +581,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             fail(self, conn, cgi_api::Failure::BadOutput(cgi_api::OutputError::BadLocation));
             return false;
         };
-        let mut new = (*req).clone();
+        let mut new = req.clone();
         new.target = target;
         if new.method == Method::Post {
             new.method = Method::Get;
