@@ -13,8 +13,14 @@
 //!   which fails what the dead incarnation left unanswered (502) and
 //!   attaches anew. We also `reset` our fs client slot, so fs takes back
 //!   what it had lent to the dead incarnation.
+//! * **Streams**: a program whose output comes over time (the library's
+//!   `/cgi-bin/stream`) sends its messages as they are due and as httpd's
+//!   credits allow (`cgi::wire`: parts with `REPLY_MORE`, at most
+//!   `STREAM_WINDOW` untaken; httpd's credits and cancels come on the
+//!   request channel without `FLAG_EOF`). At most `MAX_STREAMS` at once.
+//!   The ticker wakes us every tick for the ones waiting for their time.
 //! * **Programs**: the library's `/cgi-bin/stats`, `/cgi-bin/echo`,
-//!   `/cgi-bin/page`; and in test images only (`cgi.test_hooks = 1`, e.g.
+//!   `/cgi-bin/page`, `/cgi-bin/stream`; and in test images only (`cgi.test_hooks = 1`, e.g.
 //!   tests/variants' `webtest`; the default image answers them 404 and
 //!   does not contain them) the hooks `/cgi-bin/crash` (panics: a
 //!   fault the supervisor answers by restarting us), `/cgi-bin/slow?ms=N`

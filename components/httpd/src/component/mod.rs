@@ -30,8 +30,11 @@
 //!   `httpd.may_restart = ["cgi"]`): a CGI that spins would otherwise keep
 //!   the component busy for good, and every later request would time out
 //!   too. The fresh incarnation comes back as after a fault. A cgi that
-//!   breaks its reply channel (a corrupt ring, a forged reference) is
-//!   restarted the same way at once: the channel is never read again.
+//!   breaks its reply channel (a corrupt ring, a forged reference, parts
+//!   beyond its window) is restarted the same way at once: the channel is
+//!   never read again. A streamed answer's parts go to `Server::cgi_part`;
+//!   the server's credits and cancels go back on the request channel
+//!   after each round (`send_controls`).
 //! * **Time**: the ticker's clock page (PIT ticks, boot time from the RTC);
 //!   the ticker wakes us every 100 ms for `Server::tick`.
 //! * **Counters**: `name=value` lines in `httpd_stats` (read by the cgi for
@@ -987,8 +990,10 @@ impl Httpd {
             return;
         }
         let old = self.cgi.take();
+        // Credits and cancels were for the old incarnation's streams.
+        self.cgi_controls.clear();
         // Requests that timed out (504) are not counted: they were answered.
-        let failed = self.cgi_pending.iter().filter(|&(&call, &id)| self.srv.cgi_awaiting(id, call)).count();
+        let failed = self.cgi_pending.iter().filter(|&(&call, &id)| self.srv.cgi_open(id, call)).count();
         if old.is_some() || self.cgi_gen != 0 {
             drop(old);
             for (call_id, id) in core::mem::take(&mut self.cgi_pending) {

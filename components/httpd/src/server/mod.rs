@@ -672,6 +672,16 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         })
     }
 
+    /// Whether request `id`'s answer is still coming on `c`: awaited, or
+    /// being streamed (whether or not the cgi has credit now).
+    pub fn cgi_open(&self, c: ConnId, id: u32) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| match &conn.state {
+            State::Cgi(w) => w.id == id,
+            State::Stream(s) => s.id == id && !s.done,
+            _ => false,
+        })
+    }
+
     /// The CGI's answer to request `id` on `c`: its whole output (by
     /// reference), the last part of a streamed one ([`Server::cgi_part`]),
     /// or how it failed. Late answers (after the 504) are dropped. A
