@@ -20,7 +20,7 @@ ${HELLO_BUILD_DIR}        ${CURDIR}/../../build/variants/hello
 *** Test Cases ***
 Loader Starts Every Component Of The Assembly
     Wait For Serial Line    ^\\[roottask\\] loading 3 components, 3 objects    timeout=30s
-    Wait For Serial Line    ^\\[roottask\\] system started: 3 of 3 components running
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 3 of 3 components running
 
 RPC Round Trip With Typed Arguments
     ${line}=    Wait For Serial Line    ^\\[hello_client\\] rpc (OK|FAILED)

@@ -88,7 +88,7 @@ Install If Missing
 
 *** Test Cases ***
 All Components Start And The Site Answers
-    Wait For Serial Line    ^\\[roottask\\] system started: 8 of 8 components running    timeout=90s
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=90s
     Wait For Serial Line    ^\\[pci_config\\] ready: 2 grants \\(1=00:05\\.0 2=00:03\\.0\\)$
     Wait For Serial Line    ^\\[fs\\] ready$    timeout=60s
     # httpd listens and attaches the cgi in whichever order the cgi comes up.
