@@ -155,14 +155,39 @@ def blob_bytes(size):
     return bytes(i % 251 for i in range(size))
 
 
-def h2load(base, path, clients, seconds, net="tap"):
+def guest_cpu_seconds(guest_or_proc):
+    """CPU time (user + system, s) used so far by the guest's QEMU: every
+    process of the session `boot` started. Under TCG the vCPU thread
+    sleeps while the guest halts, so this is the guest's work (plus the
+    emulation of its devices), comparable between systems of one run."""
+    proc = getattr(guest_or_proc, "proc", guest_or_proc)
+    tick = os.sysconf("SC_CLK_TCK")
+    total = 0
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+        except OSError:
+            continue
+        # After "(comm)": state ppid pgrp session ...; utime and stime are
+        # fields 14 and 15 of the whole line.
+        if int(fields[3]) == proc.pid:
+            total += int(fields[11]) + int(fields[12])
+    return total / tick
+
+
+def h2load(base, path, clients, seconds, net="tap", rps_per_client=None):
     """Keep-alive load on one URL: req/s and errors (failed, errored or
     timed-out requests, non-2xx answers, clients that did nothing while
-    measured)."""
+    measured). `rps_per_client`: offer that many requests/s per client
+    (h2load --rps) instead of as many as the server takes."""
     # slirp: long enough for connects the host dropped to come back (1, 3, 7 s).
     warm_up = (8 if clients > 1 else 1) if net == "slirp" else 2
     try:
-        r = subprocess.run(["h2load", "--h1", "-c", str(clients), "-m", "1", "-t", str(min(clients, 2)),
+        rate = ["--rps", f"{rps_per_client:g}"] if rps_per_client else []
+        r = subprocess.run(["h2load", "--h1", "-c", str(clients), "-m", "1", "-t", str(min(clients, 2)), *rate,
                             "-D", str(seconds), "--warm-up-time", str(warm_up), "-T", "10", base + path],
                            capture_output=True, text=True, timeout=seconds + warm_up + 60)
     except subprocess.TimeoutExpired:

@@ -155,11 +155,26 @@ class NetClient:
             try:
                 got = self._echo_one(port, msg, timeout)
             except Exception as e:  # noqa: BLE001
-                raise AssertionError(f"connection {i} of {count} failed: {e!r}") from e
+                raise AssertionError(f"connection {i} of {count} failed: {e!r}; "
+                                     f"guest counters then: {self._diagnosis(port)}") from e
             if got != msg:
                 raise AssertionError(f"connection {i} of {count}: sent {msg!r}, got {got!r}")
         elapsed = time.time() - start
         return f"{count} connections in {elapsed:.1f} s ({count / elapsed:.0f}/s)"
+
+    def _diagnosis(self, port):
+        """The guest's counters that tell where a stalled connection stuck
+        (for failure messages: CI keeps only those), or why none came."""
+        try:
+            st = self.stats(port)
+        except Exception as e:  # noqa: BLE001
+            return f"no counters ({e!r})"
+        keys = ("connections", "closed", "bytes_echoed", "echo_errors", "tcp_connections",
+                "tcp_connections_accepted", "tcp_rx_frames", "tcp_tx_frames", "tcp_wakeups", "tcp_polls",
+                "tcp_client_requests", "tcp_client_events", "tcp_events_deferred", "tcp_sends_refused",
+                "tcp_accept_deferred", "tcp_tx_deferred", "tcp_tx_withheld", "drv_rx_frames", "drv_tx_frames",
+                "drv_irqs", "drv_wakeups_sent", "drv_rx_dropped", "drv_rx_ring_empty")
+        return {k: st[k] for k in keys if k in st}
 
     def stats(self, port):
         """The guest's counters: a connection that sends exactly STATS\\n gets

@@ -181,6 +181,17 @@ class QemuSystem:
     def _tail(self, count=40):
         return "\n".join(self.lines[-count:] + ([self.partial] if self.partial else []))
 
+    def _wait_for_more(self, pattern, timeout, deadline):
+        """Waits (lock held) for more console output; fails if QEMU exited or
+        `deadline` passed before a line matched `pattern`."""
+        if self.process is None or self.process.poll() is not None:
+            if self.reader is None or not self.reader.is_alive():
+                raise AssertionError(f"QEMU exited before a line matched {pattern!r}\n--- last lines ---\n" + self._tail())
+        remaining = deadline - time.monotonic()
+        if remaining <= 0:
+            raise AssertionError(f"no line matched {pattern!r} within {timeout}\n--- last lines ---\n" + self._tail())
+        self.lock.wait(min(remaining, 0.5))
+
     @keyword
     def wait_for_serial_line(self, pattern, timeout="30s"):
         """Waits until a console line after the previous match matches ``pattern``
@@ -200,13 +211,25 @@ class QemuSystem:
                     if regex.search(line):
                         logger.info(f"matched after {self.seconds_since_start():.2f} s: {line}")
                         return line
-                if self.process is None or self.process.poll() is not None:
-                    if self.reader is None or not self.reader.is_alive():
-                        raise AssertionError(f"QEMU exited before a line matched {pattern!r}\n--- last lines ---\n" + self._tail())
-                remaining = deadline - time.monotonic()
-                if remaining <= 0:
-                    raise AssertionError(f"no line matched {pattern!r} within {timeout}\n--- last lines ---\n" + self._tail())
-                self.lock.wait(min(remaining, 0.5))
+                self._wait_for_more(pattern, timeout, deadline)
+
+    @keyword
+    def wait_for_serial_line_anywhere(self, pattern, timeout="30s"):
+        """Waits until any console line since the start matches ``pattern``,
+        without moving the point `Wait For Serial Line` continues from: for
+        lines whose place among the others is not fixed (the root task's
+        "system started" comes after components that initialised while it
+        loaded the rest). Fails on timeout, when QEMU exits, or on a fault."""
+        regex = re.compile(pattern)
+        deadline = time.monotonic() + _seconds(timeout)
+        with self.lock:
+            while True:
+                self._scan_faults()
+                for line in self.lines:
+                    if regex.search(line):
+                        logger.info(f"seen after {self.seconds_since_start():.2f} s: {line}")
+                        return line
+                self._wait_for_more(pattern, timeout, deadline)
 
     @keyword
     def serial_line_seen(self, pattern):

@@ -409,6 +409,39 @@ class WebClient:
         return int(m.group(1)) if m else "close"
 
     @keyword
+    def connections_closed_by_the_server(self, count, path="/file-1k.txt"):
+        """`count` requests in a row, each on a new connection with
+        `Connection: close`, so that the server closes first and its side of
+        every connection goes through TIME-WAIT. Every response must be
+        complete and byte-exact; fails at the first that is not (a reset,
+        a refused connect, a short or wrong body). Returns the rate."""
+        count = int(count)
+        req = f"GET {path} HTTP/1.1\r\nHost: iolite\r\nConnection: close\r\n\r\n".encode()
+        start = time.monotonic()
+        for i in range(count):
+            try:
+                with self._connect(timeout=10) as s:
+                    s.sendall(req)
+                    got, closed = _recv_until_closed(s, 10.0)
+            except OSError as e:
+                raise AssertionError(f"connection {i} of {count}: {e!r}") from e
+            if not closed:
+                raise AssertionError(f"connection {i} of {count}: not closed by the server within 10 s")
+            head, sep, body = got.partition(b"\r\n\r\n")
+            m = re.match(rb"HTTP/1\.1 (\d{3})", head)
+            if not sep or not m:
+                raise AssertionError(f"connection {i} of {count}: no whole response, got {got[:80]!r}")
+            headers = {}
+            for line in head.split(b"\r\n")[1:]:
+                k, _, v = line.decode("latin-1").partition(":")
+                headers[k.strip().lower()] = v.strip()
+            wrong = self._check(path, "GET", int(m.group(1)), headers, body)
+            if wrong:
+                raise AssertionError(f"connection {i} of {count}: {wrong}")
+        elapsed = time.monotonic() - start
+        return {"served": count, "seconds": elapsed, "per_second": count / elapsed}
+
+    @keyword
     def every_file_should_be_byte_exact(self, manifest):
         """GETs every file of the site manifest ("file /PATH SIZE SHA256")
         and compares size and SHA-256."""

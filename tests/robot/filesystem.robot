@@ -44,7 +44,7 @@ ${POLICY_EVENT}             ^\\[(fs\\] evict |fs_reader\\] policy (step|done))
 
 *** Test Cases ***
 Disk Is Found And The Site Mounted
-    Wait For Serial Line    ^\\[roottask\\] system started: 3 of 3 components running    timeout=60s
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 3 of 3 components running    timeout=60s
     Wait For Serial Line    ^\\[fs\\] virtio-blk at 00:05\\.0: I/O ports 0xc000, interrupt line 10 \\(irq\\), queue \\d+, 16384 sectors$
     Wait For Serial Line    ^\\[fs\\] superblock: magic 0xef53$
     Wait For Serial Line    ^\\[fs\\] mounted ext2: block size 4096, cache budget 2048 KiB, chunk 16 KiB, pool \\d+ pages, mode iolite$

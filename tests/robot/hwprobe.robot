@@ -16,7 +16,7 @@ ${HWPROBE_BUILD_DIR}        build/variants/hwprobe
 *** Test Cases ***
 Loader Builds The Probe With Its Hardware Objects
     Wait For Serial Line    ^\\[roottask\\] loading 1 components, 4 objects    timeout=60s
-    Wait For Serial Line    ^\\[roottask\\] system started: 1 of 1 components running
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 1 of 1 components running
 
 PCI Configuration Space Through The I/O Port Capability
     Wait For Serial Line    ^\\[pci_probe\\] pci 00:00\\.0 8086:1237 class 060000$

@@ -36,7 +36,7 @@ ${CONSUMER_FAULT}             ^\\[supervisor\\] FAULT in component stream_consum
 Loader Starts Producer And Consumer
     [Tags]    stream
     [Setup]    Boot The Stream Image
-    Iolite.Wait For Serial Line    ^\\[roottask\\] system started: 2 of 2 components running    timeout=60s
+    Iolite.Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 2 of 2 components running    timeout=60s
 
 Producer Streams Aggregates From Its Pool
     [Tags]    stream
@@ -126,7 +126,7 @@ Producer Finishes After The Death Protocol
 Posix Mode Copies Every Byte Once And Streams The Same Data
     [Tags]    streamposix
     [Setup]    Boot The Posix Image
-    Posix.Wait For Serial Line    ^\\[roottask\\] system started: 2 of 2 components running    timeout=60s
+    Posix.Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 2 of 2 components running    timeout=60s
     ${line}=    Posix.Wait For Serial Line    ^\\[stream_producer\\] stream start: \\d+ bytes in \\d+ aggregates
     ${bytes}    ${aggs}=    Numbers In    ${line}    stream start: (\\d+) bytes in (\\d+) aggregates
     ${line}=    Posix.Wait For Serial Line    ^\\[stream_producer\\] pool free pages before: \\d+ of

@@ -23,7 +23,7 @@ ${PORT}             8080
 ISO Boots The Whole System And Serves The Site
     Wait For Serial Line    Booting all finished, dropped to user space    timeout=90s
     Wait For Serial Line    ^\\[roottask\\] all checks passed    timeout=60s
-    Wait For Serial Line    ^\\[roottask\\] system started: 8 of 8 components running    timeout=60s
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=60s
     Wait For Web Server    timeout=90
     ${n}=    Every File Should Be Byte Exact    ${BUILD_DIR}/images/site.manifest
     Log    ${n} site files byte-exact from the ISO boot

@@ -38,7 +38,7 @@ Counter
 
 *** Test Cases ***
 Driver Finds The E1000 And The Link Is Up
-    Wait For Serial Line    ^\\[roottask\\] system started: 6 of 6 components running    timeout=90s
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 6 of 6 components running    timeout=90s
     Wait For Serial Line    ^\\[netdrv\\] e1000 at 00:03\\.0 mac 52:54:00:12:34:56 link up$    timeout=30s
 
 Stack Has Its Static Address And Echo Listens

@@ -24,7 +24,7 @@ ${MIB}                      1048576
 
 *** Test Cases ***
 Stack Starts Without An Address And Asks DHCP
-    Wait For Serial Line    ^\\[roottask\\] system started: 6 of 6 components running    timeout=90s
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 6 of 6 components running    timeout=90s
     Wait For Serial Line    ^\\[netstack\\] ip via dhcp$    timeout=30s
 
 Lease From The Server Is Logged

@@ -19,7 +19,7 @@ ${MIB}                      1048576
 
 *** Test Cases ***
 Driver Comes Up Without Its Interrupt
-    Wait For Serial Line    ^\\[roottask\\] system started: 6 of 6 components running    timeout=90s
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 6 of 6 components running    timeout=90s
     # The ticker (priority 200) starts before the driver.
     Wait For Serial Line    ^\\[ticker\\] PIT at 500 Hz
     Wait For Serial Line    ^\\[netdrv\\] e1000 at 00:03\\.0 mac 52:54:00:12:34:56 link up$    timeout=30s

@@ -45,7 +45,7 @@ Counter
 
 *** Test Cases ***
 The Posix Image Serves The Site
-    Wait For Serial Line    ^\\[roottask\\] system started: 8 of 8 components running    timeout=90s
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=90s
     Wait For Serial Line    ^\\[httpd\\] listening on port 80$    timeout=60s
     Wait For Web Server    timeout=90
     ${stats}=    Stats Json

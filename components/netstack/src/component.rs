@@ -550,6 +550,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // rather than the heap running out. The rest is for the checksum cache
     // and bookkeeping (held-back sends and events are bounded too).
     cfg.socket_memory = glue::attributes::SOCKET_BUDGET as usize;
+    cfg.time_wait_cap = glue::attributes::TIME_WAIT_CAP as usize;
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     match time::measured_tsc_mhz() {
@@ -852,6 +853,7 @@ impl Node {
                 S::Client2Rejected => self.d.peer_rejections(CLIENT2).unwrap_or(0),
                 S::BadReleases => ds.bad_releases,
                 S::SendRetries => ss.send_retries,
+                S::TimeWaitRecycled => s.time_wait_recycled,
             };
         }
         self.stats.publish(&v);

@@ -110,6 +110,16 @@ pub struct Config {
     /// connection waits in the backlog until rings are freed, instead of
     /// the heap running out (which panics the component).
     pub socket_memory: usize,
+    /// Most connections kept in TIME-WAIT (default 64). TIME-WAIT is the
+    /// state of the side that closed first, which for a web server is the
+    /// server: every connection it closes would hold its socket and
+    /// receive ring for smoltcp's TIME-WAIT delay, and a few hundred
+    /// closes a second would take every ring of `socket_memory`, so that
+    /// new connections are refused. Beyond the cap the oldest is dropped
+    /// silently, as Linux recycles TIME-WAIT sockets beyond
+    /// `tcp_max_tw_buckets`; TIME-WAIT only guards against a delayed
+    /// duplicate of the old connection, and its last ACK was sent.
+    pub time_wait_cap: usize,
 }
 
 impl Config {
@@ -137,6 +147,7 @@ impl Config {
             csum_block_shift: 8,
             nagle: false,
             socket_memory: 8 << 20,
+            time_wait_cap: 64,
         }
     }
 }
@@ -224,6 +235,8 @@ pub struct NetStats {
     pub rx_frame_bytes_flattened: u64,
     /// DHCP leases obtained.
     pub dhcp_leases: u64,
+    /// Connections dropped from TIME-WAIT early ([`Config::time_wait_cap`]).
+    pub time_wait_recycled: u64,
 }
 
 impl NetStats {

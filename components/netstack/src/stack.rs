@@ -251,6 +251,9 @@ pub(crate) struct Conn<'d> {
     /// The TCP state as of the end of the last poll (a change that no
     /// received segment caused, e.g. a timeout, still touches it).
     pub last_state: TcpState,
+    /// When it entered TIME-WAIT (`NetStack::time_waits` then): the oldest
+    /// go first when more wait than `Config::time_wait_cap`.
+    pub time_wait_order: Option<u64>,
 }
 
 /// A DHCP lease as the server gave it ([`NetStack::take_dhcp_change`]).
@@ -328,6 +331,8 @@ pub struct NetStack<'d> {
     /// received frame in several slices, or more touched ids than kept):
     /// every connection counts as touched.
     touched_all: bool,
+    /// Connections that have entered TIME-WAIT so far (orders them).
+    time_waits: u64,
 }
 
 /// A device that has nothing, used only to create the interface.
@@ -424,6 +429,7 @@ impl<'d> NetStack<'d> {
             next_id: 1,
             tx_blocked: false,
             last_stale: None,
+            time_waits: 0,
         }
     }
 
@@ -587,6 +593,7 @@ impl<'d> NetStack<'d> {
             reset_stale: false,
             touched: true,
             last_state: s.state(),
+            time_wait_order: None,
         });
         self.touched.push(id);
         id
@@ -800,6 +807,10 @@ impl<'d> NetStack<'d> {
             let s = self.sockets.get::<tcp::Socket>(c.handle);
             let mut touch = s.state() != c.last_state;
             c.last_state = s.state();
+            if c.last_state == TcpState::TimeWait && c.time_wait_order.is_none() {
+                c.time_wait_order = Some(self.time_waits);
+                self.time_waits += 1;
+            }
             if c.zero_copy {
                 let acked = c.queue.len().saturating_sub(s.send_queue());
                 if acked > 0 {
@@ -827,13 +838,26 @@ impl<'d> NetStack<'d> {
                 c.ring_released = s.replace_tx_buffer(tcp::SocketBuffer::new(Vec::new())).is_ok();
             }
         }
-        // Rings freed by closed connections let waiting listeners grow back.
-        self.refill_listeners();
+        // Beyond the cap, the connections longest in TIME-WAIT go (see
+        // `Config::time_wait_cap`): without a segment, their socket and
+        // ring are simply dropped below.
+        let in_time_wait = |c: &Conn| if c.closed_by_user { c.time_wait_order } else { None };
+        let waiting = self.conns.iter().filter_map(in_time_wait).count();
+        let recycle_before = if waiting > self.cfg.time_wait_cap {
+            let mut orders: Vec<u64> = self.conns.iter().filter_map(in_time_wait).collect();
+            orders.sort_unstable();
+            self.stats.time_wait_recycled += (waiting - self.cfg.time_wait_cap) as u64;
+            orders[waiting - self.cfg.time_wait_cap]
+        } else {
+            0
+        };
         // Forget connections the user closed once their socket is closed.
         let sockets = &mut self.sockets;
         let touched = &mut self.touched;
         self.conns.retain(|c| {
-            let done = c.closed_by_user && sockets.get::<tcp::Socket>(c.handle).state() == TcpState::Closed;
+            let recycled = in_time_wait(c).is_some_and(|o| o < recycle_before);
+            let closed = c.closed_by_user && sockets.get::<tcp::Socket>(c.handle).state() == TcpState::Closed;
+            let done = recycled || closed;
             if done {
                 sockets.remove(c.handle);
                 if !c.touched {
@@ -855,6 +879,8 @@ impl<'d> NetStack<'d> {
             self.conn_index = self.conns.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
             self.tuple_index = self.conns.iter().enumerate().filter_map(|(i, c)| Some((c.tuple?, i))).collect();
         }
+        // Rings freed by closed connections let waiting listeners grow back.
+        self.refill_listeners();
         // DHCP.
         if let Some(h) = self.dhcp {
             match self.sockets.get_mut::<dhcpv4::Socket>(h).poll() {

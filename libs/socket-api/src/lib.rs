@@ -516,6 +516,9 @@ counters::counters! {
         BadReleases = "tcp_bad_releases",
         /// Held-back sends offered to TCP that did not fit.
         SendRetries = "tcp_send_retries",
+        /// Connections taken out of TIME-WAIT early: more of them waited
+        /// than the stack keeps (`time_wait_cap`).
+        TimeWaitRecycled = "tcp_time_wait_recycled",
     }
 }
 
@@ -599,7 +602,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 60] = [
+        let names: [&str; 61] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -660,6 +663,7 @@ mod tests {
             "tcp_client2_rejected",
             "tcp_bad_releases",
             "tcp_send_retries",
+            "tcp_time_wait_recycled",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

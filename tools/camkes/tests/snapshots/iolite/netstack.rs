@@ -45,6 +45,8 @@ pub mod glue {
         pub const CLIENT_QUOTA: i64 = 1536;
         /// `attribute int socket_budget;`
         pub const SOCKET_BUDGET: i64 = 10485760;
+        /// `attribute int time_wait_cap;`
+        pub const TIME_WAIT_CAP: i64 = 64;
     }
 
     /// The IO-Lite pools this component maps, with the ids the compiler
