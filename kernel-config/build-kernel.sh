@@ -42,6 +42,16 @@ PATH="$venv_bin:$src/tools:$PATH" make -C "$build" -f "$src/Makefile" \
     CIRCULAR_INCLUDES=true \
     "${debug_flags[@]}" \
     kernel.elf >&2
+# The kernel finds the top of its stack by rounding %rsp down to the
+# stack's size (restore_user_context, after an interrupt taken inside the
+# kernel): a stack not aligned to its size makes it run on whatever lies
+# above, the IDT in our builds (patches/0003). Checked on every build.
+stack_bits=$(sed -n 's/^#define CONFIG_KERNEL_STACK_BITS \([0-9]*\)$/\1/p' "$here/common.h")
+stack=$(nm "$build/kernel.elf" | awk '$3 == "kernel_stack_alloc" { print $1 }')
+if [ -z "$stack_bits" ] || [ -z "$stack" ] || (( 0x$stack % (1 << stack_bits) != 0 )); then
+    echo "build-kernel: kernel_stack_alloc at 0x${stack:-?} is not aligned to 2^${stack_bits:-?} bytes" >&2
+    exit 1
+fi
 if [ ! -f "$build/kernel32.elf" ] || [ "$build/kernel.elf" -nt "$build/kernel32.elf" ]; then
     objcopy -O elf32-i386 "$build/kernel.elf" "$build/kernel32.elf"
 fi
