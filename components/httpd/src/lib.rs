@@ -47,7 +47,7 @@ mod tests;
 
 use alloc::string::String;
 
-pub use server::{Action, CgiCall, ConnId, Control, HttpStats, OverWindow, Remote, Server};
+pub use server::{Action, CgiCall, ConnId, Control, HttpStats, OverWindow, Remote, Server, PART_MAX};
 pub use source::{Clock, FileSource, FileStat, Kind, SourceError};
 
 /// `Server` header and `SERVER_SOFTWARE`.
@@ -72,7 +72,13 @@ pub struct Limits {
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_request_line: 8 * 1024, max_header_bytes: 8 * 1024, max_headers: 64, max_body: 64 * 1024, max_cgi_body: 16 << 20 }
+        Self {
+            max_request_line: 8 * 1024,
+            max_header_bytes: 8 * 1024,
+            max_headers: 64,
+            max_body: 64 * 1024,
+            max_cgi_body: 16 << 20,
+        }
     }
 }
 

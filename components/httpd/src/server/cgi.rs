@@ -145,10 +145,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         let id = self.next_cgi;
         // A streamed body (see `upload`) gets its call now: CONTENT_LENGTH
         // is the announced length, none for a chunked one.
-        let (more, content_length) = match conn.upload.as_mut().and_then(|u| u.assign(id, body.as_ref().map_or(0, |b| b.len() as u64))) {
-            Some(len) => (true, len),
-            None => (false, body.as_ref().map(|b| b.len() as u64)),
-        };
+        let (more, content_length) =
+            match conn.upload.as_mut().and_then(|u| u.assign(id, body.as_ref().map_or(0, |b| b.len() as u64))) {
+                Some(len) => (true, len),
+                None => (false, body.as_ref().map(|b| b.len() as u64)),
+            };
         let remote =
             conn.remote.map(|r| format!("{}.{}.{}.{}", r.addr[0], r.addr[1], r.addr[2], r.addr[3])).unwrap_or_default();
         let env = cgi_api::Env::from_request(&cgi_api::RequestInfo {

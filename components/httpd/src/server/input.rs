@@ -155,7 +155,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             match cb.dec.step(&conn.scan) {
                 Step::Skip(n) => conn.consume(n, &mut self.stats, cap, false),
                 Step::Data(n) if conn.inq_len > 0 => {
-                    if streams_body(&cb.req) && cb.body.len() as u64 + n.min(conn.inq_len as u64) > self.cfg.limits.max_body as u64 {
+                    if streams_body(&cb.req)
+                        && cb.body.len() as u64 + n.min(conn.inq_len as u64) > self.cfg.limits.max_body as u64
+                    {
                         // Past what we wait for: the call goes now with the
                         // body so far, the rest follows in parts.
                         let State::Chunked(cb) = core::mem::replace(&mut conn.state, State::Reading) else {

@@ -46,8 +46,8 @@ pub use cgi::OverWindow;
 use cgi::{CgiStream, CgiWait, Pulled};
 pub use cgi_api::wire::Control;
 use input::ChunkedBody;
-pub use upload::PART_MAX;
 use upload::Upload;
+pub use upload::PART_MAX;
 
 /// Methods of static files (405 and OPTIONS).
 const ALLOW_STATIC: &str = "GET, HEAD, OPTIONS";

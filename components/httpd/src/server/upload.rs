@@ -183,13 +183,15 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 }
             }
         }
-        let Some(up) = conn.upload.as_mut() else { return };
+        let Some(up) = conn.upload.as_ref() else { return };
         if up.ended {
+            // What follows the body is the next request's head.
+            conn.refill(cap, &mut self.stats);
+            let up = conn.upload.as_mut().expect("checked above");
             if up.discard {
                 // Read to its end: the input goes on with the next request.
                 conn.upload = None;
                 conn.req_start = None;
-                conn.refill(cap, &mut self.stats);
             } else if up.ready.is_empty() {
                 // The last part ends the body, even without bytes.
                 up.ready.push_back(Aggregate::new(self.d));
@@ -246,9 +248,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     /// Whether the upload's client sent nothing for `request_timeout_ms`
     /// while the body waited for it.
     pub(super) fn upload_stalled(&self, conn: &Conn<'d, S::File>, now: u64) -> bool {
-        conn.upload.as_ref().is_some_and(|u| {
-            u.waits_for_client() && now.saturating_sub(u.last_progress) >= self.cfg.request_timeout_ms
-        })
+        conn.upload
+            .as_ref()
+            .is_some_and(|u| u.waits_for_client() && now.saturating_sub(u.last_progress) >= self.cfg.request_timeout_ms)
     }
 
     /// The body cannot be completed (`status`: the answer to give if the
