@@ -609,6 +609,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         self.conns.get(&c.0).is_some_and(|conn| conn.upload.as_ref().is_some_and(|u| u.window_full()))
     }
 
+    /// Whether `c` has a request body streaming to the cgi (or being read
+    /// to its end and discarded).
+    pub fn uploading(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| conn.upload.is_some())
+    }
+
     /// The cgi consumed `parts` body messages of request `id` on `c` (an
     /// input credit): more of the body may go. Then pull [`Server::next`]
     /// for `c` (and read the connection again if it was paused). False
