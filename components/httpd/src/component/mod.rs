@@ -796,11 +796,11 @@ impl Httpd {
             },
             None => None,
         };
-        let (msg, tag) = match cgi_api::wire::encode_request_more(self.d, CGI_REQ_POOL, call_id, &call.env, body, call.more)
-        {
-            Ok(m) => m,
-            Err(_) => return Err((call_id, cgi_api::Failure::Unavailable)),
-        };
+        let (msg, tag) =
+            match cgi_api::wire::encode_request_more(self.d, CGI_REQ_POOL, call_id, &call.env, body, call.more) {
+                Ok(m) => m,
+                Err(_) => return Err((call_id, cgi_api::Failure::Unavailable)),
+            };
         match c.link.tx.send(msg, tag, FLAG_EOF) {
             Ok(()) => {
                 if self.cgi_pending.is_empty() {
