@@ -115,7 +115,7 @@ fn limits_a_large_body_only_streams_to_a_cgi() {
     // Not to a CGI: the small limit.
     for req in [
         post("/file-1k.txt", 100_000),
-        format!("PUT /cgi-bin/upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n"),
+        "PUT /cgi-bin/upload HTTP/1.1\r\nHost: t\r\nContent-Length: 100000\r\n\r\n".to_string(),
     ] {
         let (r, closed) = h.roundtrip(req.as_bytes());
         assert_eq!((r[0].status, closed), (413, true), "{req}");
