@@ -619,6 +619,8 @@ impl Httpd {
                 }
                 Some(Event::Closed { conn }) => {
                     self.closing.remove(&conn);
+                    // Its id may come back for another connection.
+                    self.rx_paused.remove(&conn);
                     self.net_full.remove(&conn);
                     self.credit.remove(&conn);
                     self.credit_wait.remove(&conn);
