@@ -98,8 +98,8 @@ An 8 MiB Chunked Upload Streams To The CGI And Its Checksum Comes Back
     ...    crediting each) and answers with its length and SHA-256: both must match what
     ...    was sent. The stats: one streamed body more, its bytes handed over in parts,
     ...    no body byte copied by httpd to parse or flatten it and none by netstack to
-    ...    send, exactly one copy of it into the CGI request pool (the isolation copy: the
-    ...    cgi maps no pool with other clients' bytes), and the cgi consumed all of it.
+    ...    send, one copy of it into the CGI request pool (the isolation copy: the cgi
+    ...    maps no pool with other clients' bytes), and the cgi consumed all of it.
     ${before}=    Stats Json
     ${status}    ${out}    ${sha}    ${seconds}=    Curl Upload    /cgi-bin/upload    8388608    ${OUTPUT DIR}
     Status Should Be    ${status}    200
@@ -114,7 +114,15 @@ An 8 MiB Chunked Upload Streams To The CGI And Its Checksum Comes Back
     ...    httpd    cgi_upload_discarded_bytes    httpd    cgi_uploads_aborted    netstack    tcp_tx_copied
         Should Be Equal As Integers    ${after}[${c}][${name}]    ${before}[${c}][${name}]    ${c} ${name}
     END
-    Should Be Equal As Integers    ${${after}[httpd][cgi_body_bytes_copied] - ${before}[httpd][cgi_body_bytes_copied]}    8388608
+    # One copy of each part, unless the request ring had no room for one
+    # (then it is copied again when it goes: counted, and deferred).
+    ${copied}=    Evaluate    ${after}[httpd][cgi_body_bytes_copied] - ${before}[httpd][cgi_body_bytes_copied]
+    ${deferred}=    Evaluate    ${after}[httpd][cgi_body_parts_deferred] - ${before}[httpd][cgi_body_parts_deferred]
+    IF    ${deferred} == 0
+        Should Be Equal As Integers    ${copied}    8388608
+    ELSE
+        Should Be True    ${copied} >= 8388608
+    END
     Should Be Equal As Integers    ${${after}[cgi][upload_bytes] - ${before}[cgi][upload_bytes]}    8388608
     Should Be Equal As Integers    ${after}[httpd][copy_mode]    0    the image is built in iolite mode
     # A 64 KiB body still comes whole, and the connection's next request works.

@@ -492,12 +492,10 @@ impl Httpd {
                 }
             }
         };
-        let n = copy.len() as u64;
+        // Every copy counts, also one that the ring then has no room for.
+        self.cgi_body_copied += copy.len() as u64;
         match c.link.tx.send(copy, cgi_api::wire::body_part_tag(call_id, more), FLAG_EOF) {
-            Ok(()) => {
-                self.cgi_body_copied += n;
-                Ok(())
-            }
+            Ok(()) => Ok(()),
             Err(_) => {
                 // The ring is full: the copy goes back to the pool, the
                 // part waits (and is copied again when it goes).
