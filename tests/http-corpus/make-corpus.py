@@ -108,7 +108,7 @@ case("content-length-list", post(b"hello", b"Content-Length: 5, 5\r\n"), "400,cl
 case("content-length-conflict", post(b"hello", b"Content-Length: 5\r\nContent-Length: 6\r\n"), "400,close", "two different values")
 case("content-length-duplicate-equal", post(b"hello", b"Content-Length: 5\r\nContent-Length: 5\r\n"), "200", "same value twice is one")
 case("content-length-20-digits", post(b"", b"Content-Length: 99999999999999999999\r\n"), "400,close", "overflow")
-case("content-length-too-large", post(b"", b"Content-Length: 70000\r\n"), "413,close", "over the 64 KiB body limit")
+case("content-length-too-large", post(b"", b"Content-Length: 16777217\r\n"), "413,close", "over the 16 MiB limit of a POST to a CGI")
 case("content-length-body-short", post(b"abc", b"Content-Length: 10\r\n"), "wait,408,close", "body never completes")
 case("content-length-body-long", post(b"abc" + get(), b"Content-Length: 3\r\n"), "200,200", "extra bytes are the next request")
 
@@ -209,7 +209,7 @@ case("chunked-leading-zeros", post(b"0005\r\nhello\r\n000\r\n\r\n", TE), "200", 
 case("chunked-upper-hex", post(b"A\r\n0123456789\r\n0\r\n\r\n", TE), "200", "upper-case hex")
 case("chunked-upper-coding", post(b"0\r\n\r\n", b"Transfer-Encoding: CHUNKED\r\n"), "200", "coding names are case-insensitive")
 case("chunked-overflow", post(b"10000000000000000\r\n", TE), "400,close", "size over 64 bits")
-case("chunked-too-large", post(b"10001\r\n", TE), "413,close", "size over the 64 KiB body limit")
+case("chunked-too-large", post(b"1000001\r\n", TE), "413,close", "size over the 16 MiB limit of a POST to a CGI")
 case("chunked-negative", post(b"-5\r\nhello\r\n0\r\n\r\n", TE), "400,close", "negative size")
 case("chunked-hex-prefix", post(b"0x5\r\nhello\r\n0\r\n\r\n", TE), "400,close", "0x is not chunk-size syntax")
 case("chunked-no-size", post(b"\r\nhello\r\n0\r\n\r\n", TE), "400,close", "empty size line")

@@ -211,6 +211,34 @@ class Http11:
             return int(r.stdout), f.read(), trace
 
     @keyword
+    def curl_upload(self, path, size, directory, chunked=True):
+        """POSTs `size` random bytes with curl (`chunked`: -H
+        'Transfer-Encoding: chunked' --data-binary @file, curl frames it;
+        else with Content-Length) and returns (status, response body, the
+        body's SHA-256 in hex, seconds)."""
+        size = int(size)
+        body = os.urandom(size)
+        name = os.path.join(directory, "upload-body.bin")
+        with open(name, "wb") as f:
+            f.write(body)
+        out = os.path.join(directory, "upload-response.bin")
+        args = ["curl", "-sS", "-v", "--http1.1", "-o", out, "-w", "%{http_code}",
+                "-H", "Content-Type: application/octet-stream", "--data-binary", f"@{name}"]
+        if chunked:
+            args += ["-H", "Transfer-Encoding: chunked"]
+        t0 = time.monotonic()
+        r = subprocess.run(args + [f"http://{HOST}:{self.port}{path}"], capture_output=True, timeout=120)
+        seconds = time.monotonic() - t0
+        trace = r.stderr.decode("latin-1")
+        logger.info("\n".join(line for line in trace.splitlines() if line.startswith(("<", ">", "*"))))
+        if r.returncode != 0:
+            raise AssertionError(f"curl failed ({r.returncode}): {trace[-500:]}")
+        if chunked and ("> Transfer-Encoding: chunked" not in trace or "> Content-Length" in trace):
+            raise AssertionError(f"curl did not send a chunked body: {trace[-2000:]}")
+        with open(out, "rb") as f:
+            return int(r.stdout), f.read(), hashlib.sha256(body).hexdigest(), seconds
+
+    @keyword
     def raw_chunked_post(self, path, body, follow="/file-1k.txt"):
         """POSTs `body` chunked by hand, in odd chunk sizes written in odd
         forms (leading zeros, upper and lower case hex), with chunk

@@ -91,6 +91,45 @@ A Hand-Chunked POST With Extensions, Trailers And Odd Sizes Is Decoded Exactly
     Status Should Be    ${status}    200
     Echo Body Should Be    ${out}    ${body}
 
+An 8 MiB Chunked Upload Streams To The CGI And Its Checksum Comes Back
+    [Documentation]    curl POSTs 8 MiB of random bytes with -H 'Transfer-Encoding: chunked'
+    ...    --data-binary @file to /cgi-bin/upload, which consumes the body as it arrives
+    ...    (httpd hands it over in parts of the client's slices, a window of four, the cgi
+    ...    crediting each) and answers with its length and SHA-256: both must match what
+    ...    was sent. The stats: one streamed body more, its bytes handed over in parts,
+    ...    no body byte copied by httpd to parse or flatten it and none by netstack to
+    ...    send, one copy of it into the CGI request pool (the isolation copy: the cgi
+    ...    maps no pool with other clients' bytes), and the cgi consumed all of it.
+    ${before}=    Stats Json
+    ${status}    ${out}    ${sha}    ${seconds}=    Curl Upload    /cgi-bin/upload    8388608    ${OUTPUT DIR}
+    Status Should Be    ${status}    200
+    Should Be Equal    ${out}    ${{ b"length: 8388608\nsha256: " + $sha.encode() + b"\n" }}
+    Log    8 MiB uploaded in ${seconds} s
+    ${after}=    Stats Json
+    Log    ${after}
+    Should Be Equal As Integers    ${after}[httpd][cgi_uploads]    ${${before}[httpd][cgi_uploads] + 1}
+    Should Be True    ${after}[httpd][cgi_upload_bytes] - ${before}[httpd][cgi_upload_bytes] >= 8388608 - 65536
+    Should Be True    ${after}[httpd][cgi_upload_parts] - ${before}[httpd][cgi_upload_parts] >= 128
+    FOR    ${c}    ${name}    IN    httpd    request_body_bytes_copied_to_parse    httpd    body_bytes_flattened
+    ...    httpd    cgi_upload_discarded_bytes    httpd    cgi_uploads_aborted    netstack    tcp_tx_copied
+        Should Be Equal As Integers    ${after}[${c}][${name}]    ${before}[${c}][${name}]    ${c} ${name}
+    END
+    # One copy of each part, unless the request ring had no room for one
+    # (then it is copied again when it goes: counted, and deferred).
+    ${copied}=    Evaluate    ${after}[httpd][cgi_body_bytes_copied] - ${before}[httpd][cgi_body_bytes_copied]
+    ${deferred}=    Evaluate    ${after}[httpd][cgi_body_parts_deferred] - ${before}[httpd][cgi_body_parts_deferred]
+    IF    ${deferred} == 0
+        Should Be Equal As Integers    ${copied}    8388608
+    ELSE
+        Should Be True    ${copied} >= 8388608
+    END
+    Should Be Equal As Integers    ${${after}[cgi][upload_bytes] - ${before}[cgi][upload_bytes]}    8388608
+    Should Be Equal As Integers    ${after}[httpd][copy_mode]    0    the image is built in iolite mode
+    # A 64 KiB body still comes whole, and the connection's next request works.
+    ${status}    ${out}    ${sha}    ${seconds}=    Curl Upload    /cgi-bin/upload    1000    ${OUTPUT DIR}    chunked=False
+    Status Should Be    ${status}    200
+    Should Be Equal    ${out}    ${{ b"length: 1000\nsha256: " + $sha.encode() + b"\n" }}
+
 If-Match: A Matching Tag, * Or A List With It Serves The File, Others Get 412
     ${h}    ${file}=    Get Verified File    /odd-4097.bin
     ${etag}=    Set Variable    ${h}[etag]

@@ -5,7 +5,8 @@
 //!
 //! * [`stats`]: `/cgi-bin/stats` as JSON (schema documented there) and HTML.
 //! * [`programs`]: the built-in programs (stats, echo, the fragment page,
-//!   and [`stream`], output that comes over time).
+//!   [`stream`], output that comes over time, and [`upload`], a program
+//!   that consumes a large body as it arrives).
 //! * [`gen`]: escaping for generated text; the test hooks' byte pattern.
 //!
 //! The protocol with httpd (the `cgi_chan` region, the request and reply
@@ -25,6 +26,7 @@ pub mod gen;
 pub mod programs;
 pub mod stats;
 pub mod stream;
+pub mod upload;
 
 #[cfg(test)]
 mod tests;
@@ -33,3 +35,4 @@ pub use cgi_api::{parse_output, split_output, Env, EnvError, Failure, Kind, Outp
 pub use programs::{FragmentSource, ProgramError, ProgramStats, Programs, Started};
 pub use stats::{Component, Counters};
 pub use stream::Stream;
+pub use upload::Upload;

@@ -15,6 +15,17 @@
 //!   and the component sends its messages ([`Programs::stream_next`]) as
 //!   they are due, while httpd passes each on at once.
 //!
+//! * `/cgi-bin/upload`: consumes its body as it arrives and answers with
+//!   its length and SHA-256 (see [`crate::upload`]): [`Programs::start`]
+//!   answers [`Started::Upload`], the component feeds it the body's parts
+//!   ([`Programs::upload_feed`]) and sends its output at the end
+//!   ([`Programs::upload_finish`]).
+//!
+//! The other programs do not read a streamed body beyond what came with
+//! the request (the component discards the rest, crediting it back):
+//! `/cgi-bin/echo` echoes only that (bodies up to httpd's `max_body` come
+//! whole).
+//!
 //! Any other name answers `Status: 404`.
 
 use alloc::string::String;
@@ -27,6 +38,7 @@ use crate::env::Env;
 use crate::gen::{bytes_escape, generate, html_escape};
 use crate::stats::{write_html, write_json, Component, Counters};
 use crate::stream::Stream;
+use crate::upload::Upload;
 
 /// Where the page's static fragments come from (on target: the fs
 /// component, read with `read_shared`; in tests: memory).
@@ -59,6 +71,10 @@ pub struct ProgramStats {
     pub streams_refused: u64,
     /// Messages of streamed outputs made.
     pub stream_messages: u64,
+    /// `/cgi-bin/upload` runs.
+    pub upload_requests: u64,
+    /// Body bytes `/cgi-bin/upload` consumed (read in place).
+    pub upload_bytes: u64,
     /// Unknown programs (404).
     pub not_found: u64,
     /// Bytes written by the programs (headers and generated text).
@@ -114,6 +130,10 @@ pub enum Started<'d> {
     /// A program whose output comes over time: send its messages as they
     /// are due ([`Programs::stream_next`]).
     Stream(Stream),
+    /// A program that consumes its body first (fed the request's body
+    /// already): feed it the rest ([`Programs::upload_feed`]), then send
+    /// its output ([`Programs::upload_finish`]).
+    Upload(Upload),
 }
 
 /// The value of `key` in a query string (`a=1&format=json`), undecoded.
@@ -153,6 +173,8 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
             .with("stream_requests", s.stream_requests)
             .with("streams_refused", s.streams_refused)
             .with("stream_messages", s.stream_messages)
+            .with("upload_requests", s.upload_requests)
+            .with("upload_bytes", s.upload_bytes)
             .with_iolite(&self.d.stats())
     }
 
@@ -172,6 +194,7 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
     ) -> Result<Aggregate<'d>, ProgramError> {
         match self.start(env, body, counters, 0, false)? {
             Started::Whole(a) => Ok(a),
+            Started::Upload(u) => self.upload_finish(u),
             Started::Stream(_) => unreachable!("not allowed to stream"),
         }
     }
@@ -202,6 +225,14 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
                     )
                 })
             }
+            "/cgi-bin/upload" => {
+                self.stats.upload_requests += 1;
+                let mut u = Upload::new();
+                if let Some(b) = &body {
+                    self.upload_feed(&mut u, b);
+                }
+                return Ok(Started::Upload(u));
+            }
             "/cgi-bin/stats" => self.run_stats(env, counters),
             "/cgi-bin/echo" => self.run_echo(env, body),
             "/cgi-bin/page" => self.run_page(env, counters),
@@ -228,6 +259,22 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
         self.stats.stream_messages += 1;
         self.stats.generated_bytes += m.len() as u64;
         Ok((m, last))
+    }
+
+    /// Feeds a part of its body to a running `/cgi-bin/upload`.
+    pub fn upload_feed(&mut self, u: &mut Upload, part: &Aggregate<'_>) {
+        u.feed(part);
+        self.stats.upload_bytes += part.len() as u64;
+    }
+
+    /// `/cgi-bin/upload`'s output, its body complete.
+    pub fn upload_finish(&mut self, u: Upload) -> Result<Aggregate<'d>, ProgramError> {
+        let r = u.finish(self.d, self.pool);
+        match &r {
+            Ok(a) => self.stats.generated_bytes += a.len() as u64,
+            Err(_) => self.stats.failures += 1,
+        }
+        Ok(r?)
     }
 
     fn gen(&mut self, f: impl Fn(&mut dyn Write) -> core::fmt::Result) -> Result<Aggregate<'d>, ProgramError> {

@@ -346,3 +346,44 @@ mod stream {
         assert_eq!((s.stream_requests, s.streams_refused), (1, 2));
     }
 }
+
+#[test]
+fn upload_consumes_its_body_in_parts_and_answers_length_and_sha256() {
+    use crate::programs::Started;
+    let d = setup();
+    let mut p = Programs::new(d, CGI_POOL, frags(d));
+    // SHA-256 test vectors (FIPS 180-2): "abc", and the empty body.
+    let out = p.run(&env_for("/cgi-bin/upload", "POST", ""), Some(make(d, NET_POOL, b"abc")), &Counters::default());
+    let (_, body, _) = split_output(out.unwrap()).unwrap();
+    assert_eq!(
+        String::from_utf8(bytes(&body)).unwrap(),
+        "length: 3\nsha256: ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad\n"
+    );
+    let out = p.run(&env_for("/cgi-bin/upload", "GET", ""), None, &Counters::default()).unwrap();
+    assert!(
+        bytes(&out).ends_with(b"length: 0\nsha256: e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855\n")
+    );
+    // The 448-bit vector, fed in parts split anywhere (the request's body,
+    // then parts of several slices), read in place: nothing copied.
+    let msg = b"abcdbcdecdefdefgefghfghighijhijkijkljklmklmnlmnomnopnopq";
+    let want = "length: 56\nsha256: 248d6a61d20638b8e5c026930c3e6039a33ce45964ff2167f6ecedd419db06c1\n";
+    for cut in [0, 1, 17, 55, 56] {
+        let first = (cut > 0).then(|| make(d, NET_POOL, &msg[..cut]));
+        let Started::Upload(mut u) =
+            p.start(&env_for("/cgi-bin/upload", "POST", ""), first, &Counters::default(), 0, false).unwrap()
+        else {
+            panic!("not an upload")
+        };
+        let before = d.stats().bytes_copied;
+        for piece in msg[cut..].chunks(10) {
+            let mut part = make(d, NET_POOL, &piece[..piece.len() / 2]);
+            part.append(make(d, NET_POOL, &piece[piece.len() / 2..])).map_err(|(e, _)| e).unwrap();
+            p.upload_feed(&mut u, &part);
+        }
+        assert_eq!(d.stats().bytes_copied, before);
+        let (_, body, _) = split_output(p.upload_finish(u).unwrap()).unwrap();
+        assert_eq!(String::from_utf8(bytes(&body)).unwrap(), want, "cut at {cut}");
+    }
+    assert_eq!(p.stats().upload_requests, 7);
+    assert_eq!(p.stats().upload_bytes, 3 + 5 * 56);
+}

@@ -165,6 +165,12 @@ impl Decoder {
         self.total
     }
 
+    /// Whether the next step reads framing (not chunk data): only then
+    /// does the caller need the input's first bytes in the buffer.
+    pub fn wants_framing(&self) -> bool {
+        !matches!(self.phase, Phase::Data(_) | Phase::Done)
+    }
+
     /// Whether the whole body has been decoded.
     pub fn is_done(&self) -> bool {
         self.phase == Phase::Done

@@ -47,7 +47,7 @@ mod tests;
 
 use alloc::string::String;
 
-pub use server::{Action, CgiCall, ConnId, Control, HttpStats, OverWindow, Remote, Server};
+pub use server::{Action, CgiCall, ConnId, Control, HttpStats, OverWindow, Remote, Server, PART_MAX};
 pub use source::{Clock, FileSource, FileStat, Kind, SourceError};
 
 /// `Server` header and `SERVER_SOFTWARE`.
@@ -62,13 +62,23 @@ pub struct Limits {
     pub max_header_bytes: usize,
     /// Most header fields (431 beyond).
     pub max_headers: usize,
-    /// Largest request body (413 beyond).
+    /// Largest request body a request waits for whole (413 beyond, except
+    /// for a POST to a CGI program: see `max_cgi_body`).
     pub max_body: usize,
+    /// Largest body of a POST to a CGI program (413 beyond); one larger
+    /// than `max_body` goes to the cgi in parts as it arrives.
+    pub max_cgi_body: usize,
 }
 
 impl Default for Limits {
     fn default() -> Self {
-        Self { max_request_line: 8 * 1024, max_header_bytes: 8 * 1024, max_headers: 64, max_body: 64 * 1024 }
+        Self {
+            max_request_line: 8 * 1024,
+            max_header_bytes: 8 * 1024,
+            max_headers: 64,
+            max_body: 64 * 1024,
+            max_cgi_body: 16 << 20,
+        }
     }
 }
 

@@ -23,7 +23,8 @@
 //!    the last four are 405 per resource;
 //! 6. target (see [`crate::path`]; `*` for OPTIONS only; the authority of
 //!    an absolute-form target checked as Host) → 400;
-//! 7. Content-Length over `max_body` → 413;
+//! 7. Content-Length over `max_body` → 413 (over `max_cgi_body` for a
+//!    POST to `/cgi-bin/`, whose body streams to the program);
 //! 8. `Expect` other than `100-continue` → 417 (in HTTP/1.0 too; there
 //!    `100-continue` itself is ignored: no 1xx goes to a 1.0 client).
 
@@ -346,7 +347,9 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
     };
     // 7. Body size.
     let content_length = content_length.unwrap_or(0);
-    if content_length > lim.max_body as u64 {
+    let to_cgi = method == Method::Post && (target.path == "/cgi-bin" || target.path.starts_with("/cgi-bin/"));
+    let limit = if to_cgi { lim.max_cgi_body.max(lim.max_body) } else { lim.max_body };
+    if content_length > limit as u64 {
         return reject(413);
     }
     // 8. Expect. An HTTP/1.0 client's 100-continue is ignored: it may not

@@ -246,6 +246,8 @@ pub struct Drained<'d> {
     pub sends: Vec<Aggregate<'d>>,
     /// The CGI calls (not answered).
     pub cgi: Vec<CgiCall<'d>>,
+    /// Parts of streamed request bodies: `(id, part, more)`.
+    pub body_parts: Vec<(u32, Aggregate<'d>, bool)>,
     /// Whether the connection closed.
     pub closed: bool,
 }
@@ -308,7 +310,8 @@ impl<'d> Harness<'d> {
 
     /// Pulls every action of `c` (CGI calls are returned, not answered).
     pub fn drain(&mut self, c: ConnId) -> Drained<'d> {
-        let mut dr = Drained { bytes: Vec::new(), sends: Vec::new(), cgi: Vec::new(), closed: false };
+        let mut dr =
+            Drained { bytes: Vec::new(), sends: Vec::new(), cgi: Vec::new(), body_parts: Vec::new(), closed: false };
         while let Some(a) = self.srv.next(c) {
             match a {
                 Action::Send(a) => {
@@ -316,6 +319,7 @@ impl<'d> Harness<'d> {
                     dr.sends.push(a);
                 }
                 Action::Cgi(call) => dr.cgi.push(call),
+                Action::CgiBody { id, part, more } => dr.body_parts.push((id, part, more)),
                 Action::Close => {
                     dr.closed = true;
                     break;

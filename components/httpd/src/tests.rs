@@ -10,3 +10,4 @@ pub use crate::{Action, CgiCall, Config, ConnId, Remote, SourceError};
 mod features;
 mod protocol;
 mod streaming;
+mod uploads;

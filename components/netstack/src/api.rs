@@ -37,6 +37,8 @@ struct SessConn<'d> {
     full_sent: bool,
     close_requested: bool,
     eof_sent: bool,
+    /// The client asked for no `Data` for now (`Request::Receive`).
+    rx_paused: bool,
     /// `Send` requests the client made on it, and the count of them last
     /// reported taken (`Event::SendsTaken`), modulo
     /// `socket_api::SEND_COUNT_MODULUS`.
@@ -105,6 +107,8 @@ pub struct SessionStats {
     pub listens_refused: u64,
     /// `SendFull` events sent (a connection reached its window).
     pub send_full: u64,
+    /// Times a client paused a connection's input (`Request::Receive`).
+    pub receive_pauses: u64,
     /// Times a held-back send was offered to TCP and did not fit (work
     /// spent on a connection that could not send).
     pub send_retries: u64,
@@ -249,6 +253,15 @@ impl<'d> Session<'d> {
                 let Some(i) = conn else { return self.error(op, id, not_yours()) };
                 let _ = self.conns[i].pending.clear();
                 let _ = stack.abort(id);
+            }
+            Request::Receive { on, .. } => {
+                let Some(i) = conn else { return self.error(op, id, not_yours()) };
+                self.stats.receive_pauses += u64::from(!on && !self.conns[i].rx_paused);
+                self.conns[i].rx_paused = !on;
+                if on {
+                    // What waited in TCP is delivered on the next poll.
+                    self.visit_all = true;
+                }
             }
         }
     }
@@ -396,6 +409,7 @@ impl<'d> Session<'d> {
                     full_sent: false,
                     close_requested: false,
                     eof_sent: false,
+                    rx_paused: false,
                     sends: 0,
                     taken_told: 0,
                 });
@@ -443,7 +457,9 @@ impl<'d> Session<'d> {
         // receive window closes), as a server stops reading a socket it
         // cannot write. An echo would otherwise pile up everything the
         // peer sends.
-        while !self.conns[i].eof_sent && self.conns[i].pending.is_empty() {
+        // A client that paused its input gets none (nor the FIN after it)
+        // until it resumes: TCP's window closes on the peer.
+        while !self.conns[i].eof_sent && self.conns[i].pending.is_empty() && !self.conns[i].rx_paused {
             if !self.data_room(1) {
                 *deferred = true;
                 break;
@@ -999,6 +1015,69 @@ mod tests {
             sess.poll(&mut n.b);
         }
         assert_eq!(data, b"more request bytes", "deferred, not lost");
+    }
+
+    #[test]
+    fn a_paused_input_stays_in_tcp_whose_window_closes_until_resumed() {
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(4);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41003);
+        sess.handle(&mut n.b, Request::Receive { conn: cb, on: false }.encode(), Aggregate::new(db));
+        assert_eq!(sess.stats().receive_pauses, 1);
+        // The peer sends far more than TCP's receive buffer: no Data comes,
+        // and the peer can queue only what the window lets through.
+        let body = pattern(300_000, 5);
+        let mut off = 0;
+        let mut data = Vec::new();
+        let pull = |sess: &mut Session<'static>, data: &mut Vec<u8>| {
+            while let Some((ev, _, agg)) = sess.next_event() {
+                if let (Event::Data { conn }, Some(a)) = (ev, agg) {
+                    assert_eq!(conn, cb);
+                    a.slices().for_each(|s| data.extend_from_slice(s));
+                }
+            }
+        };
+        // Five seconds of the peer trying (not so long that a timer gives
+        // the connection up).
+        let until = n.now + 5000;
+        while n.now < until {
+            if off < body.len() {
+                if let Ok(k) = n.a.send_space(ca) {
+                    let k = k.min(body.len() - off).min(16_384);
+                    if k > 0 && n.a.send(ca, make(n.da, &body[off..off + k])).is_ok() {
+                        off += k;
+                    }
+                }
+            }
+            n.step();
+            sess.poll(&mut n.b);
+            pull(&mut sess, &mut data);
+        }
+        assert!(data.is_empty(), "paused: {} bytes delivered", data.len());
+        assert!(off < body.len(), "the window closed on the peer");
+        // Resumed: everything comes, in order, and the rest can be sent.
+        sess.handle(&mut n.b, Request::Receive { conn: cb, on: true }.encode(), Aggregate::new(db));
+        for _ in 0..20_000 {
+            if off < body.len() {
+                if let Ok(k) = n.a.send_space(ca) {
+                    let k = k.min(body.len() - off).min(16_384);
+                    if k > 0 && n.a.send(ca, make(n.da, &body[off..off + k])).is_ok() {
+                        off += k;
+                    }
+                }
+            }
+            n.step();
+            sess.poll(&mut n.b);
+            pull(&mut sess, &mut data);
+            if data.len() == body.len() {
+                break;
+            }
+        }
+        assert_eq!(data.len(), body.len());
+        assert!(data == body, "in order, byte for byte");
     }
 
     #[test]

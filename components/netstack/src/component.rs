@@ -777,6 +777,7 @@ impl Node {
             ss.events_dropped += st.events_dropped;
             ss.sends_refused += st.sends_refused;
             ss.send_full += st.send_full;
+            ss.receive_pauses += st.receive_pauses;
             ss.listens_refused += st.listens_refused;
             ss.send_retries += st.send_retries;
         }
@@ -837,6 +838,7 @@ impl Node {
                 S::EventsDropped => ss.events_dropped,
                 S::SendsRefused => ss.sends_refused,
                 S::SendFull => ss.send_full,
+                S::ReceivePauses => ss.receive_pauses,
                 S::Connections => self.stack.connections() as u64,
                 S::HeapUsed => heap_used() as u64,
                 S::SendQueuedBytes => self.stack.held_send_bytes() as u64,

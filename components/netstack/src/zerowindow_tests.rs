@@ -156,6 +156,7 @@ fn sub(a: SessionStats, b: SessionStats) -> SessionStats {
         listens_refused: a.listens_refused - b.listens_refused,
         send_full: a.send_full - b.send_full,
         send_retries: a.send_retries - b.send_retries,
+        receive_pauses: a.receive_pauses - b.receive_pauses,
     }
 }
 

@@ -328,3 +328,35 @@ fn reply_and_control_messages() {
     }
     assert_eq!(decode_control(control_tag(Control::Credit { id: 3, parts: 0 })), Control::Credit { id: 3, parts: 1 });
 }
+
+#[test]
+fn streamed_request_bodies() {
+    use crate::wire::{
+        body_part_tag, decode_input, encode_request_more, input_credit_tag, Input, BODY_MORE, BODY_PART,
+    };
+    use iolite::FLAG_EOF;
+    let d = setup();
+    let env = Env::from_request(&info(&[], None));
+    // A request whose body follows: BODY_MORE in its tag, still decodable.
+    let body = make(d, NET_POOL, b"first");
+    let (msg, tag) = encode_request_more(d, NET_POOL, 9, &env, Some(body), true).unwrap();
+    assert_eq!(decode_input(tag), Input::Request { id: 9, more: true });
+    let (id, got, b) = decode_request(msg, tag).unwrap();
+    assert_eq!((id, got), (9, env.clone()));
+    assert_eq!(iolite::testing::bytes(&b.unwrap()), b"first");
+    let (_, tag) = encode_request(d, NET_POOL, 9, &env, None).unwrap();
+    assert_eq!(decode_input(tag), Input::Request { id: 9, more: false });
+    // Body parts: told apart from requests, never decoded as one.
+    for id in [0, 9, u32::MAX] {
+        for more in [false, true] {
+            let t = body_part_tag(id, more);
+            assert_eq!(decode_input(t), Input::Part { id, more });
+            assert!(decode_request(make(d, NET_POOL, b"xxxx"), t).is_err());
+        }
+    }
+    assert_eq!(body_part_tag(1, true) & (BODY_PART | BODY_MORE), BODY_PART | BODY_MORE);
+    // Input credits on the reply channel: not output, not a failure.
+    assert_eq!(decode_reply(input_credit_tag(7, 3), 0), (7, Reply::InputCredit(3)));
+    assert_eq!(decode_reply(input_credit_tag(u32::MAX, 0), 0), (u32::MAX, Reply::InputCredit(1)));
+    assert_eq!(decode_reply(input_credit_tag(7, 3), FLAG_EOF), (7, Reply::Last), "EOF wins");
+}

@@ -153,6 +153,8 @@ pub const OP_SEND: u8 = 3;
 pub const OP_CLOSE: u8 = 4;
 /// Operation code of [`Request::Abort`].
 pub const OP_ABORT: u8 = 5;
+/// Operation code of [`Request::Receive`].
+pub const OP_RECEIVE: u8 = 6;
 const EV_LISTENING: u8 = 0x81;
 const EV_ACCEPTED: u8 = 0x82;
 const EV_DATA: u8 = 0x83;
@@ -207,6 +209,17 @@ pub enum Request {
     Abort {
         /// Connection.
         conn: ConnId,
+    },
+    /// Stop (`on: false`) or resume (`on: true`) delivering `conn`'s
+    /// received data: while stopped its bytes stay in TCP, whose receive
+    /// window closes on the peer (a client that cannot take more input
+    /// now, e.g. a request body its consumer has not read). A `Data` event
+    /// already queued still comes.
+    Receive {
+        /// Connection.
+        conn: ConnId,
+        /// Deliver data (the default) or not.
+        on: bool,
     },
 }
 
@@ -325,6 +338,7 @@ impl Request {
             Request::Send { conn } => tag(OP_SEND, conn, 0),
             Request::Close { conn } => tag(OP_CLOSE, conn, 0),
             Request::Abort { conn } => tag(OP_ABORT, conn, 0),
+            Request::Receive { conn, on } => tag(OP_RECEIVE, conn, u32::from(on)),
         }
     }
 
@@ -340,6 +354,7 @@ impl Request {
             OP_SEND => Request::Send { conn: id },
             OP_CLOSE => Request::Close { conn: id },
             OP_ABORT => Request::Abort { conn: id },
+            OP_RECEIVE if arg <= 1 => Request::Receive { conn: id, on: arg == 1 },
             _ => return Err(ErrorCode::BadRequest),
         })
     }
@@ -482,6 +497,8 @@ counters::counters! {
         SendsRefused = "tcp_sends_refused",
         /// `SendFull` events sent.
         SendFull = "tcp_send_full",
+        /// Times a client paused a connection's input (`Request::Receive`).
+        ReceivePauses = "tcp_receive_pauses",
         /// Connections open.
         Connections = "tcp_connections",
         /// Heap bytes in use.
@@ -568,6 +585,8 @@ mod tests {
             Request::Send { conn: u32::MAX },
             Request::Close { conn: 1 },
             Request::Abort { conn: 7 },
+            Request::Receive { conn: 7, on: false },
+            Request::Receive { conn: u32::MAX, on: true },
         ] {
             assert_eq!(Request::decode(r.encode()), Ok(r));
         }
@@ -602,7 +621,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 61] = [
+        let names: [&str; 62] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -647,6 +666,7 @@ mod tests {
             "tcp_events_dropped",
             "tcp_sends_refused",
             "tcp_send_full",
+            "tcp_receive_pauses",
             "tcp_connections",
             "tcp_heap_used",
             "tcp_send_queued_bytes",

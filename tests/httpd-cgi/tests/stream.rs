@@ -69,7 +69,7 @@ fn a_stream_reaches_a_slow_client_in_chunks_within_its_window() {
             match decode_reply(tag, flags) {
                 (i, Reply::Part) => h.srv.cgi_part(c, i, m).expect("within the window"),
                 (i, Reply::Last) => h.srv.cgi_reply(c, i, Ok(m)),
-                (_, Reply::Failed) => unreachable!(),
+                (_, Reply::Failed | Reply::InputCredit(_)) => unreachable!(),
             }
         }
         // A slow client: one send taken per 10 ms.
@@ -83,7 +83,7 @@ fn a_stream_reaches_a_slow_client_in_chunks_within_its_window() {
                 }
             }
             Some(Action::Close) => panic!("closed"),
-            Some(Action::Cgi(_)) => panic!("another CGI call"),
+            Some(Action::Cgi(_) | Action::CgiBody { .. }) => panic!("another CGI call"),
             None => ended = s.due_ms().is_none() && !h.srv.has_output(c),
         }
         // (pulls counts the header too: at most one under.)

@@ -19,6 +19,14 @@
 //!   `STREAM_WINDOW` untaken; httpd's credits and cancels come on the
 //!   request channel without `FLAG_EOF`). At most `MAX_STREAMS` at once.
 //!   The ticker wakes us every tick for the ones waiting for their time.
+//! * **Streamed request bodies** (`cgi::wire`: a request with `BODY_MORE`,
+//!   then body parts): `/cgi-bin/upload` is fed each part as it comes
+//!   (`Uploading`) and answers when the last one came; every message with
+//!   `BODY_MORE` is credited back to httpd (an input credit on the reply
+//!   channel) once consumed, so httpd sends the next. Any other program
+//!   runs at once with what came with the request, and the rest of its
+//!   body is credited and dropped as it comes (parts for a request we do
+//!   not know, or no longer: a cancel ends an upload).
 //! * **Programs**: the library's `/cgi-bin/stats`, `/cgi-bin/echo`,
 //!   `/cgi-bin/page`, `/cgi-bin/stream`; and in test images only (`cgi.test_hooks = 1`, e.g.
 //!   tests/variants' `webtest`; the default image answers them 404 and
@@ -124,8 +132,14 @@ impl Active {
     }
 }
 
-/// A control message from httpd about one of our streams.
-fn control(streams: &mut Vec<Active>, tag: u64) {
+/// A `/cgi-bin/upload` consuming its body.
+struct Uploading {
+    id: u32,
+    upload: cgi::Upload,
+}
+
+/// A control message from httpd about one of our streams (or uploads).
+fn control(streams: &mut Vec<Active>, uploads: &mut Vec<Uploading>, tag: u64) {
     match cgi::wire::decode_control(tag) {
         Control::Credit { id, parts } => {
             if let Some(a) = streams.iter_mut().find(|a| a.id == id) {
@@ -135,7 +149,10 @@ fn control(streams: &mut Vec<Active>, tag: u64) {
         }
         // Ids are httpd's and never reused soon: one we do not know (a
         // stream that ended, a whole reply) has nothing to stop.
-        Control::Cancel { id } => streams.retain(|a| a.id != id),
+        Control::Cancel { id } => {
+            streams.retain(|a| a.id != id);
+            uploads.retain(|u| u.id != id);
+        }
     }
 }
 
@@ -340,6 +357,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let mut replies: Outbox<Reply> = Outbox::new(1);
     // Streamed outputs: each sends a message when it is due and has credit.
     let mut streams: Vec<Active> = Vec::new();
+    // Programs consuming a streamed body.
+    let mut uploads: Vec<Uploading> = Vec::new();
     // A stream found our pool full: wait for buffers to come back.
     let mut starved = false;
     loop {
@@ -381,9 +400,40 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
             };
             if r.flags & FLAG_EOF == 0 {
                 // Not a request: a credit or a cancel for a stream.
-                control(&mut streams, r.tag);
+                control(&mut streams, &mut uploads, r.tag);
                 continue;
             }
+            let more = match cgi::wire::decode_input(r.tag) {
+                cgi::wire::Input::Request { more, .. } => more,
+                cgi::wire::Input::Part { id, more } => {
+                    // A part of a streamed body: consumed by its upload,
+                    // or dropped (a program that does not read it).
+                    let i = uploads.iter().position(|u| u.id == id);
+                    if let Some(i) = i {
+                        programs.upload_feed(&mut uploads[i].upload, &r.agg);
+                    }
+                    drop(r.agg);
+                    let reply = if more {
+                        // Consumed: httpd may send the next.
+                        (cgi::wire::input_credit_tag(id, 1), 0, Aggregate::new(d))
+                    } else if let Some(i) = i {
+                        let u = uploads.swap_remove(i);
+                        match programs.upload_finish(u.upload) {
+                            Ok(out) => (cgi::wire::reply_tag(id, false), FLAG_EOF, out),
+                            Err(e) => {
+                                warn!("/cgi-bin/upload: {e:?}");
+                                (cgi::wire::reply_tag(id, false), 0, Aggregate::new(d))
+                            }
+                        }
+                    } else {
+                        continue;
+                    };
+                    if let Err((tag, ..)) = replies.send(reply, |r| to_httpd(&mut chan.tx, r)) {
+                        error!("reply {} dropped: a reply already waits", tag as u32);
+                    }
+                    continue;
+                }
+            };
             let (id, outcome) = run(d, &mut programs, r.agg, r.tag, streams.len() < MAX_STREAMS);
             if TEST_HOOKS && MUTED.load(Ordering::Relaxed) {
                 // `/cgi-bin/hostile` wrote the reply ring behind our
@@ -391,6 +441,22 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
                 continue;
             }
             let (reply, ok) = match outcome {
+                Outcome::Upload(upload) if more => {
+                    uploads.push(Uploading { id, upload });
+                    // The request's message is consumed (its body so far
+                    // went to the program): httpd may send the next part.
+                    // (Other programs answer at once; httpd then sends no
+                    // more and needs no credit.)
+                    let credit = (cgi::wire::input_credit_tag(id, 1), 0, Aggregate::new(d));
+                    if let Err((tag, ..)) = replies.send(credit, |r| to_httpd(&mut chan.tx, r)) {
+                        error!("credit {} dropped: a reply already waits", tag as u32);
+                    }
+                    continue;
+                }
+                Outcome::Upload(upload) => match programs.upload_finish(upload) {
+                    Ok(out) => (out, true),
+                    Err(_) => (Aggregate::new(d), false),
+                },
                 Outcome::Whole(reply, ok) => (reply, ok),
                 Outcome::Stream(stream) => {
                     streams.push(Active { id, stream, credit: STREAM_WINDOW });
@@ -500,6 +566,8 @@ enum Outcome {
     Whole(Aggregate<'static>, bool),
     /// An output that comes over time.
     Stream(cgi::Stream),
+    /// A program that consumes its body first.
+    Upload(cgi::Upload),
 }
 
 /// Runs one request (`may_stream`: room for another stream).
@@ -525,6 +593,7 @@ fn run(
     match programs.start(&env, body, &counters, now_ms(), may_stream) {
         Ok(Started::Whole(out)) => (id, Outcome::Whole(out, true)),
         Ok(Started::Stream(s)) => (id, Outcome::Stream(s)),
+        Ok(Started::Upload(u)) => (id, Outcome::Upload(u)),
         Err(e) => {
             warn!("{script}: {e:?}");
             (id, Outcome::Whole(Aggregate::new(d), false))

@@ -211,6 +211,14 @@ struct Httpd {
     /// request ring, and those lost to a full queue.
     cgi_controls: Outbox<CgiControl>,
     cgi_controls_dropped: u64,
+    /// Parts of streamed request bodies waiting for room (in the CGI
+    /// request pool, or in the request ring), in order: (connection, call,
+    /// part, more). At most the window's worth per upload.
+    body_wait: alloc::collections::VecDeque<(HConn, u32, Aggregate<'static>, bool)>,
+    /// Connections whose request body streams to the cgi (their input may
+    /// be paused), and those whose input we asked netstack to pause.
+    uploading: BTreeSet<HConn>,
+    rx_paused: BTreeSet<u32>,
     last_tick: u64,
     // counters of the component (beyond the server's)
     static_copied: u64,
@@ -229,6 +237,9 @@ struct Httpd {
     cgi_restart_requests: u64,
     cgi_restart_failures: u64,
     cgi_unavailable: u64,
+    /// Body parts that waited for room, and input pauses asked of netstack.
+    body_parts_deferred: u64,
+    input_pauses: u64,
     /// Lending the cgi our priority while it is starved (see `lend_cgi`):
     /// since when it is lent, when it was last taken back, when the cgi
     /// last made progress for us, and how often it was lent.
@@ -327,6 +338,9 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_pending: BTreeMap::new(),
         cgi_stuck: false,
         cgi_controls: Outbox::new(CONTROLS_CAP),
+        body_wait: alloc::collections::VecDeque::new(),
+        uploading: BTreeSet::new(),
+        rx_paused: BTreeSet::new(),
         cgi_controls_dropped: 0,
         last_tick: 0,
         static_copied: 0,
@@ -343,6 +357,8 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_restart_requests: 0,
         cgi_restart_failures: 0,
         cgi_unavailable: 0,
+        body_parts_deferred: 0,
+        input_pauses: 0,
         cgi_lent_since: None,
         cgi_returned_at: 0,
         cgi_progress_at: 0,
@@ -408,8 +424,85 @@ impl Httpd {
             }
             self.publish();
         }
+        self.send_body_parts();
         self.pump();
         self.send_controls();
+        self.sync_input_pauses();
+    }
+
+    /// Pauses the input of connections whose request body's window to the
+    /// cgi is full (netstack keeps it in TCP: the client's window closes)
+    /// and resumes the others.
+    fn sync_input_pauses(&mut self) {
+        let mut done = Vec::new();
+        let ids: Vec<HConn> = self.uploading.iter().copied().collect();
+        for id in ids {
+            let Some(&conn) = self.by_srv.get(&id.0) else {
+                done.push(id);
+                continue;
+            };
+            let pause = self.srv.input_paused(id);
+            if pause != self.rx_paused.contains(&conn) {
+                if pause {
+                    self.rx_paused.insert(conn);
+                } else {
+                    self.rx_paused.remove(&conn);
+                }
+                self.input_pauses += u64::from(pause);
+                self.request(Request::Receive { conn, on: !pause }.encode(), Aggregate::new(self.d));
+            }
+            if !pause && !self.srv.uploading(id) {
+                done.push(id);
+            }
+        }
+        for id in done {
+            self.uploading.remove(&id);
+        }
+    }
+
+    /// Sends the body parts that wait for room, in order.
+    fn send_body_parts(&mut self) {
+        while let Some((id, call_id, part, more)) = self.body_wait.pop_front() {
+            if let Err(part) = self.cgi_send_part(call_id, part, more) {
+                self.body_wait.push_front((id, call_id, part, more));
+                return;
+            }
+        }
+    }
+
+    /// One part of a streamed request body to the cgi: copied into the CGI
+    /// request pool (the cgi maps no pool with other clients' bytes, as
+    /// for whole bodies), sent as a body part. Handed back when there is
+    /// no room now (pool or ring): it waits in `body_wait`. Dropped if the
+    /// cgi is gone (its requests fail with 502 when it comes back).
+    fn cgi_send_part(&mut self, call_id: u32, part: Aggregate<'static>, more: bool) -> Result<(), Aggregate<'static>> {
+        let Some(c) = &mut self.cgi else { return Ok(()) };
+        if !self.cgi_pending.contains_key(&call_id) {
+            // Cancelled, answered or failed: nobody reads it.
+            return Ok(());
+        }
+        let copy = if part.is_empty() {
+            Aggregate::new(self.d)
+        } else {
+            match part.copy_to_pool(CGI_REQ_POOL) {
+                Ok(copy) => copy,
+                Err(_) => {
+                    self.body_parts_deferred += 1;
+                    return Err(part);
+                }
+            }
+        };
+        // Every copy counts, also one that the ring then has no room for.
+        self.cgi_body_copied += copy.len() as u64;
+        match c.link.tx.send(copy, cgi_api::wire::body_part_tag(call_id, more), FLAG_EOF) {
+            Ok(()) => Ok(()),
+            Err(_) => {
+                // The ring is full: the copy goes back to the pool, the
+                // part waits (and is copied again when it goes).
+                self.body_parts_deferred += 1;
+                Err(part)
+            }
+        }
     }
 
     /// Sends what waits, returns releases, and signals netstack and the
@@ -524,6 +617,8 @@ impl Httpd {
                 }
                 Some(Event::Closed { conn }) => {
                     self.closing.remove(&conn);
+                    // Its id may come back for another connection.
+                    self.rx_paused.remove(&conn);
                     self.net_full.remove(&conn);
                     self.credit.remove(&conn);
                     self.credit_wait.remove(&conn);
@@ -627,10 +722,22 @@ impl Httpd {
                         break;
                     }
                     Some(Action::Cgi(call)) => {
+                        let more = call.more;
                         if let Err(f) = self.cgi_send(id, call) {
                             cgi_failures.push((id, f));
+                        } else if more {
+                            // Its body follows in parts: pull them too.
+                            self.uploading.insert(id);
+                            continue;
                         }
                         break;
+                    }
+                    Some(Action::CgiBody { id: call_id, part, more }) => {
+                        if !self.body_wait.is_empty() {
+                            self.body_wait.push_back((id, call_id, part, more));
+                        } else if let Err(part) = self.cgi_send_part(call_id, part, more) {
+                            self.body_wait.push_back((id, call_id, part, more));
+                        }
                     }
                 }
             }
@@ -689,10 +796,11 @@ impl Httpd {
             },
             None => None,
         };
-        let (msg, tag) = match cgi_api::wire::encode_request(self.d, CGI_REQ_POOL, call_id, &call.env, body) {
-            Ok(m) => m,
-            Err(_) => return Err((call_id, cgi_api::Failure::Unavailable)),
-        };
+        let (msg, tag) =
+            match cgi_api::wire::encode_request_more(self.d, CGI_REQ_POOL, call_id, &call.env, body, call.more) {
+                Ok(m) => m,
+                Err(_) => return Err((call_id, cgi_api::Failure::Unavailable)),
+            };
         match c.link.tx.send(msg, tag, FLAG_EOF) {
             Ok(()) => {
                 if self.cgi_pending.is_empty() {
@@ -777,6 +885,13 @@ impl Httpd {
                         error!("channel cgi_chan.B from cgi broken: parts of request {call_id} beyond its window");
                         self.restart_cgi("broke its reply channel");
                         return;
+                    }
+                }
+                Reply::InputCredit(parts) => {
+                    // The program consumed body parts: more may go.
+                    let Some(&id) = self.cgi_pending.get(&call_id) else { continue };
+                    if self.srv.cgi_input_credit(id, call_id, parts) {
+                        self.ready.push(id);
                     }
                 }
                 Reply::Last | Reply::Failed => {
@@ -1063,6 +1178,8 @@ impl Httpd {
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);
         c.set("cgi_body_bytes_copied", self.cgi_body_copied);
+        c.set("cgi_body_parts_deferred", self.body_parts_deferred);
+        c.set("input_pauses", self.input_pauses);
         c.set("cgi_file_refs_vouched", self.cgi_vouched);
         c.set("cgi_file_refs_unheld", self.cgi_unheld_refs);
         let ds = self.d.stats();

@@ -142,6 +142,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             host.split(':').next().unwrap_or(host)
         };
         let server_name = if host.is_empty() { self.cfg.server_name.as_str() } else { host };
+        let id = self.next_cgi;
+        // A streamed body (see `upload`) gets its call now: CONTENT_LENGTH
+        // is the announced length, none for a chunked one.
+        let (more, content_length) =
+            match conn.upload.as_mut().and_then(|u| u.assign(id, body.as_ref().map_or(0, |b| b.len() as u64))) {
+                Some(len) => (true, len),
+                None => (false, body.as_ref().map(|b| b.len() as u64)),
+            };
         let remote =
             conn.remote.map(|r| format!("{}.{}.{}.{}", r.addr[0], r.addr[1], r.addr[2], r.addr[3])).unwrap_or_default();
         let env = cgi_api::Env::from_request(&cgi_api::RequestInfo {
@@ -156,12 +164,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             server_name,
             server_port: self.cfg.server_port,
             server_software: SERVER,
-            content_length: body.as_ref().map(|b| b.len() as u64),
+            content_length,
         });
-        let id = self.next_cgi;
         self.next_cgi = self.next_cgi.wrapping_add(1);
         self.stats.cgi_requests += 1;
-        conn.outq.push_back(Out::Cgi(CgiCall { id, env, body }));
+        conn.outq.push_back(Out::Cgi(CgiCall { id, env, body, more }));
         // The CGI's time starts when the call leaves (`Server::next`), not
         // here: behind earlier responses of a pipeline that a slow client
         // has not taken yet, the call may wait longer than the timeout

@@ -14,9 +14,10 @@ use alloc::vec::Vec;
 
 use iolite::{Aggregate, PoolId};
 
+use super::upload::{BodyKind, Upload};
 use super::{Conn, Core, HttpStats, Out, Remote, State};
 use crate::chunked::{Decoder, Step};
-use crate::request::{parse_head, Head, Request};
+use crate::request::{parse_head, Head, Method, Request};
 use crate::source::{Clock, FileSource};
 
 /// A chunked request body being decoded: the framing decoder and the data
@@ -31,6 +32,13 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     pub(super) fn process(&mut self, conn: &mut Conn<'d, S::File>) {
         let now = self.clock.now_ms();
         loop {
+            if conn.upload.is_some() {
+                self.upload_step(conn);
+                if conn.upload.is_some() {
+                    // The input is that body's until it ends.
+                    return;
+                }
+            }
             match &conn.state {
                 State::Closing | State::Cgi(_) | State::Stream(_) => return,
                 State::Body(req) => {
@@ -96,11 +104,28 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                             // A body is taken by reference: the parse buffer
                             // is refilled only after it (not copied into it).
                             conn.consume(n, &mut self.stats, self.cfg.scan_cap(), req.content_length == 0);
+                            let streams = streams_body(&req);
                             if req.chunked {
-                                let dec =
-                                    Decoder::new(self.cfg.limits.max_body as u64, self.cfg.limits.max_header_bytes);
+                                let limit =
+                                    if streams { self.cfg.limits.max_cgi_body } else { self.cfg.limits.max_body };
+                                let dec = Decoder::new(limit as u64, self.cfg.limits.max_header_bytes);
                                 let body = Aggregate::new(self.d);
                                 conn.state = State::Chunked(Box::new(ChunkedBody { req: Box::new(req), dec, body }));
+                            } else if streams && req.content_length > self.cfg.limits.max_body as u64 {
+                                // Too large to wait for: the call goes now,
+                                // the body follows in parts.
+                                self.stats.cgi_uploads += 1;
+                                let kind = BodyKind::Length { left: req.content_length };
+                                conn.upload = Some(Box::new(Upload::new(kind, now)));
+                                if req.expect_continue && conn.inq_len == 0 {
+                                    conn.continue_sent = true;
+                                    if let Some(a) = self.gen(|w| w.write_str("HTTP/1.1 100 Continue\r\n\r\n")) {
+                                        conn.outq.push_back(Out::Data(a));
+                                    }
+                                }
+                                conn.req_start = None;
+                                conn.continue_sent = false;
+                                self.handle(conn, req, None);
                             } else if req.content_length > 0 {
                                 conn.state = State::Body(Box::new(req));
                             } else {
@@ -119,24 +144,41 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     /// when it must wait for input (or the connection is closing).
     fn chunked_step(&mut self, conn: &mut Conn<'d, S::File>) -> bool {
         let cap = self.cfg.scan_cap();
+        let now = self.clock.now_ms();
         loop {
             let State::Chunked(cb) = &mut conn.state else { return false };
+            if cb.dec.wants_framing() {
+                // Only the framing is copied to be read, not chunk data.
+                conn.refill_framing(cap, &mut self.stats);
+            }
+            let State::Chunked(cb) = &mut conn.state else { return false };
             match cb.dec.step(&conn.scan) {
-                Step::Skip(n) => conn.consume(n, &mut self.stats, cap, true),
+                Step::Skip(n) => conn.consume(n, &mut self.stats, cap, false),
                 Step::Data(n) if conn.inq_len > 0 => {
+                    if streams_body(&cb.req)
+                        && cb.body.len() as u64 + n.min(conn.inq_len as u64) > self.cfg.limits.max_body as u64
+                    {
+                        // Past what we wait for: the call goes now with the
+                        // body so far, the rest follows in parts.
+                        let State::Chunked(cb) = core::mem::replace(&mut conn.state, State::Reading) else {
+                            unreachable!()
+                        };
+                        let ChunkedBody { req, body, dec } = *cb;
+                        self.stats.cgi_uploads += 1;
+                        conn.upload = Some(Box::new(Upload::new(BodyKind::Chunked(dec), now)));
+                        conn.req_start = None;
+                        conn.continue_sent = false;
+                        self.handle(conn, *req, (!body.is_empty()).then_some(body));
+                        return true;
+                    }
                     let k = (n as usize).min(conn.inq_len);
-                    let piece = match conn.take(k, self.pool, &mut self.stats, cap) {
-                        Ok(p) => p,
-                        Err(_) => {
-                            self.reject(conn, 500, false);
-                            return false;
-                        }
-                    };
+                    let piece = conn.take_part(k, &mut self.stats);
                     let State::Chunked(cb) = &mut conn.state else { return false };
-                    cb.dec.took(k as u64);
+                    cb.dec.took(piece.len() as u64);
                     if let Err((_, piece)) = cb.body.append(piece) {
                         // More chunks than an aggregate has slices.
                         self.stats.bodies_flattened += 1;
+                        self.stats.body_bytes_flattened += cb.body.len() as u64;
                         if cb.body.flatten(self.pool).is_err() || cb.body.append(piece).is_err() {
                             self.reject(conn, 500, false);
                             return false;
@@ -176,6 +218,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     }
 }
 
+/// Whether a request's body may stream to the cgi (a POST to a program):
+/// up to `max_cgi_body`, in parts beyond `max_body`.
+pub(super) fn streams_body(req: &Request) -> bool {
+    req.method == Method::Post && (req.target.path == "/cgi-bin" || req.target.path.starts_with("/cgi-bin/"))
+}
+
 impl<'d, F> Conn<'d, F> {
     pub(super) fn new(remote: Option<Remote>, now: u64) -> Self {
         Self {
@@ -189,6 +237,7 @@ impl<'d, F> Conn<'d, F> {
             remote,
             eof: false,
             continue_sent: false,
+            upload: None,
         }
     }
 

@@ -25,6 +25,7 @@
 mod cgi;
 mod files;
 mod input;
+mod upload;
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
@@ -45,6 +46,8 @@ pub use cgi::OverWindow;
 use cgi::{CgiStream, CgiWait, Pulled};
 pub use cgi_api::wire::Control;
 use input::ChunkedBody;
+use upload::Upload;
+pub use upload::PART_MAX;
 
 /// Methods of static files (405 and OPTIONS).
 const ALLOW_STATIC: &str = "GET, HEAD, OPTIONS";
@@ -73,8 +76,12 @@ pub struct CgiCall<'d> {
     pub id: u32,
     /// CGI/1.1 meta-variables.
     pub env: cgi_api::Env,
-    /// The POST body, by reference, as it arrived.
+    /// The POST body, by reference, as it arrived (with `more`: the part
+    /// of it that arrived so far, maybe none).
     pub body: Option<Aggregate<'d>>,
+    /// The body goes on in [`Action::CgiBody`] parts (a streamed body:
+    /// send with `cgi_api::wire::encode_request_more`).
+    pub more: bool,
 }
 
 /// What the caller must do next for a connection.
@@ -84,6 +91,16 @@ pub enum Action<'d> {
     Send(Aggregate<'d>),
     /// Hand this request to the CGI component.
     Cgi(CgiCall<'d>),
+    /// Hand the cgi the next part of request `id`'s streamed body (a body
+    /// part message, `cgi_api::wire::body_part_tag`), by reference.
+    CgiBody {
+        /// The request.
+        id: u32,
+        /// The client's slices, chunk framing skipped.
+        part: Aggregate<'d>,
+        /// More parts follow (this one needs a credit back).
+        more: bool,
+    },
     /// Close the connection after everything sent so far, then call
     /// [`Server::closed`].
     Close,
@@ -167,6 +184,18 @@ pub struct HttpStats {
     pub bodies_flattened: u64,
     /// Request body bytes copied by that flattening (payload).
     pub body_bytes_flattened: u64,
+    /// Request bodies streamed to the cgi in parts.
+    pub cgi_uploads: u64,
+    /// Body parts handed to the cgi (after the call).
+    pub cgi_upload_parts: u64,
+    /// Body bytes handed to the cgi in those parts, by reference.
+    pub cgi_upload_bytes: u64,
+    /// Body bytes read and dropped because the answer no longer needed
+    /// them (it was complete before the body).
+    pub cgi_upload_discarded_bytes: u64,
+    /// Streamed bodies that could not be completed (the client stalled,
+    /// half-closed or sent bad framing).
+    pub cgi_uploads_aborted: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -239,6 +268,8 @@ struct Conn<'d, F> {
     remote: Option<Remote>,
     eof: bool,
     continue_sent: bool,
+    /// A body going to the cgi in parts (see `upload`).
+    upload: Option<Box<Upload<'d>>>,
 }
 
 /// The shared part of the server (everything but the connection table),
@@ -439,6 +470,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             .with("cgi_streams", s.cgi_streams)
             .with("cgi_stream_parts", s.cgi_stream_parts)
             .with("cgi_streams_aborted", s.cgi_streams_aborted)
+            .with("cgi_uploads", s.cgi_uploads)
+            .with("cgi_upload_parts", s.cgi_upload_parts)
+            .with("cgi_upload_bytes", s.cgi_upload_bytes)
+            .with("cgi_upload_discarded_bytes", s.cgi_upload_discarded_bytes)
+            .with("cgi_uploads_aborted", s.cgi_uploads_aborted)
             .with("request_timeouts", s.request_timeouts)
             .with("idle_closes", s.idle_closes)
             .with_iolite(&self.core.d.stats())
@@ -536,8 +572,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         }
         conn.inq_len += data.len();
         conn.inq.push_back(data);
-        // A body being received is taken by reference, never parsed.
-        if !matches!(conn.state, State::Body(_)) {
+        // A body being received is taken by reference, never parsed (a
+        // chunked one's framing is read as it is needed).
+        if !matches!(conn.state, State::Body(_) | State::Chunked(_)) && conn.upload.is_none() {
             conn.refill(self.core.cfg.scan_cap(), &mut self.core.stats);
         }
         self.core.process(conn);
@@ -559,7 +596,36 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
 
     /// Whether [`Server::next`] has something for `c`.
     pub fn has_output(&self, c: ConnId) -> bool {
-        self.conns.get(&c.0).is_some_and(|conn| !conn.outq.is_empty())
+        self.conns
+            .get(&c.0)
+            .is_some_and(|conn| !conn.outq.is_empty() || conn.upload.as_ref().is_some_and(|u| u.sendable()))
+    }
+
+    /// Whether `c`'s streamed request body waits for the cgi (its window
+    /// is full): stop reading the connection until a credit comes
+    /// ([`Server::cgi_input_credit`]), so that TCP's window closes on the
+    /// client instead of the body piling up here.
+    pub fn input_paused(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| conn.upload.as_ref().is_some_and(|u| u.window_full()))
+    }
+
+    /// Whether `c` has a request body streaming to the cgi (or being read
+    /// to its end and discarded).
+    pub fn uploading(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| conn.upload.is_some())
+    }
+
+    /// The cgi consumed `parts` body messages of request `id` on `c` (an
+    /// input credit): more of the body may go. Then pull [`Server::next`]
+    /// for `c` (and read the connection again if it was paused). False
+    /// if no body of that request is streaming (a late credit: ignore).
+    pub fn cgi_input_credit(&mut self, c: ConnId, id: u32, parts: u32) -> bool {
+        let Some(conn) = self.conns.get_mut(&c.0) else { return false };
+        if !self.core.upload_credit(conn, id, parts) {
+            return false;
+        }
+        self.core.process(conn);
+        true
     }
 
     /// Whether `c`'s next output is already in memory (a header or a CGI
@@ -585,6 +651,10 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         if conn.outq.is_empty() {
             core.process(conn);
         }
+        // Body parts go first: the answer may wait for them.
+        if let Some(a) = core.upload_next(conn) {
+            return Some(a);
+        }
         let out = conn.outq.pop_front()?;
         let act = match out {
             Out::Close => {
@@ -598,6 +668,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                         w.deadline = core.clock.now_ms() + core.cfg.cgi_timeout_ms;
                     }
                 }
+                core.upload_call_sent(conn, call.id, call.more);
                 Action::Cgi(call)
             }
             Out::Stream => match core.pull_stream(conn) {
@@ -748,6 +819,20 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         let mut ready = Vec::new();
         for (&id, conn) in self.conns.iter_mut() {
             let had = conn.outq.len();
+            if self.core.upload_stalled(conn, now) {
+                // The body stopped arriving while the cgi waits for it.
+                self.core.stats.request_timeouts += 1;
+                self.core.upload_fail(conn, Some(408));
+                ready.push(ConnId(id));
+                continue;
+            }
+            if let (State::Cgi(w), Some(u)) = (&mut conn.state, &conn.upload) {
+                if !u.cgi_owes() && w.deadline != u64::MAX {
+                    // It has consumed all we gave it and waits for the
+                    // client: its time runs from the next part.
+                    w.deadline = now + self.core.cfg.cgi_timeout_ms;
+                }
+            }
             match &conn.state {
                 State::Cgi(w) if now >= w.deadline => {
                     let State::Cgi(w) = core::mem::replace(&mut conn.state, State::Reading) else { unreachable!() };

@@ -277,7 +277,8 @@ fn single_ranges_206_and_416() {
 #[test]
 fn errors_and_limits() {
     let d = domain();
-    let lim = Limits { max_request_line: 256, max_header_bytes: 512, max_headers: 8, max_body: 1000 };
+    let lim =
+        Limits { max_request_line: 256, max_header_bytes: 512, max_headers: 8, max_body: 1000, max_cgi_body: 1000 };
     let mut h = Harness::with_config(d, Config { limits: lim, ..Config::default() });
     let check = |h: &mut Harness, raw: &[u8], want: u16| {
         let (r, closed) = h.roundtrip(raw);
