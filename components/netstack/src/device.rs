@@ -135,16 +135,26 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
-        let mut c = DeviceCapabilities::default();
-        c.medium = Medium::Ethernet;
-        c.max_transmission_unit = self.mtu;
-        let mut cs = ChecksumCapabilities::default();
-        // smoltcp verifies received TCP checksums but computes none on
-        // transmit: the device layer does (cache or NIC offload).
-        cs.tcp = Checksum::Rx;
-        c.checksum = cs;
-        c
+        capabilities(self.mtu)
     }
+}
+
+/// The device's capabilities as smoltcp sees them. smoltcp's `Interface`
+/// reads them once, when it is made (`NetStack::new`, from a stand-in
+/// device), not from the device of each poll: both must give these.
+pub(crate) fn capabilities(mtu: usize) -> DeviceCapabilities {
+    let mut c = DeviceCapabilities::default();
+    c.medium = Medium::Ethernet;
+    c.max_transmission_unit = mtu;
+    let mut cs = ChecksumCapabilities::default();
+    // smoltcp verifies received TCP checksums but computes none on
+    // transmit: the device layer does (cache or NIC offload). Computing it
+    // anyway would sum every frame's payload area for nothing (in iolite
+    // mode an area smoltcp never wrote), since the device layer overwrites
+    // the field.
+    cs.tcp = Checksum::Rx;
+    c.checksum = cs;
+    c
 }
 
 impl phy::RxToken for Rx<'_> {

@@ -342,10 +342,8 @@ impl smoltcp::phy::Device for NoDevice {
         None
     }
     fn capabilities(&self) -> smoltcp::phy::DeviceCapabilities {
-        let mut c = smoltcp::phy::DeviceCapabilities::default();
-        c.medium = smoltcp::phy::Medium::Ethernet;
-        c.max_transmission_unit = self.0;
-        c
+        // What the interface keeps for good (it never asks `Dev`).
+        crate::device::capabilities(self.0)
     }
 }
 struct NoToken;
