@@ -330,8 +330,9 @@ pub struct NetStack<'d> {
     touched_all: bool,
 }
 
-/// A device that has nothing, used only to create the interface.
-struct NoDevice(usize);
+/// A device that has nothing, used only to create the interface (MTU,
+/// segmentation offload).
+struct NoDevice(usize, bool);
 impl smoltcp::phy::Device for NoDevice {
     type RxToken<'a> = NoToken;
     type TxToken<'a> = NoToken;
@@ -343,7 +344,7 @@ impl smoltcp::phy::Device for NoDevice {
     }
     fn capabilities(&self) -> smoltcp::phy::DeviceCapabilities {
         // What the interface keeps for good (it never asks `Dev`).
-        crate::device::capabilities(self.0)
+        crate::device::capabilities(self.0, self.1)
     }
 }
 struct NoToken;
@@ -378,7 +379,7 @@ impl<'d> NetStack<'d> {
         let mut ic = smoltcp::iface::Config::new(HardwareAddress::Ethernet(EthernetAddress(cfg.mac)));
         ic.random_seed = cfg.random_seed;
         let now = Instant::from_millis(now_ms as i64);
-        let mut iface = Interface::new(ic, &mut NoDevice(cfg.mtu), now);
+        let mut iface = Interface::new(ic, &mut NoDevice(cfg.mtu, cfg.tso), now);
         // The socket table at its largest at once: every socket has a
         // receive ring from the budget, so the budget bounds their number.
         // A table that grew under load would keep its size (no shrinking),
@@ -756,6 +757,7 @@ impl<'d> NetStack<'d> {
             zero_copy: self.cfg.copy_mode == CopyMode::IoLite,
             checksum: self.cfg.checksum,
             mtu: self.cfg.mtu,
+            tso: self.cfg.tso,
             conns: &mut self.conns,
             tuples: &self.tuple_index,
             cache: &mut self.cache,

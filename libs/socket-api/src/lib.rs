@@ -516,6 +516,12 @@ counters::counters! {
         BadReleases = "tcp_bad_releases",
         /// Held-back sends offered to TCP that did not fit.
         SendRetries = "tcp_send_retries",
+        /// Frames handed to the NIC as TCP segments of up to 64 KiB for it
+        /// to cut (segmentation offload; netdrv counts the segments).
+        TxTsoFrames = "tcp_tx_tso_frames",
+        /// 1 when the NIC cuts TCP segments (netdrv offers it and the stack
+        /// uses it).
+        Tso = "tcp_tso",
     }
 }
 
@@ -599,7 +605,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 60] = [
+        let names: [&str; 62] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -660,6 +666,8 @@ mod tests {
             "tcp_client2_rejected",
             "tcp_bad_releases",
             "tcp_send_retries",
+            "tcp_tx_tso_frames",
+            "tcp_tso",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
