@@ -863,6 +863,7 @@ impl Node {
                 S::SendRetries => ss.send_retries,
                 S::TxTsoFrames => s.tx_tso_frames,
                 S::Tso => self.stack.config().tso as u64,
+                S::TxTsoSplit => s.tx_tso_split,
             };
         }
         self.stats.publish(&v);

@@ -84,6 +84,9 @@ enum Payload<'d> {
     /// The connection's queued bytes (references, and how many of them were
     /// coalesced into a copy).
     Attached(Aggregate<'d>, usize),
+    /// A segment for the NIC to cut whose bytes span more slices than a
+    /// frame takes: sent as several frames ([`Part`]s), each by reference.
+    Split(Vec<Part<'d>>),
     /// smoltcp wrote the octets into the frame itself (keep-alive).
     Written,
     /// Octets nobody wrote: the frame must not be sent.
@@ -91,6 +94,23 @@ enum Payload<'d> {
     /// The range holds a slice of an untrusted pool whose page its owner
     /// reused: the frame must not be sent, and the connection is reset.
     Stale,
+}
+
+/// One frame's share of a segment sent as several (`Payload::Split`).
+struct Part<'d> {
+    /// Its first byte's offset in the segment's payload.
+    at: usize,
+    /// Its payload, and how many bytes of it were coalesced into a copy.
+    agg: Aggregate<'d>,
+    copied: usize,
+}
+
+/// A zero-copy frame's payload, found.
+enum Body<'d> {
+    /// One frame's (`Payload::Attached`).
+    One(Aggregate<'d>, usize),
+    /// Several frames' (`Payload::Split`).
+    Split(Vec<Part<'d>>),
 }
 
 /// A received frame.
@@ -333,7 +353,7 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
     /// Finds the payload of segment `t` of a zero-copy socket: the matching
     /// range of its connection's send queue, by reference (or partly
     /// coalesced, see `TxQueue::gather`).
-    fn zero_copy_payload(&mut self, t: &TcpFrame) -> Payload<'d> {
+    fn zero_copy_payload(&mut self, t: &TcpFrame, mss: Option<usize>) -> Payload<'d> {
         if t.payload_len == 0 {
             return Payload::Empty;
         }
@@ -367,14 +387,30 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             self.stale = Some(s);
             return Payload::Stale;
         }
-        // One descriptor is the header's.
-        let (agg, copied) = match c.queue.gather(self.d, rel, t.payload_len, MAX_SLICES - 1, self.pool) {
-            Ok(x) => x,
-            Err(_) => return Payload::Unmapped,
+        // One descriptor is the header's. A segment for the NIC to cut
+        // whose bytes span more slices (pipelined responses of small
+        // files) goes as several frames rather than through `gather`'s
+        // copy: up to 64 KiB of tiny slices would be copied almost whole.
+        let cuts = match mss {
+            Some(mss) => c.queue.tso_cuts(rel, t.payload_len, MAX_SLICES - 1, mss),
+            None => alloc::vec![t.payload_len],
         };
-        if copied > 0 {
-            self.stats.tx_coalesced_segments += 1;
-            self.stats.tx_coalesced_bytes += copied as u64;
+        let mut parts = Vec::with_capacity(cuts.len());
+        let mut at = 0;
+        for &end in &cuts {
+            let (agg, copied) = match c.queue.gather(self.d, rel + at, end - at, MAX_SLICES - 1, self.pool) {
+                Ok(x) => x,
+                Err(_) => return Payload::Unmapped,
+            };
+            if copied > 0 {
+                self.stats.tx_coalesced_segments += 1;
+                self.stats.tx_coalesced_bytes += copied as u64;
+            }
+            parts.push(Part { at, agg, copied });
+            at = end;
+        }
+        if parts.len() > 1 {
+            self.stats.tx_tso_split += 1;
         }
         let start = c.front + rel as u64;
         let end = start + t.payload_len as u64;
@@ -382,17 +418,24 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             self.stats.tx_retransmitted += c.sent_hi.min(end) - start;
         }
         c.sent_hi = c.sent_hi.max(end);
-        Payload::Attached(agg, copied)
+        match parts.pop() {
+            Some(p) if parts.is_empty() => Payload::Attached(p.agg, p.copied),
+            Some(p) => {
+                parts.push(p);
+                Payload::Split(parts)
+            }
+            None => Payload::Unmapped,
+        }
     }
 
     fn emit_zero_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F, mss: Option<usize>) -> R {
         let r = f(self.scratch(len));
         let tcp = parse_tcp(&self.scratch[..len], len);
         let payload = match &tcp {
-            Some(t) => self.zero_copy_payload(t),
+            Some(t) => self.zero_copy_payload(t, mss),
             None => Payload::Empty,
         };
-        let payload = match payload {
+        let mut payload = match payload {
             Payload::Unmapped => {
                 // The frame's payload octets were never written (the patched
                 // emit leaves them to us): sending it would put stale bytes
@@ -403,7 +446,8 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             }
             // Counted and reported by `zero_copy_payload`.
             Payload::Stale => return r,
-            Payload::Attached(p, copied) => Some((p, copied)),
+            Payload::Split(parts) => Some(Body::Split(parts)),
+            Payload::Attached(p, copied) => Some(Body::One(p, copied)),
             Payload::Written | Payload::Empty => None,
         };
         let mut offload = TxOffload::None;
@@ -416,7 +460,9 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             let cache = &mut *self.cache;
             let frame = &mut self.scratch[..len];
             let finished = match &payload {
-                Some((p, _)) => finish_tcp_checksum(frame, t, mode, mss, || match mode {
+                // Only for the NIC to cut (tso_cuts): no sum asked for.
+                Some(Body::Split(_)) => finish_tcp_checksum(frame, t, mode, mss, || Sum(0)),
+                Some(Body::One(p, _)) => finish_tcp_checksum(frame, t, mode, mss, || match mode {
                     TxChecksum::Cached => cache.aggregate_sum(p, d),
                     _ => {
                         p.slices().fold((Sum(0), 0usize), |(s, pos), b| (s.plus(csum::sum(b).at(pos)), pos + b.len())).0
@@ -446,6 +492,10 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             // smoltcp wrote the whole frame; it is copied below.
             self.stats.tx_nontcp_frame_bytes += len as u64;
         }
+        if let (Some(t), Some(Body::Split(parts))) = (&tcp, &mut payload) {
+            self.send_split(t, core::mem::take(parts), offload, hdr_len);
+            return r;
+        }
         let hdr = &self.scratch[..hdr_len];
         let head = match self.d.pack(self.pool, hdr_len, |b| b.copy_from_slice(hdr)) {
             Ok(a) => a,
@@ -455,7 +505,8 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             }
         };
         let agg = match payload {
-            Some((p, copied)) => {
+            Some(Body::Split(_)) => unreachable!("sent above"),
+            Some(Body::One(p, copied)) => {
                 self.stats.tx_payload_by_ref += (p.len() - copied) as u64;
                 match head.concat(p) {
                     Ok(a) => a,
@@ -469,6 +520,43 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         };
         self.send(TxFrame { agg, offload });
         r
+    }
+
+    /// Sends a segment for the NIC to cut as one frame per part
+    /// (`Payload::Split`), each behind a copy of the headers smoltcp wrote
+    /// (`hdr_len` bytes of the scratch buffer, completed for `offload`, a
+    /// TSO request) with its own sequence number and IPv4 total length,
+    /// and PSH and FIN in the last part only: the NIC puts on the wire the
+    /// segments it would have cut from the whole.
+    fn send_split(&mut self, t: &TcpFrame, parts: Vec<Part<'d>>, offload: TxOffload, hdr_len: usize) {
+        let n = parts.len();
+        let (ip, tcp) = (t.ip_off, t.tcp_off);
+        for (k, part) in parts.into_iter().enumerate() {
+            let hdr = &self.scratch[..hdr_len];
+            let (payload, copied) = (part.agg.len(), part.copied);
+            let ip_len = (hdr_len - ip + payload) as u16;
+            let seq = t.seq.wrapping_add(part.at as u32);
+            let head = self.d.pack(self.pool, hdr_len, |b| {
+                b.copy_from_slice(hdr);
+                b[ip + 2..ip + 4].copy_from_slice(&ip_len.to_be_bytes());
+                b[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+                if k + 1 < n {
+                    b[tcp + 13] &= !0x09;
+                }
+            });
+            if k > 0 {
+                // The first one's were counted with the segment's.
+                self.stats.tx_header_bytes += hdr_len as u64;
+            }
+            match head.map_err(|_| ()).and_then(|h| h.concat(part.agg).map_err(|_| ())) {
+                Ok(agg) => {
+                    self.stats.tx_payload_by_ref += (payload - copied) as u64;
+                    self.send(TxFrame { agg, offload });
+                }
+                // smoltcp sends what the peer did not get again.
+                Err(()) => self.stats.tx_dropped += 1,
+            }
+        }
     }
 
     fn emit_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F, mss: Option<usize>) -> R {

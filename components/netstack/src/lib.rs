@@ -177,6 +177,10 @@ pub struct NetStats {
     /// Of those, TCP segments of up to 64 KiB for the NIC to cut
     /// ([`Config::tso`]).
     pub tx_tso_frames: u64,
+    /// Segments for the NIC to cut whose bytes spanned more slices than a
+    /// frame takes, sent as several such frames (by reference, instead of
+    /// coalescing most of their bytes into a copy).
+    pub tx_tso_split: u64,
     /// Frames dropped on transmit: only replies to received frames that
     /// found neither pool nor queue room (the stack's own segments wait
     /// instead, see `tx_deferred`).

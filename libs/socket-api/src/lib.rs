@@ -522,6 +522,9 @@ counters::counters! {
         /// 1 when the NIC cuts TCP segments (netdrv offers it and the stack
         /// uses it).
         Tso = "tcp_tso",
+        /// Segments for the NIC to cut that spanned more slices than a
+        /// frame takes, sent as several frames by reference.
+        TxTsoSplit = "tcp_tx_tso_split",
     }
 }
 
@@ -605,7 +608,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 62] = [
+        let names: [&str; 63] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -668,6 +671,7 @@ mod tests {
             "tcp_send_retries",
             "tcp_tx_tso_frames",
             "tcp_tso",
+            "tcp_tx_tso_split",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
