@@ -19,6 +19,12 @@
 //!   never copied. The frame's holds are kept until the NIC reports the
 //!   descriptor done, then returned. A TCP checksum offload request becomes
 //!   a context descriptor (TUCSS/TUCSO), written only when it changes.
+//! * **TCP segmentation offload** (attribute `tso`, default 1): offered to
+//!   netstack in the link's `WORD_OFFLOADS`; a frame of up to 64 KiB that
+//!   asks for it gets a TSO context descriptor and the e1000 cuts it into
+//!   segments of at most the MSS (`drv_tx_tso_frames`,
+//!   `drv_tx_tso_segments`). With `tso = 0` netstack sends one frame per
+//!   segment, and such a request would be rejected.
 //! * **Batching:** per wake-up, every completed RX descriptor is drained and
 //!   netstack is signalled once, if it asked (the link's "signal me" flags:
 //!   it waits for frames, or for its buffers back while its frames wait);
@@ -47,7 +53,7 @@ use glue_rt::pools::rw;
 use iolite::duplex::Control;
 use iolite::{Domain, Duplex, DuplexAttach, PeerId, Trust, Want};
 use netdrv::e1000::{self, Counter, Dma, Interrupt, Pull, TxRequest, E1000};
-use nic_api::{CounterPage, TxOffload};
+use nic_api::{CounterPage, Offloads, TxOffload};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(2 << 20);
@@ -70,6 +76,8 @@ use glue::pools::{APP_POOL, HDR_POOL, RX_POOL, SOCK_POOL};
 const _: () = assert!(glue::link::SIZE >= nic_api::REGION_BYTES, "link dataport too small");
 /// Poll on `tick` instead of taking the e1000's interrupt (see the top).
 const POLL: bool = glue::attributes::POLL != 0;
+/// Offer netstack TCP segmentation offload (see the top).
+const TSO: bool = glue::attributes::TSO != 0;
 /// Test images only (`netdrv.test_hooks = 1`): after probing, try writes
 /// pci_config must refuse (see `try_forbidden_writes`). A constant, so
 /// the default image has no such code.
@@ -237,9 +245,13 @@ impl Driver {
             error!("e1000: {e}");
             component_runtime::exit(1)
         });
+        nic.set_tso(TSO);
         let up = nic.link_up();
         let m = mac;
         let words = link.control();
+        // Before the MAC address: netstack reads the offloads once it sees
+        // a valid one.
+        words.word(nic_api::WORD_OFFLOADS).store(Offloads { tso: TSO }.word(), Ordering::Release);
         words
             .word(nic_api::WORD_MAC)
             .store(1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]), Ordering::Release);
@@ -254,6 +266,7 @@ impl Driver {
             m[5],
             if up { "up" } else { "down" }
         );
+        log!("tcp segmentation offload {}", if TSO { "offered" } else { "off (tso = 0)" });
         if POLL {
             log!("no interrupt: polling the rings on every tick");
         }
@@ -375,8 +388,11 @@ impl Driver {
         self.nic.tx_post(|| match guard.recv(rx) {
             iolite::Next::Msg(r) => {
                 let req = match TxOffload::from_tag(r.tag) {
-                    TxOffload::None => TxRequest::Plain,
-                    TxOffload::TcpChecksum { start, offset } => TxRequest::TcpChecksum { start, offset },
+                    Some(TxOffload::None) => TxRequest::Plain,
+                    Some(TxOffload::TcpChecksum { start, offset }) => TxRequest::TcpChecksum { start, offset },
+                    Some(TxOffload::Tso(t)) => TxRequest::Tso(t),
+                    // A tag netstack never makes: the frame's holds go back.
+                    None => return Pull::Refused,
                 };
                 Pull::Frame(r.agg, req)
             }

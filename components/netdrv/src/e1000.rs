@@ -15,6 +15,12 @@
 //!   it changes. The frame's holds are kept until the device reports its
 //!   last descriptor done ([`E1000::tx_reap`]); a frame that does not fit
 //!   the ring waits, whole, for the next pass.
+//! * **TCP segmentation offload** (where enabled, [`E1000::set_tso`]): a
+//!   frame of up to 64 KiB asking for it ([`TxRequest::Tso`]) gets a TSO
+//!   context descriptor of its own (its payload length is in it), then
+//!   one TSO data descriptor per slice, as above; the device sends it as
+//!   segments of at most the MSS, with both checksums. The request is
+//!   checked against the frame's length and headers first.
 //! * **What the device says is checked:** a write-back with errors, without
 //!   end of packet (the rest of that frame is dropped too), or with a
 //!   length outside 14..=2048 is dropped and its buffer reused; an interrupt
@@ -41,8 +47,10 @@ mod tests;
 pub const RING: usize = 512;
 /// RX buffer size (RCTL.BSIZE = 2048).
 pub const RX_BUF: usize = RX_BUFFER_BYTES;
-/// Largest frame transmitted (no jumbo frames; the NIC adds the CRC).
-pub const MAX_FRAME: usize = 1514;
+/// Largest frame transmitted (no jumbo frames; the NIC adds the CRC), but
+/// for frames the device cuts into segments ([`TxRequest::Tso`]), each of
+/// which is at most this long.
+pub const MAX_FRAME: usize = nic_api::MAX_WIRE_FRAME;
 /// Smallest frame accepted either way: an Ethernet header.
 pub const MIN_FRAME: usize = 14;
 /// How many times [`reset`] looks at CTRL.RST before giving up.
@@ -106,6 +114,19 @@ pub enum TxRequest {
         /// Where the checksum goes.
         offset: u16,
     },
+    /// Cut the frame (up to [`nic_api::TSO_MAX_FRAME`] bytes) into TCP
+    /// segments, both checksums computed for each (TSE, IXSM, TXSM).
+    Tso(nic_api::Tso),
+}
+
+/// What the device does to one frame, once its request has been checked.
+#[derive(Clone, Copy)]
+enum Offload {
+    None,
+    /// TUCSS, TUCSO.
+    Checksum(u8, u8),
+    /// The request and how many segments the frame becomes.
+    Tso(nic_api::Tso, usize),
 }
 
 /// What [`E1000::tx_post`]'s source has next.
@@ -236,6 +257,8 @@ pub struct E1000<'d, R: RegisterFile, M: Dma> {
     tx_pending: Option<(Aggregate<'d>, TxRequest)>,
     /// The checksum context last given to the device (start, offset).
     tx_context: Option<(u8, u8)>,
+    /// TSO requests are carried out ([`E1000::set_tso`]).
+    tso: bool,
     counters: Values<Counter>,
 }
 
@@ -264,6 +287,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             tx_inflight: VecDeque::new(),
             tx_pending: None,
             tx_context: None,
+            tso: false,
             counters: Values::new(),
         };
         let (rx_pa, tx_pa) = (nic.rx_ring.phys, nic.tx_ring.phys);
@@ -301,6 +325,13 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         }
         nic.link_up();
         Ok(nic)
+    }
+
+    /// Whether frames asking for TCP segmentation ([`TxRequest::Tso`]) are
+    /// carried out (`on`) or rejected (the default: the driver's owner
+    /// offers the offload only where its assembly allows it).
+    pub fn set_tso(&mut self, on: bool) {
+        self.tso = on;
     }
 
     /// The counters.
@@ -483,27 +514,49 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
                 TxRequest::TcpChecksum { start, offset }
                     if start < offset && offset < 256 && offset as usize + 2 <= len =>
                 {
-                    Some((start as u8, offset as u8))
+                    Offload::Checksum(start as u8, offset as u8)
                 }
                 TxRequest::TcpChecksum { .. } => {
                     self.counters[Counter::TxRejected] += 1;
                     continue;
                 }
-                TxRequest::Plain => None,
+                TxRequest::Tso(t) => {
+                    // The headers must be in the first slice (netstack's
+                    // header object), and be the ones the request names:
+                    // the device rewrites fields at those offsets.
+                    let headers = agg.slices().next().is_some_and(|h| t.matches(h));
+                    match t.segments(len) {
+                        Some(n) if self.tso && headers => Offload::Tso(t, n),
+                        _ => {
+                            self.counters[Counter::TxRejected] += 1;
+                            continue;
+                        }
+                    }
+                }
+                TxRequest::Plain => Offload::None,
             };
-            if !(MIN_FRAME..=MAX_FRAME).contains(&len) {
+            // A TSO frame's length was checked with its request.
+            if !matches!(offload, Offload::Tso(..)) && !(MIN_FRAME..=MAX_FRAME).contains(&len) {
                 self.counters[Counter::TxRejected] += 1;
                 continue;
             }
-            let ctx = offload.filter(|&o| self.tx_context != Some(o));
+            // A checksum context only when it changes; a TSO frame always
+            // has one of its own (its payload length is in it).
+            let ctx = match offload {
+                Offload::Checksum(start, offset) => self.tx_context != Some((start, offset)),
+                Offload::Tso(..) => true,
+                Offload::None => false,
+            };
             let n = agg.slice_count();
-            if RING - 1 - self.tx_used < n + ctx.is_some() as usize {
+            if RING - 1 - self.tx_used < n + ctx as usize {
                 self.tx_pending = Some((agg, req));
                 break;
             }
             // Physical addresses first: a slice outside the dataports
             // (impossible after the channel's validation, but checked)
-            // rejects the frame before any descriptor is written.
+            // rejects the frame before any descriptor is written. Every
+            // slice fits a descriptor's 16-bit length: frames are at most
+            // TSO_MAX_FRAME bytes.
             let mut pas = [(0u64, 0usize); iolite::MAX_SLICES];
             let mut ok = true;
             for (k, s) in agg.slices().enumerate() {
@@ -522,12 +575,41 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
                 }
             }
             let first_idx = self.tx_tail;
-            if let Some((start, offset)) = ctx {
-                self.put_tx(tx_context(start, offset));
-                self.tx_context = ctx;
+            match offload {
+                Offload::Checksum(start, offset) if ctx => {
+                    self.put_tx(tx_context(start, offset));
+                    self.tx_context = Some((start, offset));
+                }
+                Offload::Tso(t, segments) => {
+                    let tcp = t.tcp_start() as u8;
+                    self.put_tx(
+                        TsoContext {
+                            ipcss: nic_api::TSO_IP_START as u8,
+                            ipcso: t.ip_checksum_at() as u8,
+                            ipcse: tcp as u16 - 1,
+                            tucss: tcp,
+                            tucso: t.tcp_checksum_at() as u8,
+                            hdr_len: t.hdr_len() as u8,
+                            mss: t.mss() as u16,
+                            paylen: (len - t.hdr_len()) as u32,
+                        }
+                        .words(),
+                    );
+                    // The 82540EM has one context: the checksum one is gone.
+                    self.tx_context = None;
+                    self.counters[Counter::TxTsoFrames] += 1;
+                    self.counters[Counter::TxTsoSegments] += segments as u64;
+                }
+                _ => {}
             }
             for (k, &(pa, l)) in pas[..n].iter().enumerate() {
-                self.put_tx([pa, tx_data(l as u16, k + 1 == n, offload.is_some())]);
+                let last = k + 1 == n;
+                let w1 = match offload {
+                    Offload::Tso(..) => tx_data_tso(l as u16, last),
+                    Offload::Checksum(..) => tx_data(l as u16, last, true),
+                    Offload::None => tx_data(l as u16, last, false),
+                };
+                self.put_tx([pa, w1]);
             }
             let last = (self.tx_tail + RING - 1) % RING;
             let descs = (self.tx_tail + RING - first_idx) % RING;
@@ -535,7 +617,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             self.counters[Counter::TxFrames] += 1;
             self.counters[Counter::TxBytes] += len as u64;
             self.counters[Counter::TxDescriptors] += descs as u64;
-            self.counters[Counter::TxOffloaded] += offload.is_some() as u64;
+            self.counters[Counter::TxOffloaded] += !matches!(offload, Offload::None) as u64;
             self.tx_inflight.push_back(InFlight { last, descs, _frame: agg });
         }
         if self.tx_tail != start_tail {

@@ -3,8 +3,10 @@
 //! * **Below:** the `link` duplex with netdrv (the `nic-api` protocol). Channel
 //!   A brings received frames (aggregates of netdrv's `rx_pool`), channel B
 //!   takes frames to transmit (headers in our `hdr_pool`, payload by
-//!   reference) with the checksum offload request in the tag. We run above
-//!   netdrv, so we set the region up at start.
+//!   reference) with the offload request in the tag: a TCP checksum, or,
+//!   where netdrv offers it (`nic_api::WORD_OFFLOADS`, its `tso`
+//!   attribute), a TCP segment of up to 64 KiB for the e1000 to cut. We
+//!   run above netdrv, so we set the region up at start.
 //! * **Above:** the `client` duplex with the socket client (tcp_echo,
 //!   httpd): channel A carries events to it, channel B its requests (the
 //!   `socket-api` protocol, [`netstack::api`] the state machine,
@@ -520,7 +522,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY: our counter page, mapped read-write.
     let stats = unsafe { CounterPage::at(glue::stack_stats::VADDR as *const u8) };
 
-    // --- netdrv tells us the MAC address with its first wake-up ---
+    // --- netdrv tells us the MAC address with its first wake-up (and,
+    // before it, the offloads it offers) ---
     let mac = loop {
         let m = link.control().word(nic_api::WORD_MAC).load(Ordering::Acquire);
         if m >> 63 == 1 {
@@ -529,8 +532,11 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         }
         glue::wake::wait();
     };
+    let offloads = nic_api::Offloads::from_word(link.control().word(nic_api::WORD_OFFLOADS).load(Ordering::Acquire));
     let mut cfg = Config::new(mac, HDR_POOL);
     cfg.rx_pool = SOCK_POOL;
+    // TCP segments of up to 64 KiB, cut by the e1000 (netdrv.tso).
+    cfg.tso = offloads.tso;
     let (addr, prefix) = glue::attributes::ADDRESS.split_once('/').unwrap_or((glue::attributes::ADDRESS, "24"));
     cfg.address = (parse_ipv4(addr).expect("address attribute"), prefix.parse().expect("prefix"));
     cfg.gateway = parse_ipv4(glue::attributes::GATEWAY);
@@ -553,6 +559,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     cfg.time_wait_cap = glue::attributes::TIME_WAIT_CAP as usize;
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
+    if cfg.tso {
+        log!("tcp segmentation offload by the nic");
+    }
     match time::measured_tsc_mhz() {
         Some(mhz) => log!("TCP timers on the TSC at {mhz} MHz (measured at boot)"),
         None => warn!("TCP timers on the TSC at an assumed {} MHz", time::tsc_mhz()),
@@ -856,6 +865,9 @@ impl Node {
                 S::BadReleases => ds.bad_releases,
                 S::SendRetries => ss.send_retries,
                 S::TimeWaitRecycled => s.time_wait_recycled,
+                S::TxTsoFrames => s.tx_tso_frames,
+                S::Tso => self.stack.config().tso as u64,
+                S::TxTsoSplit => s.tx_tso_split,
             };
         }
         self.stats.publish(&v);

@@ -15,11 +15,24 @@
 //! Transmit, copy modes (flash/posix): smoltcp copies the payload from its
 //! socket ring straight into a frame buffer of the stack's pool (the
 //! driver's TX buffer), as a conventional stack does; counted.
+//!
+//! TCP segmentation offload (`Config::tso`, where the NIC offers it): the
+//! capabilities tell smoltcp the device takes TCP/IPv4 frames of up to
+//! [`TSO_MAX_FRAME`] bytes, so a segment may carry up to 64 KiB (within
+//! the peer's window, the congestion window and what is queued); smoltcp
+//! then gives the MSS in the packet's metadata (`TxToken::set_meta`). Such
+//! a frame is built as any other (by reference in iolite mode, copied in
+//! the copy modes) and goes to the NIC as one [`TxOffload::Tso`] request:
+//! the IPv4 header checksum 0 and the pseudo-header sum without its length
+//! in the TCP checksum field, which the e1000 completes per segment. No
+//! payload byte is summed for it.
 
 use alloc::collections::BTreeMap;
 use alloc::vec::Vec;
-use iolite::{Aggregate, Domain, PoolId, SliceDesc, Trust, MAX_SLICES};
-use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium};
+use core::num::NonZeroUsize;
+use iolite::{Aggregate, Domain, PoolId, SliceDesc, Trust, MAX_SLICES, PAGE_SIZE};
+use nic_api::{Tso, TSO_MAX_FRAME};
+use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium, PacketMeta};
 use smoltcp::time::Instant;
 
 use crate::csum::{self, ChecksumCache, Sum};
@@ -35,6 +48,8 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
     pub zero_copy: bool,
     pub checksum: TxChecksum,
     pub mtu: usize,
+    /// The NIC cuts TCP segments (see the module docs).
+    pub tso: bool,
     pub conns: &'a mut [Conn<'d>],
     /// 4-tuple → index in `conns`.
     pub tuples: &'a BTreeMap<Tuple, usize>,
@@ -69,6 +84,9 @@ enum Payload<'d> {
     /// The connection's queued bytes (references, and how many of them were
     /// coalesced into a copy).
     Attached(Aggregate<'d>, usize),
+    /// A segment for the NIC to cut whose bytes span more slices than a
+    /// frame takes: sent as several frames ([`Part`]s), each by reference.
+    Split(Vec<Part<'d>>),
     /// smoltcp wrote the octets into the frame itself (keep-alive).
     Written,
     /// Octets nobody wrote: the frame must not be sent.
@@ -76,6 +94,23 @@ enum Payload<'d> {
     /// The range holds a slice of an untrusted pool whose page its owner
     /// reused: the frame must not be sent, and the connection is reset.
     Stale,
+}
+
+/// One frame's share of a segment sent as several (`Payload::Split`).
+struct Part<'d> {
+    /// Its first byte's offset in the segment's payload.
+    at: usize,
+    /// Its payload, and how many bytes of it were coalesced into a copy.
+    agg: Aggregate<'d>,
+    copied: usize,
+}
+
+/// A zero-copy frame's payload, found.
+enum Body<'d> {
+    /// One frame's (`Payload::Attached`).
+    One(Aggregate<'d>, usize),
+    /// Several frames' (`Payload::Split`).
+    Split(Vec<Part<'d>>),
 }
 
 /// A received frame.
@@ -86,6 +121,9 @@ pub(crate) struct Rx<'d> {
 /// Permission to transmit one frame.
 pub(crate) struct Tx<'b, 'a, 'd, P: NicPort<'d>> {
     dev: &'b mut Dev<'a, 'd, P>,
+    /// The MSS smoltcp asks the NIC to cut the frame by (segmentation
+    /// offload), from the packet's metadata.
+    mss: Option<usize>,
 }
 
 impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
@@ -116,7 +154,7 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
                 *self.touched_all = true;
             }
         }
-        Some((Rx { agg }, Tx { dev: self }))
+        Some((Rx { agg }, Tx { dev: self, mss: None }))
     }
 
     fn transmit(&mut self, _t: Instant) -> Option<Self::TxToken<'_>> {
@@ -126,7 +164,7 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
         // retransmission timeout (seconds), which is what made the copy
         // modes collapse when their frame pool filled up.
         if self.tx_room(REPLY_RESERVE_PAGES) {
-            Some(Tx { dev: self })
+            Some(Tx { dev: self, mss: None })
         } else {
             self.blocked = true;
             self.stats.tx_deferred += 1;
@@ -135,16 +173,29 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
     }
 
     fn capabilities(&self) -> DeviceCapabilities {
-        let mut c = DeviceCapabilities::default();
-        c.medium = Medium::Ethernet;
-        c.max_transmission_unit = self.mtu;
-        let mut cs = ChecksumCapabilities::default();
-        // smoltcp verifies received TCP checksums but computes none on
-        // transmit: the device layer does (cache or NIC offload).
-        cs.tcp = Checksum::Rx;
-        c.checksum = cs;
-        c
+        capabilities(self.mtu, self.tso)
     }
+}
+
+/// The device's capabilities as smoltcp sees them. smoltcp's `Interface`
+/// reads them once, when it is made (`NetStack::new`, from a stand-in
+/// device), not from the device of each poll: both must give these.
+pub(crate) fn capabilities(mtu: usize, tso: bool) -> DeviceCapabilities {
+    let mut c = DeviceCapabilities::default();
+    c.medium = Medium::Ethernet;
+    c.max_transmission_unit = mtu;
+    let mut cs = ChecksumCapabilities::default();
+    // smoltcp verifies received TCP checksums but computes none on
+    // transmit: the device layer does (cache or NIC offload). Computing it
+    // anyway would sum every frame's payload area for nothing (in iolite
+    // mode an area smoltcp never wrote), since the device layer overwrites
+    // the field.
+    cs.tcp = Checksum::Rx;
+    c.checksum = cs;
+    // Segmentation offload: TCP/IPv4 frames up to TSO_MAX_FRAME bytes
+    // (Ethernet header included), cut by the NIC.
+    c.segmentation.tcpv4 = NonZeroUsize::new(TSO_MAX_FRAME).filter(|_| tso);
+    c
 }
 
 impl phy::RxToken for Rx<'_> {
@@ -166,20 +217,45 @@ impl phy::RxToken for Rx<'_> {
 impl<'d, P: NicPort<'d>> phy::TxToken for Tx<'_, '_, 'd, P> {
     fn consume<R, F: FnOnce(&mut [u8]) -> R>(self, len: usize, f: F) -> R {
         if self.dev.zero_copy {
-            self.dev.emit_zero_copy(len, f)
+            self.dev.emit_zero_copy(len, f, self.mss)
         } else {
-            self.dev.emit_copy(len, f)
+            self.dev.emit_copy(len, f, self.mss)
         }
+    }
+
+    fn set_meta(&mut self, meta: PacketMeta) {
+        // Only where the capabilities offered it (smoltcp sets it only then).
+        self.mss = meta.segmentation_offload_size.map(|m| usize::from(m.get())).filter(|_| self.dev.tso);
     }
 }
 
 /// Writes the TCP checksum field (or prepares it for offload) of a frame
-/// whose headers are `frame[..payload_off]`; `payload` is its payload sum.
-fn finish_tcp_checksum(frame: &mut [u8], t: &TcpFrame, mode: TxChecksum, payload: impl FnOnce() -> Sum) -> TxOffload {
+/// whose headers are `frame[..payload_off]`; `payload` is its payload sum
+/// (not asked for when the NIC computes the checksum). With `mss` (smoltcp
+/// asked for segmentation), the frame becomes a TSO request: the IPv4
+/// header checksum 0 and the pseudo-header sum without its length in the
+/// TCP checksum field (the NIC adds each segment's length, and computes
+/// the IPv4 header checksum of each). `None`: a TSO request the NIC could
+/// not carry out (headers or MSS out of its bounds); the frame must not be
+/// sent.
+fn finish_tcp_checksum(
+    frame: &mut [u8],
+    t: &TcpFrame,
+    mode: TxChecksum,
+    mss: Option<usize>,
+    payload: impl FnOnce() -> Sum,
+) -> Option<TxOffload> {
+    let field = t.tcp_off + 16;
+    if let Some(mss) = mss {
+        let tso = Tso::new(t.tcp_off, t.payload_off, mss).filter(|_| t.ip_off == nic_api::TSO_IP_START)?;
+        frame[t.ip_off + 10..t.ip_off + 12].copy_from_slice(&[0, 0]);
+        let seed = csum::pseudo_header_v4(t.src, t.dst, PROTO_TCP, 0);
+        frame[field..field + 2].copy_from_slice(&seed.0.to_be_bytes());
+        return Some(TxOffload::Tso(tso));
+    }
     let tcp_len = (t.payload_off - t.tcp_off + t.payload_len) as u16;
     let pseudo = csum::pseudo_header_v4(t.src, t.dst, PROTO_TCP, tcp_len);
-    let field = t.tcp_off + 16;
-    match mode {
+    Some(match mode {
         TxChecksum::Offload => {
             frame[field..field + 2].copy_from_slice(&pseudo.0.to_be_bytes());
             TxOffload::TcpChecksum { start: t.tcp_off as u16, offset: field as u16 }
@@ -192,6 +268,27 @@ fn finish_tcp_checksum(frame: &mut [u8], t: &TcpFrame, mode: TxChecksum, payload
             frame[field..field + 2].copy_from_slice(&s.checksum().to_be_bytes());
             TxOffload::None
         }
+    })
+}
+
+/// Completes a frame smoltcp wrote whole into `buf` (copy modes): the TCP
+/// checksum as [`finish_tcp_checksum`] does; returns the payload bytes
+/// smoltcp copied into it and the NIC's work (`None`: not to be sent).
+fn finish_copied(buf: &mut [u8], mode: TxChecksum, mss: Option<usize>) -> (usize, Option<TxOffload>) {
+    let len = buf.len();
+    match parse_tcp(buf, len) {
+        Some(t) => {
+            // Summed only where the checksum is ours to compute.
+            let body = match (mss, mode) {
+                (None, TxChecksum::Cached | TxChecksum::Software) => {
+                    csum::sum(&buf[t.payload_off..t.payload_off + t.payload_len])
+                }
+                _ => Sum(0),
+            };
+            let off = finish_tcp_checksum(buf, &t, mode, mss, || body);
+            (t.payload_len, off)
+        }
+        None => (0, Some(TxOffload::None)),
     }
 }
 
@@ -202,7 +299,9 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
     /// whole frames in the copy modes, are packed into shared pages), and a
     /// one-page allocation cannot fail while a page is free.
     fn tx_room(&self, reserve: u32) -> bool {
-        let need = self.mtu.div_ceil(iolite::PAGE_SIZE).max(1) as u32;
+        // A whole TSO frame in the copy modes; headers only in iolite mode.
+        let frame = if self.tso && !self.zero_copy { TSO_MAX_FRAME } else { self.mtu };
+        let need = frame.div_ceil(PAGE_SIZE).max(1) as u32;
         self.port.can_transmit() && self.d.pool_stats(self.pool).is_ok_and(|s| s.free_pages >= need + reserve)
     }
 
@@ -214,8 +313,12 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
     }
 
     fn send(&mut self, frame: TxFrame<'d>) {
+        let tso = matches!(frame.offload, TxOffload::Tso(_));
         match self.port.transmit(frame) {
-            Ok(()) => self.stats.tx_frames += 1,
+            Ok(()) => {
+                self.stats.tx_frames += 1;
+                self.stats.tx_tso_frames += tso as u64;
+            }
             Err(_dropped) => self.stats.tx_dropped += 1,
         }
     }
@@ -250,7 +353,7 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
     /// Finds the payload of segment `t` of a zero-copy socket: the matching
     /// range of its connection's send queue, by reference (or partly
     /// coalesced, see `TxQueue::gather`).
-    fn zero_copy_payload(&mut self, t: &TcpFrame) -> Payload<'d> {
+    fn zero_copy_payload(&mut self, t: &TcpFrame, mss: Option<usize>) -> Payload<'d> {
         if t.payload_len == 0 {
             return Payload::Empty;
         }
@@ -284,14 +387,30 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             self.stale = Some(s);
             return Payload::Stale;
         }
-        // One descriptor is the header's.
-        let (agg, copied) = match c.queue.gather(self.d, rel, t.payload_len, MAX_SLICES - 1, self.pool) {
-            Ok(x) => x,
-            Err(_) => return Payload::Unmapped,
+        // One descriptor is the header's. A segment for the NIC to cut
+        // whose bytes span more slices (pipelined responses of small
+        // files) goes as several frames rather than through `gather`'s
+        // copy: up to 64 KiB of tiny slices would be copied almost whole.
+        let cuts = match mss {
+            Some(mss) => c.queue.tso_cuts(rel, t.payload_len, MAX_SLICES - 1, mss),
+            None => alloc::vec![t.payload_len],
         };
-        if copied > 0 {
-            self.stats.tx_coalesced_segments += 1;
-            self.stats.tx_coalesced_bytes += copied as u64;
+        let mut parts = Vec::with_capacity(cuts.len());
+        let mut at = 0;
+        for &end in &cuts {
+            let (agg, copied) = match c.queue.gather(self.d, rel + at, end - at, MAX_SLICES - 1, self.pool) {
+                Ok(x) => x,
+                Err(_) => return Payload::Unmapped,
+            };
+            if copied > 0 {
+                self.stats.tx_coalesced_segments += 1;
+                self.stats.tx_coalesced_bytes += copied as u64;
+            }
+            parts.push(Part { at, agg, copied });
+            at = end;
+        }
+        if parts.len() > 1 {
+            self.stats.tx_tso_split += 1;
         }
         let start = c.front + rel as u64;
         let end = start + t.payload_len as u64;
@@ -299,17 +418,24 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             self.stats.tx_retransmitted += c.sent_hi.min(end) - start;
         }
         c.sent_hi = c.sent_hi.max(end);
-        Payload::Attached(agg, copied)
+        match parts.pop() {
+            Some(p) if parts.is_empty() => Payload::Attached(p.agg, p.copied),
+            Some(p) => {
+                parts.push(p);
+                Payload::Split(parts)
+            }
+            None => Payload::Unmapped,
+        }
     }
 
-    fn emit_zero_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F) -> R {
+    fn emit_zero_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F, mss: Option<usize>) -> R {
         let r = f(self.scratch(len));
         let tcp = parse_tcp(&self.scratch[..len], len);
         let payload = match &tcp {
-            Some(t) => self.zero_copy_payload(t),
+            Some(t) => self.zero_copy_payload(t, mss),
             None => Payload::Empty,
         };
-        let payload = match payload {
+        let mut payload = match payload {
             Payload::Unmapped => {
                 // The frame's payload octets were never written (the patched
                 // emit leaves them to us): sending it would put stale bytes
@@ -320,7 +446,8 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             }
             // Counted and reported by `zero_copy_payload`.
             Payload::Stale => return r,
-            Payload::Attached(p, copied) => Some((p, copied)),
+            Payload::Split(parts) => Some(Body::Split(parts)),
+            Payload::Attached(p, copied) => Some(Body::One(p, copied)),
             Payload::Written | Payload::Empty => None,
         };
         let mut offload = TxOffload::None;
@@ -332,8 +459,10 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             let (mode, d) = (self.checksum, self.d);
             let cache = &mut *self.cache;
             let frame = &mut self.scratch[..len];
-            offload = match &payload {
-                Some((p, _)) => finish_tcp_checksum(frame, t, mode, || match mode {
+            let finished = match &payload {
+                // Only for the NIC to cut (tso_cuts): no sum asked for.
+                Some(Body::Split(_)) => finish_tcp_checksum(frame, t, mode, mss, || Sum(0)),
+                Some(Body::One(p, _)) => finish_tcp_checksum(frame, t, mode, mss, || match mode {
                     TxChecksum::Cached => cache.aggregate_sum(p, d),
                     _ => {
                         p.slices().fold((Sum(0), 0usize), |(s, pos), b| (s.plus(csum::sum(b).at(pos)), pos + b.len())).0
@@ -345,7 +474,16 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
                     // copied into the frame buffer below: count it.
                     self.stats.tx_payload_copied_frame += t.payload_len as u64;
                     d.count_copy(t.payload_len);
-                    finish_tcp_checksum(frame, t, mode, || body_sum)
+                    finish_tcp_checksum(frame, t, mode, mss, || body_sum)
+                }
+            };
+            offload = match finished {
+                Some(o) => o,
+                None => {
+                    // A segment the NIC cannot cut (never, with the MSS
+                    // smoltcp derives from our MTU): not sent, as above.
+                    self.stats.tx_withheld += 1;
+                    return r;
                 }
             };
             self.stats.tx_header_bytes += (hdr_len.min(t.payload_off)) as u64;
@@ -353,6 +491,10 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             // ARP, ICMP (echo replies carry the request's data), DHCP:
             // smoltcp wrote the whole frame; it is copied below.
             self.stats.tx_nontcp_frame_bytes += len as u64;
+        }
+        if let (Some(t), Some(Body::Split(parts))) = (&tcp, &mut payload) {
+            self.send_split(t, core::mem::take(parts), offload, hdr_len);
+            return r;
         }
         let hdr = &self.scratch[..hdr_len];
         let head = match self.d.pack(self.pool, hdr_len, |b| b.copy_from_slice(hdr)) {
@@ -363,7 +505,8 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
             }
         };
         let agg = match payload {
-            Some((p, copied)) => {
+            Some(Body::Split(_)) => unreachable!("sent above"),
+            Some(Body::One(p, copied)) => {
                 self.stats.tx_payload_by_ref += (p.len() - copied) as u64;
                 match head.concat(p) {
                     Ok(a) => a,
@@ -379,33 +522,90 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         r
     }
 
-    fn emit_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F) -> R {
+    /// Sends a segment for the NIC to cut as one frame per part
+    /// (`Payload::Split`), each behind a copy of the headers smoltcp wrote
+    /// (`hdr_len` bytes of the scratch buffer, completed for `offload`, a
+    /// TSO request) with its own sequence number and IPv4 total length,
+    /// and PSH and FIN in the last part only: the NIC puts on the wire the
+    /// segments it would have cut from the whole.
+    fn send_split(&mut self, t: &TcpFrame, parts: Vec<Part<'d>>, offload: TxOffload, hdr_len: usize) {
+        let n = parts.len();
+        let (ip, tcp) = (t.ip_off, t.tcp_off);
+        for (k, part) in parts.into_iter().enumerate() {
+            let hdr = &self.scratch[..hdr_len];
+            let (payload, copied) = (part.agg.len(), part.copied);
+            let ip_len = (hdr_len - ip + payload) as u16;
+            let seq = t.seq.wrapping_add(part.at as u32);
+            let head = self.d.pack(self.pool, hdr_len, |b| {
+                b.copy_from_slice(hdr);
+                b[ip + 2..ip + 4].copy_from_slice(&ip_len.to_be_bytes());
+                b[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+                if k + 1 < n {
+                    b[tcp + 13] &= !0x09;
+                }
+            });
+            if k > 0 {
+                // The first one's were counted with the segment's.
+                self.stats.tx_header_bytes += hdr_len as u64;
+            }
+            match head.map_err(|_| ()).and_then(|h| h.concat(part.agg).map_err(|_| ())) {
+                Ok(agg) => {
+                    self.stats.tx_payload_by_ref += (payload - copied) as u64;
+                    self.send(TxFrame { agg, offload });
+                }
+                // smoltcp sends what the peer did not get again.
+                Err(()) => self.stats.tx_dropped += 1,
+            }
+        }
+    }
+
+    fn emit_copy<R, F: FnOnce(&mut [u8]) -> R>(&mut self, len: usize, f: F, mss: Option<usize>) -> R {
         let mut f = Some(f);
         let mut out = None;
-        let mut offload = TxOffload::None;
-        let (mode, d) = (self.checksum, self.d);
-        let mut copied = 0usize;
-        let packed = d.pack(self.pool, len, |buf| {
+        let mut finished = (0, None);
+        let (mode, d, pool) = (self.checksum, self.d, self.pool);
+        let packed = d.pack(pool, len, |buf| {
             if let Some(f) = f.take() {
                 out = Some(f(buf));
-                if let Some(t) = parse_tcp(buf, len) {
-                    // smoltcp copied the payload from its socket ring into
-                    // this frame buffer.
-                    copied = t.payload_len;
-                    let body = csum::sum(&buf[t.payload_off..t.payload_off + t.payload_len]);
-                    offload = finish_tcp_checksum(buf, &t, mode, || body);
-                }
+                // smoltcp copied the payload from its socket ring into this
+                // frame buffer.
+                finished = finish_copied(buf, mode, mss);
             }
         });
-        if let Some(f) = f.take() {
-            // The pool is exhausted: let smoltcp write somewhere, drop it.
-            out = Some(f(self.scratch(len)));
-        }
+        let agg = match (packed, f.take()) {
+            (Ok(agg), _) => Ok(agg),
+            (Err(_), Some(f)) => {
+                // No buffer for the frame: smoltcp writes it into the
+                // scratch buffer. A frame longer than a page (a TSO frame)
+                // may have found no run of free pages that long: it goes
+                // out from page-sized buffers, a second copy (counted).
+                // Anything shorter is dropped: the pool is exhausted.
+                out = Some(f(self.scratch(len)));
+                finished = finish_copied(&mut self.scratch[..len], mode, mss);
+                if len > PAGE_SIZE && finished.1.is_some() {
+                    let pieces = self.scratch[..len].chunks(PAGE_SIZE).try_fold(Aggregate::new(d), |agg, piece| {
+                        let part = d.pack(pool, piece.len(), |b| b.copy_from_slice(piece)).map_err(|_| ())?;
+                        agg.concat(part).map_err(|_| ())
+                    });
+                    if pieces.is_ok() {
+                        d.count_copy(finished.0);
+                        self.stats.tx_payload_copied_frame += finished.0 as u64;
+                    }
+                    pieces
+                } else {
+                    Err(())
+                }
+            }
+            (Err(_), None) => Err(()),
+        };
+        let (copied, offload) = finished;
         d.count_copy(copied);
         self.stats.tx_payload_copied_frame += copied as u64;
-        match packed {
-            Ok(agg) => self.send(TxFrame { agg, offload }),
-            Err(_) => self.stats.tx_dropped += 1,
+        match (agg, offload) {
+            (Ok(agg), Some(offload)) => self.send(TxFrame { agg, offload }),
+            // Not sent: smoltcp sends the segment again after a timeout.
+            (Ok(_), None) => self.stats.tx_withheld += 1,
+            (Err(_), _) => self.stats.tx_dropped += 1,
         }
         match out {
             Some(r) => r,

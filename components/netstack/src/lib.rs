@@ -76,6 +76,12 @@ pub struct Config {
     pub copy_mode: CopyMode,
     /// TCP transmit checksum (default [`TxChecksum::Cached`]).
     pub checksum: TxChecksum,
+    /// TCP segmentation offload (default off; only where the NIC offers
+    /// it, `nic_api::Offloads`): a TCP segment may carry up to 64 KiB,
+    /// which the NIC cuts into segments of at most the MSS
+    /// ([`TxOffload::Tso`]; their checksums are the NIC's whatever
+    /// `checksum` says).
+    pub tso: bool,
     /// The stack's own pool (owned by its domain): frame headers and frames
     /// in copy modes (and received data, unless `rx_pool` says otherwise).
     pub pool: PoolId,
@@ -136,6 +142,7 @@ impl Config {
             mtu: 1514,
             copy_mode: iolite::BUILD_COPY_MODE,
             checksum: TxChecksum::Cached,
+            tso: false,
             pool,
             rx_pool: pool,
             send_window: 256 * 1024,
@@ -178,6 +185,13 @@ pub enum NetError {
 pub struct NetStats {
     /// Frames handed to the NIC.
     pub tx_frames: u64,
+    /// Of those, TCP segments of up to 64 KiB for the NIC to cut
+    /// ([`Config::tso`]).
+    pub tx_tso_frames: u64,
+    /// Segments for the NIC to cut whose bytes spanned more slices than a
+    /// frame takes, sent as several such frames (by reference, instead of
+    /// coalescing most of their bytes into a copy).
+    pub tx_tso_split: u64,
     /// Frames dropped on transmit: only replies to received frames that
     /// found neither pool nor queue room (the stack's own segments wait
     /// instead, see `tx_deferred`).

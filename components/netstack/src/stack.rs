@@ -27,7 +27,7 @@ pub(crate) struct TxQueue<'d> {
 }
 
 impl<'d> TxQueue<'d> {
-    fn new() -> Self {
+    pub(crate) fn new() -> Self {
         Self { aggs: VecDeque::new(), len: 0 }
     }
 
@@ -48,7 +48,7 @@ impl<'d> TxQueue<'d> {
             || self.aggs.back().is_some_and(|b| b.slice_count() + a.slice_count() <= iolite::MAX_SLICES)
     }
 
-    fn push(&mut self, a: Aggregate<'d>) {
+    pub(crate) fn push(&mut self, a: Aggregate<'d>) {
         self.len += a.len();
         // Small sends (pipelined responses of small files) share entries:
         // one aggregate holds up to 16 slices, whoever sent them.
@@ -137,6 +137,57 @@ impl<'d> TxQueue<'d> {
             }
         }
         None
+    }
+
+    /// Where to cut bytes `[off, off+len)` of the queue, a TCP segment of
+    /// `len` bytes the NIC cuts into segments of `mss` bytes, into frames
+    /// of at most `max` payload slices each: the ends of the pieces,
+    /// relative to `off` (the last is `len`; just `[len]` when the range
+    /// has no more than `max` slices). Every piece but the last is a
+    /// multiple of `mss` long, so the NIC puts the same segments on the
+    /// wire as from one frame; a piece is a single `mss` when that many
+    /// bytes already span more than `max` slices (`gather` then coalesces
+    /// it, as it would the segment without segmentation offload).
+    pub fn tso_cuts(&self, off: usize, len: usize, max: usize, mss: usize) -> Vec<usize> {
+        let (end, mss, max) = (off.saturating_add(len), mss.max(1), max.max(1));
+        // Where each slice piece of the range starts, relative to `off`.
+        let mut starts: Vec<usize> = Vec::new();
+        let mut pos = 0usize;
+        'outer: for a in &self.aggs {
+            if pos + a.len() <= off {
+                pos += a.len();
+                continue;
+            }
+            for s in a.slices() {
+                let (s_start, s_end) = (pos, pos + s.len());
+                pos = s_end;
+                if s_end <= off || s.is_empty() {
+                    continue;
+                }
+                if s_start >= end {
+                    break 'outer;
+                }
+                starts.push(s_start.max(off) - off);
+            }
+        }
+        if starts.len() <= max {
+            return alloc::vec![len];
+        }
+        let mut cuts = Vec::new();
+        let (mut at, mut first) = (0usize, 0usize);
+        while at < len {
+            // Pieces `first..first + max` fit one frame: end at or before
+            // where the next one starts, on a multiple of the MSS.
+            let room = starts.get(first + max).map_or(len, |&s| s.min(len));
+            let step = (room - at) / mss * mss;
+            let next = if room >= len { len } else { (at + step.max(mss)).min(len) };
+            cuts.push(next);
+            at = next;
+            while first + 1 < starts.len() && starts[first + 1] <= at {
+                first += 1;
+            }
+        }
+        cuts
     }
 
     /// Bytes `[off, off+len)` of the queue as an aggregate of at most `max`
@@ -335,8 +386,9 @@ pub struct NetStack<'d> {
     time_waits: u64,
 }
 
-/// A device that has nothing, used only to create the interface.
-struct NoDevice(usize);
+/// A device that has nothing, used only to create the interface (MTU,
+/// segmentation offload).
+struct NoDevice(usize, bool);
 impl smoltcp::phy::Device for NoDevice {
     type RxToken<'a> = NoToken;
     type TxToken<'a> = NoToken;
@@ -347,10 +399,8 @@ impl smoltcp::phy::Device for NoDevice {
         None
     }
     fn capabilities(&self) -> smoltcp::phy::DeviceCapabilities {
-        let mut c = smoltcp::phy::DeviceCapabilities::default();
-        c.medium = smoltcp::phy::Medium::Ethernet;
-        c.max_transmission_unit = self.0;
-        c
+        // What the interface keeps for good (it never asks `Dev`).
+        crate::device::capabilities(self.0, self.1)
     }
 }
 struct NoToken;
@@ -385,7 +435,7 @@ impl<'d> NetStack<'d> {
         let mut ic = smoltcp::iface::Config::new(HardwareAddress::Ethernet(EthernetAddress(cfg.mac)));
         ic.random_seed = cfg.random_seed;
         let now = Instant::from_millis(now_ms as i64);
-        let mut iface = Interface::new(ic, &mut NoDevice(cfg.mtu), now);
+        let mut iface = Interface::new(ic, &mut NoDevice(cfg.mtu, cfg.tso), now);
         // The socket table at its largest at once: every socket has a
         // receive ring from the budget, so the budget bounds their number.
         // A table that grew under load would keep its size (no shrinking),
@@ -765,6 +815,7 @@ impl<'d> NetStack<'d> {
             zero_copy: self.cfg.copy_mode == CopyMode::IoLite,
             checksum: self.cfg.checksum,
             mtu: self.cfg.mtu,
+            tso: self.cfg.tso,
             conns: &mut self.conns,
             tuples: &self.tuple_index,
             cache: &mut self.cache,
@@ -975,5 +1026,64 @@ impl<'d> NetStack<'d> {
     /// data (zero-copy connections).
     pub fn held_send_bytes(&self) -> usize {
         self.conns.iter().map(|c| c.queue.len()).sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::TxQueue;
+    use crate::tests::{domain, pattern, APP};
+    use alloc::vec::Vec;
+    use iolite::Trust;
+
+    /// Whatever the slices, the cuts tile the range, every piece but the
+    /// last is a multiple of the MSS, and a piece spans at most `max`
+    /// slices unless it is a single MSS (which then is coalesced).
+    #[test]
+    fn tso_cuts_tile_the_range_in_mss_multiples_of_few_slices() {
+        let d = domain(4096, Trust::Trusted);
+        let mut x = 5u32;
+        let mut next = move |n: u32| {
+            x ^= x << 13;
+            x ^= x >> 17;
+            x ^= x << 5;
+            x % n
+        };
+        for round in 0..40 {
+            let mut q = TxQueue::new();
+            // Slices of 1..=4 bytes, of about a pipelined response, or of
+            // pages, depending on the round.
+            let most = [4, 300, 4096][round % 3];
+            let mut sizes = Vec::new();
+            while q.len() < 67_000 {
+                let n = 1 + next(most) as usize;
+                // One byte more than sent, so that neighbours in a page
+                // stay slices of their own.
+                let obj = d.pack(APP, n + 1, |b| b.copy_from_slice(&pattern(n + 1, round as u32))).unwrap();
+                q.push(obj.range(0, n).unwrap());
+                sizes.push(n);
+            }
+            let starts: Vec<usize> = sizes.iter().scan(0, |p, &n| Some(core::mem::replace(p, *p + n))).collect();
+            let (max, mss) = (15, [1460, 1448, 536][round % 3]);
+            let off = next(1000) as usize;
+            let len = 1 + next(65_000) as usize;
+            let cuts = q.tso_cuts(off, len, max, mss);
+            assert_eq!(*cuts.last().unwrap(), len);
+            let mut at = 0;
+            for (k, &end) in cuts.iter().enumerate() {
+                assert!(end > at, "round {round}: cuts increase");
+                if k + 1 < cuts.len() {
+                    assert_eq!((end - at) % mss, 0, "round {round}: piece {k} of {} bytes", end - at);
+                }
+                // Slices the piece [off + at, off + end) touches.
+                let (a, b) = (off + at, off + end);
+                let touched = starts.iter().zip(&sizes).filter(|&(&s, &n)| s < b && s + n > a).count();
+                assert!(touched <= max || end - at == mss.min(len - at), "round {round}: {touched} slices");
+                at = end;
+            }
+            if starts.iter().zip(&sizes).filter(|&(&s, &n)| s < off + len && s + n > off).count() <= max {
+                assert_eq!(cuts, [len], "round {round}: few slices, one piece");
+            }
+        }
     }
 }

@@ -129,6 +129,16 @@ pub const TXD_DTYP_D: u32 = 1 << 20;
 pub const TXD_DTYP_C: u32 = 0;
 /// Data descriptor POPTS: insert the TCP/UDP checksum.
 pub const TXD_POPTS_TXSM: u32 = 0x02;
+/// Data descriptor POPTS: insert the IPv4 header checksum.
+pub const TXD_POPTS_IXSM: u32 = 0x01;
+/// TX command (context and data descriptors): TCP segmentation enable.
+pub const TXD_CMD_TSE: u32 = 0x04;
+/// Context descriptor TUCMD: the packet is IPv4 (the bit of IFCS in a
+/// data descriptor).
+pub const TXD_CMD_IP: u32 = 0x02;
+/// Context descriptor TUCMD: the packet is TCP (the bit of EOP in a data
+/// descriptor).
+pub const TXD_CMD_TCP: u32 = 0x01;
 /// Descriptor done (TX status byte and RX status byte).
 pub const DD: u8 = 0x01;
 /// RX status: end of packet.
@@ -157,6 +167,65 @@ pub const fn tx_data(len: u16, last: bool, checksum: bool) -> u64 {
 pub const fn tx_context(start: u8, offset: u8) -> [u64; 2] {
     let tu = start as u64 | (offset as u64) << 8;
     [tu << 32, ((TXD_CMD_DEXT << 24) | TXD_DTYP_C) as u64]
+}
+
+/// The second word of a TX data descriptor of `len` bytes of a frame the
+/// device cuts into TCP segments with the current TSO context
+/// ([`TsoContext`]); `last` ends the frame (EOP, RS). Both checksums are
+/// inserted in every segment (IXSM, TXSM).
+pub const fn tx_data_tso(len: u16, last: bool) -> u64 {
+    let end = if last { TXD_CMD_EOP | TXD_CMD_RS } else { 0 };
+    let cmd = TXD_CMD_DEXT | TXD_CMD_IFCS | TXD_CMD_TSE | end;
+    len as u64 | TXD_DTYP_D as u64 | (cmd as u64) << 24 | ((TXD_POPTS_IXSM | TXD_POPTS_TXSM) as u64) << 40
+}
+
+/// A TCP/IPv4 segmentation context (§3.3.6, §3.5): the data descriptors
+/// that follow ([`tx_data_tso`]) carry one frame of `hdr_len` bytes of
+/// headers and `paylen` bytes of payload, which the device sends as
+/// segments of at most `mss` payload bytes, each with a copy of the
+/// headers in which it updates the IPv4 total length and identification,
+/// the TCP sequence number and flags, and computes the IPv4 header
+/// checksum (bytes `ipcss..=ipcse`, at `ipcso`) and the TCP checksum
+/// (from `tucss` to the end, at `tucso`, seeded with the pseudo-header
+/// sum without its length).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TsoContext {
+    /// IPCSS: the IPv4 header's first byte.
+    pub ipcss: u8,
+    /// IPCSO: where its checksum goes.
+    pub ipcso: u8,
+    /// IPCSE: its last byte (inclusive).
+    pub ipcse: u16,
+    /// TUCSS: the TCP header's first byte.
+    pub tucss: u8,
+    /// TUCSO: where the TCP checksum goes.
+    pub tucso: u8,
+    /// HDRLEN: bytes of headers (copied in front of every segment).
+    pub hdr_len: u8,
+    /// MSS: payload bytes per segment, at most.
+    pub mss: u16,
+    /// PAYLEN: payload bytes of the whole frame (20 bits).
+    pub paylen: u32,
+}
+
+impl TsoContext {
+    /// The descriptor: IPCSS, IPCSO, IPCSE, TUCSS, TUCSO, TUCSE = 0 (to the
+    /// end) in the first word; PAYLEN, DTYP context, TUCMD = DEXT | TSE |
+    /// IP | TCP, HDRLEN and MSS in the second.
+    pub const fn words(&self) -> [u64; 2] {
+        let w0 = self.ipcss as u64
+            | (self.ipcso as u64) << 8
+            | (self.ipcse as u64) << 16
+            | (self.tucss as u64) << 32
+            | (self.tucso as u64) << 40;
+        let cmd = TXD_CMD_DEXT | TXD_CMD_TSE | TXD_CMD_IP | TXD_CMD_TCP;
+        let w1 = (self.paylen & 0xf_ffff) as u64
+            | TXD_DTYP_C as u64
+            | (cmd as u64) << 24
+            | (self.hdr_len as u64) << 40
+            | (self.mss as u64) << 48;
+        [w0, w1]
+    }
 }
 
 /// The status byte of a written-back TX descriptor (second word).
@@ -234,6 +303,26 @@ mod tests {
         assert_eq!(tx_data(100, true, true), 100 | 1 << 20 | 0x2b << 24 | 0x02 << 40);
         // Context: TUCSS in bits 32..40, TUCSO in 40..48, TUCSE 0; DEXT, DTYP 0.
         assert_eq!(tx_context(34, 50), [34 << 32 | 50 << 40, 0x20 << 24]);
+        // TSO data: DTYP 1, CMD DEXT | TSE | IFCS (+ EOP | RS), POPTS IXSM | TXSM.
+        assert_eq!(tx_data_tso(1000, false), 1000 | 1 << 20 | 0x26 << 24 | 0x03 << 40);
+        assert_eq!(tx_data_tso(54, true), 54 | 1 << 20 | 0x2f << 24 | 0x03 << 40);
+        // TSO context: the byte layout of the manual's Table 3-10.
+        let c =
+            TsoContext { ipcss: 14, ipcso: 24, ipcse: 33, tucss: 34, tucso: 50, hdr_len: 66, mss: 1448, paylen: 65469 };
+        let mut bytes = [0u8; 16];
+        bytes[..8].copy_from_slice(&c.words()[0].to_le_bytes());
+        bytes[8..].copy_from_slice(&c.words()[1].to_le_bytes());
+        let paylen = 65469u32.to_le_bytes();
+        let mss = 1448u16.to_le_bytes();
+        #[rustfmt::skip]
+        let want = [
+            14, 24, 33, 0,                          // IPCSS, IPCSO, IPCSE
+            34, 50, 0, 0,                           // TUCSS, TUCSO, TUCSE
+            paylen[0], paylen[1], paylen[2], 0x27,  // PAYLEN (20 bits), DTYP 0; TUCMD DEXT | TSE | IP | TCP
+            0, 66, mss[0], mss[1],                  // STA, HDRLEN, MSS
+        ];
+        assert_eq!(bytes, want);
+        assert_eq!(TsoContext { paylen: 0x12_3456, ..c }.words()[1] & 0xff_ffff, 0x02_3456, "PAYLEN is 20 bits");
         assert_eq!(tx_status(0x01 << 32), DD);
         assert_eq!(rx_writeback(0x0000_0003_0000_05ea), (0x03, 0x00, 1514));
         assert_eq!(rx_writeback(0x0000_0103_0000_0040), (0x03, 0x01, 64), "the errors byte");

@@ -536,6 +536,15 @@ counters::counters! {
         /// Connections taken out of TIME-WAIT early: more of them waited
         /// than the stack keeps (`time_wait_cap`).
         TimeWaitRecycled = "tcp_time_wait_recycled",
+        /// Frames handed to the NIC as TCP segments of up to 64 KiB for it
+        /// to cut (segmentation offload; netdrv counts the segments).
+        TxTsoFrames = "tcp_tx_tso_frames",
+        /// 1 when the NIC cuts TCP segments (netdrv offers it and the stack
+        /// uses it).
+        Tso = "tcp_tso",
+        /// Segments for the NIC to cut that spanned more slices than a
+        /// frame takes, sent as several frames by reference.
+        TxTsoSplit = "tcp_tx_tso_split",
     }
 }
 
@@ -621,7 +630,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 62] = [
+        let names: [&str; 65] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -684,6 +693,9 @@ mod tests {
             "tcp_bad_releases",
             "tcp_send_retries",
             "tcp_time_wait_recycled",
+            "tcp_tx_tso_frames",
+            "tcp_tso",
+            "tcp_tx_tso_split",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

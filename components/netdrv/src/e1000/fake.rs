@@ -2,7 +2,8 @@
 //! every write, and enough of the device behind it to move frames through
 //! the rings the driver sets up: receive into the buffers the RX
 //! descriptors point at, transmit (context and data descriptors, gathered
-//! into frames), DD write-back, heads, interrupt causes. All its DMA goes
+//! into frames; TCP segmentation as the manual describes it, §3.5), DD
+//! write-back, heads, interrupt causes. All its DMA goes
 //! through the same physical address map the driver was given; an address
 //! outside it is recorded as a DMA fault, never followed.
 //!
@@ -53,8 +54,33 @@ pub struct Sent {
     /// The checksum context applied (TUCSS, TUCSO), if the data
     /// descriptors asked for it.
     pub checksum: Option<(u8, u8)>,
-    /// Data descriptors it took.
+    /// Data descriptors it took (for a segment: the whole TSO frame's).
     pub descriptors: usize,
+    /// For a segment the device cut from a TSO frame: its index.
+    pub segment: Option<usize>,
+}
+
+/// The TSO context last given (the fields of [`TsoContext`]).
+#[derive(Debug, Clone, Copy)]
+struct Tso {
+    ipcss: usize,
+    ipcso: usize,
+    ipcse: usize,
+    tucss: usize,
+    tucso: usize,
+    hdr_len: usize,
+    mss: usize,
+    paylen: usize,
+}
+
+/// Internet checksum of `data` (big-endian words, a last odd byte padded).
+pub fn internet_sum(data: &[u8]) -> u16 {
+    let mut s: u32 = 0;
+    for c in data.chunks(2) {
+        s += u32::from(u16::from_be_bytes([c[0], *c.get(1).unwrap_or(&0)]));
+        s = (s & 0xffff) + (s >> 16);
+    }
+    s as u16
 }
 
 /// The device.
@@ -73,7 +99,10 @@ pub struct Device {
     pub lie: Option<(usize, u32)>,
     /// Hostile: CTRL.RST never clears.
     pub stuck_reset: bool,
+    /// Every TX descriptor processed, as read, in order.
+    pub tx_descriptors: Vec<[u64; 2]>,
     context: Option<(u8, u8)>,
+    tso: Option<Tso>,
     gathering: (Vec<u8>, usize),
 }
 
@@ -91,7 +120,9 @@ impl Device {
             overruns: 0,
             lie: None,
             stuck_reset: false,
+            tx_descriptors: Vec::new(),
             context: None,
+            tso: None,
             gathering: (Vec::new(), 0),
         };
         dev.set(STATUS, STATUS_LU);
@@ -213,10 +244,28 @@ impl Device {
         while done < max && self.get(TDH) != self.get(TDT) {
             let h = self.get(TDH) as usize;
             let Some([w0, w1]) = self.read_desc(TDBAL, h) else { break };
+            self.tx_descriptors.push([w0, w1]);
             let cmd = (w1 >> 24) as u32 & 0xff;
             let ext = cmd & TXD_CMD_DEXT != 0;
             if ext && (w1 as u32 & (0xf << 20)) == TXD_DTYP_C {
-                self.context = Some(((w0 >> 32) as u8, (w0 >> 40) as u8));
+                // One context (the 82540EM's): either kind replaces it.
+                if cmd & TXD_CMD_TSE != 0 {
+                    let b = |at: u32| (w0 >> at) as u8 as usize;
+                    self.tso = Some(Tso {
+                        ipcss: b(0),
+                        ipcso: b(8),
+                        ipcse: (w0 >> 16) as u16 as usize,
+                        tucss: b(32),
+                        tucso: b(40),
+                        hdr_len: (w1 >> 40) as u8 as usize,
+                        mss: (w1 >> 48) as u16 as usize,
+                        paylen: (w1 & 0xf_ffff) as usize,
+                    });
+                    self.context = None;
+                } else {
+                    self.context = Some(((w0 >> 32) as u8, (w0 >> 40) as u8));
+                    self.tso = None;
+                }
             } else {
                 let len = (w1 & 0xffff) as usize;
                 match self.map.virt(w0, len) {
@@ -226,9 +275,17 @@ impl Device {
                 }
                 self.gathering.1 += 1;
                 if cmd & TXD_CMD_EOP != 0 {
-                    let sum = ext && (w1 >> 40) as u32 & TXD_POPTS_TXSM != 0;
+                    let popts = (w1 >> 40) as u32;
+                    let sum = ext && popts & TXD_POPTS_TXSM != 0;
                     let (bytes, descriptors) = core::mem::take(&mut self.gathering);
-                    self.sent.push(Sent { bytes, checksum: if sum { self.context } else { None }, descriptors });
+                    if ext && cmd & TXD_CMD_TSE != 0 {
+                        let t = self.tso.expect("a TSO data descriptor without a TSO context");
+                        assert_eq!(popts, TXD_POPTS_IXSM | TXD_POPTS_TXSM, "TSO needs both checksums");
+                        self.segment(&t, &bytes, descriptors);
+                    } else {
+                        let checksum = if sum { self.context } else { None };
+                        self.sent.push(Sent { bytes, checksum, descriptors, segment: None });
+                    }
                 }
                 if cmd & TXD_CMD_RS != 0 {
                     self.write_w1(TDBAL, h, w1 | u64::from(DD) << 32);
@@ -241,6 +298,47 @@ impl Device {
             self.raise(INT_TXDW);
         }
         done
+    }
+
+    /// Cuts a TSO frame into segments as the manual says (§3.5): the
+    /// headers in front of every `mss` bytes of payload; per segment the
+    /// IPv4 total length, identification + index, TCP sequence number +
+    /// bytes before it, PSH and FIN cleared but in the last; the TCP
+    /// checksum over the segment from the field's seed plus the segment's
+    /// TCP length, the IPv4 header checksum over `ipcss..=ipcse` from the
+    /// field as given.
+    fn segment(&mut self, t: &Tso, frame: &[u8], descriptors: usize) {
+        assert_eq!(frame.len(), t.hdr_len + t.paylen, "PAYLEN is the frame's payload");
+        let (hdr, payload) = frame.split_at(t.hdr_len);
+        let chunks: Vec<&[u8]> = payload.chunks(t.mss).collect();
+        for (k, chunk) in chunks.iter().enumerate() {
+            let mut f = [hdr, chunk].concat();
+            let be16 = |f: &[u8], at: usize| u16::from_be_bytes([f[at], f[at + 1]]);
+            let put16 = |f: &mut [u8], at: usize, v: u16| f[at..at + 2].copy_from_slice(&v.to_be_bytes());
+            let ip_len = (f.len() - t.ipcss) as u16;
+            put16(&mut f, t.ipcss + 2, ip_len);
+            let id = be16(&f, t.ipcss + 4).wrapping_add(k as u16);
+            put16(&mut f, t.ipcss + 4, id);
+            let seq_at = t.tucss + 4;
+            let seq = u32::from_be_bytes(f[seq_at..seq_at + 4].try_into().unwrap()).wrapping_add((k * t.mss) as u32);
+            f[seq_at..seq_at + 4].copy_from_slice(&seq.to_be_bytes());
+            if k + 1 < chunks.len() {
+                f[t.tucss + 13] &= !0x09;
+            }
+            let tcp_len = (f.len() - t.tucss) as u32;
+            let seed = u32::from(be16(&f, t.tucso)) + tcp_len;
+            put16(&mut f, t.tucso, ((seed & 0xffff) + (seed >> 16)) as u16);
+            let tcp_sum = !internet_sum(&f[t.tucss..]);
+            put16(&mut f, t.tucso, tcp_sum);
+            let ip_sum = !internet_sum(&f[t.ipcss..=t.ipcse]);
+            put16(&mut f, t.ipcso, ip_sum);
+            self.sent.push(Sent {
+                bytes: f,
+                checksum: Some((t.tucss as u8, t.tucso as u8)),
+                descriptors,
+                segment: Some(k),
+            });
+        }
     }
 
     /// TX descriptors posted and not yet processed.

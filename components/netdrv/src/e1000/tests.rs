@@ -328,7 +328,7 @@ fn an_aggregate_goes_out_as_one_descriptor_per_slice() {
     assert_eq!(nic.regs().writes_to(TDT), [0, 3], "TDT once, past the three descriptors");
     assert_eq!(nic.regs().transmit(usize::MAX), 3);
     let whole: Vec<u8> = [hdr, body1, body2].concat();
-    assert_eq!(nic.regs().sent, [Sent { bytes: whole, checksum: None, descriptors: 3 }]);
+    assert_eq!(nic.regs().sent, [Sent { bytes: whole, checksum: None, descriptors: 3, segment: None }]);
     assert_eq!(counter(&nic, Counter::TxDescriptors), 3);
     assert_eq!(counter(&nic, Counter::TxBytes), 1054);
     assert_eq!(nic.regs().dma_faults, 0);
@@ -485,4 +485,249 @@ fn interrupt_causes_and_link_changes() {
     assert_eq!(counter(&nic, Counter::LinkUp), 0);
     nic.regs().lie = Some((ICR, 1 << 20 | INT_LSC));
     assert!(matches!(nic.interrupt(), Interrupt::NotTheDevice(_)));
+}
+
+/// Ethernet + IPv4 + TCP headers as netstack hands them over for TSO:
+/// `options` bytes of TCP options, IPv4 identification `id`, sequence
+/// number `seq`, PSH | ACK (and FIN if `fin`), the IPv4 header checksum 0
+/// and in the TCP checksum field the pseudo-header sum without its length.
+fn tso_headers(options: usize, id: u16, seq: u32, fin: bool) -> Vec<u8> {
+    let tcp_len = 20 + options;
+    let mut h = vec![0u8; 14 + 20 + tcp_len];
+    h[..6].copy_from_slice(&[0x52, 0x55, 10, 0, 2, 2]);
+    h[6..12].copy_from_slice(&MAC);
+    h[12..14].copy_from_slice(&[0x08, 0x00]);
+    h[14] = 0x45;
+    // What smoltcp writes for the whole frame; the device rewrites it.
+    h[16..18].copy_from_slice(&0xffffu16.to_be_bytes());
+    h[18..20].copy_from_slice(&id.to_be_bytes());
+    h[20] = 0x40; // DF
+    h[22] = 64;
+    h[23] = 6;
+    h[26..30].copy_from_slice(&[10, 0, 2, 15]);
+    h[30..34].copy_from_slice(&[10, 0, 2, 2]);
+    h[34..36].copy_from_slice(&80u16.to_be_bytes());
+    h[36..38].copy_from_slice(&51234u16.to_be_bytes());
+    h[38..42].copy_from_slice(&seq.to_be_bytes());
+    h[42..46].copy_from_slice(&0x1234_5678u32.to_be_bytes());
+    h[46] = ((tcp_len / 4) as u8) << 4;
+    h[47] = 0x18 | fin as u8; // PSH | ACK (| FIN)
+    h[48..50].copy_from_slice(&8192u16.to_be_bytes());
+    for (k, b) in h[54..].iter_mut().enumerate() {
+        *b = [1, 1, 8, 10][k % 4]; // NOP, NOP, timestamps... any bytes
+    }
+    let seed = pseudo_sum([10, 0, 2, 15], [10, 0, 2, 2], 0);
+    h[50..52].copy_from_slice(&seed.to_be_bytes());
+    h
+}
+
+/// The ones'-complement sum of the IPv4 pseudo-header (TCP, length `len`).
+fn pseudo_sum(src: [u8; 4], dst: [u8; 4], len: u16) -> u16 {
+    let mut b = Vec::from(src);
+    b.extend_from_slice(&dst);
+    b.extend_from_slice(&[0, 6]);
+    b.extend_from_slice(&len.to_be_bytes());
+    super::fake::internet_sum(&b)
+}
+
+/// Checks `seg` is segment `k` of `n` cut from `frame` (headers of
+/// `hdr_len`, `mss`): the headers as expected, both checksums valid, the
+/// payload the frame's `k`th `mss` bytes.
+fn check_segment(seg: &[u8], frame: &[u8], hdr_len: usize, mss: usize, k: usize, n: usize) {
+    use super::fake::internet_sum;
+    let payload = &frame[hdr_len..][k * mss..((k + 1) * mss).min(frame.len() - hdr_len)];
+    assert!(seg.len() <= MAX_FRAME, "segment {k}: {} bytes", seg.len());
+    assert_eq!(&seg[hdr_len..], payload, "segment {k}: payload");
+    assert_eq!(seg[..12], frame[..12], "addresses");
+    let ip_len = u16::from_be_bytes([seg[16], seg[17]]) as usize;
+    assert_eq!(ip_len, seg.len() - 14, "segment {k}: IPv4 total length");
+    let id = |f: &[u8]| u16::from_be_bytes([f[18], f[19]]);
+    assert_eq!(id(seg), id(frame).wrapping_add(k as u16), "segment {k}: identification");
+    assert_eq!(internet_sum(&seg[14..34]), 0xffff, "segment {k}: IPv4 header checksum");
+    let seq = |f: &[u8]| u32::from_be_bytes(f[38..42].try_into().unwrap());
+    assert_eq!(seq(seg), seq(frame).wrapping_add((k * mss) as u32), "segment {k}: sequence number");
+    let flags = if k + 1 == n { frame[47] } else { frame[47] & !0x09 };
+    assert_eq!(seg[47], flags, "segment {k}: PSH and FIN only in the last");
+    // Everything else of the headers is the frame's.
+    let mut a = seg[..hdr_len].to_vec();
+    let mut b = frame[..hdr_len].to_vec();
+    for r in [16..20, 24..26, 38..42, 47..48, 50..52] {
+        a[r.clone()].fill(0);
+        b[r].fill(0);
+    }
+    assert_eq!(a, b, "segment {k}: the other header bytes");
+    let tcp_len = (seg.len() - 34) as u16;
+    let s = pseudo_sum([10, 0, 2, 15], [10, 0, 2, 2], tcp_len) as u32 + internet_sum(&seg[34..]) as u32;
+    assert_eq!(((s & 0xffff) + (s >> 16)) as u16, 0xffff, "segment {k}: TCP checksum");
+}
+
+fn tso(tcp_start: usize, hdr_len: usize, mss: usize) -> TxRequest {
+    TxRequest::Tso(nic_api::Tso::new(tcp_start, hdr_len, mss).unwrap())
+}
+
+#[test]
+fn a_tso_frame_is_a_context_then_one_data_descriptor_per_slice() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    nic.set_tso(true);
+    let hdr = tso_headers(12, 0x0101, 0xffff_f000, true);
+    let parts = [frame(1, 1000, false), frame(2, 16384, false), frame(3, 3, false), frame(4, 5000, false)];
+    let mut agg = aggregate(d, HDR_POOL, &[&hdr]);
+    agg.append(aggregate(d, APP_POOL, &[&parts[0], &parts[1], &parts[2], &parts[3]])).map_err(|_| ()).unwrap();
+    let pas: Vec<u64> = agg.slices().map(|s| nic.regs().map().physical(s.as_ptr() as u64).unwrap()).collect();
+    let whole: Vec<u8> = [hdr.clone(), parts.concat()].concat();
+    let paylen = whole.len() - 66;
+    let mut q = VecDeque::from([(agg, tso(34, 66, 1448))]);
+    post(&mut nic, &mut q);
+    assert_eq!(nic.regs().writes_to(TDT), [0, 6], "TDT once: a context and five data descriptors");
+    nic.regs().transmit(usize::MAX);
+    // The descriptors, word for word (the manual's layouts, §3.3).
+    let context = [14 | 24 << 8 | 33 << 16 | 34 << 32 | 50 << 40, paylen as u64 | 0x27 << 24 | 66 << 40 | 1448 << 48];
+    let data = |k: usize, len: usize, last: bool| {
+        [pas[k], len as u64 | 1 << 20 | if last { 0x2f } else { 0x26 } << 24 | 0x03 << 40]
+    };
+    let mut want = vec![context, data(0, 66, false)];
+    for (k, p) in parts.iter().enumerate() {
+        want.push(data(k + 1, p.len(), k == 3));
+    }
+    assert_eq!(nic.regs().tx_descriptors, want);
+    // What the device put on the wire: 16 segments of at most 1448 bytes.
+    let n = paylen.div_ceil(1448);
+    assert_eq!(n, 16);
+    let sent = nic.regs().sent.clone();
+    assert_eq!(sent.len(), n);
+    for (k, s) in sent.iter().enumerate() {
+        assert_eq!(s.segment, Some(k));
+        check_segment(&s.bytes, &whole, 66, 1448, k, n);
+    }
+    assert_eq!(sent.iter().map(|s| s.bytes.len() - 66).sum::<usize>(), paylen);
+    assert_eq!(sent[0].bytes.len(), MAX_FRAME);
+    assert_eq!(counter(&nic, Counter::TxTsoFrames), 1);
+    assert_eq!(counter(&nic, Counter::TxTsoSegments), n as u64);
+    assert_eq!(counter(&nic, Counter::TxFrames), 1);
+    assert_eq!(counter(&nic, Counter::TxBytes), whole.len() as u64);
+    assert_eq!(counter(&nic, Counter::TxDescriptors), 6);
+    assert_eq!(counter(&nic, Counter::TxOffloaded), 1);
+    assert_eq!(nic.regs().dma_faults, 0);
+    assert_eq!(nic.tx_reap(), 1);
+    assert_eq!(pages_in_use(d, APP_POOL), 0, "the frame's holds went back after DD");
+}
+
+#[test]
+fn tso_frames_of_every_shape_are_cut_byte_exact() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    nic.set_tso(true);
+    // Payload lengths around multiples of the MSS, the largest frame,
+    // tiny MSSs; headers with and without options.
+    let cases: &[(usize, usize, usize)] = &[
+        (0, 1460, 1),
+        (0, 1460, 1460),
+        (0, 1460, 1461),
+        (0, 1460, 2 * 1460),
+        (12, 1448, 44 * 1448 + 17),
+        (12, 1448, nic_api::TSO_MAX_FRAME - 66),
+        (0, 536, 10_000),
+        (40, 100, 1000),
+    ];
+    for (i, &(options, mss, paylen)) in cases.iter().enumerate() {
+        let hdr = tso_headers(options, 0xfff0, 1000 * i as u32, i % 2 == 0);
+        let hdr_len = hdr.len();
+        let payload = frame(i as u64 + 10, paylen, false);
+        // Slices of varying sizes, as a send queue's ranges are.
+        let cut: Vec<&[u8]> = payload.chunks(7000 + 1111 * i).collect();
+        let mut agg = aggregate(d, HDR_POOL, &[&hdr]);
+        agg.append(aggregate(d, APP_POOL, &cut)).map_err(|_| ()).unwrap();
+        let whole = [hdr.clone(), payload.clone()].concat();
+        let before = nic.regs().sent.len();
+        post(&mut nic, &mut VecDeque::from([(agg, tso(34, hdr_len, mss))]));
+        nic.regs().transmit(usize::MAX);
+        nic.tx_reap();
+        let sent = &nic.regs().sent[before..];
+        let n = paylen.div_ceil(mss);
+        assert_eq!(sent.len(), n, "case {i}");
+        for (k, s) in sent.iter().enumerate() {
+            check_segment(&s.bytes, &whole, hdr_len, mss, k, n);
+        }
+    }
+    assert_eq!(counter(&nic, Counter::TxTsoFrames), cases.len() as u64);
+    assert_eq!(counter(&nic, Counter::TxRejected), 0);
+    assert_eq!(pages_in_use(d, APP_POOL), 0);
+}
+
+#[test]
+fn tso_requests_that_do_not_fit_their_frame_are_rejected() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    let hdr = tso_headers(0, 1, 1, false);
+    let with = |h: &[u8], payload: usize| {
+        let mut a = aggregate(d, HDR_POOL, &[h]);
+        if payload > 0 {
+            a.append(aggregate(d, APP_POOL, &[&frame(5, payload, false)])).map_err(|_| ()).unwrap();
+        }
+        a
+    };
+    // Not enabled: rejected, however good.
+    post(&mut nic, &mut VecDeque::from([(with(&hdr, 3000), tso(34, 54, 1460))]));
+    assert_eq!(counter(&nic, Counter::TxRejected), 1);
+    nic.set_tso(true);
+    let patched = |at: usize, v: u8| {
+        let mut h = hdr.clone();
+        h[at] = v;
+        h
+    };
+    let mut split = aggregate(d, HDR_POOL, &[&hdr[..40], &hdr[40..]]);
+    split.append(aggregate(d, APP_POOL, &[&frame(6, 3000, false)])).map_err(|_| ()).unwrap();
+    let bad = [
+        (with(&hdr, 0), tso(34, 54, 1460)),                               // no payload
+        (with(&hdr, nic_api::TSO_MAX_FRAME - 54 + 1), tso(34, 54, 1460)), // longer than 64 KiB
+        (with(&hdr, 3000), tso(34, 66, 1448)),                            // a 20-byte TCP header, not 32
+        (with(&patched(13, 0xdd), 3000), tso(34, 54, 1460)),              // IPv6
+        (with(&patched(14, 0x46), 3000), tso(34, 54, 1460)),              // a 24-byte IPv4 header
+        (with(&patched(23, 17), 3000), tso(34, 54, 1460)),                // UDP
+        (split, tso(34, 54, 1460)),                                       // headers in two slices
+    ];
+    let n = bad.len() as u64;
+    post(&mut nic, &mut bad.into_iter().collect());
+    assert_eq!(counter(&nic, Counter::TxRejected), 1 + n);
+    assert_eq!(nic.regs().writes_to(TDT), [0], "no descriptor was posted");
+    assert_eq!((pages_in_use(d, HDR_POOL), pages_in_use(d, APP_POOL)), (0, 0), "rejected frames are released");
+    assert_eq!(counter(&nic, Counter::TxTsoFrames), 0);
+}
+
+#[test]
+fn a_tso_frame_waits_whole_for_room_and_replaces_the_checksum_context() {
+    let (d, mut nic) = nic(RING_PAGES + 8);
+    nic.set_tso(true);
+    // 505 descriptors in use: 7 left, of which one always stays free.
+    let mut q: VecDeque<_> =
+        (0..505u64).map(|i| (aggregate(d, APP_POOL, &[&frame(i, 60, false)]), TxRequest::Plain)).collect();
+    post(&mut nic, &mut q);
+    let hdr = tso_headers(0, 7, 7, false);
+    let parts: Vec<Vec<u8>> = (0..5).map(|i| frame(100 + i, 2000, false)).collect();
+    let mut agg = aggregate(d, HDR_POOL, &[&hdr]);
+    agg.append(aggregate(d, APP_POOL, &parts.iter().map(|p| &p[..]).collect::<Vec<_>>())).map_err(|_| ()).unwrap();
+    let whole = [hdr.clone(), parts.concat()].concat();
+    let csum = TxRequest::TcpChecksum { start: 34, offset: 50 };
+    let mut q = VecDeque::from([
+        (agg, tso(34, 54, 1460)),
+        (aggregate(d, HDR_POOL, &[&frame(7, 120, false)]), csum),
+        (aggregate(d, HDR_POOL, &[&frame(8, 120, false)]), csum),
+    ]);
+    post(&mut nic, &mut q);
+    assert!(nic.tx_waiting(), "a context and six data descriptors do not fit in six");
+    assert_eq!(nic.regs().tx_queued(), 505);
+    nic.regs().transmit(usize::MAX);
+    nic.tx_reap();
+    post(&mut nic, &mut q);
+    nic.regs().transmit(usize::MAX);
+    let sent = &nic.regs().sent[505..];
+    assert_eq!(sent.len(), 7 + 2);
+    for (k, s) in sent[..7].iter().enumerate() {
+        check_segment(&s.bytes, &whole, 54, 1460, k, 7);
+    }
+    // The checksum frames after it: their context is written again (the
+    // TSO context took the device's only one), once.
+    assert_eq!(sent[7].checksum, Some((34, 50)));
+    assert_eq!(sent[8].checksum, Some((34, 50)));
+    let contexts = nic.regs().tx_descriptors.iter().filter(|w| w[1] >> 20 & 0x20f == 0x200).count();
+    assert_eq!(contexts, 2, "one TSO context, one checksum context");
+    assert_eq!(counter(&nic, Counter::TxDescriptors), 505 + 7 + 1 + 2);
 }

@@ -1,8 +1,9 @@
 //! Host tests of the whole stack: two `NetStack`s back to back over an
 //! in-memory wire that implements the frame model (headers + payload
 //! slices). The wire reads each frame's slices from the pools, as a NIC's
-//! DMA would, optionally drops frames, emulates the e1000 checksum offload,
-//! and checks every TCP checksum independently.
+//! DMA would, optionally drops frames, emulates the e1000 checksum and
+//! segmentation offloads, and checks every TCP checksum independently, and
+//! every data segment against the window its receiver last advertised.
 
 use alloc::collections::VecDeque;
 use alloc::rc::Rc;
@@ -78,6 +79,23 @@ pub(crate) struct Port {
     held: VecDeque<TxFrame<'static>>,
     /// TCP payload bytes put on the wire (retransmissions included).
     pub payload_on_wire: u64,
+    /// Frames the "NIC" cut into segments (TSO), the segments, and the
+    /// largest payload of such a frame.
+    pub tso_frames: u64,
+    pub tso_segments: u64,
+    pub tso_largest: usize,
+    /// TSO frames that broke the e1000's rules (headers, checksum fields,
+    /// length): they are not sent.
+    pub bad_tso: u64,
+    /// The largest frame put on the wire.
+    pub largest_frame: usize,
+    /// The right edge of the window the peer last advertised to this
+    /// port's stack (ack + window, scaled), and the peer's window scale.
+    pub peer_edge: Option<u32>,
+    peer_scale: u8,
+    /// Data segments this port's stack sent beyond that edge (zero-window
+    /// probes aside).
+    pub beyond_window: u64,
 }
 
 impl Port {
@@ -98,6 +116,14 @@ impl Port {
             rate: 0,
             held: VecDeque::new(),
             payload_on_wire: 0,
+            tso_frames: 0,
+            tso_segments: 0,
+            tso_largest: 0,
+            bad_tso: 0,
+            largest_frame: 0,
+            peer_edge: None,
+            peer_scale: 0,
+            beyond_window: 0,
         };
         (mk(da, &ba, &ab, 7), mk(db, &ab, &ba, 11))
     }
@@ -129,31 +155,129 @@ impl Port {
             bytes.extend_from_slice(s);
         }
         self.max_slices = self.max_slices.max(frame.agg.slice_count());
-        if let TxOffload::TcpChecksum { start, offset } = frame.offload {
-            let (start, offset) = (start as usize, offset as usize);
-            let s = csum::sum(&bytes[start..]);
-            bytes[offset..offset + 2].copy_from_slice(&s.checksum().to_be_bytes());
-        }
-        if let Some(t) = parse_tcp(&bytes, bytes.len()) {
-            self.payload_on_wire += t.payload_len as u64;
-            let tcp_len = (bytes.len() - t.tcp_off) as u16;
-            let s = csum::pseudo_header_v4(t.src, t.dst, 6, tcp_len).plus(csum::sum(&bytes[t.tcp_off..]));
-            if s.0 != 0xffff {
-                self.bad_checksums += 1;
+        let frames = match frame.offload {
+            TxOffload::TcpChecksum { start, offset } => {
+                let (start, offset) = (start as usize, offset as usize);
+                let s = csum::sum(&bytes[start..]);
+                bytes[offset..offset + 2].copy_from_slice(&s.checksum().to_be_bytes());
+                alloc::vec![bytes]
             }
-        }
+            TxOffload::Tso(t) => match tso_segments(t, &bytes) {
+                Some(segments) => {
+                    self.tso_frames += 1;
+                    self.tso_segments += segments.len() as u64;
+                    self.tso_largest = self.tso_largest.max(bytes.len() - t.hdr_len());
+                    segments
+                }
+                None => {
+                    self.bad_tso += 1;
+                    Vec::new()
+                }
+            },
+            TxOffload::None => alloc::vec![bytes],
+        };
         drop(frame); // TX complete: the holds go back
-                     // Captured before the wire may drop it: tests check every frame
-                     // the stack emitted, lost ones too.
-        if self.capture {
-            self.sent.push(bytes.clone());
+        for bytes in frames {
+            self.largest_frame = self.largest_frame.max(bytes.len());
+            if let Some(t) = parse_tcp(&bytes, bytes.len()) {
+                self.payload_on_wire += t.payload_len as u64;
+                let tcp_len = (bytes.len() - t.tcp_off) as u16;
+                let s = csum::pseudo_header_v4(t.src, t.dst, 6, tcp_len).plus(csum::sum(&bytes[t.tcp_off..]));
+                if s.0 != 0xffff {
+                    self.bad_checksums += 1;
+                }
+                if let Some(edge) = self.peer_edge {
+                    let end = t.seq.wrapping_add(t.payload_len as u32);
+                    // A zero-window probe is one octet beyond the edge.
+                    let probe = t.payload_len == 1 && t.seq == edge;
+                    if t.payload_len > 0 && (end.wrapping_sub(edge) as i32) > 0 && !probe {
+                        self.beyond_window += 1;
+                    }
+                }
+            }
+            // Captured before the wire may drop it: tests check every frame
+            // the stack emitted, lost ones too.
+            if self.capture {
+                self.sent.push(bytes.clone());
+            }
+            if self.drop_permille > 0 && self.rand() % 1000 < self.drop_permille {
+                self.dropped += 1;
+                continue;
+            }
+            self.outbox.borrow_mut().push_back(bytes);
         }
-        if self.drop_permille > 0 && self.rand() % 1000 < self.drop_permille {
-            self.dropped += 1;
+    }
+
+    /// Notes the window a frame for this port's stack advertises (and its
+    /// window scale, from a SYN).
+    fn note_window(&mut self, f: &[u8]) {
+        let Some(t) = parse_tcp(f, f.len()) else { return };
+        let flags = f[t.tcp_off + 13];
+        let window = u16::from_be_bytes([f[t.tcp_off + 14], f[t.tcp_off + 15]]) as u32;
+        if flags & 0x02 != 0 {
+            // Options: kind 3 is the window scale (SYNs only; their own
+            // window is never scaled).
+            let mut i = t.tcp_off + 20;
+            while i < t.payload_off {
+                match f[i] {
+                    0 => break,
+                    1 => i += 1,
+                    kind => {
+                        let len = f.get(i + 1).copied().unwrap_or(0).max(2) as usize;
+                        if kind == 3 && len == 3 {
+                            self.peer_scale = f[i + 2];
+                        }
+                        i += len;
+                    }
+                }
+            }
             return;
         }
-        self.outbox.borrow_mut().push_back(bytes);
+        if flags & 0x10 != 0 {
+            let ack = u32::from_be_bytes(f[t.tcp_off + 8..t.tcp_off + 12].try_into().unwrap());
+            let edge = ack.wrapping_add(window << self.peer_scale);
+            if self.peer_edge.is_none_or(|e| (edge.wrapping_sub(e) as i32) > 0) {
+                self.peer_edge = Some(edge);
+            }
+        }
     }
+}
+
+/// The segments the e1000 cuts a TSO frame into (its manual, §3.5), or
+/// `None` if the frame breaks its rules: the headers the request names,
+/// the IPv4 header checksum 0, the pseudo-header sum without length in the
+/// TCP checksum field, at most `TSO_MAX_FRAME` bytes, some payload.
+pub(crate) fn tso_segments(t: nic_api::Tso, frame: &[u8]) -> Option<Vec<Vec<u8>>> {
+    let (hdr_len, tcp, mss) = (t.hdr_len(), t.tcp_start(), t.mss());
+    t.segments(frame.len())?;
+    let pt = parse_tcp(frame, frame.len())?;
+    let seed = csum::pseudo_header_v4(pt.src, pt.dst, 6, 0).0.to_be_bytes();
+    if !t.matches(frame) || frame[24..26] != [0, 0] || frame[tcp + 16..tcp + 18] != seed {
+        return None;
+    }
+    let (hdr, payload) = frame.split_at(hdr_len);
+    let chunks: Vec<&[u8]> = payload.chunks(mss).collect();
+    let mut out = Vec::new();
+    for (k, chunk) in chunks.iter().enumerate() {
+        let mut f = [hdr, chunk].concat();
+        let ip_len = (f.len() - ETH_HDR) as u16;
+        f[16..18].copy_from_slice(&ip_len.to_be_bytes());
+        let id = u16::from_be_bytes([f[18], f[19]]).wrapping_add(k as u16);
+        f[18..20].copy_from_slice(&id.to_be_bytes());
+        let seq = pt.seq.wrapping_add((k * mss) as u32);
+        f[tcp + 4..tcp + 8].copy_from_slice(&seq.to_be_bytes());
+        if k + 1 < chunks.len() {
+            f[tcp + 13] &= !0x09; // PSH and FIN in the last segment only
+        }
+        let seeded = csum::Sum(u16::from_be_bytes(seed)).plus(csum::Sum((f.len() - tcp) as u16));
+        f[tcp + 16..tcp + 18].copy_from_slice(&seeded.0.to_be_bytes());
+        let tcp_sum = csum::sum(&f[tcp..]).checksum();
+        f[tcp + 16..tcp + 18].copy_from_slice(&tcp_sum.to_be_bytes());
+        let ip_sum = csum::sum(&f[ETH_HDR..tcp]).checksum();
+        f[24..26].copy_from_slice(&ip_sum.to_be_bytes());
+        out.push(f);
+    }
+    Some(out)
 }
 
 impl NicPort<'static> for Port {
@@ -180,6 +304,7 @@ impl NicPort<'static> for Port {
 
     fn receive(&mut self) -> Option<Aggregate<'static>> {
         let bytes = self.inbox.borrow_mut().pop_front()?;
+        self.note_window(&bytes);
         if bytes.is_empty() {
             return Some(Aggregate::new(self.d));
         }
@@ -211,9 +336,14 @@ pub(crate) struct Net {
 
 impl Net {
     pub fn new(mode_a: CopyMode, checksum: TxChecksum, drop_permille: u32) -> Net {
+        Net::with(cfg(1, 15, mode_a, checksum), cfg(2, 16, CopyMode::IoLite, TxChecksum::Cached), drop_permille)
+    }
+
+    /// A with `a`, B with `b` (addresses as in [`Net::new`]).
+    pub fn with(a: Config, b: Config, drop_permille: u32) -> Net {
         let (da, db) = (domain(1024, Trust::Trusted), domain(1024, Trust::Trusted));
-        let a = NetStack::new(da, cfg(1, 15, mode_a, checksum), 0);
-        let b = NetStack::new(db, cfg(2, 16, CopyMode::IoLite, TxChecksum::Cached), 0);
+        let a = NetStack::new(da, a, 0);
+        let b = NetStack::new(db, b, 0);
         let (pa, pb) = Port::pair(da, db, drop_permille);
         Net { da, a, b, pa, pb, now: 0 }
     }
@@ -302,7 +432,7 @@ impl Net {
 
 /// 1 MiB in 16 aggregates of 64 KiB, each of two slices (odd split), so
 /// segments cross slice and aggregate boundaries at odd offsets.
-fn mib_aggs(d: &'static Domain, data: &[u8]) -> VecDeque<Aggregate<'static>> {
+pub(crate) fn mib_aggs(d: &'static Domain, data: &[u8]) -> VecDeque<Aggregate<'static>> {
     let mut q = VecDeque::new();
     for chunk in data.chunks(64 * 1024) {
         let cut = 1001.min(chunk.len());
@@ -383,13 +513,14 @@ pub(crate) fn frames_match_stream(frames: &[Vec<u8>], stream: &[u8]) -> usize {
 /// Sends `aggs` (whose bytes are `stream`) from A to B, with every frame A
 /// emits captured and checked against the stream, the received stream
 /// compared too, and every reference released at the end.
-fn transfer_checked(n: &mut Net, ca: ConnId, cb: ConnId, aggs: VecDeque<Aggregate<'static>>, stream: &[u8]) {
+pub(crate) fn transfer_checked(n: &mut Net, ca: ConnId, cb: ConnId, aggs: VecDeque<Aggregate<'static>>, stream: &[u8]) {
     let got = n.transfer(ca, cb, aggs, stream.len());
     assert!(got == stream, "received stream differs");
     n.drain(ca);
     assert!(frames_match_stream(&n.pa.sent, stream) > 0);
     assert_eq!(n.a.stats().tx_withheld, 0);
     assert_eq!(n.pa.bad_checksums + n.pb.bad_checksums, 0);
+    assert_eq!(n.pa.beyond_window, 0, "a segment beyond B's window");
     assert_eq!(n.a.held_send_bytes(), 0);
 }
 
@@ -453,7 +584,12 @@ fn tiny_aggregates_with_software_checksums_and_offload() {
 
 /// Aggregates of 1..=16 slices of 0..=4096 bytes each (empty slices are
 /// empty aggregates appended: they contribute nothing).
-fn random_slices(d: &'static Domain, seed: u32, count: usize, stream: &mut Vec<u8>) -> VecDeque<Aggregate<'static>> {
+pub(crate) fn random_slices(
+    d: &'static Domain,
+    seed: u32,
+    count: usize,
+    stream: &mut Vec<u8>,
+) -> VecDeque<Aggregate<'static>> {
     let mut x = seed | 1;
     let mut next = move || {
         x ^= x << 13;
@@ -842,3 +978,4 @@ fn closing_releases_everything_and_the_peer_sees_eof() {
 mod back_pressure;
 mod dhcp;
 mod stale;
+mod tso;

@@ -25,6 +25,8 @@ pub mod glue {
         pub const ITR: i64 = 200;
         /// `attribute int poll;`
         pub const POLL: i64 = 0;
+        /// `attribute int tso;`
+        pub const TSO: i64 = 1;
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }
