@@ -1040,38 +1040,32 @@ mod tests {
                 }
             }
         };
-        // Five seconds of the peer trying (not so long that a timer gives
-        // the connection up).
-        let until = n.now + 5000;
-        while n.now < until {
-            if off < body.len() {
+        // The peer sends what its window takes, then both stacks run.
+        let step = |n: &mut Net, sess: &mut Session<'static>, off: &mut usize, data: &mut Vec<u8>| {
+            if *off < body.len() {
                 if let Ok(k) = n.a.send_space(ca) {
-                    let k = k.min(body.len() - off).min(16_384);
-                    if k > 0 && n.a.send(ca, make(n.da, &body[off..off + k])).is_ok() {
-                        off += k;
+                    let k = k.min(body.len() - *off).min(16_384);
+                    if k > 0 && n.a.send(ca, make(n.da, &body[*off..*off + k])).is_ok() {
+                        *off += k;
                     }
                 }
             }
             n.step();
             sess.poll(&mut n.b);
-            pull(&mut sess, &mut data);
+            pull(sess, data);
+        };
+        // Five seconds of the peer trying (not so long that a timer gives
+        // the connection up).
+        let until = n.now + 5000;
+        while n.now < until {
+            step(&mut n, &mut sess, &mut off, &mut data);
         }
         assert!(data.is_empty(), "paused: {} bytes delivered", data.len());
         assert!(off < body.len(), "the window closed on the peer");
         // Resumed: everything comes, in order, and the rest can be sent.
         sess.handle(&mut n.b, Request::Receive { conn: cb, on: true }.encode(), Aggregate::new(db));
         for _ in 0..20_000 {
-            if off < body.len() {
-                if let Ok(k) = n.a.send_space(ca) {
-                    let k = k.min(body.len() - off).min(16_384);
-                    if k > 0 && n.a.send(ca, make(n.da, &body[off..off + k])).is_ok() {
-                        off += k;
-                    }
-                }
-            }
-            n.step();
-            sess.poll(&mut n.b);
-            pull(&mut sess, &mut data);
+            step(&mut n, &mut sess, &mut off, &mut data);
             if data.len() == body.len() {
                 break;
             }
