@@ -39,7 +39,11 @@ Echo Works By Polling
 No Interrupt Was Taken
     ${stats}=    Stats    ${ECHO}
     Should Be Equal As Integers    ${stats}[drv_irqs]    0
-    Should Be True    ${stats}[drv_rx_frames] > 10000 and ${stats}[drv_tx_frames] > 10000
-    ...    frames: ${stats}[drv_rx_frames] received, ${stats}[drv_tx_frames] sent
+    # Frames on the wire: the e1000 cuts a TSO frame (netdrv.tso) into
+    # many segments.
+    ${sent}=    Evaluate
+    ...    ${stats}[drv_tx_frames] - ${stats}[drv_tx_tso_frames] + ${stats}[drv_tx_tso_segments]
+    Should Be True    ${stats}[drv_rx_frames] > 10000 and ${sent} > 10000
+    ...    frames: ${stats}[drv_rx_frames] received, ${sent} sent (${stats}[drv_tx_frames] handed to the e1000)
     Serial Should Stay Quiet About Faults    1s
     System Should Be Running
