@@ -13,6 +13,12 @@ use crate::{ConnId, NetError, NetStack, NicPort, Recv};
 use socket_api::{sends_outstanding, OP_SEND, SEND_COUNT_MODULUS, SEND_CREDIT};
 pub use socket_api::{ErrorCode, Event, Request};
 
+/// `SendSpace` for `conn`: what it can take now.
+fn space_event(stack: &NetStack<'_>, conn: ConnId) -> Event {
+    let space = stack.send_space(conn).unwrap_or(0);
+    Event::SendSpace { conn, space: u32::try_from(space).unwrap_or(u32::MAX) }
+}
+
 impl From<NetError> for ErrorCode {
     fn from(e: NetError) -> Self {
         match e {
@@ -157,6 +163,12 @@ impl<'d> Session<'d> {
     /// Connections the client holds.
     pub fn connections(&self) -> usize {
         self.conns.len()
+    }
+
+    /// Bytes of the client's sends held back (waiting for TCP's send
+    /// buffer) on all its connections: what it pins beyond TCP's queues.
+    pub fn held_back_bytes(&self) -> usize {
+        self.conns.iter().flat_map(|c| c.pending.iter()).map(Aggregate::len).sum()
     }
 
     /// The session's bound counters.
@@ -341,7 +353,7 @@ impl<'d> Session<'d> {
             }
         } else if !full {
             if was_blocked {
-                if self.control(Event::SendSpace { conn: id }) {
+                if self.control(space_event(stack, id)) {
                     let c = &mut self.conns[i];
                     c.blocked = false;
                     c.full_sent = false;
@@ -399,8 +411,8 @@ impl<'d> Session<'d> {
     fn poll_touched(&mut self, stack: &mut NetStack<'d>, touched: &[ConnId], all: bool) {
         let mut visit = core::mem::take(&mut self.visit);
         for (p, _) in self.ports.clone() {
-            // Peer + Accepted, then the connection's first data.
-            while self.data_room(3) {
+            // Peer + Accepted + SendSpace, then the connection's first data.
+            while self.data_room(4) {
                 let Some(conn) = stack.accept(p) else { break };
                 self.conns.push(SessConn {
                     id: conn,
@@ -417,6 +429,11 @@ impl<'d> Session<'d> {
                     self.events.push_back((Event::Peer { addr, port }, None));
                 }
                 self.events.push_back((Event::Accepted { port: p, conn }, None));
+                // What it can take from the start: a client that pulls no
+                // more than this for a peer with a small window keeps the
+                // buffers it pins small from the first round on.
+                let space = space_event(stack, conn);
+                self.events.push_back((space, None));
                 // Its first data may have come with the handshake.
                 visit.push(conn);
             }
@@ -732,7 +749,7 @@ mod tests {
                         full = true;
                         fulls += 1;
                     }
-                    Event::SendSpace { conn } if conn == cb => {
+                    Event::SendSpace { conn, .. } if conn == cb => {
                         full = false;
                         spaces += 1;
                     }

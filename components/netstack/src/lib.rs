@@ -93,10 +93,14 @@ pub struct Config {
     pub send_window: usize,
     /// Per-connection receive window (smoltcp's receive ring).
     pub recv_window: usize,
-    /// Bytes a connection may queue beyond the peer's advertised window
-    /// (default 64 KiB): enough to keep the pipe full, while a peer that
-    /// reads nothing pins no more than this of the sender's buffers.
+    /// Most bytes a connection may queue beyond the peer's advertised
+    /// window (default 64 KiB): enough to keep the pipe full, while a peer
+    /// that reads nothing pins no more than this of the sender's buffers.
+    /// A connection's slack is twice the largest window its peer has
+    /// advertised, within `min_send_slack..=send_slack`.
     pub send_slack: usize,
+    /// Least slack of a connection (default 8 KiB).
+    pub min_send_slack: usize,
     /// Aggregates a zero-copy connection's send queue holds at most (each
     /// up to 16 slices; small sends are merged into one; default 64): with
     /// the byte bound above, what a connection costs in heap is bounded
@@ -148,6 +152,7 @@ impl Config {
             send_window: 256 * 1024,
             recv_window: 64 * 1024,
             send_slack: 64 * 1024,
+            min_send_slack: 8 * 1024,
             max_queued: 64,
             random_seed: 0x0101_7e05,
             csum_cache_entries: 16384,

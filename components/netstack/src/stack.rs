@@ -305,6 +305,9 @@ pub(crate) struct Conn<'d> {
     /// When it entered TIME-WAIT (`NetStack::time_waits` then): the oldest
     /// go first when more wait than `Config::time_wait_cap`.
     pub time_wait_order: Option<u64>,
+    /// The largest window the peer advertised so far: what sets the
+    /// connection's slack (`NetStack::slack_of`).
+    pub max_window: usize,
 }
 
 /// A DHCP lease as the server gave it ([`NetStack::take_dhcp_change`]).
@@ -644,6 +647,7 @@ impl<'d> NetStack<'d> {
             touched: true,
             last_state: s.state(),
             time_wait_order: None,
+            max_window: s.remote_window(),
         });
         self.touched.push(id);
         id
@@ -678,17 +682,29 @@ impl<'d> NetStack<'d> {
     /// Bytes that [`NetStack::send`] can take on `id` now.
     pub fn send_space(&self, id: ConnId) -> Result<usize, NetError> {
         let c = &self.conns[self.conn(id)?];
-        Ok(self.space_of(self.sockets.get::<tcp::Socket>(c.handle)))
+        Ok(self.space_of(c, self.sockets.get::<tcp::Socket>(c.handle)))
     }
 
     /// What a socket may take: its send capacity, and no more than the
-    /// peer's advertised window plus `Config::send_slack` queued in all
+    /// peer's advertised window plus the connection's slack queued in all
     /// (unacknowledged and unsent). A peer that stops reading (zero window)
     /// so holds at most the slack of the sender's buffers, whatever the
     /// sender has to send; the rest waits with the sender (back-pressure).
-    fn space_of(&self, s: &tcp::Socket) -> usize {
-        let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
+    fn space_of(&self, c: &Conn<'d>, s: &tcp::Socket) -> usize {
+        let limit = s.remote_window().saturating_add(self.slack_of(c, s)).min(s.send_capacity());
         limit.saturating_sub(s.send_queue())
+    }
+
+    /// A connection's slack: four times the largest window its peer advertised,
+    /// within `Config::min_send_slack..=Config::send_slack`. The slack is
+    /// there so that data is ready when the window opens, and a window
+    /// opens by at most its largest size per round trip: a peer that reads
+    /// through a 2 KiB buffer needs a few KiB ready, not 64, and hundreds
+    /// of such peers must not pin the file cache (each pins its window
+    /// plus this).
+    fn slack_of(&self, c: &Conn<'d>, s: &tcp::Socket) -> usize {
+        let window = c.max_window.max(s.remote_window());
+        window.saturating_mul(4).clamp(self.cfg.min_send_slack.min(self.cfg.send_slack), self.cfg.send_slack)
     }
 
     /// Whether [`NetStack::send`] on `id` could succeed given room: the
@@ -722,7 +738,7 @@ impl<'d> NetStack<'d> {
             Ok(i) => i,
             Err(e) => return Err((e, agg)),
         };
-        let c = &mut self.conns[i];
+        let c = &self.conns[i];
         let s = self.sockets.get::<tcp::Socket>(c.handle);
         if c.closed_by_user || !s.may_send() {
             return Err((NetError::NotConnected, agg));
@@ -731,10 +747,10 @@ impl<'d> NetStack<'d> {
         if n == 0 {
             return Ok(());
         }
-        let limit = s.remote_window().saturating_add(self.cfg.send_slack).min(s.send_capacity());
-        if limit.saturating_sub(s.send_queue()) < n || (c.zero_copy && !c.queue.fits(&agg, self.cfg.max_queued)) {
+        if self.space_of(c, s) < n || (c.zero_copy && !c.queue.fits(&agg, self.cfg.max_queued)) {
             return Err((NetError::WouldBlock, agg));
         }
+        let c = &mut self.conns[i];
         let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
         if c.zero_copy {
             match s.send_virtual(n) {
@@ -858,6 +874,7 @@ impl<'d> NetStack<'d> {
             let s = self.sockets.get::<tcp::Socket>(c.handle);
             let mut touch = s.state() != c.last_state;
             c.last_state = s.state();
+            c.max_window = c.max_window.max(s.remote_window());
             if c.last_state == TcpState::TimeWait && c.time_wait_order.is_none() {
                 c.time_wait_order = Some(self.time_waits);
                 self.time_waits += 1;

@@ -122,6 +122,11 @@ impl<T> Outbox<T> {
         self.queue.len()
     }
 
+    /// The messages waiting, oldest first.
+    pub fn iter(&self) -> impl Iterator<Item = &T> {
+        self.queue.iter()
+    }
+
     /// Whether nothing waits.
     pub fn is_empty(&self) -> bool {
         self.queue.is_empty()

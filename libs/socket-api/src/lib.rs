@@ -160,6 +160,9 @@ const EV_ACCEPTED: u8 = 0x82;
 const EV_DATA: u8 = 0x83;
 const EV_EOF: u8 = 0x84;
 const EV_SEND_SPACE: u8 = 0x85;
+/// Largest `space` an [`Event::SendSpace`] carries (its tag has 24 bits
+/// for it): "this much or more".
+pub const SEND_SPACE_MAX: u32 = 0xff_ffff;
 const EV_CLOSED: u8 = 0x86;
 const EV_ERROR: u8 = 0x87;
 const EV_PEER: u8 = 0x88;
@@ -289,11 +292,18 @@ pub enum Event {
         /// Connection.
         conn: ConnId,
     },
-    /// Data that was held back on `conn` has been handed to TCP; the client
-    /// may send more.
+    /// `conn` can take `space` more bytes now (its peer's window plus the
+    /// stack's slack, less what is queued; at most [`SEND_SPACE_MAX`]).
+    /// Made once when the connection is accepted and whenever data held
+    /// back on it has been handed to TCP after a `SendFull`: the client may
+    /// send more. A client that pulls no more than about `space` per round
+    /// (e.g. from its file cache) keeps what a slow peer pins small; more
+    /// is held back and ends in `SendFull`.
     SendSpace {
         /// Connection.
         conn: ConnId,
+        /// Bytes the connection can take now.
+        space: u32,
     },
     /// `conn` has taken as much as its peer's window plus the stack's slack:
     /// data sent now is held back. The client should send no more on it
@@ -379,7 +389,7 @@ impl Event {
             Event::Accepted { port, conn } => tag(EV_ACCEPTED, conn, port as u32),
             Event::Data { conn } => tag(EV_DATA, conn, 0),
             Event::Eof { conn } => tag(EV_EOF, conn, 0),
-            Event::SendSpace { conn } => tag(EV_SEND_SPACE, conn, 0),
+            Event::SendSpace { conn, space } => tag(EV_SEND_SPACE, conn, space.min(SEND_SPACE_MAX)),
             Event::SendFull { conn } => tag(EV_SEND_FULL, conn, 0),
             Event::SendsTaken { conn, taken } => tag(EV_SENDS_TAKEN, conn, taken % SEND_COUNT_MODULUS),
             Event::Closed { conn } => tag(EV_CLOSED, conn, 0),
@@ -396,7 +406,7 @@ impl Event {
             EV_ACCEPTED => Event::Accepted { port: u16::try_from(arg).ok()?, conn: id },
             EV_DATA => Event::Data { conn: id },
             EV_EOF => Event::Eof { conn: id },
-            EV_SEND_SPACE => Event::SendSpace { conn: id },
+            EV_SEND_SPACE => Event::SendSpace { conn: id, space: arg },
             EV_SEND_FULL => Event::SendFull { conn: id },
             EV_SENDS_TAKEN => Event::SendsTaken { conn: id, taken: arg },
             EV_CLOSED => Event::Closed { conn: id },
@@ -606,7 +616,7 @@ mod tests {
             Event::Accepted { port: 443, conn: 99 },
             Event::Data { conn: 3 },
             Event::Eof { conn: 3 },
-            Event::SendSpace { conn: 3 },
+            Event::SendSpace { conn: 3, space: 70000 },
             Event::SendsTaken { conn: 3, taken: 0 },
             Event::SendsTaken { conn: u32::MAX, taken: SEND_COUNT_MODULUS - 1 },
             Event::Closed { conn: 3 },

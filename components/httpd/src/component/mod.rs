@@ -109,6 +109,9 @@ const ROUND_BYTES: usize = 2 << 20;
 /// Sends and bytes pulled for one connection per round (see `pump`).
 const CONN_ROUND_SENDS: usize = 16;
 const CONN_ROUND_BYTES: usize = 512 << 10;
+/// Least bytes pulled for a connection per round, however small the space
+/// netstack reported (below it, rounds would cost more than they carry).
+const CONN_ROUND_MIN_BYTES: usize = 8 << 10;
 /// Longest path we pass to fs (the RPC glue carries at most 800 bytes).
 const MAX_PATH: usize = 768;
 /// Interval of `Server::tick`.
@@ -188,6 +191,13 @@ struct Httpd {
     /// taken: we keep within `socket_api::SEND_CREDIT`, so netstack never
     /// refuses a send of ours, however long it was kept from running.
     credit: BTreeMap<u32, SendCredit>,
+    /// The most each netstack connection could take at once, as far as
+    /// its `SendSpace` events told (its peer's window plus netstack's
+    /// slack): what we pull for it per round. A peer that reads through a
+    /// small window so pins a little of the file cache, not a round's
+    /// worth ([`CONN_ROUND_BYTES`]); the largest seen counts, since the
+    /// space told after a `SendFull` is only what was freed so far.
+    send_space: BTreeMap<u32, usize>,
     /// Connections that wait for credit: their `SendsTaken` pumps them.
     credit_wait: BTreeSet<u32>,
     /// Times a connection waited for credit.
@@ -351,6 +361,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         request_copied: 0,
         send_errors: 0,
         credit: BTreeMap::new(),
+        send_space: BTreeMap::new(),
         credit_wait: BTreeSet::new(),
         credit_waits: 0,
         cgi_restarts: 0,
@@ -575,6 +586,7 @@ impl Httpd {
                     Ok(id) => {
                         self.by_net.insert(conn, id);
                         self.credit.insert(conn, SendCredit::default());
+                        self.send_space.remove(&conn);
                         self.by_srv.insert(id.0, conn);
                     }
                     Err(resp) => {
@@ -596,7 +608,9 @@ impl Httpd {
                         self.ready.push(id);
                     }
                 }
-                Some(Event::SendSpace { conn }) => {
+                Some(Event::SendSpace { conn, space }) => {
+                    let most = self.send_space.entry(conn).or_insert(0);
+                    *most = (*most).max(space as usize);
                     self.net_full.remove(&conn);
                     if let Some(&id) = self.by_net.get(&conn) {
                         self.ready.push(id);
@@ -621,6 +635,7 @@ impl Httpd {
                     self.rx_paused.remove(&conn);
                     self.net_full.remove(&conn);
                     self.credit.remove(&conn);
+                    self.send_space.remove(&conn);
                     self.credit_wait.remove(&conn);
                     if let Some(id) = self.by_net.remove(&conn) {
                         self.by_srv.remove(&id.0);
@@ -669,8 +684,14 @@ impl Httpd {
                 later.push(id);
                 continue;
             }
-            // Per connection and round, a bounded share (fairness); what
-            // netstack may hold is bounded by the send credit.
+            // Per connection and round, a bounded share (fairness), and no
+            // more than the connection can take at once (what a slow
+            // reader pins); what netstack may hold is bounded by the send
+            // credit.
+            let round_bytes = self
+                .send_space
+                .get(&conn)
+                .map_or(CONN_ROUND_BYTES, |&s| s.clamp(CONN_ROUND_MIN_BYTES, CONN_ROUND_BYTES));
             let (mut sends, mut bytes) = (0usize, 0usize);
             loop {
                 if self.outq.len() >= OUTQ_PUMP_MAX {
@@ -687,7 +708,7 @@ impl Httpd {
                 // Static responses are built here (file reads included):
                 // every byte copied meanwhile is charged to them.
                 let copied_before = self.d.stats().bytes_copied;
-                let a = self.srv.next(id);
+                let a = self.srv.next_within(id, round_bytes - bytes);
                 self.static_copied += self.d.stats().bytes_copied - copied_before;
                 match a {
                     None => {
@@ -706,7 +727,7 @@ impl Httpd {
                             c.sent();
                         }
                         self.request(Request::Send { conn }.encode(), agg);
-                        if budget == 0 || self.must_wait(id) || sends >= CONN_ROUND_SENDS || bytes >= CONN_ROUND_BYTES {
+                        if budget == 0 || self.must_wait(id) || sends >= CONN_ROUND_SENDS || bytes >= round_bytes {
                             later.push(id);
                             break;
                         }

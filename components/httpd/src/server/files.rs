@@ -193,7 +193,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     /// channel full, typically while slow clients hold cached pages): the
     /// file stays where it is and is read again later, because the header
     /// has promised its bytes. `Err` when it cannot be read at all.
-    pub(super) fn pull_file(&mut self, conn: &mut Conn<'d, S::File>) -> Result<Option<Aggregate<'d>>, ()> {
+    /// The next piece of the file at the front of `conn`'s output: at most
+    /// `max` (>= 1) bytes of it, or the next part's header.
+    pub(super) fn pull_file(&mut self, conn: &mut Conn<'d, S::File>, max: usize) -> Result<Option<Aggregate<'d>>, ()> {
         let Some(Out::File { f, off, end, parts }) = conn.outq.front_mut() else { return Err(()) };
         if *off >= *end {
             // The next part's header (and after the last range, the closing
@@ -207,7 +209,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             }
             return Ok(Some(hdr));
         }
-        let want = (*end - *off).min(self.cfg.read_chunk as u64) as usize;
+        let want = (*end - *off).min(self.cfg.read_chunk.min(max.max(1)) as u64) as usize;
         let r = self.src.read(f, *off, want);
         let agg = match r {
             Ok(a) if !a.is_empty() && a.len() <= want => a,

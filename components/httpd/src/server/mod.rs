@@ -645,6 +645,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     /// (until more input, a CGI reply or a timeout). Call it until `None`
     /// (or until the transport is full; call again when it drains).
     pub fn next(&mut self, c: ConnId) -> Option<Action<'d>> {
+        self.next_within(c, usize::MAX)
+    }
+
+    /// As [`Server::next`], reading at most `max` bytes of a file into the
+    /// send (headers and CGI output come whole): a transport that can take
+    /// only a little now (a peer with a small window) then gets only a
+    /// little of the file cache pinned for it.
+    pub fn next_within(&mut self, c: ConnId, max: usize) -> Option<Action<'d>> {
         let core = &mut self.core;
         let conn = self.conns.get_mut(&c.0)?;
         conn.last_active = core.clock.now_ms();
@@ -674,11 +682,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             Out::Stream => match core.pull_stream(conn) {
                 Pulled::Act(a) => a,
                 Pulled::Wait => return None,
-                Pulled::Ended => return self.next(c),
+                Pulled::Ended => return self.next_within(c, max),
             },
             file @ Out::File { .. } => {
                 conn.outq.push_front(file);
-                match core.pull_file(conn) {
+                match core.pull_file(conn, max) {
                     Ok(Some(a)) => Action::Send(a),
                     // Nothing now: `waits_for_source` says to ask again.
                     Ok(None) => return None,
@@ -695,8 +703,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                                 break;
                             }
                         }
-                        Some(Out::File { .. }) => {
-                            match core.pull_file(conn) {
+                        Some(Out::File { .. }) if a.len() < max => {
+                            match core.pull_file(conn, max - a.len()) {
                                 Ok(Some(chunk)) => {
                                     if let Err((_, chunk)) = a.append(chunk) {
                                         conn.outq.push_front(Out::Data(chunk));

@@ -63,6 +63,29 @@ fn large_file_streams_in_pieces_without_copies() {
 }
 
 #[test]
+fn a_small_transport_gets_small_pieces_byte_exact() {
+    // A peer that reads through a small window: at most 10000 bytes of
+    // the file per pull (headers whole), the same bytes, still no copy.
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    h.send(c, &req("/file-1m.bin", ""));
+    let mut bytes = Vec::new();
+    let mut pieces = 0;
+    while let Some(a) = h.srv.next_within(c, 10_000) {
+        let Action::Send(a) = a else { panic!("only sends") };
+        assert!(a.len() <= 10_000 + 200, "a piece of {} bytes", a.len());
+        bytes.extend(crate::testing::bytes(&a));
+        pieces += 1;
+    }
+    let r = parse_responses(&bytes, &|_| false);
+    assert_eq!(r[0].body, content(1 << 20, 3));
+    assert!(pieces >= (1 << 20) / 10_000, "{pieces} pieces");
+    assert_eq!(d.stats().bytes_copied, 0);
+    assert_eq!(h.srv.source_mut().open.get(), 0, "file closed after the last piece");
+}
+
+#[test]
 fn index_html_for_directories_and_redirects() {
     let d = domain();
     let mut h = Harness::new(d);

@@ -384,7 +384,9 @@ impl Net {
         panic!("no connection");
     }
 
-    /// Sends `aggs` from A and receives at B until B has `total` bytes.
+    /// Sends `aggs` from A and receives at B until B has `total` bytes. An
+    /// aggregate larger than A can take at once (its peer's window plus
+    /// its slack) goes in pieces, as the socket session splits it.
     pub fn transfer(
         &mut self,
         ca: ConnId,
@@ -398,7 +400,14 @@ impl Net {
             while let Some(a) = aggs.pop_front() {
                 match self.a.send(ca, a) {
                     Ok(()) => {}
-                    Err((NetError::WouldBlock, a)) => {
+                    Err((NetError::WouldBlock, mut a)) => {
+                        let space = self.a.send_space(ca).unwrap_or(0);
+                        if space > 0 && space < a.len() {
+                            let tail = a.split_off(space).unwrap();
+                            aggs.push_front(tail);
+                            aggs.push_front(a);
+                            continue;
+                        }
                         aggs.push_front(a);
                         break;
                     }
