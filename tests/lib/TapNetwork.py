@@ -15,6 +15,7 @@ the keywords fail and say why.
 
 import ctypes
 import hashlib
+import json
 import os
 import re
 import socket
@@ -186,6 +187,63 @@ class TapNetwork:
         took, times = self._in_ns(run)
         logger.info(f"{count} x {path} in {took:.2f} s; per response (s): {times}")
         return round(took, 2)
+
+    @keyword
+    def open_slow_readers_on_tap(self, count, path):
+        """Opens `count` connections with a 2 KiB receive buffer
+        (SO_RCVBUF, set before connecting, so that the window the server
+        sees stays small: the paper's slow WAN clients), asks each for
+        `path` and reads its response header, which must be 200; then they
+        read nothing more until `Close Slow Readers`. The server must keep
+        their responses queued, each pinning what it pulled for it."""
+        count = int(count)
+
+        def run():
+            socks = []
+            try:
+                for i in range(count):
+                    s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+                    s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 2048)
+                    s.settimeout(30)
+                    socks.append(s)
+                    s.connect((GUEST, 80))
+                    s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode())
+                for i, s in enumerate(socks):
+                    buf = b""
+                    while b"\r\n" not in buf:
+                        chunk = s.recv(256)
+                        if not chunk:
+                            raise AssertionError(f"slow reader {i}: closed before a status line")
+                        buf += chunk
+                    line = buf.split(b"\r\n", 1)[0].decode("latin-1")
+                    if not line.startswith("HTTP/1.1 200"):
+                        raise AssertionError(f"slow reader {i} of {count}: {line!r}")
+            except BaseException:
+                for s in socks:
+                    s.close()
+                raise
+            return socks
+        self.slow = getattr(self, "slow", []) + self._in_ns(run)
+
+    @keyword
+    def close_slow_readers(self):
+        """Closes the connections `Open Slow Readers On Tap` opened."""
+        for s in getattr(self, "slow", []):
+            s.close()
+        self.slow = []
+
+    @keyword
+    def stats_on_tap(self):
+        """/cgi-bin/stats?format=json, fetched from inside the namespace,
+        as a dictionary (component -> counter -> value)."""
+        def run():
+            with socket.create_connection((GUEST, 80), timeout=10) as s:
+                s.sendall(b"GET /cgi-bin/stats?format=json HTTP/1.1\r\nHost: t\r\n\r\n")
+                status, _, body, _ = _read_response(s, b"")
+                if status != 200:
+                    raise AssertionError(f"/cgi-bin/stats: {status}")
+                return json.loads(body)
+        return self._in_ns(run)
 
     @keyword
     def manifest_sha256(self, manifest, path):

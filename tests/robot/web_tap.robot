@@ -49,3 +49,27 @@ Small Keep-Alive Responses Over TAP Are Byte-Exact
     Keep Alive Fetches On Tap    /file-1k.txt    20    ${sha}    30
     ${sha}=    Manifest Sha256    ${BUILD_DIR}/images/site.manifest    /odd-100000.bin
     Keep Alive Fetches On Tap    /odd-100000.bin    20    ${sha}    30
+
+Slow Readers Pin A Few KiB Each And Others Are Served
+    [Documentation]    64 clients with 2 KiB receive buffers (the paper's slow WAN
+    ...                clients) each start a 1 MiB download and stop reading. Each
+    ...                holds a file open in httpd and pins what netstack queued for it
+    ...                (its window plus a slack of four windows, at least 8 KiB) and
+    ...                what httpd pulled for it (no more per round than netstack said
+    ...                the connection can take). Before, the 49th got 503 (httpd had
+    ...                48 open files in fs) and each pinned its window plus 64 KiB in
+    ...                TCP and up to 512 KiB held back. Meanwhile other clients fetch
+    ...                byte-exact.
+    Open Slow Readers On Tap    64    /file-1m.bin
+    Sleep    2s
+    ${stats}=    Stats On Tap
+    ${queued}=    Set Variable    ${stats}[netstack][tcp_send_queued_bytes]
+    ${held}=    Set Variable    ${stats}[netstack][tcp_send_held_back_bytes]
+    Log    TCP queues ${queued} bytes, held back ${held} bytes for 64 slow readers
+    Should Be True    ${queued} <= 64 * 16 * 1024    TCP queues hold ${queued} bytes
+    Should Be True    ${queued} + ${held} <= 64 * 32 * 1024    ${queued} + ${held} bytes pinned
+    ${sha}=    Manifest Sha256    ${BUILD_DIR}/images/site.manifest    /file-64k.bin
+    Keep Alive Fetches On Tap    /file-64k.bin    20    ${sha}    30
+    ${sha}=    Manifest Sha256    ${BUILD_DIR}/images/site.manifest    /file-1m.bin
+    Keep Alive Fetches On Tap    /file-1m.bin    5    ${sha}    30
+    [Teardown]    Run Keywords    Close Slow Readers    AND    Attach Serial Log If Test Failed

@@ -246,6 +246,11 @@ impl Slot {
         }
     }
 
+    /// Bytes of its client's sends held back on its connections.
+    fn held_back_bytes(&self) -> usize {
+        self.client.as_ref().map_or(0, |c| c.session_ref().held_back_bytes())
+    }
+
     fn channels_broken(&self) -> u64 {
         self.broken_before + self.client.as_ref().map_or(0, |c| c.channels_broken() as u64)
     }
@@ -868,6 +873,7 @@ impl Node {
                 S::TxTsoFrames => s.tx_tso_frames,
                 S::Tso => self.stack.config().tso as u64,
                 S::TxTsoSplit => s.tx_tso_split,
+                S::SendHeldBackBytes => self.slots.iter().map(Slot::held_back_bytes).sum::<usize>() as u64,
             };
         }
         self.stats.publish(&v);

@@ -555,6 +555,9 @@ counters::counters! {
         /// Segments for the NIC to cut that spanned more slices than a
         /// frame takes, sent as several frames by reference.
         TxTsoSplit = "tcp_tx_tso_split",
+        /// Bytes of clients' sends held back (beyond what TCP took: its
+        /// queues are `tcp_send_queued_bytes`).
+        SendHeldBackBytes = "tcp_send_held_back_bytes",
     }
 }
 
@@ -640,7 +643,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 65] = [
+        let names: [&str; 66] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -706,6 +709,7 @@ mod tests {
             "tcp_tx_tso_frames",
             "tcp_tso",
             "tcp_tx_tso_split",
+            "tcp_send_held_back_bytes",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
