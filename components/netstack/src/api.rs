@@ -50,9 +50,23 @@ struct SessConn<'d> {
     /// `socket_api::SEND_COUNT_MODULUS`.
     sends: u32,
     taken_told: u32,
+    /// The allowance the last `SendSpace` gave the client
+    /// (`socket_api::send_allowance`) and the bytes it sent since: once
+    /// they reach it and nothing is held back, the next `SendSpace` goes
+    /// out unasked (the client may be waiting for it).
+    allowance: usize,
+    sent_since_space: usize,
 }
 
 impl SessConn<'_> {
+    /// `ev`, a `SendSpace`, goes to the client: its allowance starts anew.
+    fn told(&mut self, ev: Event) {
+        if let Event::SendSpace { space, .. } = ev {
+            self.allowance = socket_api::send_allowance(space);
+            self.sent_since_space = 0;
+        }
+    }
+
     /// Sends taken so far: every one made except those still held back.
     fn taken(&self) -> u32 {
         self.sends.wrapping_sub(self.pending.len() as u32) % SEND_COUNT_MODULUS
@@ -240,6 +254,7 @@ impl<'d> Session<'d> {
                 let Some(i) = conn else { return self.error(op, id, not_yours()) };
                 let c = &mut self.conns[i];
                 c.sends = c.sends.wrapping_add(1) % SEND_COUNT_MODULUS;
+                c.sent_since_space = c.sent_since_space.saturating_add(agg.len());
                 if c.close_requested {
                     self.error(op, id, ErrorCode::NotConnected);
                     return self.report_taken(i);
@@ -352,11 +367,16 @@ impl<'d> Session<'d> {
                 self.visit_all = true;
             }
         } else if !full {
-            if was_blocked {
-                if self.control(space_event(stack, id)) {
+            // Held-back data went out, or the client used its allowance
+            // and everything was taken: it may be waiting for this.
+            let spent = c.sent_since_space >= c.allowance;
+            if was_blocked || spent {
+                let ev = space_event(stack, id);
+                if self.control(ev) {
                     let c = &mut self.conns[i];
                     c.blocked = false;
                     c.full_sent = false;
+                    c.told(ev);
                 } else {
                     self.visit_all = true;
                 }
@@ -424,6 +444,8 @@ impl<'d> Session<'d> {
                     rx_paused: false,
                     sends: 0,
                     taken_told: 0,
+                    allowance: 0,
+                    sent_since_space: 0,
                 });
                 if let Ok((addr, port)) = stack.peer(conn) {
                     self.events.push_back((Event::Peer { addr, port }, None));
@@ -433,6 +455,9 @@ impl<'d> Session<'d> {
                 // more than this for a peer with a small window keeps the
                 // buffers it pins small from the first round on.
                 let space = space_event(stack, conn);
+                if let Some(c) = self.conns.last_mut() {
+                    c.told(space);
+                }
                 self.events.push_back((space, None));
                 // Its first data may have come with the handshake.
                 visit.push(conn);
@@ -707,6 +732,55 @@ mod tests {
             }
         }
         panic!("not accepted");
+    }
+
+    #[test]
+    fn a_client_that_stops_at_its_allowance_is_always_told_to_go_on() {
+        // The client (like httpd) sends no more than the allowance of the
+        // last SendSpace and then waits for the next one, whether or not
+        // anything was held back: 1 MiB must arrive byte-exact, and never
+        // more than the allowance may wait unacknowledged beyond TCP.
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(32);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
+        let _ = sess.next_event();
+        let (ca, cb) = accept_one(&mut n, &mut sess, 41001);
+        let body = pattern(1 << 20, 6);
+        let file = make(db, &body);
+        let (mut off, mut allowance, mut sent, mut spaces) = (0usize, None, 0usize, 0);
+        let mut got = Vec::new();
+        for _ in 0..200_000 {
+            while let Some((ev, _, _)) = sess.next_event() {
+                match ev {
+                    Event::SendSpace { conn, space } if conn == cb => {
+                        allowance = Some(socket_api::send_allowance(space));
+                        sent = 0;
+                        spaces += 1;
+                    }
+                    Event::Error { code, .. } => panic!("{code:?}"),
+                    _ => {}
+                }
+            }
+            // Odd pieces, cut at the allowance.
+            while let Some(a) = allowance.filter(|&a| sent < a && off < body.len()) {
+                let k = (a - sent).min(7000).min(body.len() - off);
+                sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(off, k).unwrap());
+                off += k;
+                sent += k;
+            }
+            assert!(sess.held_back_bytes() <= allowance.unwrap_or(0));
+            n.step();
+            sess.poll(&mut n.b);
+            while let Ok(Recv::Data(d)) = n.a.recv(ca, usize::MAX) {
+                d.slices().for_each(|s| got.extend_from_slice(s));
+            }
+            if got.len() == body.len() {
+                break;
+            }
+        }
+        assert!(got == body, "byte-exact ({} of {}, {spaces} SendSpace events)", got.len(), body.len());
+        assert!(spaces > 2, "{spaces} SendSpace events");
     }
 
     #[test]

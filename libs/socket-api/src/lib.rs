@@ -163,6 +163,16 @@ const EV_SEND_SPACE: u8 = 0x85;
 /// Largest `space` an [`Event::SendSpace`] carries (its tag has 24 bits
 /// for it): "this much or more".
 pub const SEND_SPACE_MAX: u32 = 0xff_ffff;
+/// The least allowance an [`Event::SendSpace`] gives, whatever its
+/// `space`: below it, events would cost more than the bytes they let go.
+pub const SEND_SPACE_MIN: u32 = 8 * 1024;
+
+/// The allowance an [`Event::SendSpace`] of `space` gives: what the client
+/// may send after it, and what the stack waits to have taken before it
+/// sends the next one unasked. Both ends compute it here.
+pub fn send_allowance(space: u32) -> usize {
+    space.clamp(SEND_SPACE_MIN, SEND_SPACE_MAX) as usize
+}
 const EV_CLOSED: u8 = 0x86;
 const EV_ERROR: u8 = 0x87;
 const EV_PEER: u8 = 0x88;
@@ -293,12 +303,15 @@ pub enum Event {
         conn: ConnId,
     },
     /// `conn` can take `space` more bytes now (its peer's window plus the
-    /// stack's slack, less what is queued; at most [`SEND_SPACE_MAX`]).
-    /// Made once when the connection is accepted and whenever data held
-    /// back on it has been handed to TCP after a `SendFull`: the client may
-    /// send more. A client that pulls no more than about `space` per round
-    /// (e.g. from its file cache) keeps what a slow peer pins small; more
-    /// is held back and ends in `SendFull`.
+    /// stack's slack, less what is queued; at most [`SEND_SPACE_MAX`]),
+    /// and everything sent on it so far was taken. It gives the client an
+    /// *allowance*: it may send `max(space, SEND_SPACE_MIN)` bytes after
+    /// this event. Made when the connection is accepted, when data held
+    /// back after a `SendFull` has gone to TCP, and once the stack has
+    /// taken at least the allowance since the last `SendSpace` and holds
+    /// nothing back: a client that stops at its allowance and waits for
+    /// the next `SendSpace` never waits forever, and what it pulls for a
+    /// slow peer (e.g. from its file cache) stays about one window.
     SendSpace {
         /// Connection.
         conn: ConnId,

@@ -109,9 +109,6 @@ const ROUND_BYTES: usize = 2 << 20;
 /// Sends and bytes pulled for one connection per round (see `pump`).
 const CONN_ROUND_SENDS: usize = 16;
 const CONN_ROUND_BYTES: usize = 512 << 10;
-/// Least bytes pulled for a connection per round, however small the space
-/// netstack reported (below it, rounds would cost more than they carry).
-const CONN_ROUND_MIN_BYTES: usize = 8 << 10;
 /// Longest path we pass to fs (the RPC glue carries at most 800 bytes).
 const MAX_PATH: usize = 768;
 /// Interval of `Server::tick`.
@@ -127,6 +124,13 @@ const CGI_LEND_GAP_MS: u64 = 80;
 /// Controls for the cgi (credits, cancels) that may wait for room in the
 /// request ring: four rings' worth (one credit per stream and round).
 const CONTROLS_CAP: usize = 4 * cgi_api::chan::FWD_CAP;
+
+/// What a netstack connection's last `SendSpace` let us send, and what we
+/// sent since.
+struct Allowance {
+    bytes: usize,
+    sent: usize,
+}
 
 /// Why fs did not vouch for a file buffer in a CGI reply.
 enum Vouch {
@@ -191,13 +195,14 @@ struct Httpd {
     /// taken: we keep within `socket_api::SEND_CREDIT`, so netstack never
     /// refuses a send of ours, however long it was kept from running.
     credit: BTreeMap<u32, SendCredit>,
-    /// The most each netstack connection could take at once, as far as
-    /// its `SendSpace` events told (its peer's window plus netstack's
-    /// slack): what we pull for it per round. A peer that reads through a
-    /// small window so pins a little of the file cache, not a round's
-    /// worth ([`CONN_ROUND_BYTES`]); the largest seen counts, since the
-    /// space told after a `SendFull` is only what was freed so far.
-    send_space: BTreeMap<u32, usize>,
+    /// Per netstack connection: the allowance its last `SendSpace` gave
+    /// (`socket_api::send_allowance`: about what its peer's window and
+    /// netstack's slack can take) and the bytes we sent since. At the
+    /// allowance we pull no more for it until the next `SendSpace`, which
+    /// netstack sends once it took them: a peer that reads through a small
+    /// window so pins about one window of the file cache, not the rounds'
+    /// worth we would otherwise pull before its `SendFull` reached us.
+    allowance: BTreeMap<u32, Allowance>,
     /// Connections that wait for credit: their `SendsTaken` pumps them.
     credit_wait: BTreeSet<u32>,
     /// Times a connection waited for credit.
@@ -361,7 +366,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         request_copied: 0,
         send_errors: 0,
         credit: BTreeMap::new(),
-        send_space: BTreeMap::new(),
+        allowance: BTreeMap::new(),
         credit_wait: BTreeSet::new(),
         credit_waits: 0,
         cgi_restarts: 0,
@@ -586,7 +591,7 @@ impl Httpd {
                     Ok(id) => {
                         self.by_net.insert(conn, id);
                         self.credit.insert(conn, SendCredit::default());
-                        self.send_space.remove(&conn);
+                        self.allowance.remove(&conn);
                         self.by_srv.insert(id.0, conn);
                     }
                     Err(resp) => {
@@ -609,8 +614,7 @@ impl Httpd {
                     }
                 }
                 Some(Event::SendSpace { conn, space }) => {
-                    let most = self.send_space.entry(conn).or_insert(0);
-                    *most = (*most).max(space as usize);
+                    self.allowance.insert(conn, Allowance { bytes: socket_api::send_allowance(space), sent: 0 });
                     self.net_full.remove(&conn);
                     if let Some(&id) = self.by_net.get(&conn) {
                         self.ready.push(id);
@@ -635,7 +639,7 @@ impl Httpd {
                     self.rx_paused.remove(&conn);
                     self.net_full.remove(&conn);
                     self.credit.remove(&conn);
-                    self.send_space.remove(&conn);
+                    self.allowance.remove(&conn);
                     self.credit_wait.remove(&conn);
                     if let Some(id) = self.by_net.remove(&conn) {
                         self.by_srv.remove(&id.0);
@@ -676,7 +680,9 @@ impl Httpd {
         let mut cgi_failures = Vec::new();
         for id in ready {
             let Some(&conn) = self.by_srv.get(&id.0) else { continue };
-            if self.net_full.contains(&conn) && !self.srv.is_closing(id) {
+            let closing = self.srv.is_closing(id);
+            let spent = self.allowance.get(&conn).is_some_and(|a| a.sent >= a.bytes);
+            if (self.net_full.contains(&conn) || spent) && !closing {
                 // Back-pressure: its `SendSpace` puts it back in `ready`.
                 continue;
             }
@@ -685,13 +691,12 @@ impl Httpd {
                 continue;
             }
             // Per connection and round, a bounded share (fairness), and no
-            // more than the connection can take at once (what a slow
-            // reader pins); what netstack may hold is bounded by the send
-            // credit.
-            let round_bytes = self
-                .send_space
-                .get(&conn)
-                .map_or(CONN_ROUND_BYTES, |&s| s.clamp(CONN_ROUND_MIN_BYTES, CONN_ROUND_BYTES));
+            // more than its allowance (what a slow reader pins); what
+            // netstack may hold is bounded by the send credit.
+            let round_bytes = match self.allowance.get(&conn) {
+                Some(a) if !closing => a.bytes.saturating_sub(a.sent).min(CONN_ROUND_BYTES),
+                _ => CONN_ROUND_BYTES,
+            };
             let (mut sends, mut bytes) = (0usize, 0usize);
             loop {
                 if self.outq.len() >= OUTQ_PUMP_MAX {
@@ -725,6 +730,9 @@ impl Httpd {
                         bytes += agg.len();
                         if let Some(c) = self.credit.get_mut(&conn) {
                             c.sent();
+                        }
+                        if let Some(a) = self.allowance.get_mut(&conn) {
+                            a.sent = a.sent.saturating_add(agg.len());
                         }
                         self.request(Request::Send { conn }.encode(), agg);
                         if budget == 0 || self.must_wait(id) || sends >= CONN_ROUND_SENDS || bytes >= round_bytes {
