@@ -74,8 +74,15 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     }
                 }
                 State::Reading => {
-                    if conn.outq.len() >= self.cfg.max_pipeline {
-                        return; // back-pressure: resumed by next()
+                    // Back-pressure, resumed by next(): a bounded queue of
+                    // answers, and at most one open file per connection (it
+                    // stays open until its last byte is pulled, which for a
+                    // slow reader is a long time: a client that pipelines
+                    // many file requests must not take fs's file table).
+                    if conn.outq.len() >= self.cfg.max_pipeline
+                        || conn.outq.iter().any(|o| matches!(o, Out::File { .. }))
+                    {
+                        return;
                     }
                     if conn.inq_len == 0 {
                         conn.req_start = None;

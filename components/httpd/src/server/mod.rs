@@ -826,7 +826,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         let cfg_send = self.core.cfg.send_timeout_ms;
         let mut ready = Vec::new();
         for (&id, conn) in self.conns.iter_mut() {
-            let had = conn.outq.len();
+            // Requests parsed only when the output before them is pulled
+            // (one open file per connection) count as output: they wait
+            // for the client to read just the same.
+            let deferred = matches!(conn.state, State::Reading) && conn.inq_len > 0 && conn.req_start.is_none();
+            let had = conn.outq.len() + usize::from(deferred);
             if self.core.upload_stalled(conn, now) {
                 // The body stopped arriving while the cgi waits for it.
                 self.core.stats.request_timeouts += 1;
@@ -868,7 +872,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                     conn.outq.push_back(Out::Close);
                     conn.state = State::Closing;
                 }
-                State::Reading if !conn.outq.is_empty() && now.saturating_sub(conn.last_active) >= cfg_send => {
+                State::Reading if had > 0 && now.saturating_sub(conn.last_active) >= cfg_send => {
                     // Output waits and nothing was taken for that long: the
                     // client stopped reading. Its slot and buffers go.
                     self.core.stats.send_timeouts += 1;

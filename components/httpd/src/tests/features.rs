@@ -86,6 +86,32 @@ fn a_small_transport_gets_small_pieces_byte_exact() {
 }
 
 #[test]
+fn pipelined_file_requests_hold_one_open_file_at_a_time() {
+    // Three pipelined 1 MiB requests on a connection pulled slowly (a
+    // reader with a small window): only the file being sent is open, the
+    // next request is parsed when its last piece is pulled.
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    let one = req("/file-1m.bin", "");
+    h.send(c, &[one.as_slice(), one.as_slice(), one.as_slice()].concat());
+    let mut bytes = Vec::new();
+    let mut most_open = 0;
+    while let Some(a) = h.srv.next_within(c, 10_000) {
+        let Action::Send(a) = a else { panic!("only sends") };
+        most_open = most_open.max(h.srv.source_mut().open.get());
+        bytes.extend(crate::testing::bytes(&a));
+    }
+    assert_eq!(most_open, 1, "files open at once");
+    let r = parse_responses(&bytes, &|_| false);
+    assert_eq!(r.len(), 3);
+    for resp in &r {
+        assert_eq!(resp.body, content(1 << 20, 3));
+    }
+    assert_eq!(h.srv.source_mut().open.get(), 0);
+}
+
+#[test]
 fn index_html_for_directories_and_redirects() {
     let d = domain();
     let mut h = Harness::new(d);
