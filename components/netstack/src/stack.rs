@@ -543,13 +543,15 @@ impl<'d> NetStack<'d> {
     /// Copy modes: gives an accepted socket its send ring. False if it does
     /// not fit the budget or the heap now.
     fn attach_send_ring(&mut self, h: SocketHandle) -> bool {
-        if self.zero_copy() || self.sockets.get::<tcp::Socket>(h).send_capacity() >= self.cfg.send_window {
+        let s = self.sockets.get::<tcp::Socket>(h);
+        let size = self.copy_ring_for(s.remote_window());
+        if self.zero_copy() || s.send_capacity() >= size {
             return true;
         }
-        if !self.rings_fit(self.cfg.send_window) {
+        if !self.rings_fit(size) {
             return false;
         }
-        let Some(ring) = try_ring(self.cfg.send_window) else { return false };
+        let Some(ring) = try_ring(size) else { return false };
         // Cannot fail: nothing can have been queued on an unaccepted socket.
         self.sockets.get_mut::<tcp::Socket>(h).replace_tx_buffer(tcp::SocketBuffer::new(ring)).is_ok()
     }
@@ -703,8 +705,24 @@ impl<'d> NetStack<'d> {
     /// of such peers must not pin the file cache (each pins its window
     /// plus this).
     fn slack_of(&self, c: &Conn<'d>, s: &tcp::Socket) -> usize {
-        let window = c.max_window.max(s.remote_window());
+        self.slack_for(c.max_window.max(s.remote_window()))
+    }
+
+    /// The slack for a peer whose largest window is `window`.
+    fn slack_for(&self, window: usize) -> usize {
         window.saturating_mul(4).clamp(self.cfg.min_send_slack.min(self.cfg.send_slack), self.cfg.send_slack)
+    }
+
+    /// Copy modes: the send ring for a peer whose largest window is
+    /// `window`: what it may hold (the window and its slack) as a power of
+    /// two, within 16 KiB and `Config::send_window`. A peer that reads
+    /// through a small window so costs a small ring, as Linux sizes socket
+    /// buffers by what a connection needs: with every ring at the full
+    /// window, 64 slow readers took the whole `socket_memory` and new
+    /// connections waited in the backlog for them.
+    fn copy_ring_for(&self, window: usize) -> usize {
+        let want = window.saturating_add(self.slack_for(window)).next_power_of_two();
+        want.max(16 * 1024).min(self.cfg.send_window)
     }
 
     /// Whether [`NetStack::send`] on `id` could succeed given room: the
@@ -747,6 +765,19 @@ impl<'d> NetStack<'d> {
         if n == 0 {
             return Ok(());
         }
+        if !c.zero_copy && s.send_queue() == 0 {
+            // The peer's window grew beyond what its ring was sized for:
+            // a larger ring, while nothing is queued in the old one.
+            let (have, want) = (s.send_capacity(), self.copy_ring_for(c.max_window.max(s.remote_window())));
+            if want > have && self.rings_fit(want - have) {
+                if let Some(ring) = try_ring(want) {
+                    let h = c.handle;
+                    let _ = self.sockets.get_mut::<tcp::Socket>(h).replace_tx_buffer(tcp::SocketBuffer::new(ring));
+                }
+            }
+        }
+        let c = &self.conns[i];
+        let s = self.sockets.get::<tcp::Socket>(c.handle);
         if self.space_of(c, s) < n || (c.zero_copy && !c.queue.fits(&agg, self.cfg.max_queued)) {
             return Err((NetError::WouldBlock, agg));
         }

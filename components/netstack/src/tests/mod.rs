@@ -984,6 +984,58 @@ fn closing_releases_everything_and_the_peer_sees_eof() {
     assert!(!n.a.exists(ca) && !n.b.exists(cb));
 }
 
+#[test]
+fn copy_mode_send_rings_are_sized_by_the_peers_window() {
+    // B accepts in posix mode; A connects with a 2 KiB receive window,
+    // then (another run) with 64 KiB. B's send ring holds what the peer
+    // may have queued (window and slack), rounded to a power of two: 16 KiB
+    // and 128 KiB; the transfer through the small ring is byte-exact.
+    let mut rings = Vec::new();
+    for window in [2048usize, 64 * 1024] {
+        let mut a = cfg(1, 15, CopyMode::IoLite, TxChecksum::Cached);
+        a.recv_window = window;
+        let b = cfg(2, 16, CopyMode::Posix, TxChecksum::Cached);
+        let mut n = Net::with(a, b, 0);
+        let _ = n.b.listen(80, 1);
+        let listening = n.b.socket_memory();
+        let ca = n.a.connect(([10, 0, 2, 16], 80), 49152).unwrap();
+        let mut cb = None;
+        for _ in 0..10_000 {
+            n.step();
+            if let Some(c) = n.b.accept(80) {
+                cb = Some(c);
+                break;
+            }
+        }
+        let cb = cb.expect("accepted");
+        // The accepted socket's send ring, and a fresh backlog socket's
+        // receive ring (the backlog is refilled).
+        rings.push(n.b.socket_memory() - listening - 64 * 1024);
+        let data = pattern(100_000, 3);
+        let mut off = 0;
+        let mut got = Vec::new();
+        for _ in 0..200_000 {
+            while off < data.len() {
+                let k = n.b.send_space(cb).unwrap().min(data.len() - off);
+                if k == 0 {
+                    break;
+                }
+                n.b.send(cb, make(n.b.domain(), &data[off..off + k])).unwrap();
+                off += k;
+            }
+            n.step();
+            while let Ok(Recv::Data(d)) = n.a.recv(ca, usize::MAX) {
+                d.slices().for_each(|s| got.extend_from_slice(s));
+            }
+            if got.len() == data.len() {
+                break;
+            }
+        }
+        assert!(got == data, "byte-exact through a {window}-byte window");
+    }
+    assert_eq!(rings, [16 * 1024, 128 * 1024]);
+}
+
 mod back_pressure;
 mod dhcp;
 mod stale;
