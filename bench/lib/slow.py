@@ -98,6 +98,14 @@ for rnd in range(1, rounds + 1):
                 if before is not None and after is not None:
                     d = B.fs_delta(before, after)
                     r.update(hit_rate=d["hit_rate"], disk_reads=d["disk_reads"])
+                    # Where the CPU went: busy TSC cycles per fast request
+                    # of the components that count them (netdrv's include
+                    # QEMU's device emulation behind its MMIO exits).
+                    if w["requests"]:
+                        r["kcycles_per_request"] = {
+                            comp: (after.get(comp, {}).get(key, 0) - before.get(comp, {}).get(key, 0))
+                            / w["requests"] / 1000
+                            for comp, key in (("netdrv", "drv_busy_cycles"), ("netstack", "tcp_busy_cycles"))}
                 if isinstance(w.get("during"), dict) and "fs" in w["during"]:
                     r["memory"] = B.memory(w["during"])
                     h = w["during"].get("httpd", {})
@@ -116,6 +124,8 @@ for rnd in range(1, rounds + 1):
                   + (f" hit {r['hit_rate'] * 100:4.1f}%" if "hit_rate" in r else "")
                   + (f" fs pool {mem['fs_pool'] // 1024} KiB httpd {mem['httpd_pool'] // 1024} KiB net"
                      f" {mem['net_socket'] // 1024}+{mem['net_send_queued'] // 1024} KiB" if mem else "")
+                  + ("; kcycles/request " + " ".join(f"{k} {v:.0f}" for k, v in r["kcycles_per_request"].items())
+                     if r.get("kcycles_per_request") else "")
                   + (f"; checks: {r.get('check_before') or 'ok'}/{r.get('check_after') or 'ok'}")
                   + (f"; slow: {ss.get('connected')} connected, {ss.get('completed')} done, {ss.get('bytes')} B,"
                      f" bad {ss.get('bad')}, errors {ss.get('errors')} {ss.get('last_error', '')}" if n else ""), flush=True)
