@@ -369,6 +369,7 @@ fn zero_window_cost() {
         );
     }
 }
+
 #[test]
 fn slow_readers_with_small_windows_pin_a_few_windows_each() {
     // Clients that read through a 2 KiB receive buffer (the paper's slow
