@@ -197,10 +197,43 @@ impl Supervisor<'_> {
         if let Some(r) = events_page().records.get(index) {
             r.deaths.store(death, Ordering::Release);
         }
+        self.release_callers(position);
         for p in self.lives[position].pending.clone() {
             self.system.signal_events(p);
         }
         self.try_settle();
+    }
+
+    /// The instance at `position` died: its RPC clients that wait in a
+    /// call to it would wait forever (without MCS the reply capability
+    /// lives in the dead server's TCB and goes with it, and the caller
+    /// stays blocked on it). `TCB_Resume` of a blocked thread cancels its
+    /// system call and makes it execute it again: a call to the dead
+    /// server is issued once more, to the endpoint, where the restarted
+    /// incarnation receives it (a server that is not restarted leaves it
+    /// queued there, as before). Any other blocking call (a wait on a
+    /// notification, a receive) is issued again unchanged, a running
+    /// thread is not touched. Only live instances are resumed: never one
+    /// the supervisor stopped (dead, waiting for its restart, held down).
+    /// Clients see the re-issued call as a call to the new incarnation,
+    /// which knows none of the old one's state (fs: handles carry its
+    /// incarnation, so a stale one is refused and the client re-opens).
+    fn release_callers(&mut self, position: usize) {
+        if !self.system.instances[position].restartable {
+            return;
+        }
+        for p in self.system.rpc_callers(position) {
+            if let (false, Some(tcb)) = (self.stopped(p), self.system.instances[p].tcb) {
+                let _ = sel4::tcb_resume(tcb);
+            }
+        }
+    }
+
+    /// Whether the supervisor stopped the instance at `position` (it
+    /// faulted, or waits for a restart) and so must not resume it.
+    fn stopped(&self, position: usize) -> bool {
+        let life = &self.lives[position];
+        life.restart_at.is_some() || life.held_down || self.system.instances[position].tcb.is_none()
     }
 
     /// A peer says it no longer uses what death `death` of the component

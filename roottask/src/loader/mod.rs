@@ -345,6 +345,23 @@ impl System {
             .collect()
     }
 
+    /// The instances that call an endpoint the one at `position` serves
+    /// (they hold it with send rights, it with receive rights): the RPC
+    /// clients of that server.
+    pub fn rpc_callers(&self, position: usize) -> Vec<usize> {
+        let me = self.component(position);
+        let served: Vec<_> = me
+            .caps
+            .iter()
+            .filter(|c| c.rights.read && matches!(self.objects[c.object.0 as usize], Loaded::Endpoint(_)))
+            .map(|c| c.object)
+            .collect();
+        (0..self.instances.len())
+            .filter(|&p| p != position)
+            .filter(|&p| self.component(p).caps.iter().any(|c| c.rights.write && served.contains(&c.object)))
+            .collect()
+    }
+
     /// Signals the system-events notification of the instance at
     /// `position`, if it subscribes and runs.
     pub fn signal_events(&mut self, position: usize) {
