@@ -1,0 +1,90 @@
+*** Settings ***
+Documentation       Self-healing: fs faults under load and is restarted (camkes/iolite.camkes:
+...                 fs.restartable). 16 keep-alive clients fetch static files, every body
+...                 checked byte for byte against the site manifest; a few seconds in, fs
+...                 faults for real (a write to an unmapped page, through its test hook: a
+...                 stat of /.fault/fs/N faults incarnation N; tests/variants: recovery).
+...                 The supervisor restarts fs and resumes httpd and the cgi if they were
+...                 blocked in a call to it; they reconnect, reopen their files and retry
+...                 the reads in flight (fs_api::client), and the pages of fs's pool that
+...                 httpd, netstack and the NIC still hold stay quarantined until httpd and
+...                 the cgi confirm (components/iolite/README.md "Death").
+...
+...                 Targets: no failed static request, every body byte-exact, the longest
+...                 time without a completed response below 300 ms, the pool back to its
+...                 baseline once the death is settled, no other component restarted.
+Library             OperatingSystem
+Library             Collections
+Library             QemuSystem    ${RECOVERY_BUILD_DIR}
+Library             WebClient    ${PORT}
+Library             RecoveryClient    ${PORT}
+Suite Setup         Boot The Recovery Image
+Suite Teardown      Stop System
+Test Teardown       Attach Serial Log If Test Failed
+Test Tags           recovery
+
+*** Variables ***
+${RECOVERY_BUILD_DIR}    ${CURDIR}/../../build/variants/recovery
+${PORT}             8080
+${MANIFEST}         ${RECOVERY_BUILD_DIR}/images/site.manifest
+@{STATIC}           /index.html    /file-16k.bin    /style.css    /file-64k.bin    /odd-100000.bin
+...                 /file-1k.txt    /file-256k.bin    /odd-4097.bin
+${CLIENTS}          16
+${GAP_MS}           300
+
+*** Keywords ***
+Boot The Recovery Image
+    Start System    --port    ${PORT}:80    --disk    ${RECOVERY_BUILD_DIR}/images/site.img
+    Wait For Serial Line    ^\\[httpd\\] listening on port 80$    timeout=90s
+    Wait For Web Server    timeout=90
+    Check Bodies Against Site    ${MANIFEST}
+
+Fs Pool Pages In Use
+    ${s}=    Stats Json
+    RETURN    ${s}[fs][pool_pages_in_use]
+
+Fault Fs
+    [Arguments]    ${incarnation}
+    # The stat that faults fs is issued again to the new incarnation,
+    # which does not fault: the request is answered 404.
+    ${status}    ${h}    ${body}=    Fetch    /.fault/fs/${incarnation}
+    Should Be Equal As Integers    ${status}    404
+
+*** Test Cases ***
+Fs Faults Under Load: No Static Request Fails, Every Body Byte-Exact
+    Expect Fault    ^\\[supervisor\\] FAULT in component fs:
+    Expect Fault    ^Caught vm fault
+    # Warm the cache with what the load fetches: the baseline.
+    FOR    ${path}    IN    @{STATIC}
+        Fetch File Exact    ${MANIFEST}    ${path}
+    END
+    ${baseline}=    Fs Pool Pages In Use
+    Start Static Load    ${MANIFEST}    ${CLIENTS}    @{STATIC}
+    Sleep    3s
+    Mark Load Time    fault
+    Fault Fs    0
+    Wait For Serial Line    ^\\[supervisor\\] FAULT in component fs: vm fault    timeout=30s
+    Wait For Serial Line    ^\\[supervisor\\] restarted component fs \\(restart 1\\)$    timeout=30s
+    Wait For Serial Line    ^\\[fs\\] ready \\(restart 1, incarnation 1\\)$    timeout=30s
+    Sleep    4s
+    ${r}=    Stop Static Load
+    Log    ${CLIENTS} clients: ${r}
+    Load Should Have No Failed Requests
+    Load Gap Should Be Below    ${GAP_MS}
+    Should Be True    ${r}[requests] > 100
+    # httpd reconnected once; the death is settled once nothing of the dead
+    # incarnation is held downstream, and the quarantine ends.
+    Wait For Serial Line    ^\\[httpd\\] fs died \\(death 1\\): reconnected    timeout=10s
+    Wait For Serial Line    ^\\[httpd\\] fs death 1: nothing of the dead incarnation in use any more, confirmed$    timeout=30s
+    FOR    ${path}    IN    @{STATIC}
+        Fetch File Exact    ${MANIFEST}    ${path}
+    END
+    Wait For Serial Line    ^\\[fs\\] death 1 settled: \\d+ quarantined pool pages free again$    timeout=30s
+    ${s}=    Stats Json
+    Should Be True    ${s}[httpd][fs_reconnects] == 1
+    # The cache refilled from disk with the same files: the same pages.
+    ${after}=    Fs Pool Pages In Use
+    Should Be Equal As Integers    ${after}    ${baseline}
+    # No other component restarted.
+    ${other}=    Run Keyword And Return Status    Serial Line Seen    ^\\[supervisor\\] restarted component (?!fs )
+    Should Not Be True    ${other}
