@@ -44,14 +44,16 @@ Fs Pool Pages In Use
     RETURN    ${s}[fs][pool_pages_in_use]
 
 Fault Fs
-    [Arguments]    ${incarnation}
-    # The stat that faults fs is issued again to the new incarnation,
-    # which does not fault: the request is answered 404.
-    ${status}    ${h}    ${body}=    Fetch    /.fault/fs/${incarnation}
+    [Arguments]    ${hook}    ${incarnation}
+    # /.fault/fs/N: the stat that faults fs is issued again to the new
+    # incarnation, which does not fault; /.fault/fs-read/N: the next read
+    # faults. Either way the request is answered 404.
+    ${status}    ${h}    ${body}=    Fetch    /.fault/${hook}/${incarnation}
     Should Be Equal As Integers    ${status}    404
 
-*** Test Cases ***
-Fs Faults Under Load: No Static Request Fails, Every Body Byte-Exact
+Fs Faults Under Load
+    [Arguments]    ${hook}    ${death}
+    [Documentation]    The load, the fault at 3 s, 4 s more; then the targets.
     Expect Fault    ^\\[supervisor\\] FAULT in component fs:
     Expect Fault    ^Caught vm fault
     # Warm the cache with what the load fetches: the baseline.
@@ -59,32 +61,49 @@ Fs Faults Under Load: No Static Request Fails, Every Body Byte-Exact
         Fetch File Exact    ${MANIFEST}    ${path}
     END
     ${baseline}=    Fs Pool Pages In Use
+    ${before}=    Stats Json
     Start Static Load    ${MANIFEST}    ${CLIENTS}    @{STATIC}
     Sleep    3s
     Mark Load Time    fault
-    Fault Fs    0
+    Fault Fs    ${hook}    ${{${death} - 1}}
     Wait For Serial Line    ^\\[supervisor\\] FAULT in component fs: vm fault    timeout=30s
-    Wait For Serial Line    ^\\[supervisor\\] restarted component fs \\(restart 1\\)$    timeout=30s
-    Wait For Serial Line    ^\\[fs\\] ready \\(restart 1, incarnation 1\\)$    timeout=30s
+    Wait For Serial Line    ^\\[supervisor\\] restarted component fs \\(restart ${death}\\)$    timeout=30s
+    Wait For Serial Line    ^\\[fs\\] ready \\(restart ${death}, incarnation ${death}\\)$    timeout=30s
     Sleep    4s
     ${r}=    Stop Static Load
-    Log    ${CLIENTS} clients: ${r}
+    Log    ${CLIENTS} clients, fault (${hook}) at 3 s: ${r}
     Load Should Have No Failed Requests
     Load Gap Should Be Below    ${GAP_MS}
     Should Be True    ${r}[requests] > 100
     # httpd reconnected once; the death is settled once nothing of the dead
     # incarnation is held downstream, and the quarantine ends.
-    Wait For Serial Line    ^\\[httpd\\] fs died \\(death 1\\): reconnected    timeout=10s
-    Wait For Serial Line    ^\\[httpd\\] fs death 1: nothing of the dead incarnation in use any more, confirmed$    timeout=30s
+    Wait For Serial Line    ^\\[httpd\\] fs died \\(death ${death}\\): reconnected    timeout=10s
+    Wait For Serial Line    ^\\[httpd\\] fs death ${death}: nothing of the dead incarnation in use any more, confirmed$    timeout=30s
     FOR    ${path}    IN    @{STATIC}
         Fetch File Exact    ${MANIFEST}    ${path}
     END
-    Wait For Serial Line    ^\\[fs\\] death 1 settled: \\d+ quarantined pool pages free again$    timeout=30s
+    Wait For Serial Line    ^\\[fs\\] death ${death} settled: \\d+ quarantined pool pages free again$    timeout=30s
     ${s}=    Stats Json
-    Should Be True    ${s}[httpd][fs_reconnects] == 1
+    Log    httpd: fs_reconnects ${s}[httpd][fs_reconnects] fs_reopens ${s}[httpd][fs_reopens] fs_retries ${s}[httpd][fs_retries]
+    Should Be Equal As Integers    ${s}[httpd][fs_reconnects]    ${${before}[httpd][fs_reconnects] + 1}
     # The cache refilled from disk with the same files: the same pages.
     ${after}=    Fs Pool Pages In Use
     Should Be Equal As Integers    ${after}    ${baseline}
     # No other component restarted.
     ${other}=    Run Keyword And Return Status    Serial Line Seen    ^\\[supervisor\\] restarted component (?!fs )
     Should Not Be True    ${other}
+    RETURN    ${s}
+
+*** Test Cases ***
+Fs Faults In A Call Under Load: No Static Request Fails, Every Body Byte-Exact
+    [Documentation]    fs faults in httpd's stat of the hook's path: httpd is blocked in
+    ...    the call, the supervisor resumes it and the call reaches the new incarnation.
+    ...    The responses in progress reopen their files there.
+    Fs Faults Under Load    fs    1
+
+Fs Faults In A Read Under Load: The Read In Flight Is Retried
+    [Documentation]    The hook arms a fault for the next read: one of the clients'
+    ...    reads is in flight when fs dies. It is retried on the new incarnation.
+    ${s}=    Fs Faults Under Load    fs-read    2
+    Should Be True    ${s}[httpd][fs_retries] >= 1
+    Wait For Serial Line Anywhere    ^\\[fs\\] test hook: faulting incarnation 1 in a read \\(client 1\\)$

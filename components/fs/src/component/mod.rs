@@ -241,6 +241,7 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
         quarantines: Vec::new(),
         me,
         epoch,
+        fault_next_read: false,
         own_quarantine: (quarantined > 0).then_some(epoch),
     };
     server.poll_events();
@@ -302,6 +303,8 @@ struct Server {
     me: usize,
     /// Our incarnation (handles carry it).
     epoch: u64,
+    /// Test hook: the next read faults.
+    fault_next_read: bool,
     /// The death of ours whose pool pages are still quarantined.
     own_quarantine: Option<u64>,
 }
@@ -353,13 +356,20 @@ impl Server {
     /// Test images: a `stat` of `/.fault/fs/N` faults incarnation `N`
     /// (a write to an unmapped page: a real fault, which the supervisor
     /// reports and answers with a restart).
-    fn fault_hook(&self, path: &str) {
+    /// `/.fault/fs-read/N` instead arms the fault for the next `read`,
+    /// whichever client makes it: under load, a read in flight.
+    fn fault_hook(&mut self, path: &str) {
+        if let Some(n) = path.strip_prefix("/.fault/fs-read/").and_then(|n| n.parse::<u64>().ok()) {
+            if n == self.epoch {
+                log!("test hook: the next read faults incarnation {n}");
+                self.fault_next_read = true;
+            }
+            return;
+        }
         let Some(n) = path.strip_prefix("/.fault/fs/").and_then(|n| n.parse::<u64>().ok()) else { return };
         if n == self.epoch {
             log!("test hook: faulting incarnation {n}");
-            // SAFETY: none; this is the fault. Page 0x10 is below every
-            // mapping (the loader leaves the first page unmapped).
-            unsafe { core::ptr::write_volatile(0x10 as *mut u64, 0xdead) };
+            fault();
         }
     }
 
@@ -419,6 +429,13 @@ impl Server {
     }
 }
 
+/// The test hooks' fault: a write to an unmapped page (0x10 is below
+/// every mapping: the loader leaves the first page unmapped).
+fn fault() {
+    // SAFETY: none needed; the write faults and the supervisor restarts us.
+    unsafe { core::ptr::write_volatile(0x10 as *mut u64, 0xdead) };
+}
+
 fn ret<T: Into<i64>>(r: Result<T, ErrorCode>) -> i64 {
     match r {
         Ok(v) => v.into(),
@@ -473,6 +490,10 @@ impl glue::fs::FsIoLite for Server {
     }
 
     fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> i64 {
+        if TEST_HOOKS && self.fault_next_read {
+            log!("test hook: faulting incarnation {} in a read (client {})", self.epoch, caller() + 1);
+            fault();
+        }
         self.begin();
         let r = self.read_file(handle, offset, length, tag);
         self.end();
