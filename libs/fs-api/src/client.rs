@@ -384,10 +384,7 @@ mod tests {
         assert_eq!(c.read(&a, 0, 5000, 3, &mut || reattached += 1), Ok(1000));
         assert_eq!(reattached, 1);
         assert_eq!(c.stats(), RecoveryStats { reconnects: 1, reopens: 2, retries: 0 });
-        assert_eq!(
-            f.0.borrow().log,
-            ["open@0", "open@0", "reset@1", "open@1", "read@1", "read@1", "open@1", "read@1"]
-        );
+        assert_eq!(f.0.borrow().log, ["open@0", "open@0", "reset@1", "open@1", "read@1", "read@1", "open@1", "read@1"]);
         c.close(a);
         c.close(b);
         assert!(f.0.borrow().table.iter().all(Option::is_none));
@@ -441,7 +438,8 @@ mod tests {
     fn a_genuinely_bad_handle_is_not_retried() {
         let (_f, mut c) = client(&[]);
         let file = c.open("/a.html", &mut || {}).unwrap();
-        let bad = OpenFile { path: file.path.clone(), size: 1000, ino: 12, handle: Cell::new(9), incarnation: Cell::new(0) };
+        let bad =
+            OpenFile { path: file.path.clone(), size: 1000, ino: 12, handle: Cell::new(9), incarnation: Cell::new(0) };
         assert_eq!(c.read(&bad, 0, 10, 1, &mut || {}), Err(ErrorCode::BadHandle));
         assert_eq!(c.stats().retries, 0);
     }

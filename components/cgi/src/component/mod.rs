@@ -412,7 +412,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     log!("ready (generation {generation}, restart {})", start.restarts);
     glue::done::emit();
 
-    let mut programs = Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, copier: fs_copier, tag: 0, client: fs_client });
+    let mut programs =
+        Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, copier: fs_copier, tag: 0, client: fs_client });
     // httpd's requests: a corrupt ring or a forged descriptor breaks the
     // channel for good (reported once) rather than being retried.
     let mut guard = iolite::Guard::new();
@@ -658,7 +659,10 @@ impl FsWatch {
                 programs.drop_cache();
                 programs.fragments_mut().reconnect();
                 self.unconfirmed = Some(death);
-                log!("fs died (death {death}): reconnected, {} of its buffers still in use", d.tainted(FS).unwrap_or(0));
+                log!(
+                    "fs died (death {death}): reconnected, {} of its buffers still in use",
+                    d.tainted(FS).unwrap_or(0)
+                );
             } else {
                 component_runtime::events::confirm_settled(component, death);
             }

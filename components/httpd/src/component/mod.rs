@@ -60,8 +60,8 @@ use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, Remote, Server};
 use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Boundary, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust,
-    Want, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Boundary, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust, Want,
+    BUILD_COPY_MODE, FLAG_EOF,
 };
 use outbox::Outbox;
 use socket_api::{ErrorCode, Event, Request, SendCredit};
