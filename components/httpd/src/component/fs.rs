@@ -123,6 +123,12 @@ impl FileSource<'static> for FsSource {
     type File = FsFile;
 
     fn open(&mut self, path: &str) -> Result<(FsFile, FileStat), SourceError> {
+        if super::TEST_HOOKS && path == "/.fault/httpd" {
+            component_runtime::log!("test hook: faulting");
+            // SAFETY: none needed; the write faults (0x10 is below every
+            // mapping) and the supervisor restarts us.
+            unsafe { core::ptr::write_volatile(0x10 as *mut u64, 0xdead) };
+        }
         if path.len() > MAX_PATH {
             // Longer than a path argument of the RPC can be (fs would say
             // NameTooLong for any real file anyway).

@@ -116,6 +116,8 @@ const TICK_MS: u64 = 100;
 /// The cgi's instance name in the assembly (what we ask the supervisor to
 /// restart; `httpd.may_restart` must name it).
 const CGI_INSTANCE: &str = "cgi";
+/// `httpd.test_hooks = 1` (test images only): a GET of /.fault/httpd faults.
+const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 /// fs's instance name in the assembly (its record in the events page).
 const FS_INSTANCE: &str = "fs";
 /// Lending the cgi our priority (`lend_cgi`): after this long without
@@ -269,9 +271,13 @@ struct Httpd {
     /// A death of fs we still have to confirm, once nothing it gave us is
     /// in use here or downstream.
     fs_unconfirmed: Option<u64>,
+    /// Our record in the events page.
+    me: usize,
+    /// Our death whose pool pages are still quarantined.
+    own_quarantine: Option<u64>,
 }
 
-fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     init_heap();
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
     // SAFETY (all pools): the dataports are mapped as the assembly
@@ -284,6 +290,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         // cache on them and headers are parsed from a private copy.
         map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
         map_pool!(owned d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
+    }
+    // After a restart of ours: the pages our dead incarnation left in use
+    // (headers netstack and the NIC may still send, requests the cgi may
+    // still read) stay quarantined until every peer settled that death.
+    let quarantined = d.quarantined_pages(APP_POOL).unwrap_or(0) + d.quarantined_pages(CGI_REQ_POOL).unwrap_or(0);
+    if quarantined > 0 {
+        log!("{quarantined} pool pages of the dead incarnation quarantined until its death is settled");
     }
     // Who may read the CGI request pool (echoed bodies go to the network).
     d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
@@ -370,11 +383,24 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_index: None,
         fs_index,
         fs_unconfirmed: None,
+        me: 0,
+        own_quarantine: None,
         cgi_dying: false,
         cgi_unconfirmed: None,
         cgi_death: 0,
     };
     me.cgi_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(CGI_INSTANCE));
+    me.me = start.instance as usize;
+    me.own_quarantine = (quarantined > 0)
+        .then(|| me.sys_events.as_ref().filter(|w| me.me < w.page().len()).map(|w| w.page().state(me.me).0))
+        .flatten();
+    if start.restarts > 0 {
+        // The cgi may still work on requests of our dead incarnation, on
+        // channels it left in any state: a fresh cgi drops them (its death
+        // runs the protocol here as any other).
+        log!("restarted (restart {}): asking the supervisor to restart the cgi", start.restarts);
+        me.restart_cgi("paired with our dead incarnation");
+    }
     me.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(d));
     me.publish();
     loop {
@@ -1080,6 +1106,13 @@ impl Httpd {
         }
         self.confirm_cgi_death();
         self.confirm_fs_death();
+        if let (Some(death), Some(w)) = (self.own_quarantine, self.sys_events.as_ref()) {
+            if w.page().state(self.me).1 >= death {
+                let n = self.d.end_quarantine(APP_POOL).unwrap_or(0) + self.d.end_quarantine(CGI_REQ_POOL).unwrap_or(0);
+                log!("death {death} settled: {n} quarantined pool pages free again");
+                self.own_quarantine = None;
+            }
+        }
     }
 
     /// Confirms fs's latest death once nothing it gave us is in use here
