@@ -71,7 +71,9 @@ macro_rules! component_entry {
         core::arch::global_asm!(
             ".globl iolite_hang",
             "iolite_hang:",
-            "jmp iolite_hang",
+            // The bytes, not `jmp iolite_hang`: the assembler encodes a
+            // jump to a global symbol in 5 bytes, with a relocation.
+            ".byte 0xeb, 0xfe",
             ".globl _start",
             "_start:",
             "and rsp, -16",
