@@ -10,6 +10,9 @@ Documentation       Self-healing: fs faults under load and is restarted (camkes/
 ...                 httpd, netstack and the NIC still hold stay quarantined until httpd and
 ...                 the cgi confirm (components/iolite/README.md "Death").
 ...
+...                 The third fs test uses the generic
+...                 injection (`Inject Fault Into`, tests/robot/recovery.robot).
+...
 ...                 Targets: no failed static request, every body byte-exact, the longest
 ...                 time without a completed response below 300 ms, the pool back to its
 ...                 baseline once the death is settled, no other component restarted.
@@ -65,7 +68,11 @@ Fs Faults Under Load
     Start Static Load    ${MANIFEST}    ${CLIENTS}    @{STATIC}
     Sleep    3s
     Mark Load Time    fault
-    Fault Fs    ${hook}    ${{${death} - 1}}
+    IF    $hook == "inject"
+        Inject Fault Into    fs
+    ELSE
+        Fault Fs    ${hook}    ${{${death} - 1}}
+    END
     Wait For Serial Line    ^\\[supervisor\\] FAULT in component fs: vm fault    timeout=30s
     Wait For Serial Line    ^\\[supervisor\\] restarted component fs \\(restart ${death}\\)$    timeout=30s
     Wait For Serial Line    ^\\[fs\\] ready \\(restart ${death}, incarnation ${death}\\)$    timeout=30s
@@ -110,6 +117,13 @@ Fs Faults In A Read Under Load: The Read In Flight Is Retried
     ${s}=    Fs Faults Under Load    fs-read    2
     Should Be True    ${s}[httpd][fs_retries] >= 1
     Wait For Serial Line Anywhere    ^\\[fs\\] test hook: faulting incarnation 1 in a read \\(client 1\\)$
+
+An Injected Fault Into fs Under Load: No Static Request Fails
+    [Documentation]    The generic injection (`Inject Fault Into`, roottask/src/inject.rs):
+    ...    the supervisor makes fs fault wherever it is (serving a call, or waiting
+    ...    for one).
+    Fs Faults Under Load    inject    3
+    Wait For Serial Line Anywhere    ^\\[supervisor\\] injected a fault into component fs: ip 0x[0-9a-f]+ -> 0xbad$
 
 Httpd Faults Under Load: Only Connections Open At The Fault Fail
     [Documentation]    httpd faults (its test hook, in the middle of the load). netstack
