@@ -29,6 +29,12 @@
 //! death is *settled*: the page says so and the peers and the new
 //! incarnation are signalled, which ends their quarantines.
 //!
+//! **Callers of a dead server**: when a restartable component that serves
+//! an endpoint dies (fs), its live RPC clients are resumed
+//! (`release_callers`): one blocked in a call to it would otherwise wait
+//! forever (without MCS the reply capability dies with the server's TCB);
+//! resumed, it issues the call again, to the new incarnation.
+//!
 //! **Clock**: the supervisor's own periodic wake-up (`crate::clock`, the
 //! RTC's interrupt on a notification bound to its thread) carries out
 //! restarts when their back-off is over and, in test images, reads fault
