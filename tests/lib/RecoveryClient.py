@@ -149,7 +149,10 @@ class RecoveryClient:
         with self.lock:
             done = sorted(x for x in self.done if x <= t_stop)
             failures = list(self.failures)
-        edges = [self.t0] + done + [t_stop]
+        # From the start of the clock (all clients connected) to the stop;
+        # responses completed while the clients were still connecting count
+        # in `requests` only.
+        edges = [self.t0] + [x for x in done if x >= self.t0] + [t_stop]
         gap, at = 0.0, self.t0
         for a, b in zip(edges, edges[1:]):
             if b - a > gap:
