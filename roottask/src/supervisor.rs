@@ -29,6 +29,17 @@
 //! death is *settled*: the page says so and the peers and the new
 //! incarnation are signalled, which ends their quarantines.
 //!
+//! **Callers of a dead server**: when a restartable component that serves
+//! an endpoint dies (fs), its live RPC clients are resumed
+//! (`release_callers`): one blocked in a call to it would otherwise wait
+//! forever (without MCS the reply capability dies with the server's TCB);
+//! resumed, it issues the call again, to the new incarnation.
+//!
+//! **Clock**: the supervisor's own periodic wake-up (`crate::clock`, the
+//! RTC's interrupt on a notification bound to its thread) carries out
+//! restarts when their back-off is over and, in test images, reads fault
+//! injection commands from the console (`crate::inject`).
+//!
 //! **Restart policy** (per component, from the assembly): the first
 //! restart after a quiet window is immediate, each further one within
 //! `restart_window_ms` waits `restart_backoff_ms` doubled per restart, and
@@ -42,6 +53,7 @@
 //! priority (seL4 without MCS gives it no timeout), which uses only CPU
 //! time nobody else wants, and only for the length of the back-off.
 
+use crate::clock::{Clock, CLOCK_BADGE};
 use crate::loader::{events_page, System};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -83,13 +95,22 @@ struct Life {
 struct Supervisor<'s> {
     system: &'s mut System,
     lives: Vec<Life>,
+    clock: Option<Clock>,
+    #[cfg(fault_injection)]
+    console: crate::inject::Console,
 }
 
 /// Serves faults and requests forever.
-pub fn run(system: &mut System) -> ! {
+pub fn run(system: &mut System, clock: Option<Clock>) -> ! {
     component_runtime::set_component_name("supervisor");
     let lives = (0..system.instances.len()).map(|_| Life::default()).collect();
-    let mut sup = Supervisor { system, lives };
+    let mut sup = Supervisor {
+        system,
+        lives,
+        clock,
+        #[cfg(fault_injection)]
+        console: crate::inject::Console::new(),
+    };
     loop {
         let (info, badge, mrs) = sup.next_message();
         sup.handle(info, badge, mrs);
@@ -97,12 +118,13 @@ pub fn run(system: &mut System) -> ! {
 }
 
 impl Supervisor<'_> {
-    /// Blocks for the next message; while restarts wait out a back-off,
-    /// polls at the lowest priority and carries them out when due.
+    /// Blocks for the next message (or clock tick); without a clock, while
+    /// restarts wait out a back-off, polls at the lowest priority and
+    /// carries them out when due.
     fn next_message(&mut self) -> (MessageInfo, Word, [Word; 4]) {
         loop {
             self.run_due_restarts();
-            if self.lives.iter().all(|l| l.restart_at.is_none()) {
+            if self.clock.is_some() || self.lives.iter().all(|l| l.restart_at.is_none()) {
                 return sel4::recv(self.system.fault_endpoint);
             }
             set_priority(IDLE_PRIORITY);
@@ -123,6 +145,10 @@ impl Supervisor<'_> {
     }
 
     fn handle(&mut self, info: MessageInfo, badge: Word, mrs: [Word; 4]) {
+        if badge & CLOCK_BADGE != 0 {
+            self.tick();
+            return;
+        }
         let system = &mut *self.system;
         let Some(position) = system.instances.iter().position(|i| i.index as u64 + 1 == badge) else {
             error!("message with unknown badge {badge:#x} on the fault endpoint (label {})", info.label());
@@ -178,6 +204,92 @@ impl Supervisor<'_> {
         }
     }
 
+    /// One tick of the supervisor's clock.
+    fn tick(&mut self) {
+        if let Some(clock) = &self.clock {
+            clock.tick();
+        }
+        #[cfg(fault_injection)]
+        self.poll_console();
+    }
+
+    /// Obeys the injection commands that arrived on the console.
+    #[cfg(fault_injection)]
+    fn poll_console(&mut self) {
+        use alloc::string::String;
+        let mut commands: Vec<(crate::inject::Injection, String)> = Vec::new();
+        self.console.poll(|line| {
+            if let Some(c) = crate::inject::parse(line) {
+                commands.push((c.what, c.name.into()));
+            }
+        });
+        for (what, name) in commands {
+            self.inject(what, &name);
+        }
+    }
+
+    /// Makes the component `name` fault or hang, if the spec grants it, by
+    /// rewriting its thread's instruction pointer (`crate::inject`).
+    #[cfg(fault_injection)]
+    fn inject(&mut self, what: crate::inject::Injection, name: &str) {
+        use crate::inject::{Injection, FAULT_IP};
+        let kind = match what {
+            Injection::Fault => "fault",
+            Injection::Hang => "hang",
+        };
+        let Some(position) = self.system.instances.iter().position(|i| i.name == name) else {
+            error!("cannot inject a {kind} into component {name}: no such component");
+            return;
+        };
+        if !self.system.component(position).fault_injection {
+            error!(
+                "cannot inject a {kind} into component {name}: not granted by the assembly ({name}.fault_injection)"
+            );
+            return;
+        }
+        let life = &self.lives[position];
+        let (Some(tcb), None, false) = (self.system.instances[position].tcb, life.restart_at, life.held_down) else {
+            error!("cannot inject a {kind} into component {name}: it is not running");
+            return;
+        };
+        let target = match what {
+            Injection::Fault => FAULT_IP,
+            Injection::Hang => match self.system.hang_address(position) {
+                Some(at) => at,
+                None => {
+                    error!("cannot inject a hang into component {name}: no iolite_hang before its entry point");
+                    return;
+                }
+            },
+        };
+        if self.system.is_log_server(position) {
+            // It will print nothing more (it faults or spins): the
+            // supervisor's lines go to the console directly until it runs
+            // again (the loader turns its ring back on when it rebuilds it).
+            component_runtime::console::set_log_ring_enabled(false);
+        }
+        // Stopped while its registers change: a blocked thread's wait is
+        // cancelled, a running one resumes at the new address.
+        let _ = sel4::tcb_suspend(tcb);
+        let mut regs = match sel4::tcb_read_registers(tcb, false, 0, sel4::UserContext::WORDS) {
+            Ok(regs) => regs,
+            Err(e) => {
+                let _ = sel4::tcb_resume(tcb);
+                error!("cannot inject a {kind} into component {name}: TCB_ReadRegisters: {e:?}");
+                return;
+            }
+        };
+        let was = regs.rip;
+        regs.rip = target;
+        match sel4::tcb_write_registers(tcb, true, 0, sel4::UserContext::WORDS, &regs) {
+            Ok(()) => log!("injected a {kind} into component {name}: ip {was:#x} -> {target:#x}"),
+            Err(e) => {
+                let _ = sel4::tcb_resume(tcb);
+                error!("cannot inject a {kind} into component {name}: TCB_WriteRegisters: {e:?}");
+            }
+        }
+    }
+
     /// A death of the instance at `position`: count it, tell its peers.
     fn died(&mut self, position: usize) {
         let index = self.system.instances[position].index;
@@ -197,10 +309,43 @@ impl Supervisor<'_> {
         if let Some(r) = events_page().records.get(index) {
             r.deaths.store(death, Ordering::Release);
         }
+        self.release_callers(position);
         for p in self.lives[position].pending.clone() {
             self.system.signal_events(p);
         }
         self.try_settle();
+    }
+
+    /// The instance at `position` died: its RPC clients that wait in a
+    /// call to it would wait forever (without MCS the reply capability
+    /// lives in the dead server's TCB and goes with it, and the caller
+    /// stays blocked on it). `TCB_Resume` of a blocked thread cancels its
+    /// system call and makes it execute it again: a call to the dead
+    /// server is issued once more, to the endpoint, where the restarted
+    /// incarnation receives it (a server that is not restarted leaves it
+    /// queued there, as before). Any other blocking call (a wait on a
+    /// notification, a receive) is issued again unchanged, a running
+    /// thread is not touched. Only live instances are resumed: never one
+    /// the supervisor stopped (dead, waiting for its restart, held down).
+    /// Clients see the re-issued call as a call to the new incarnation,
+    /// which knows none of the old one's state (fs: handles carry its
+    /// incarnation, so a stale one is refused and the client re-opens).
+    fn release_callers(&mut self, position: usize) {
+        if !self.system.instances[position].restartable {
+            return;
+        }
+        for p in self.system.rpc_callers(position) {
+            if let (false, Some(tcb)) = (self.stopped(p), self.system.instances[p].tcb) {
+                let _ = sel4::tcb_resume(tcb);
+            }
+        }
+    }
+
+    /// Whether the supervisor stopped the instance at `position` (it
+    /// faulted, or waits for a restart) and so must not resume it.
+    fn stopped(&self, position: usize) -> bool {
+        let life = &self.lives[position];
+        life.restart_at.is_some() || life.held_down || self.system.instances[position].tcb.is_none()
     }
 
     /// A peer says it no longer uses what death `death` of the component
@@ -304,10 +449,21 @@ impl Supervisor<'_> {
             }
             set_priority(TOP_PRIORITY);
             let restarts = self.system.instances[position].restarts;
+            // A restarted log server starts reading its rings at their
+            // heads, so the line saying it was restarted would never be
+            // printed: that one goes to the console directly (the server
+            // has not run yet; the supervisor runs above it).
+            let log_server = self.system.is_log_server(position) && result.is_ok();
+            if log_server {
+                component_runtime::console::set_log_ring_enabled(false);
+            }
             match (result, requested) {
                 (Ok(()), Some(who)) => log!("restarted component {name} at the request of {who} (restart {restarts})"),
                 (Ok(()), None) => log!("restarted component {name} (restart {restarts})"),
                 (Err(e), _) => error!("could not restart component {name}: {e}"),
+            }
+            if log_server {
+                component_runtime::console::set_log_ring_enabled(true);
             }
         }
     }

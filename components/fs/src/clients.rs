@@ -22,11 +22,21 @@ use crate::{BlockDevice, File, Fs};
 #[derive(Debug)]
 pub struct OpenFiles<F> {
     tables: Vec<Vec<Option<F>>>,
+    /// The incarnation of fs the handles belong to
+    /// (`fs_api::client::handle`).
+    epoch: u64,
 }
 
 impl<F> OpenFiles<F> {
     /// One table per client, client `i` with room for `sizes[i]` files.
     pub fn new(sizes: &[usize]) -> Self {
+        Self::with_epoch(sizes, 0)
+    }
+
+    /// As [`OpenFiles::new`], for incarnation `epoch` of fs (its death
+    /// count when it started): a handle an earlier incarnation gave out is
+    /// `BadHandle` here, never another file.
+    pub fn with_epoch(sizes: &[usize], epoch: u64) -> Self {
         let tables = sizes
             .iter()
             .map(|&n| {
@@ -35,7 +45,11 @@ impl<F> OpenFiles<F> {
                 t
             })
             .collect();
-        Self { tables }
+        Self { tables, epoch }
+    }
+
+    fn slot(&self, handle: u32) -> Result<usize, ErrorCode> {
+        fs_api::client::handle_slot(self.epoch, handle).map(|s| s as usize).ok_or(ErrorCode::BadHandle)
     }
 
     /// Number of clients.
@@ -53,21 +67,19 @@ impl<F> OpenFiles<F> {
         let t = self.table(client)?;
         let slot = t.iter().position(Option::is_none).ok_or(ErrorCode::TooManyOpen)?;
         t[slot] = Some(file);
-        Ok(slot as u32)
+        Ok(fs_api::client::handle(self.epoch, slot as u32))
     }
 
     /// `client`'s file `handle`.
     pub fn get(&self, client: usize, handle: u32) -> Result<&F, ErrorCode> {
-        self.tables
-            .get(client)
-            .and_then(|t| t.get(handle as usize))
-            .and_then(Option::as_ref)
-            .ok_or(ErrorCode::BadHandle)
+        let slot = self.slot(handle)?;
+        self.tables.get(client).and_then(|t| t.get(slot)).and_then(Option::as_ref).ok_or(ErrorCode::BadHandle)
     }
 
     /// Closes `client`'s file `handle`.
     pub fn close(&mut self, client: usize, handle: u32) -> Result<(), ErrorCode> {
-        let f = self.table(client)?.get_mut(handle as usize).ok_or(ErrorCode::BadHandle)?;
+        let slot = self.slot(handle)?;
+        let f = self.table(client)?.get_mut(slot).ok_or(ErrorCode::BadHandle)?;
         f.take().map(drop).ok_or(ErrorCode::BadHandle)
     }
 
@@ -166,6 +178,20 @@ mod tests {
         assert_eq!(t.close_all(1), 2);
         assert_eq!(t.get(1, b0), Err(ErrorCode::BadHandle));
         assert_eq!(*t.get(0, a[2]).unwrap(), 2);
+    }
+
+    #[test]
+    fn handles_of_an_earlier_incarnation_name_no_file() {
+        let mut old = OpenFiles::with_epoch(&[4], 1);
+        let stale = old.open(0, "old").unwrap();
+        // fs restarted: the new incarnation's table.
+        let mut t = OpenFiles::with_epoch(&[4], 2);
+        let fresh = t.open(0, "new").unwrap();
+        assert_ne!(stale, fresh, "same slot, another incarnation");
+        assert_eq!(t.get(0, stale), Err(ErrorCode::BadHandle));
+        assert_eq!(t.close(0, stale), Err(ErrorCode::BadHandle), "a stale close closes nothing");
+        assert_eq!(*t.get(0, fresh).unwrap(), "new");
+        assert_eq!(t.get(0, fresh & 0xffff), Err(ErrorCode::BadHandle), "the bare slot is not a handle");
     }
 
     fn chan() -> RwRegion {

@@ -549,4 +549,63 @@ mod tests {
         assert!(round(&mut n, &mut c).is_empty(), "cut off: its requests are not read");
         assert_eq!(n.b.listen(80, 1), Ok(()), "and did nothing");
     }
+
+    /// httpd restartable: the component follows its client's death
+    /// (`component.rs`, `Slot::died`): the dead incarnation's client is
+    /// closed (its connections reset, its port closed, its events dropped),
+    /// what the stack lent it is quarantined (`peer_failed`), and the
+    /// session lives on (its counters) for the next incarnation, which
+    /// attaches to the region set up afresh, listens on the same port and
+    /// is served; the quarantine ends when the death is settled.
+    #[test]
+    fn a_dead_clients_sockets_go_and_its_next_incarnation_listens_again() {
+        let (mut n, mut c, mut ce, _region) = setup(64);
+        let db = n.b.domain();
+        let ca = listen_and_connect(&mut n, &mut c, &mut ce);
+        // Data for the client, delivered (lent) but never returned: the
+        // client dies holding it.
+        n.a.send(ca, make(n.da, &[7; 300])).unwrap();
+        for _ in 0..20 {
+            round(&mut n, &mut c);
+        }
+        let held = db.peer_held_buffers(CLIENT).unwrap();
+        assert!(held >= 1, "the client holds what it was sent");
+        // Its death: the component cuts it off and quarantines.
+        let closed = c.close(&mut n.b);
+        assert_eq!((closed.connections, closed.ports), (1, 1));
+        let quarantined = db.peer_failed(CLIENT).unwrap();
+        assert_eq!(quarantined, held, "what it held stays quarantined");
+        let session = c.into_session();
+        for _ in 0..50 {
+            n.step();
+        }
+        assert_eq!(n.b.connections(), 0, "its connection is gone");
+        assert!(n.a.state(ca).is_err() || n.a.state(ca) == Ok(crate::TcpState::Closed), "and reset at the peer");
+        // The new incarnation: a fresh region, a fresh domain of its own.
+        let dc2: &'static Domain = iolite::testing::domain();
+        let (stack_end, mut ce2, r2) = iolite::testing::duplex_ends(db, CLIENT, dc2, PeerId(0), G);
+        db.peer_restarted(CLIENT).unwrap();
+        let mut c2 = Client::new(stack_end, session);
+        let ca2 = listen_and_connect(&mut n, &mut c2, &mut ce2);
+        n.a.send(ca2, make(n.da, b"served again")).unwrap();
+        // The events as the client's ring holds them (the test's client
+        // domain does not map the stack's pool): the data is delivered.
+        let mut events = raw_events(r2);
+        let mut got = 0;
+        for _ in 0..50 {
+            round(&mut n, &mut c2);
+            while let Some(e) = events.pop().unwrap() {
+                got += e.slices[..e.nslices as usize].iter().map(|s| s.len).sum::<u32>();
+            }
+            if got >= 12 {
+                break;
+            }
+        }
+        assert_eq!(got, 12, "the new incarnation gets its data");
+        // The dead one's buffers come back only when its death is settled.
+        let in_use = db.pool_stats(crate::tests::NET).unwrap().buffers_in_use;
+        assert!(db.peer_settled(CLIENT).unwrap() >= held);
+        assert!(db.pool_stats(crate::tests::NET).unwrap().buffers_in_use < in_use, "quarantined buffers freed");
+        assert_eq!(c2.stats().accepted, 1);
+    }
 }

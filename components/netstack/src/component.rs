@@ -286,6 +286,7 @@ impl Slot {
             }
             return;
         }
+        let again = self.dead;
         if self.dead {
             // The new incarnation is served; what the old one was lent
             // stays quarantined until its death is settled.
@@ -311,7 +312,7 @@ impl Slot {
             Ok(duplex) => {
                 let session = self.spare.take().unwrap_or_else(|| Session::with_events(MAX_PENDING, EVENTS_CAP));
                 self.client = Some(Client::new(duplex, session.with_listen_budget(self.listen_budget)));
-                if self.peer != CLIENT {
+                if self.peer != CLIENT || again {
                     log!("{} attached on {} (generation {g})", self.who, self.region_name);
                 }
             }
@@ -504,7 +505,16 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         restart_requests: 0,
     };
     let mut slots = Vec::new();
-    slots.push(slot("client", "client", CLIENT, region, control, true, usize::MAX, None, false));
+    // The first client's deaths are followed where the assembly names it
+    // (`client_name`, e.g. httpd when it is restartable): its connections
+    // are reset and its state dropped at its death, what we lent it stays
+    // quarantined until the death is settled, and its new incarnation is
+    // attached when it sets the region up again.
+    let (who, index) = match glue::attributes::CLIENT_NAME {
+        "" => ("client", None),
+        name => (name, sys_events.as_ref().and_then(|w| w.page().index_of(name))),
+    };
+    slots.push(slot("client", who, CLIENT, region, control, true, usize::MAX, index, false));
     if has_client2 {
         let name = glue::attributes::CLIENT2_NAME;
         // SAFETY: the client2 dataport (mapped: checked above), read-write

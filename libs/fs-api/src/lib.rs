@@ -16,6 +16,8 @@ use alloc::vec::Vec;
 
 use iolite::{PeerId, PoolId, MAX_SLICES, PAGE_SIZE};
 
+pub mod client;
+
 // The file cache's pool (the `file_pool` dataport: RW in fs, R in
 // clients) has the id the compiler derives from the assembly: fs and every
 // client take it from their glue (`glue::pools::FILE_POOL`).

@@ -345,6 +345,23 @@ impl System {
             .collect()
     }
 
+    /// The instances that call an endpoint the one at `position` serves
+    /// (they hold it with send rights, it with receive rights): the RPC
+    /// clients of that server.
+    pub fn rpc_callers(&self, position: usize) -> Vec<usize> {
+        let me = self.component(position);
+        let served: Vec<_> = me
+            .caps
+            .iter()
+            .filter(|c| c.rights.read && matches!(self.objects[c.object.0 as usize], Loaded::Endpoint(_)))
+            .map(|c| c.object)
+            .collect();
+        (0..self.instances.len())
+            .filter(|&p| p != position)
+            .filter(|&p| self.component(p).caps.iter().any(|c| c.rights.write && served.contains(&c.object)))
+            .collect()
+    }
+
     /// Signals the system-events notification of the instance at
     /// `position`, if it subscribes and runs.
     pub fn signal_events(&mut self, position: usize) {
@@ -681,6 +698,21 @@ impl System {
             component_runtime::console::set_log_ring_enabled(self.root_ring.is_some());
         }
         Ok(())
+    }
+
+    /// The address of the endless loop every component's runtime has just
+    /// before its entry point (`component_runtime::start::HANG_BYTES`), if
+    /// the image has it there.
+    #[cfg(fault_injection)]
+    pub fn hang_address(&self, position: usize) -> Option<u64> {
+        let image = self.image(self.component(position)).ok()?;
+        let at = image.entry.checked_sub(start::HANG_BEFORE_ENTRY)?;
+        let bytes = start::HANG_BYTES;
+        let found = image.segments.iter().find_map(|s| {
+            let offset = at.checked_sub(s.vaddr)? as usize;
+            s.file.get(offset..offset + bytes.len())
+        })?;
+        (found == bytes).then_some(at)
     }
 
     /// Whether the instance at `position` is the log server (the

@@ -161,13 +161,84 @@ fn now_ms() -> u64 {
     unsafe { ClockPage::at(glue::clock::VADDR) }.now_ms()
 }
 
-/// The page's fragments, read from fs by reference.
+/// The page's fragments, read from fs by reference, through a client that
+/// survives restarts of fs (`fs_api::client`: reset and reattach once per
+/// death of fs, the read retried).
 struct FsFragments {
     d: &'static Domain,
     rx: ChannelRx<'static>,
     /// The copy modes copy file data at our end (flash does not).
     copier: Copier<'static>,
     tag: u64,
+    client: fs_api::client::Client<FsGlue>,
+}
+
+/// fs's calls through the RPC glue.
+struct FsGlue {
+    /// fs's record in the system events page.
+    fs_index: Option<usize>,
+}
+
+impl fs_api::client::Rpc for FsGlue {
+    fn open(&mut self, path: &str) -> Result<(u32, u64, u32), fs_api::ErrorCode> {
+        let (mut size, mut ino) = (0, 0);
+        let h = glue::fs::open(path, &mut size, &mut ino);
+        if h < 0 {
+            return Err(fs_api::ErrorCode::from_ret(h).unwrap_or(fs_api::ErrorCode::Io));
+        }
+        Ok((h as u32, size, ino))
+    }
+    fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<u64, fs_api::ErrorCode> {
+        let n = glue::fs::read(handle, offset, length, tag);
+        if n < 0 {
+            return Err(fs_api::ErrorCode::from_ret(n).unwrap_or(fs_api::ErrorCode::Io));
+        }
+        Ok(n as u64)
+    }
+    fn close(&mut self, handle: u32) {
+        glue::fs::close(handle);
+    }
+    fn reset(&mut self) {
+        glue::fs::reset();
+    }
+    fn fs_deaths(&self) -> u64 {
+        match (component_runtime::events::page(), self.fs_index) {
+            (Some(p), Some(i)) => p.state(i).0,
+            _ => 0,
+        }
+    }
+}
+
+/// Attaches our end of the fs channel (fs set it up before answering the
+/// call that preceded this).
+fn attach_fs(d: &'static Domain) -> ChannelRx<'static> {
+    // SAFETY: the fs_channel dataport, mapped read-write for our lifetime;
+    // the only receiver (the end this replaces is dropped).
+    unsafe {
+        ChannelRx::attach(Attach {
+            domain: d,
+            peer: FS,
+            region: rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
+            geometry: Geometry { fwd: fs_api::FWD_CAP, rel: fs_api::REL_CAP },
+        })
+    }
+    .expect("fs channel")
+}
+
+/// After a death of fs: forget what it granted (what we still use, e.g.
+/// fragments in replies httpd and netstack hold, is tainted until it comes
+/// back), and attach to the channel the new incarnation set up.
+fn reattach_fs(d: &'static Domain, rx: &mut ChannelRx<'static>) {
+    let _ = d.peer_failed(FS);
+    let _ = d.peer_restarted(FS);
+    *rx = attach_fs(d);
+}
+
+impl FsFragments {
+    fn reconnect(&mut self) -> bool {
+        let (d, rx) = (self.d, &mut self.rx);
+        self.client.reconnect(&mut || reattach_fs(d, rx))
+    }
 }
 
 impl FragmentSource<'static> for FsFragments {
@@ -192,15 +263,17 @@ impl FragmentSource<'static> for FsFragments {
     }
 
     fn read(&mut self, path: &str) -> Option<Aggregate<'static>> {
-        let (mut size, mut ino) = (0, 0);
-        let h = glue::fs::open(path, &mut size, &mut ino);
-        if h < 0 {
-            return None;
-        }
+        let (d, rx) = (self.d, &mut self.rx);
+        let file = self.client.open(path, &mut || reattach_fs(d, rx)).ok()?;
         self.tag += 1;
         let tag = self.tag;
-        let n = glue::fs::read(h as u32, 0, size.min(fs_api::ONE_MESSAGE_READ as u64), tag);
-        glue::fs::close(h as u32);
+        let len = file.size().min(fs_api::ONE_MESSAGE_READ as u64);
+        let (d, rx) = (self.d, &mut self.rx);
+        let n = match self.client.read(&file, 0, len, tag, &mut || reattach_fs(d, rx)) {
+            Ok(n) => n as i64,
+            Err(_) => -1,
+        };
+        self.client.close(file);
         let mut out = Aggregate::new(self.d);
         if n <= 0 {
             return (n == 0).then_some(out);
@@ -312,16 +385,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // A fresh start at fs: it takes back what an earlier incarnation held
     // and sets our channel up again.
     glue::fs::reset();
-    // SAFETY: fs initialised the channel before answering; the only receiver.
-    let fs_rx = unsafe {
-        ChannelRx::attach(Attach {
-            domain: d,
-            peer: FS,
-            region: rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            geometry: Geometry { fwd: fs_api::FWD_CAP, rel: fs_api::REL_CAP },
-        })
-    }
-    .expect("fs channel");
+    let fs_rx = attach_fs(d);
+    let mut fs_watch = FsWatch::new();
+    let fs_client = fs_api::client::Client::new(FsGlue { fs_index: fs_watch.fs_index });
     let fs_copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(CGI_POOL)).expect("copy pool");
 
     // The copy modes copy requests at our end (posix: as read(2) from a pipe).
@@ -346,7 +412,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     log!("ready (generation {generation}, restart {})", start.restarts);
     glue::done::emit();
 
-    let mut programs = Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, copier: fs_copier, tag: 0 });
+    let mut programs =
+        Programs::new(d, CGI_POOL, FsFragments { d, rx: fs_rx, copier: fs_copier, tag: 0, client: fs_client });
     // httpd's requests: a corrupt ring or a forged descriptor breaks the
     // channel for good (reported once) rather than being retried.
     let mut guard = iolite::Guard::new();
@@ -385,6 +452,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         }
         chan.disarm();
         death_watch.poll(d);
+        fs_watch.poll(d, &mut programs);
         while replies.is_empty() {
             let r = match guard.recv(&mut copier.over(&mut chan.rx)) {
                 iolite::Next::Msg(r) => r,
@@ -554,6 +622,56 @@ impl DeathWatch {
             let n = d.end_quarantine(CGI_POOL).unwrap_or(0);
             log!("death {death} settled: {n} quarantined pool pages free again");
             self.waiting = None;
+        }
+    }
+}
+
+/// Deaths of our peers (the system events page). fs's: reconnect at once
+/// (what we still use of the dead incarnation counts as tainted from
+/// then), drop the fragment cache (its buffers are the dead
+/// incarnation's), and confirm once the taint is gone (httpd, netstack
+/// and the NIC gave back the fragments we forwarded). Any other peer's:
+/// confirmed at once (we hold nothing it granted us but through httpd,
+/// which tracks its own).
+struct FsWatch {
+    events: Option<component_runtime::events::Watcher>,
+    fs_index: Option<usize>,
+    unconfirmed: Option<u64>,
+}
+
+impl FsWatch {
+    fn new() -> FsWatch {
+        let events = component_runtime::events::Watcher::new();
+        let fs_index = events.as_ref().and_then(|w| w.page().index_of("fs"));
+        FsWatch { events, fs_index, unconfirmed: None }
+    }
+
+    fn poll(&mut self, d: &'static Domain, programs: &mut Programs<'static, FsFragments>) {
+        let Some(w) = self.events.as_mut() else { return };
+        let mut died = Vec::new();
+        w.poll(|e| {
+            if let component_runtime::events::Event::Died { component, death } = e {
+                died.push((component, death));
+            }
+        });
+        for (component, death) in died {
+            if Some(component) == self.fs_index {
+                programs.drop_cache();
+                programs.fragments_mut().reconnect();
+                self.unconfirmed = Some(death);
+                log!(
+                    "fs died (death {death}): reconnected, {} of its buffers still in use",
+                    d.tainted(FS).unwrap_or(0)
+                );
+            } else {
+                component_runtime::events::confirm_settled(component, death);
+            }
+        }
+        if let (Some(death), Some(index)) = (self.unconfirmed, self.fs_index) {
+            if d.tainted(FS).unwrap_or(0) == 0 {
+                self.unconfirmed = None;
+                component_runtime::events::confirm_settled(index, death);
+            }
         }
     }
 }

@@ -97,6 +97,8 @@ const POLICY: fs::Policy = match fs::Policy::parse(glue::attributes::CACHE_POLIC
     Some(p) => p,
     None => panic!("fs.cache_policy: expected \"lru\" or \"gds\""),
 };
+/// `fs.test_hooks = 1` (test images only): the fault hook (`fault_hook`).
+const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 /// Largest directory listing (one buffer).
 const MAX_LISTING: usize = 256 << 10;
 
@@ -109,7 +111,7 @@ fn main(start: &'static StartInfo) -> ! {
             component_runtime::exit(1)
         }
     };
-    serve(dev, start.seed)
+    serve(dev, start)
 }
 
 /// Finds, checks and enables the disk; resets it and sets up its queue.
@@ -159,7 +161,8 @@ fn bring_up(start: &'static StartInfo) -> Result<VirtioBlk, alloc::string::Strin
     Ok(dev)
 }
 
-fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
+fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
+    let seed = start.seed;
     use fs::BlockDevice;
     // Step one of bring-up, kept as a check: the superblock's magic, read
     // raw from sector 2 (bytes 1024.. of the disk).
@@ -210,19 +213,43 @@ fn serve(mut dev: VirtioBlk, seed: u64) -> ! {
         BUILD_COPY_MODE.name()
     );
     log!("cache policy {}", POLICY.name());
+    // Our incarnation: the death count our record in the events page had
+    // when we started (the supervisor counts a death before the rebuild).
+    // Handles carry it, so a call an earlier incarnation's client re-issues
+    // to us (the supervisor resumes callers blocked in a call to the dead
+    // one) with its old handle gets BadHandle, never another file.
+    let me = start.instance as usize;
+    let epoch = component_runtime::events::page().filter(|p| me < p.len()).map_or(0, |p| p.state(me).0);
+    // Pages the dead incarnation left in use (the cache's buffers, which
+    // httpd, netstack and the NIC's TX ring may still hold) stay
+    // quarantined until every peer settled that death: never reallocated
+    // while referenced. Free pages serve at once; the cache refills.
+    let quarantined = d.quarantined_pages(FILE_POOL).unwrap_or(0);
+    if quarantined > 0 {
+        log!("{quarantined} pool pages of the dead incarnation quarantined until its death is settled");
+    }
     let guards = alloc::vec![iolite::Guard::new(); clients.len()];
     let mut server = Server {
         fs,
         clients,
         guards,
         d,
-        files: OpenFiles::new(&sizes),
+        files: OpenFiles::with_epoch(&sizes, epoch),
         admin: glue::attributes::ADMIN != 0,
         resets: 0,
         events: component_runtime::events::Watcher::new(),
         quarantines: Vec::new(),
+        me,
+        epoch,
+        fault_next_read: false,
+        own_quarantine: (quarantined > 0).then_some(epoch),
     };
-    log!("ready");
+    server.poll_events();
+    if start.restarts > 0 {
+        log!("ready (restart {}, incarnation {epoch})", start.restarts);
+    } else {
+        log!("ready");
+    }
     glue::fs::run(&mut server)
 }
 
@@ -272,6 +299,14 @@ struct Server {
     /// quarantine ends when all of those deaths are settled (its own is
     /// among them: the supervisor counts a death before the rebuild).
     quarantines: Vec<(usize, Vec<u64>)>,
+    /// Our record in the events page.
+    me: usize,
+    /// Our incarnation (handles carry it).
+    epoch: u64,
+    /// Test hook: the next read faults.
+    fault_next_read: bool,
+    /// The death of ours whose pool pages are still quarantined.
+    own_quarantine: Option<u64>,
 }
 
 impl Server {
@@ -301,6 +336,13 @@ impl Server {
         }
         let page = w.page();
         let d = self.d;
+        if let Some(death) = self.own_quarantine {
+            if self.me < page.len() && page.state(self.me).1 >= death {
+                let n = d.end_quarantine(FILE_POOL).unwrap_or(0);
+                log!("death {death} settled: {n} quarantined pool pages free again");
+                self.own_quarantine = None;
+            }
+        }
         self.quarantines.retain(|(client, deaths)| {
             let settled = deaths.iter().enumerate().all(|(i, &death)| page.state(i).1 >= death);
             if settled {
@@ -309,6 +351,26 @@ impl Server {
             }
             !settled
         });
+    }
+
+    /// Test images: a `stat` of `/.fault/fs/N` faults incarnation `N`
+    /// (a write to an unmapped page: a real fault, which the supervisor
+    /// reports and answers with a restart).
+    /// `/.fault/fs-read/N` instead arms the fault for the next `read`,
+    /// whichever client makes it: under load, a read in flight.
+    fn fault_hook(&mut self, path: &str) {
+        if let Some(n) = path.strip_prefix("/.fault/fs-read/").and_then(|n| n.parse::<u64>().ok()) {
+            if n == self.epoch {
+                log!("test hook: the next read faults incarnation {n}");
+                self.fault_next_read = true;
+            }
+            return;
+        }
+        let Some(n) = path.strip_prefix("/.fault/fs/").and_then(|n| n.parse::<u64>().ok()) else { return };
+        if n == self.epoch {
+            log!("test hook: faulting incarnation {n}");
+            fault();
+        }
     }
 
     /// After a request: print the evictions it caused (when logging).
@@ -367,6 +429,13 @@ impl Server {
     }
 }
 
+/// The test hooks' fault: a write to an unmapped page (0x10 is below
+/// every mapping: the loader leaves the first page unmapped).
+fn fault() {
+    // SAFETY: none needed; the write faults and the supervisor restarts us.
+    unsafe { core::ptr::write_volatile(0x10 as *mut u64, 0xdead) };
+}
+
 fn ret<T: Into<i64>>(r: Result<T, ErrorCode>) -> i64 {
     match r {
         Ok(v) => v.into(),
@@ -405,6 +474,9 @@ impl glue::fs::FsIoLite for Server {
         generation: &mut u32,
     ) -> i32 {
         self.begin();
+        if TEST_HOOKS {
+            self.fault_hook(path);
+        }
         let r = match self.fs.stat(path.as_bytes()) {
             Ok(st) => {
                 (*size, *mtime, *kind, *ino, *generation) =
@@ -418,6 +490,10 @@ impl glue::fs::FsIoLite for Server {
     }
 
     fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> i64 {
+        if TEST_HOOKS && self.fault_next_read {
+            log!("test hook: faulting incarnation {} in a read (client {})", self.epoch, caller() + 1);
+            fault();
+        }
         self.begin();
         let r = self.read_file(handle, offset, length, tag);
         self.end();

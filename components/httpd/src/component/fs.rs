@@ -2,17 +2,88 @@
 //! (`stat`, `open`, `read`, `close`) and the `fs_channel` on which a read
 //! arrives, as aggregates of the file cache's buffers, by reference
 //! (posix mode copies them at our end, counted in `copied`).
+//!
+//! fs is restartable: every call goes through `fs_api::client::Client`,
+//! which notices a death of fs (the system events page), resets us at the
+//! new incarnation and reattaches (`reattach`: what the dead incarnation
+//! granted us is forgotten and what we still use of it counts as tainted,
+//! so the component confirms the death only once netstack and the NIC gave
+//! those buffers back; the channel is attached afresh), reopens the files
+//! of responses in progress by path and retries the read that was in
+//! flight. A response whose headers went out goes on byte-exact.
 
 use component_runtime::warn;
+use fs_api::client::{Client, OpenFile, Rpc};
 use fs_api::{ErrorCode as FsErr, FileKind};
 use httpd::{FileSource, FileStat, Kind, SourceError};
-use iolite::{Aggregate, ChannelRx, Copier, Domain};
+use iolite::{Aggregate, Attach, ChannelRx, Copier, Domain};
 
-use super::{glue, MAX_PATH, READ_MAX};
+use super::{glue, FS, MAX_PATH, READ_MAX};
 
 /// An open file of fs.
-pub struct FsFile {
-    handle: u32,
+pub struct FsFile(OpenFile);
+
+/// fs's calls through the RPC glue.
+pub struct Glue {
+    /// fs's record in the system events page.
+    pub(super) fs_index: Option<usize>,
+}
+
+impl Rpc for Glue {
+    fn open(&mut self, path: &str) -> Result<(u32, u64, u32), FsErr> {
+        let (mut size, mut ino) = (0, 0);
+        let h = glue::fs::open(path, &mut size, &mut ino);
+        if h < 0 {
+            return Err(FsErr::from_ret(h).unwrap_or(FsErr::Io));
+        }
+        Ok((h as u32, size, ino))
+    }
+    fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<u64, FsErr> {
+        let n = glue::fs::read(handle, offset, length, tag);
+        if n < 0 {
+            return Err(FsErr::from_ret(n).unwrap_or(FsErr::Io));
+        }
+        Ok(n as u64)
+    }
+    fn close(&mut self, handle: u32) {
+        glue::fs::close(handle);
+    }
+    fn reset(&mut self) {
+        glue::fs::reset();
+    }
+    fn fs_deaths(&self) -> u64 {
+        let page = component_runtime::events::page();
+        match (page, self.fs_index) {
+            (Some(p), Some(i)) => p.state(i).0,
+            _ => 0,
+        }
+    }
+}
+
+/// Attaches our end of the fs channel (fs has set it up: it answered a
+/// call after it did).
+pub fn attach(d: &'static Domain) -> ChannelRx<'static> {
+    // SAFETY: the fs_channel dataport, mapped read-write for our lifetime;
+    // fs initialised it before answering; we are its only receiver (the
+    // end this replaces is dropped).
+    unsafe {
+        ChannelRx::attach(Attach {
+            domain: d,
+            peer: FS,
+            region: glue_rt::pools::rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
+            geometry: iolite::Geometry { fwd: fs_api::FWD_CAP, rel: fs_api::REL_CAP },
+        })
+    }
+    .expect("fs channel")
+}
+
+/// After a death of fs: forget what the dead incarnation granted us (what
+/// we still use is tainted until it comes back from netstack), take its
+/// slot back for the new one, and attach to the channel it set up.
+fn reattach(d: &'static Domain, rx: &mut ChannelRx<'static>) {
+    let _ = d.peer_failed(FS);
+    let _ = d.peer_restarted(FS);
+    *rx = attach(d);
 }
 
 /// `FileSource` over the fs component.
@@ -24,6 +95,17 @@ pub struct FsSource {
     pub(super) tag: u64,
     /// Bytes copied on the channel (posix mode copies at our end).
     pub(super) copied: u64,
+    /// The calls, surviving restarts of fs.
+    pub(super) client: Client<Glue>,
+}
+
+impl FsSource {
+    /// Reconnects now if fs died (the component calls it when the events
+    /// page says so, so that the taint is counted before it confirms).
+    pub fn reconnect(&mut self) -> bool {
+        let (d, rx) = (self.d, &mut self.rx);
+        self.client.reconnect(&mut || reattach(d, rx))
+    }
 }
 
 fn fs_error(e: i64, dir: bool) -> SourceError {
@@ -41,6 +123,12 @@ impl FileSource<'static> for FsSource {
     type File = FsFile;
 
     fn open(&mut self, path: &str) -> Result<(FsFile, FileStat), SourceError> {
+        if super::TEST_HOOKS && path == "/.fault/httpd" {
+            component_runtime::log!("test hook: faulting");
+            // SAFETY: none needed; the write faults (0x10 is below every
+            // mapping) and the supervisor restarts us.
+            unsafe { core::ptr::write_volatile(0x10 as *mut u64, 0xdead) };
+        }
         if path.len() > MAX_PATH {
             // Longer than a path argument of the RPC can be (fs would say
             // NameTooLong for any real file anyway).
@@ -59,22 +147,21 @@ impl FileSource<'static> for FsSource {
         if kind == Kind::Other {
             return Err(SourceError::Forbidden);
         }
-        let (mut osize, mut oino) = (0, 0);
-        let h = glue::fs::open(path, &mut osize, &mut oino);
-        if h < 0 {
-            return Err(fs_error(h, false));
-        }
-        Ok((FsFile { handle: h as u32 }, FileStat { ino, generation, mtime, size: osize, kind }))
+        let (d, rx) = (self.d, &mut self.rx);
+        let file = self.client.open(path, &mut || reattach(d, rx)).map_err(|e| fs_error(e.ret(), false))?;
+        let size = file.size();
+        Ok((FsFile(file), FileStat { ino, generation, mtime, size, kind }))
     }
 
     fn read(&mut self, file: &FsFile, offset: u64, max: usize) -> Result<Aggregate<'static>, SourceError> {
         self.tag += 1;
         let tag = self.tag;
         let len = (max as u64).min(READ_MAX);
-        let n = glue::fs::read(file.handle, offset, len, tag);
-        if n < 0 {
-            return Err(fs_error(n, false));
-        }
+        let (d, rx) = (self.d, &mut self.rx);
+        let n = match self.client.read(&file.0, offset, len, tag, &mut || reattach(d, rx)) {
+            Ok(n) => n as i64,
+            Err(e) => return Err(fs_error(e.ret(), false)),
+        };
         let mut out = Aggregate::new(self.d);
         if n == 0 {
             return Ok(out);
@@ -110,6 +197,6 @@ impl FileSource<'static> for FsSource {
     }
 
     fn close(&mut self, file: FsFile) {
-        glue::fs::close(file.handle);
+        self.client.close(file.0);
     }
 }

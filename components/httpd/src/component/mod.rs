@@ -60,8 +60,8 @@ use glue_rt::pools::rw;
 use httpd::{Action, Clock, Config, ConnId as HConn, Remote, Server};
 use iolite::duplex::Control;
 use iolite::{
-    Aggregate, Attach, Boundary, ChannelRx, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust,
-    Want, BUILD_COPY_MODE, FLAG_EOF,
+    Aggregate, Boundary, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust, Want,
+    BUILD_COPY_MODE, FLAG_EOF,
 };
 use outbox::Outbox;
 use socket_api::{ErrorCode, Event, Request, SendCredit};
@@ -116,6 +116,10 @@ const TICK_MS: u64 = 100;
 /// The cgi's instance name in the assembly (what we ask the supervisor to
 /// restart; `httpd.may_restart` must name it).
 const CGI_INSTANCE: &str = "cgi";
+/// `httpd.test_hooks = 1` (test images only): a GET of /.fault/httpd faults.
+const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
+/// fs's instance name in the assembly (its record in the events page).
+const FS_INSTANCE: &str = "fs";
 /// Lending the cgi our priority (`lend_cgi`): after this long without
 /// progress on our work, for at most this long, then not for this long.
 const CGI_STARVED_MS: u64 = 50;
@@ -277,9 +281,18 @@ struct Httpd {
     cgi_unconfirmed: Option<u64>,
     /// The cgi's latest death we saw.
     cgi_death: u64,
+    /// fs's record in the events page.
+    fs_index: Option<usize>,
+    /// A death of fs we still have to confirm, once nothing it gave us is
+    /// in use here or downstream.
+    fs_unconfirmed: Option<u64>,
+    /// Our record in the events page.
+    me: usize,
+    /// Our death whose pool pages are still quarantined.
+    own_quarantine: Option<u64>,
 }
 
-fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     init_heap();
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
     // SAFETY (all pools): the dataports are mapped as the assembly
@@ -292,6 +305,13 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         // cache on them and headers are parsed from a private copy.
         map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
         map_pool!(owned d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
+    }
+    // After a restart of ours: the pages our dead incarnation left in use
+    // (headers netstack and the NIC may still send, requests the cgi may
+    // still read) stay quarantined until every peer settled that death.
+    let quarantined = d.quarantined_pages(APP_POOL).unwrap_or(0) + d.quarantined_pages(CGI_REQ_POOL).unwrap_or(0);
+    if quarantined > 0 {
+        log!("{quarantined} pool pages of the dead incarnation quarantined until its death is settled");
     }
     // Who may read the CGI request pool (echoed bodies go to the network).
     d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
@@ -308,22 +328,16 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
     let net =
         unsafe { socket_api::init_client(d, NETSTACK, rw(glue::client::VADDR, glue::client::SIZE)) }.expect("client");
 
-    // --- fs: the channel is set up once fs answers a call ---
-    let (mut h, mut s, mut n, mut p, mut q, mut r, mut t, mut u, mut v, mut w, mut x, mut y) =
-        (0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0);
-    glue::fs::stats(&mut h, &mut s, &mut n, &mut p, &mut q, &mut r, &mut t, &mut u, &mut v, &mut w, &mut x, &mut y);
-    // SAFETY: fs initialised the channel before answering; we are its only receiver.
-    let fs_rx = unsafe {
-        ChannelRx::attach(Attach {
-            domain: d,
-            peer: FS,
-            region: rw(glue::fs_channel::VADDR, glue::fs_channel::SIZE),
-            geometry: iolite::Geometry { fwd: fs_api::FWD_CAP, rel: fs_api::REL_CAP },
-        })
-    }
-    .expect("fs channel");
+    // --- fs: a (re)start of ours: fs forgets what an earlier
+    // incarnation of ours had open, quarantines what it lent it (netstack
+    // may still send it) and sets our channel up afresh before answering ---
+    glue::fs::reset();
+    let fs_rx = fs::attach(d);
     let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(APP_POOL)).expect("copy pool");
-    let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0 };
+    let sys_events = component_runtime::events::Watcher::new();
+    let fs_index = sys_events.as_ref().and_then(|w| w.page().index_of(FS_INSTANCE));
+    let client = fs_api::client::Client::new(fs::Glue { fs_index });
+    let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0, client };
 
     let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
     // SAFETY: the clock dataport, mapped read-only for our lifetime.
@@ -381,13 +395,28 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_lends: 0,
         cgi_lend_failures: 0,
         wakeups: 0,
-        sys_events: component_runtime::events::Watcher::new(),
+        sys_events,
         cgi_index: None,
+        fs_index,
+        fs_unconfirmed: None,
+        me: 0,
+        own_quarantine: None,
         cgi_dying: false,
         cgi_unconfirmed: None,
         cgi_death: 0,
     };
     me.cgi_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(CGI_INSTANCE));
+    me.me = start.instance as usize;
+    me.own_quarantine = (quarantined > 0)
+        .then(|| me.sys_events.as_ref().filter(|w| me.me < w.page().len()).map(|w| w.page().state(me.me).0))
+        .flatten();
+    if start.restarts > 0 {
+        // The cgi may still work on requests of our dead incarnation, on
+        // channels it left in any state: a fresh cgi drops them (its death
+        // runs the protocol here as any other).
+        log!("restarted (restart {}): asking the supervisor to restart the cgi", start.restarts);
+        me.restart_cgi("paired with our dead incarnation");
+    }
     me.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(d));
     me.publish();
     loop {
@@ -1085,6 +1114,16 @@ impl Httpd {
                         log!("cgi death {death} settled: {n} buffers lent to it released");
                     }
                 }
+                component_runtime::events::Event::Died { component, death } if Some(component) == self.fs_index => {
+                    // Reconnect now, so that what we still use of the dead
+                    // incarnation is counted as tainted before we confirm.
+                    self.srv.source_mut().reconnect();
+                    self.fs_unconfirmed = Some(death);
+                    log!(
+                        "fs died (death {death}): reconnected, {} of its buffers still in use here or downstream",
+                        self.d.tainted(FS).unwrap_or(0)
+                    );
+                }
                 component_runtime::events::Event::Died { component, death } => {
                     // Not restartable in this assembly and no channel of
                     // ours carries its data but through the peers we
@@ -1095,6 +1134,26 @@ impl Httpd {
             }
         }
         self.confirm_cgi_death();
+        self.confirm_fs_death();
+        if let (Some(death), Some(w)) = (self.own_quarantine, self.sys_events.as_ref()) {
+            if w.page().state(self.me).1 >= death {
+                let n = self.d.end_quarantine(APP_POOL).unwrap_or(0) + self.d.end_quarantine(CGI_REQ_POOL).unwrap_or(0);
+                log!("death {death} settled: {n} quarantined pool pages free again");
+                self.own_quarantine = None;
+            }
+        }
+    }
+
+    /// Confirms fs's latest death once nothing it gave us is in use here
+    /// or downstream (netstack and the NIC return their holds to us): the
+    /// new incarnation then frees the pages it kept quarantined.
+    fn confirm_fs_death(&mut self) {
+        let (Some(death), Some(index)) = (self.fs_unconfirmed, self.fs_index) else { return };
+        if self.d.tainted(FS).unwrap_or(0) == 0 {
+            self.fs_unconfirmed = None;
+            log!("fs death {death}: nothing of the dead incarnation in use any more, confirmed");
+            component_runtime::events::confirm_settled(index, death);
+        }
     }
 
     /// The cgi died: stop using its channels, fail what it left unanswered,
@@ -1217,6 +1276,10 @@ impl Httpd {
         c.set("rejected_not_granted", ds.rejected_not_granted);
         c.set("send_errors", self.send_errors);
         c.set("send_credit_waits", self.credit_waits);
+        let fs = self.srv.source_mut().client.stats();
+        c.set("fs_reconnects", fs.reconnects);
+        c.set("fs_reopens", fs.reopens);
+        c.set("fs_retries", fs.retries);
         c.set("cgi_restarts", self.cgi_restarts);
         c.set("cgi_restart_requests", self.cgi_restart_requests);
         c.set("cgi_restart_failures", self.cgi_restart_failures);

@@ -33,6 +33,8 @@ pub mod glue {
         pub const CLIENT_FILES: &[i64] = &[48, 16];
         /// `attribute int client_quota[];`
         pub const CLIENT_QUOTA: &[i64] = &[640, 64];
+        /// `attribute int test_hooks;`
+        pub const TEST_HOOKS: i64 = 0;
     }
 
     /// The IO-Lite pools this component maps, with the ids the compiler

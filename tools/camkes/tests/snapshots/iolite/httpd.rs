@@ -27,6 +27,8 @@ pub mod glue {
         pub const CGI_CHAN_REFS: &[&str] = &["cgi_pool", "file_pool", "cgi_req_pool"];
         /// `attribute int port;`
         pub const PORT: i64 = 80;
+        /// `attribute int test_hooks;`
+        pub const TEST_HOOKS: i64 = 0;
     }
 
     /// The IO-Lite pools this component maps, with the ids the compiler
