@@ -7,7 +7,8 @@ the site's files in turn and checks every body against the manifest's
 SHA-256. A request fails when its connection breaks (reset, closed, 10 s
 without progress), when its status is not 200, or when its body differs;
 the client then opens a new connection and goes on. The service gap is the
-largest interval in which no client completed a response.
+largest interval in which no client completed a response, from the first
+response to the stop.
 """
 
 import hashlib
@@ -145,7 +146,8 @@ class RecoveryClient:
     def stop_load(self):
         """Stops the clients; returns a dictionary: `requests` (completed
         byte-exact), `failed`, `bytes`, `gap_ms` (the largest interval
-        without a completed response, from the start to the stop),
+        without a completed response, from the first one to the stop) and
+        `gap_at_s` (when it began, seconds after the start),
         `seconds`, and `failures` (one line each)."""
         stopped = time.monotonic()
         self._stop.set()
@@ -154,7 +156,9 @@ class RecoveryClient:
         with self._lock:
             times = sorted(t for t in self.done if t <= stopped)
             failures = [f for f in self.failures if f[0] <= stopped]
-            edges = [self.started] + times + [stopped]
+            # From the first response on (connecting is not a gap of the
+            # service), to the stop.
+            edges = (times or [self.started]) + [stopped]
             gaps = [(b - a, a - self.started) for a, b in zip(edges, edges[1:])]
             gap, at = max(gaps)
             result = {

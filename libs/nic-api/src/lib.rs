@@ -376,7 +376,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<DrvCounter>());
-        let names: [&str; 18] = [
+        let names: [&str; 21] = [
             "drv_rx_frames",
             "drv_rx_bytes",
             "drv_rx_dropped",

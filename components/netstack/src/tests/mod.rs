@@ -977,5 +977,6 @@ fn closing_releases_everything_and_the_peer_sees_eof() {
 
 mod back_pressure;
 mod dhcp;
+mod relink;
 mod stale;
 mod tso;
