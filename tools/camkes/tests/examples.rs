@@ -170,9 +170,10 @@ fn iolite_system_compiles() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(holders, ["pci_config"]);
-    // Only the console server and the CGI may be restarted by the supervisor.
+    // Only the console server, the network driver and the CGI may be
+    // restarted by the supervisor.
     let restartable: Vec<_> = spec.components.iter().filter(|c| c.restartable).map(|c| c.name.as_str()).collect();
-    assert_eq!(restartable, ["log", "cgi"]);
+    assert_eq!(restartable, ["log", "netdrv", "cgi"]);
     // The console: log alone holds COM1 and reads one ring per other
     // component, each ring mapped by no one as a dataport.
     let com1 = spec.objects.iter().position(|o| o.kind == ObjectKind::IoPorts { first: 0x3f8, last: 0x3ff }).unwrap();
