@@ -464,14 +464,15 @@ impl Driver {
                 test_fault();
             }
             match guard.send(tx, agg, 0, 0) {
-            Ok(()) => true,
-            Err((_, _, broke)) => {
-                if let Some(e) = broke {
-                    error!("channel link.A from netstack broken: {e:?}");
+                Ok(()) => true,
+                Err((_, _, broke)) => {
+                    if let Some(e) = broke {
+                        error!("channel link.A from netstack broken: {e:?}");
+                    }
+                    false
                 }
-                false
             }
-        }})
+        })
     }
 
     /// Posts netstack's queued frames; TDT is written once.

@@ -318,11 +318,8 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     /// it, is not written again.
     pub fn new(regs: R, dma: M, d: &'d Domain, rx_pool: PoolId, itr: u32, interrupts: bool) -> Result<Self, InitError> {
         let taken_over = running(&regs);
-        let (rx_start, tx_start) = if taken_over {
-            (regs.read(RDT) as usize % RING, regs.read(TDT) as usize % RING)
-        } else {
-            (0, 0)
-        };
+        let (rx_start, tx_start) =
+            if taken_over { (regs.read(RDT) as usize % RING, regs.read(TDT) as usize % RING) } else { (0, 0) };
         let tx_ring = Ring::new(d, rx_pool, &dma)?;
         let rx_ring = Ring::new(d, rx_pool, &dma)?;
         let mut nic = E1000 {
