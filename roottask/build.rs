@@ -11,6 +11,10 @@ use std::path::PathBuf;
 
 fn main() {
     println!("cargo:rerun-if-env-changed=IOLITE_SYSTEM_DIR");
+    // `fault_injection`: the spec grants the test console injection into
+    // some component (test images only); only then is the supervisor's
+    // command reader built in (src/inject.rs).
+    println!("cargo::rustc-check-cfg=cfg(fault_injection)");
     let out = PathBuf::from(std::env::var("OUT_DIR").unwrap()).join("system_image.rs");
     let mut code = String::from(
         "/// Page-aligned bytes, so ELF and spec headers can be read in place.\n\
@@ -26,6 +30,11 @@ fn main() {
             let spec = dir.join("system.spec");
             let list = dir.join("elves.txt");
             println!("cargo:rerun-if-changed={}", spec.display());
+            let blob = std::fs::read(&spec).unwrap_or_else(|e| panic!("cannot read {}: {e}", spec.display()));
+            let decoded = system_spec::SystemSpec::decode(&blob).unwrap_or_else(|e| panic!("{}: {e}", spec.display()));
+            if decoded.components.iter().any(|c| c.fault_injection) {
+                println!("cargo:rustc-cfg=fault_injection");
+            }
             println!("cargo:rerun-if-changed={}", list.display());
             let names =
                 std::fs::read_to_string(&list).unwrap_or_else(|e| panic!("cannot read {}: {e}", list.display()));

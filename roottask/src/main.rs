@@ -12,6 +12,9 @@
 extern crate alloc;
 
 mod bootinfo;
+mod clock;
+#[cfg(fault_injection)]
+mod inject;
 mod loader;
 mod objects;
 mod selftest;
@@ -93,5 +96,6 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
     };
     let started = system.instances.iter().filter(|i| i.tcb.is_some()).count();
     log!("system started: {started} of {} components running; supervising faults", system.instances.len());
-    supervisor::run(&mut system)
+    let clock = clock::Clock::start(&mut objects);
+    supervisor::run(&mut system, clock)
 }

@@ -29,6 +29,11 @@
 //! death is *settled*: the page says so and the peers and the new
 //! incarnation are signalled, which ends their quarantines.
 //!
+//! **Clock**: the supervisor's own periodic wake-up (`crate::clock`, the
+//! RTC's interrupt on a notification bound to its thread) carries out
+//! restarts when their back-off is over and, in test images, reads fault
+//! injection commands from the console (`crate::inject`).
+//!
 //! **Restart policy** (per component, from the assembly): the first
 //! restart after a quiet window is immediate, each further one within
 //! `restart_window_ms` waits `restart_backoff_ms` doubled per restart, and
@@ -42,6 +47,7 @@
 //! priority (seL4 without MCS gives it no timeout), which uses only CPU
 //! time nobody else wants, and only for the length of the back-off.
 
+use crate::clock::{Clock, CLOCK_BADGE};
 use crate::loader::{events_page, System};
 use alloc::collections::VecDeque;
 use alloc::vec::Vec;
@@ -83,13 +89,22 @@ struct Life {
 struct Supervisor<'s> {
     system: &'s mut System,
     lives: Vec<Life>,
+    clock: Option<Clock>,
+    #[cfg(fault_injection)]
+    console: crate::inject::Console,
 }
 
 /// Serves faults and requests forever.
-pub fn run(system: &mut System) -> ! {
+pub fn run(system: &mut System, clock: Option<Clock>) -> ! {
     component_runtime::set_component_name("supervisor");
     let lives = (0..system.instances.len()).map(|_| Life::default()).collect();
-    let mut sup = Supervisor { system, lives };
+    let mut sup = Supervisor {
+        system,
+        lives,
+        clock,
+        #[cfg(fault_injection)]
+        console: crate::inject::Console::new(),
+    };
     loop {
         let (info, badge, mrs) = sup.next_message();
         sup.handle(info, badge, mrs);
@@ -97,12 +112,13 @@ pub fn run(system: &mut System) -> ! {
 }
 
 impl Supervisor<'_> {
-    /// Blocks for the next message; while restarts wait out a back-off,
-    /// polls at the lowest priority and carries them out when due.
+    /// Blocks for the next message (or clock tick); without a clock, while
+    /// restarts wait out a back-off, polls at the lowest priority and
+    /// carries them out when due.
     fn next_message(&mut self) -> (MessageInfo, Word, [Word; 4]) {
         loop {
             self.run_due_restarts();
-            if self.lives.iter().all(|l| l.restart_at.is_none()) {
+            if self.clock.is_some() || self.lives.iter().all(|l| l.restart_at.is_none()) {
                 return sel4::recv(self.system.fault_endpoint);
             }
             set_priority(IDLE_PRIORITY);
@@ -123,6 +139,10 @@ impl Supervisor<'_> {
     }
 
     fn handle(&mut self, info: MessageInfo, badge: Word, mrs: [Word; 4]) {
+        if badge & CLOCK_BADGE != 0 {
+            self.tick();
+            return;
+        }
         let system = &mut *self.system;
         let Some(position) = system.instances.iter().position(|i| i.index as u64 + 1 == badge) else {
             error!("message with unknown badge {badge:#x} on the fault endpoint (label {})", info.label());
@@ -174,6 +194,92 @@ impl Supervisor<'_> {
                     }
                     self.died(position);
                 }
+            }
+        }
+    }
+
+    /// One tick of the supervisor's clock.
+    fn tick(&mut self) {
+        if let Some(clock) = &self.clock {
+            clock.tick();
+        }
+        #[cfg(fault_injection)]
+        self.poll_console();
+    }
+
+    /// Obeys the injection commands that arrived on the console.
+    #[cfg(fault_injection)]
+    fn poll_console(&mut self) {
+        use alloc::string::String;
+        let mut commands: Vec<(crate::inject::Injection, String)> = Vec::new();
+        self.console.poll(|line| {
+            if let Some(c) = crate::inject::parse(line) {
+                commands.push((c.what, c.name.into()));
+            }
+        });
+        for (what, name) in commands {
+            self.inject(what, &name);
+        }
+    }
+
+    /// Makes the component `name` fault or hang, if the spec grants it, by
+    /// rewriting its thread's instruction pointer (`crate::inject`).
+    #[cfg(fault_injection)]
+    fn inject(&mut self, what: crate::inject::Injection, name: &str) {
+        use crate::inject::{Injection, FAULT_IP};
+        let kind = match what {
+            Injection::Fault => "fault",
+            Injection::Hang => "hang",
+        };
+        let Some(position) = self.system.instances.iter().position(|i| i.name == name) else {
+            error!("cannot inject a {kind} into component {name}: no such component");
+            return;
+        };
+        if !self.system.component(position).fault_injection {
+            error!(
+                "cannot inject a {kind} into component {name}: not granted by the assembly ({name}.fault_injection)"
+            );
+            return;
+        }
+        let life = &self.lives[position];
+        let (Some(tcb), None, false) = (self.system.instances[position].tcb, life.restart_at, life.held_down) else {
+            error!("cannot inject a {kind} into component {name}: it is not running");
+            return;
+        };
+        let target = match what {
+            Injection::Fault => FAULT_IP,
+            Injection::Hang => match self.system.hang_address(position) {
+                Some(at) => at,
+                None => {
+                    error!("cannot inject a hang into component {name}: no iolite_hang before its entry point");
+                    return;
+                }
+            },
+        };
+        if self.system.is_log_server(position) {
+            // It will print nothing more (it faults or spins): the
+            // supervisor's lines go to the console directly until it runs
+            // again (the loader turns its ring back on when it rebuilds it).
+            component_runtime::console::set_log_ring_enabled(false);
+        }
+        // Stopped while its registers change: a blocked thread's wait is
+        // cancelled, a running one resumes at the new address.
+        let _ = sel4::tcb_suspend(tcb);
+        let mut regs = match sel4::tcb_read_registers(tcb, false, 0, sel4::UserContext::WORDS) {
+            Ok(regs) => regs,
+            Err(e) => {
+                let _ = sel4::tcb_resume(tcb);
+                error!("cannot inject a {kind} into component {name}: TCB_ReadRegisters: {e:?}");
+                return;
+            }
+        };
+        let was = regs.rip;
+        regs.rip = target;
+        match sel4::tcb_write_registers(tcb, true, 0, sel4::UserContext::WORDS, &regs) {
+            Ok(()) => log!("injected a {kind} into component {name}: ip {was:#x} -> {target:#x}"),
+            Err(e) => {
+                let _ = sel4::tcb_resume(tcb);
+                error!("cannot inject a {kind} into component {name}: TCB_WriteRegisters: {e:?}");
             }
         }
     }
@@ -304,10 +410,21 @@ impl Supervisor<'_> {
             }
             set_priority(TOP_PRIORITY);
             let restarts = self.system.instances[position].restarts;
+            // A restarted log server starts reading its rings at their
+            // heads, so the line saying it was restarted would never be
+            // printed: that one goes to the console directly (the server
+            // has not run yet; the supervisor runs above it).
+            let log_server = self.system.is_log_server(position) && result.is_ok();
+            if log_server {
+                component_runtime::console::set_log_ring_enabled(false);
+            }
             match (result, requested) {
                 (Ok(()), Some(who)) => log!("restarted component {name} at the request of {who} (restart {restarts})"),
                 (Ok(()), None) => log!("restarted component {name} (restart {restarts})"),
                 (Err(e), _) => error!("could not restart component {name}: {e}"),
+            }
+            if log_server {
+                component_runtime::console::set_log_ring_enabled(true);
             }
         }
     }

@@ -6,6 +6,11 @@ stdout. A reader thread collects the output; keywords wait for lines that
 match a regular expression. Any kernel or user fault message fails the
 waiting keyword at once, so a fault anywhere fails the test. The serial log is
 written next to Robot's output and attached to the log of a failing test.
+
+QEMU's stdin is a pipe into the serial port (``-serial mon:stdio``): test
+images whose assembly grants fault injection (``<instance>.fault_injection``,
+tests/variants) obey ``Inject Fault Into`` and ``Make Component Hang``, which
+write a command line there (roottask/src/inject.rs reads it).
 """
 
 import os
@@ -52,6 +57,10 @@ class QemuSystem:
         self.started_at = None
         self.log_path = None
         self.expected_faults = []
+        # When each complete line arrived (time.monotonic()), in step with
+        # `lines`; and when the last injection command was written.
+        self.line_times = []
+        self.command_at = None
 
     # ---- lifecycle -------------------------------------------------------
 
@@ -78,11 +87,12 @@ class QemuSystem:
         safe = re.sub(r"[^\w.-]+", "_", test_name)
         self.log_path = os.path.join(output_dir, f"serial-{safe}.log")
         self.lines, self.partial, self.cursor, self.fault_cursor = [], "", 0, 0
+        self.line_times, self.command_at = [], None
         self.expected_faults = []
         self.started_at = time.monotonic()
         self.process = subprocess.Popen(
             [*prefix, simulate, *simulate_args],
-            stdin=subprocess.DEVNULL,
+            stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             start_new_session=True,
@@ -150,12 +160,60 @@ class QemuSystem:
                 pieces = (self.partial + text).split("\n")
                 self.partial = pieces.pop()
                 self.lines.extend(pieces)
+                now = time.monotonic()
+                self.line_times.extend([now] * len(pieces))
                 self.lock.notify_all()
         with self.lock:
             if self.partial:
                 self.lines.append(self.partial)
+                self.line_times.append(time.monotonic())
                 self.partial = ""
             self.lock.notify_all()
+
+    # ---- fault injection ------------------------------------------------
+
+    def _command(self, line):
+        if self.process is None or self.process.stdin is None:
+            raise AssertionError("no system is running")
+        with self.lock:
+            self.command_at = time.monotonic()
+        self.process.stdin.write(line.encode() + b"\n")
+        self.process.stdin.flush()
+        logger.info(f"console command after {self.seconds_since_start():.2f} s: {line}")
+
+    @keyword
+    def inject_fault_into(self, component):
+        """Makes ``component`` really fault: the supervisor points its
+        thread at an unmapped address (roottask/src/inject.rs). Needs an
+        image whose assembly grants it (``component.fault_injection = 1``);
+        the supervisor reports the fault by name and restarts the component
+        if it is restartable. Declares the fault report expected."""
+        self.expect_fault(r"^\[supervisor\] FAULT in component " + re.escape(component) + r": .*ip 0xbad$")
+        self._command(f"iolite-inject fault {component}")
+
+    @keyword
+    def make_component_hang(self, component):
+        """Makes ``component`` stop making progress while it burns CPU at
+        its priority: the supervisor points its thread at the endless loop
+        its runtime has before its entry point (roottask/src/inject.rs).
+        Needs the same grant as ``Inject Fault Into``."""
+        self._command(f"iolite-inject hang {component}")
+
+    @keyword
+    def seconds_from_command_to_line(self, pattern, timeout="30s"):
+        """Waits as ``Wait For Serial Line`` and returns the seconds from the
+        last injection command to the arrival of the matching line (as
+        QEMU printed it: the host reads the console as it comes)."""
+        line = self.wait_for_serial_line(pattern, timeout)
+        with self.lock:
+            index = self.cursor - 1
+            at = self.line_times[index] if index < len(self.line_times) else time.monotonic()
+            sent = self.command_at
+        if sent is None:
+            raise AssertionError("no injection command was sent")
+        elapsed = at - sent
+        logger.info(f"{elapsed:.3f} s from the command to: {line}")
+        return elapsed
 
     # ---- waiting ---------------------------------------------------------
 

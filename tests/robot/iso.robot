@@ -3,8 +3,9 @@ Documentation       The bootable ISO (GRUB, multiboot) of the default image, the
 ...                 system: it reaches the root task the same way the QEMU -kernel boot
 ...                 does, starts every component and serves the site. This is the image
 ...                 for real PCs, so it is also where the default image is checked to
-...                 have none of the cgi's test hooks (tests/variants' webtest has them) and
-...                 no hostile client of netstack (tests/variants' nethostile has one).
+...                 have none of the cgi's test hooks (tests/variants' webtest has them),
+...                 no hostile client of netstack (tests/variants' nethostile has one) and
+...                 no fault injection (tests/variants' recovery has it).
 Library             OperatingSystem
 Library             QemuSystem    ${BUILD_DIR}
 Library             WebClient    ${PORT}
@@ -59,3 +60,25 @@ The Default Image Has No Hostile Client
     ${spec}=    Get File    ${BUILD_DIR}/system/system.txt
     Should Not Contain    ${spec}    hostile
     Should Contain    ${spec}    interface client2: Unconnected
+
+The Default Image Has No Fault Injection
+    # The supervisor reads injection commands from COM1 only in a root
+    # task built for a spec that grants some component `fault_injection`
+    # (roottask/build.rs): here no component is granted, and the command
+    # reader, its command word and its replies are not in the binary
+    # (tests/robot/recovery.robot checks the recovery image has them).
+    ${spec}=    Get File    ${BUILD_DIR}/system/system.txt
+    Should Not Contain    ${spec}    fault injection
+    ${img}=    Get Binary File    ${BUILD_DIR}/images/roottask.elf
+    ${found}=    Evaluate    list(filter($img.__contains__, (b"iolite-inject", b"cannot inject a", b"injected a ")))
+    Should Be Empty    ${found}    the default image's root task contains the fault-injection path
+    # And a command on the console does nothing: nothing faults, the
+    # cgi still answers.
+    Inject Fault Into    cgi
+    Sleep    2s
+    ${lines}=    Serial Lines So Far
+    ${bad}=    Evaluate    [l for l in $lines if "FAULT" in l or "inject" in l or "restarted component" in l]
+    Should Be Empty    ${bad}
+    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo?after\=inject
+    Should Be Equal As Integers    ${status}    200
+    Should Contain    ${{$body.decode()}}    QUERY_STRING=after=inject

@@ -62,7 +62,16 @@ macro_rules! component_entry {
             $main(start)
         }
 
+        // `iolite_hang`, the two bytes just before `_start`, is `jmp .`: an
+        // endless loop in user mode that touches no register and no memory.
+        // Nothing here jumps to it. The supervisor of a test image points a
+        // component's instruction pointer at it to make the component hang
+        // (it finds it at the ELF entry point minus 2 and checks the bytes),
+        // so no component carries fault-injection code of its own.
         core::arch::global_asm!(
+            ".globl iolite_hang",
+            "iolite_hang:",
+            "jmp iolite_hang",
             ".globl _start",
             "_start:",
             "and rsp, -16",

@@ -18,6 +18,7 @@ pub mod entry;
 pub mod events;
 #[cfg(feature = "heap")]
 pub mod heap;
+pub mod inject;
 pub mod logring;
 mod panic;
 pub mod restart;

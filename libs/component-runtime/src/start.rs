@@ -252,3 +252,11 @@ mod tests {
         assert!(core::mem::size_of::<StartInfo>() <= 4096);
     }
 }
+
+/// Where a component's endless loop `iolite_hang` is (see
+/// [`component_entry!`](crate::component_entry)): this many bytes before
+/// its ELF entry point, `_start`.
+pub const HANG_BEFORE_ENTRY: u64 = 2;
+/// The bytes there: `jmp .` (a short jump to itself). The supervisor of a
+/// test image checks them before it points a thread there.
+pub const HANG_BYTES: [u8; 2] = [0xEB, 0xFE];

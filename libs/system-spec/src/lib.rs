@@ -53,7 +53,7 @@ pub use validate::SpecError;
 
 /// Bumped whenever the encoded form changes, so a loader never misreads a
 /// spec written by a different compiler.
-pub const FORMAT_VERSION: u32 = 4;
+pub const FORMAT_VERSION: u32 = 5;
 
 /// The first bytes of an encoded spec; they make a stray blob fail loudly.
 pub const MAGIC: [u8; 8] = *b"IOLSPEC\0";
@@ -235,6 +235,13 @@ pub struct Component {
     /// ["name", ...];`, our own attribute). Each is restartable and not
     /// this component; the supervisor refuses any other request.
     pub may_restart: Vec<u32>,
+    /// Whether the test console may make this component fault or hang
+    /// (`<instance>.fault_injection = 1;`, our own attribute, set only by
+    /// test images: tests/variants). The supervisor obeys an injection
+    /// command on COM1 only for a component the spec marks so, and reads
+    /// COM1 at all only when one is (the root task of an image without
+    /// any is built without the command reader).
+    pub fault_injection: bool,
     /// Whether the component subscribes to system events
     /// (`<instance>.system_events`, our own attribute): the loader maps the
     /// system events page into it, and the supervisor expects it to confirm

@@ -32,6 +32,7 @@ fn sample() -> SystemSpec {
         max_priority: DEFAULT_PRIORITY,
         stack_size: DEFAULT_STACK_SIZE,
         restartable: false,
+        fault_injection: false,
         may_restart: vec![],
         events: false,
         events_notification: None,

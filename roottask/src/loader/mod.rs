@@ -683,6 +683,21 @@ impl System {
         Ok(())
     }
 
+    /// The address of the endless loop every component's runtime has just
+    /// before its entry point (`component_runtime::start::HANG_BYTES`), if
+    /// the image has it there.
+    #[cfg(fault_injection)]
+    pub fn hang_address(&self, position: usize) -> Option<u64> {
+        let image = self.image(self.component(position)).ok()?;
+        let at = image.entry.checked_sub(start::HANG_BEFORE_ENTRY)?;
+        let bytes = start::HANG_BYTES;
+        let found = image.segments.iter().find_map(|s| {
+            let offset = at.checked_sub(s.vaddr)? as usize;
+            s.file.get(offset..offset + bytes.len())
+        })?;
+        (found == bytes).then_some(at)
+    }
+
     /// Whether the instance at `position` is the log server (the
     /// supervisor prints directly while it is dead).
     pub fn is_log_server(&self, position: usize) -> bool {

@@ -104,6 +104,7 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             stack_size: round_up(inst.config.stack_size.unwrap_or(DEFAULT_STACK_SIZE)),
             restartable: inst.config.restartable,
             may_restart: Vec::new(),
+            fault_injection: inst.config.fault_injection,
             events: false,
             events_notification: None,
             log_ring: None,
@@ -371,6 +372,9 @@ pub fn describe(spec: &SystemSpec) -> String {
         if !c.may_restart.is_empty() {
             let names: Vec<&str> = c.may_restart.iter().map(|&t| spec.components[t as usize].name.as_str()).collect();
             let _ = writeln!(out, "  may restart: {}", names.join(", "));
+        }
+        if c.fault_injection {
+            let _ = writeln!(out, "  fault injection: granted (test image)");
         }
         if c.restartable {
             let p = c.restart_policy;

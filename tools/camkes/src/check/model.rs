@@ -182,6 +182,8 @@ pub struct InstanceConfig {
     pub cnode_size_bits: Option<u8>,
     /// Whether the supervisor may restart it.
     pub restartable: bool,
+    /// `fault_injection`: the test console may make it fault or hang.
+    pub fault_injection: bool,
     /// `may_restart`: the instances (indices into [`System::instances`])
     /// this one may ask the supervisor to restart; resolved and checked
     /// once every setting is known (whether a target is restartable may

@@ -371,6 +371,10 @@ impl Checker {
                 config.restartable = int_in(&s.value, &label, 0, 1)? == 1;
                 return Ok(true);
             }
+            "fault_injection" => {
+                config.fault_injection = int_in(&s.value, &label, 0, 1)? == 1;
+                return Ok(true);
+            }
             "log_server" => {
                 if int_in(&s.value, &label, 0, 1)? == 1 {
                     config.log_server = Some(s.value.pos.clone());
@@ -559,6 +563,7 @@ impl Checker {
             "_priority",
             "_stack_size",
             "restartable",
+            "fault_injection",
             "may_restart",
             "system_events",
             "log_server",
