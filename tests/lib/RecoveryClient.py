@@ -177,20 +177,3 @@ class RecoveryClient:
         for line in result["failures"]:
             logger.info(line)
         return result
-
-    @keyword
-    def send_netdrv_fault_frame(self):
-        """A request whose frame carries the bytes netdrv's test hook faults
-        on (netdrv.test_hooks = 1, first incarnation only). The restarted
-        driver passes the retransmitted frame up; the answer (404) is
-        read and returned (its status), or None."""
-        try:
-            c = _Conn(self.port, 10)
-            try:
-                status, _, _ = c.get("/IOLITE-TEST-FAULT-NETDRV")
-                return status
-            finally:
-                c.close()
-        except Exception as e:  # noqa: BLE001
-            logger.info(f"fault request: {type(e).__name__}: {e}")
-            return None

@@ -91,10 +91,6 @@ const TSO: bool = glue::attributes::TSO != 0;
 /// pci_config must refuse (see `try_forbidden_writes`). A constant, so
 /// the default image has no such code.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
-/// Test images only: a received frame carrying these bytes makes the first
-/// incarnation fault (a panic), for the restart tests; later
-/// incarnations (the frame comes again, retransmitted) pass it up.
-const FAULT_MAGIC: &[u8] = b"IOLITE-TEST-FAULT-NETDRV";
 /// How long a new incarnation waits for netstack to set the link up again
 /// before it gives up (exits).
 const RELINK_WAIT_MS: u64 = 5000;
@@ -455,22 +451,16 @@ impl Driver {
     /// Hands every completed RX buffer to netstack; returns how many.
     fn rx_drain(&mut self) -> usize {
         let (tx, guard) = (&mut self.link.tx, &mut self.to_stack_guard);
-        let first = self.restarts == 0;
         // netstack empties the channel every time it runs, so a batch of at
         // most FWD_CAP frames always fits; the rest waits in the ring (the
         // caller loops while descriptors are done).
-        self.nic.rx_drain(nic_api::FWD_CAP, |agg| {
-            if TEST_HOOKS && first && agg.slices().any(|s| s.windows(FAULT_MAGIC.len()).any(|w| w == FAULT_MAGIC)) {
-                test_fault();
-            }
-            match guard.send(tx, agg, 0, 0) {
-                Ok(()) => true,
-                Err((_, _, broke)) => {
-                    if let Some(e) = broke {
-                        error!("channel link.A from netstack broken: {e:?}");
-                    }
-                    false
+        self.nic.rx_drain(nic_api::FWD_CAP, |agg| match guard.send(tx, agg, 0, 0) {
+            Ok(()) => true,
+            Err((_, _, broke)) => {
+                if let Some(e) = broke {
+                    error!("channel link.A from netstack broken: {e:?}");
                 }
+                false
             }
         })
     }
@@ -516,12 +506,4 @@ fn wait_for_fresh_link(region: iolite::RwRegion) {
         }
         sel4::yield_now();
     }
-}
-
-/// Test images only: the fault the restart tests provoke (a panic, which
-/// the supervisor sees as a fault and reports by name).
-#[inline(never)]
-fn test_fault() -> ! {
-    log!("test hook: fault frame received, faulting");
-    panic!("test hook: faulting on purpose");
 }
