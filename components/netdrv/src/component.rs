@@ -91,6 +91,10 @@ const TSO: bool = glue::attributes::TSO != 0;
 /// pci_config must refuse (see `try_forbidden_writes`). A constant, so
 /// the default image has no such code.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
+/// A restart takes the running e1000 over (1, the default) or resets it as
+/// at a first start (0: what a real 82540EM's manual asks for; on QEMU the
+/// RCTL write then holds received frames for a second). README "Restart".
+const TAKEOVER: bool = glue::attributes::TAKEOVER != 0;
 /// How long a new incarnation waits for netstack to set the link up again
 /// before it gives up (exits).
 const RELINK_WAIT_MS: u64 = 5000;
@@ -208,7 +212,7 @@ impl Driver {
         // --- the device: quiet and reset, or, after a restart, taken over
         // as the dead incarnation left it ---
         let restarts = start.restarts;
-        let taken_over = restarts > 0 && e1000::running(&regs);
+        let taken_over = TAKEOVER && restarts > 0 && e1000::running(&regs);
         let mac = if taken_over {
             log!("restart {restarts}: taking the running e1000 over (no reset)");
             e1000::take_over(&mut regs)
@@ -289,7 +293,8 @@ impl Driver {
 
         // --- the rings: pages of our pool, kept for good ---
         let itr = glue::attributes::ITR as u32;
-        let mut nic = E1000::new(regs, StartDma(start), d, RX_POOL, itr, !POLL).unwrap_or_else(|e| {
+        let set_up = if taken_over { E1000::resume } else { E1000::new };
+        let mut nic = set_up(regs, StartDma(start), d, RX_POOL, itr, !POLL).unwrap_or_else(|e| {
             error!("e1000: {e}");
             component_runtime::exit(1)
         });

@@ -160,9 +160,9 @@ pub enum Interrupt {
     NotTheDevice(u32),
 }
 
-/// Resets the device, leaves its interrupts masked and its link set up,
-/// clears the multicast table; returns the MAC address. `yield_now` runs
-/// between looks at CTRL.RST.
+/// Resets the device, leaves its interrupts masked, its receiver and
+/// transmitter disabled and its link set up, clears the multicast table;
+/// returns the MAC address. `yield_now` runs between looks at CTRL.RST.
 pub fn reset<R: RegisterFile>(regs: &mut R, mut yield_now: impl FnMut()) -> Result<[u8; 6], InitError> {
     regs.write(IMC, !0);
     regs.write(CTRL, regs.read(CTRL) | CTRL_RST);
@@ -179,6 +179,16 @@ pub fn reset<R: RegisterFile>(regs: &mut R, mut yield_now: impl FnMut()) -> Resu
     }
     regs.write(IMC, !0);
     let _ = regs.read(ICR);
+    // A reset clears RCTL and TCTL; QEMU's e1000 ignores CTRL.RST but for
+    // clearing the bit, so a device an earlier incarnation left running
+    // would still receive into its ring while the rings move. Written
+    // only when set: every RCTL write holds QEMU's received frames for a
+    // second (see `take_over`).
+    for reg in [RCTL, TCTL] {
+        if regs.read(reg) != 0 {
+            regs.write(reg, 0);
+        }
+    }
     regs.write(CTRL, (regs.read(CTRL) | CTRL_SLU | CTRL_ASDE) & !CTRL_RST);
     for i in 0..128 {
         regs.write(MTA + 4 * i, 0);
@@ -192,7 +202,8 @@ pub const RCTL_OURS: u32 = RCTL_EN | RCTL_BAM | RCTL_SECRC;
 
 /// Whether an earlier incarnation of this driver left the device running:
 /// its receiver enabled as [`E1000::new`] enables it, both rings of
-/// [`RING`] descriptors. Then [`take_over`] replaces [`reset`].
+/// [`RING`] descriptors. Then [`take_over`] and [`E1000::resume`] may
+/// replace [`reset`] and [`E1000::new`].
 pub fn running<R: RegisterFile>(regs: &R) -> bool {
     let len = (RING * DESC_BYTES) as u32;
     regs.read(RCTL) == RCTL_OURS && regs.read(RDLEN) == len && regs.read(TDLEN) == len
@@ -203,7 +214,7 @@ pub fn running<R: RegisterFile>(regs: &R) -> bool {
 /// are masked and their causes cleared; the receive ring is emptied
 /// (RDH := RDT: the device owns no descriptor from here on, and the dead
 /// incarnation's buffers, quarantined in our pool, get nothing more), and
-/// so is the transmit ring (TDH := TDT). [`E1000::new`] then moves both
+/// so is the transmit ring (TDH := TDT). [`E1000::resume`] then moves both
 /// rings to fresh pages, starting at the tails found here, so head and
 /// tail stay equal until the new receive ring is full.
 ///
@@ -311,15 +322,37 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     /// transmit with interrupt throttling `itr`; the interrupt causes the
     /// driver handles are unmasked only with `interrupts` (otherwise the
     /// caller polls).
-    ///
-    /// On a device [`take_over`] took over, the rings start at the tails it
-    /// found (head = tail throughout, so the device never owns a descriptor
-    /// of the new ring before it is filled) and RCTL, already as we want
-    /// it, is not written again.
     pub fn new(regs: R, dma: M, d: &'d Domain, rx_pool: PoolId, itr: u32, interrupts: bool) -> Result<Self, InitError> {
-        let taken_over = running(&regs);
-        let (rx_start, tx_start) =
-            if taken_over { (regs.read(RDT) as usize % RING, regs.read(TDT) as usize % RING) } else { (0, 0) };
+        Self::set_up(regs, dma, d, rx_pool, itr, interrupts, None)
+    }
+
+    /// As [`E1000::new`], on a device [`take_over`] took over: the rings
+    /// start at the tails it found (head = tail throughout, so the device
+    /// never owns a descriptor of the new ring before it is filled) and
+    /// RCTL, already as we want it, is not written again.
+    pub fn resume(
+        regs: R,
+        dma: M,
+        d: &'d Domain,
+        rx_pool: PoolId,
+        itr: u32,
+        interrupts: bool,
+    ) -> Result<Self, InitError> {
+        let tails = (regs.read(RDT) as usize % RING, regs.read(TDT) as usize % RING);
+        Self::set_up(regs, dma, d, rx_pool, itr, interrupts, Some(tails))
+    }
+
+    fn set_up(
+        regs: R,
+        dma: M,
+        d: &'d Domain,
+        rx_pool: PoolId,
+        itr: u32,
+        interrupts: bool,
+        tails: Option<(usize, usize)>,
+    ) -> Result<Self, InitError> {
+        let taken_over = tails.is_some();
+        let (rx_start, tx_start) = tails.unwrap_or((0, 0));
         let tx_ring = Ring::new(d, rx_pool, &dma)?;
         let rx_ring = Ring::new(d, rx_pool, &dma)?;
         let mut nic = E1000 {

@@ -776,7 +776,7 @@ fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
     assert_eq!(take_over(&mut dev), Ok(MAC));
     assert_eq!(dev.read(RDH), rdt, "the device owns no receive descriptor");
     assert_eq!(dev.read(TDH), tdt);
-    let mut nic = E1000::new(dev, map, d, RX_POOL, 200, true).unwrap();
+    let mut nic = E1000::resume(dev, map, d, RX_POOL, 200, true).unwrap();
     let dev = nic.regs();
     let after = &dev.writes[writes_before..];
     assert!(!after.iter().any(|w| w.0 == RCTL), "RCTL is not written again");
@@ -812,4 +812,40 @@ fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
     assert_eq!(&sent.bytes[..50], &f[..50]);
     assert_eq!(&sent.bytes[52..], &f[52..]);
     assert_eq!(nic.regs().dma_faults, 0);
+}
+
+/// The other way to restart (`netdrv.takeover = 0`): a reset. The
+/// simulated device, like QEMU's, ignores CTRL.RST, so `reset` turns the
+/// receiver and transmitter off itself before the rings move, and the new
+/// rings start at 0 with RCTL written again last.
+#[test]
+fn a_reset_turns_off_a_device_that_ignores_ctrl_rst_before_the_rings_move() {
+    let (d, map) = domain(2 * (RING_PAGES + RING as u32) + 8);
+    let mut dev = Device::new(map.clone());
+    reset(&mut dev, || {}).unwrap();
+    assert!(dev.writes_to(RCTL).is_empty(), "nothing to turn off after power-on");
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    for i in 0..5 {
+        assert!(old.regs().receive(&frame(i, 100, false)));
+    }
+    let mut dev = std::mem::replace(old.regs(), Device::new(map.clone()));
+    std::mem::forget(old);
+    assert!(running(&dev));
+    let before = dev.writes.len();
+    reset(&mut dev, || {}).unwrap();
+    assert_eq!(dev.read(RCTL), 0);
+    assert_eq!(dev.read(TCTL), 0);
+    assert!(!running(&dev));
+    let mut nic = E1000::new(dev, map, d, RX_POOL, 200, true).unwrap();
+    let dev = nic.regs();
+    let after = &dev.writes[before..];
+    let pos = |reg: usize| after.iter().position(|w| w.0 == reg).unwrap();
+    let last = |reg: usize| after.iter().rposition(|w| w.0 == reg).unwrap();
+    assert!(pos(RCTL) < pos(RDBAL) && pos(TCTL) < pos(TDBAL), "off before the rings move");
+    assert!(last(RCTL) > last(RDT), "on again once the ring is full");
+    assert_eq!(dev.read(RCTL), RCTL_OURS);
+    assert_eq!((dev.read(RDH), dev.read(RDT)), (0, (RING - 1) as u32));
+    let f = frame(77, 300, false);
+    assert!(nic.regs().receive(&f));
+    assert_eq!(drain(&mut nic).iter().map(bytes).collect::<Vec<_>>(), [f]);
 }
