@@ -39,13 +39,22 @@
 //!   ticker's `to_drv`, e.g. at 500 Hz). Nothing else changes: a frame
 //!   waits at most one tick in either direction. `irq` is then never
 //!   waited on or acknowledged (the `irqs` counter stays 0).
+//! * **Restart** (`netdrv.restartable` in the assembly): a new incarnation
+//!   takes the running e1000 over ([`e1000::take_over`]: no reset, RCTL
+//!   not written again, both rings moved to fresh pages), waits until
+//!   netstack has set the link up afresh (it sees the death in the system
+//!   events page; the region shows no MAC address any more) and attaches
+//!   to it. The dead incarnation's pool pages (its rings, the buffers it
+//!   had posted or lent) stay quarantined until its death is settled.
+//!   Every other death in the system is confirmed at once: what we hold
+//!   came through netstack, whose holds cover it.
 //! * **Counters:** the `drv_stats` page (`nic_api::DrvCounter`).
 extern crate alloc;
 
 use alloc::boxed::Box;
 use component_runtime::start::StartInfo;
 use component_runtime::time::rdtsc;
-use component_runtime::{error, log};
+use component_runtime::{error, log, warn};
 use core::sync::atomic::Ordering;
 use e1000_regs::Mmio;
 use glue_rt::map_pool;
@@ -82,6 +91,13 @@ const TSO: bool = glue::attributes::TSO != 0;
 /// pci_config must refuse (see `try_forbidden_writes`). A constant, so
 /// the default image has no such code.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
+/// A restart takes the running e1000 over (1, the default) or resets it as
+/// at a first start (0: what a real 82540EM's manual asks for; on QEMU the
+/// RCTL write then holds received frames for a second). README "Restart".
+const TAKEOVER: bool = glue::attributes::TAKEOVER != 0;
+/// How long a new incarnation waits for netstack to set the link up again
+/// before it gives up (exits).
+const RELINK_WAIT_MS: u64 = 5000;
 
 /// The loader's physical addresses of our dataports.
 struct StartDma(&'static StartInfo);
@@ -103,6 +119,14 @@ struct Driver {
     to_stack_guard: iolite::Guard,
     from_stack_guard: iolite::Guard,
     stats: &'static CounterPage,
+    /// Deaths in the system (the events page, when subscribed).
+    events: Option<component_runtime::events::Watcher>,
+    /// Our own record there, and the death we started after while our
+    /// pool pages of it are quarantined.
+    me: usize,
+    quarantine: Option<u64>,
+    /// Incarnations before this one (0: first start).
+    restarts: u64,
     /// An interrupt cause register that did not come from the device was
     /// reported (once).
     bogus_icr_seen: bool,
@@ -185,8 +209,17 @@ fn try_forbidden_writes() -> Result<(), pci::Refused> {
 
 impl Driver {
     fn new(start: &'static StartInfo, mut regs: Mmio) -> Driver {
-        // --- the device, quiet and reset ---
-        let mac = e1000::reset(&mut regs, sel4::yield_now).unwrap_or_else(|e| {
+        // --- the device: quiet and reset, or, after a restart, taken over
+        // as the dead incarnation left it ---
+        let restarts = start.restarts;
+        let taken_over = TAKEOVER && restarts > 0 && e1000::running(&regs);
+        let mac = if taken_over {
+            log!("restart {restarts}: taking the running e1000 over (no reset)");
+            e1000::take_over(&mut regs)
+        } else {
+            e1000::reset(&mut regs, sel4::yield_now)
+        };
+        let mac = mac.unwrap_or_else(|e| {
             error!("e1000: {e}");
             component_runtime::exit(1)
         });
@@ -226,6 +259,9 @@ impl Driver {
                 error!("the link with netstack is not initialised (netstack must run above netdrv)");
                 component_runtime::exit(1)
             }
+            if restarts > 0 {
+                wait_for_fresh_link(region);
+            }
             // The driver never copies: frames are DMA'd from where they are.
             Duplex::attach(DuplexAttach {
                 domain: d,
@@ -238,10 +274,27 @@ impl Driver {
         };
         // SAFETY: our counter page, mapped read-write.
         let stats = unsafe { CounterPage::at(glue::drv_stats::VADDR as *const u8) };
+        // What the dead incarnation left in use in our pool (rings, posted
+        // and lent buffers) stays quarantined until its death is settled.
+        let quarantined = d.quarantined_pages(RX_POOL).unwrap_or(0);
+        let events = component_runtime::events::Watcher::new();
+        let me = start.instance as usize;
+        let quarantine = match (quarantined, &events) {
+            (0, _) => None,
+            (n, Some(w)) => {
+                log!("{n} pool pages of the dead incarnation quarantined until its death is settled");
+                Some(w.page().state(me).0)
+            }
+            (n, None) => {
+                warn!("{n} pool pages quarantined for good: no system events page (set netdrv.system_events)");
+                None
+            }
+        };
 
         // --- the rings: pages of our pool, kept for good ---
         let itr = glue::attributes::ITR as u32;
-        let mut nic = E1000::new(regs, StartDma(start), d, RX_POOL, itr, !POLL).unwrap_or_else(|e| {
+        let set_up = if taken_over { E1000::resume } else { E1000::new };
+        let mut nic = set_up(regs, StartDma(start), d, RX_POOL, itr, !POLL).unwrap_or_else(|e| {
             error!("e1000: {e}");
             component_runtime::exit(1)
         });
@@ -277,7 +330,37 @@ impl Driver {
             to_stack_guard: iolite::Guard::new(),
             from_stack_guard: iolite::Guard::new(),
             stats,
+            events,
+            me,
+            quarantine,
+            restarts,
             bogus_icr_seen: false,
+        }
+    }
+
+    /// Deaths in the system: our own settled ends our pool's quarantine;
+    /// every other one is confirmed at once (what we hold came through
+    /// netstack, whose holds cover it; a dead netstack's region is set up
+    /// again only by its new incarnation).
+    fn check_events(&mut self) {
+        let Some(w) = self.events.as_mut() else { return };
+        let (me, d) = (self.me, self.d);
+        let mut settled_own = None;
+        w.poll(|e| match e {
+            component_runtime::events::Event::Died { component, death } if component != me => {
+                component_runtime::events::confirm_settled(component, death);
+            }
+            component_runtime::events::Event::Settled { component, death } if component == me => {
+                settled_own = Some(death);
+            }
+            _ => {}
+        });
+        if let (Some(s), Some(q)) = (settled_own, self.quarantine) {
+            if s >= q {
+                let n = d.end_quarantine(RX_POOL).unwrap_or(0);
+                log!("death {q} settled: {n} quarantined pool pages free again");
+                self.quarantine = None;
+            }
         }
     }
 
@@ -290,6 +373,7 @@ impl Driver {
         let mut wake_stack = true; // netstack waits for the MAC address
         let mut woke = rdtsc();
         loop {
+            self.check_events();
             self.link.disarm();
             let mut nested = 0u64;
             self.nic.tx_reap();
@@ -362,6 +446,10 @@ impl Driver {
 
     fn publish(&mut self) {
         self.nic.set_counter(Counter::BytesCopied, self.d.stats().bytes_copied);
+        let in_use = self.d.pool_stats(RX_POOL).map_or(0, |p| p.pages_in_use as u64);
+        self.nic.set_counter(Counter::RxPoolPagesInUse, in_use);
+        self.nic.set_counter(Counter::QuarantinedPages, self.d.quarantined_pages(RX_POOL).unwrap_or(0) as u64);
+        self.nic.set_counter(Counter::Restarts, self.restarts);
         self.stats.publish(self.nic.counters());
     }
 
@@ -405,5 +493,22 @@ impl Driver {
                 Pull::Broken
             }
         })
+    }
+}
+
+/// After a restart: waits until netstack has set the link up for us (it
+/// saw our death): the region no longer shows the dead incarnation's MAC
+/// address. netstack runs above us, so this normally returns at once.
+fn wait_for_fresh_link(region: iolite::RwRegion) {
+    // SAFETY: the link region, a duplex region of this geometry, mapped
+    // for our lifetime; only its control words are read here.
+    let Ok(control) = (unsafe { Control::of(region, nic_api::GEOMETRY) }) else { return };
+    let since = component_runtime::time::now_ms();
+    while control.word(nic_api::WORD_MAC).load(Ordering::Acquire) >> 63 == 1 {
+        if component_runtime::time::now_ms().saturating_sub(since) > RELINK_WAIT_MS {
+            error!("netstack did not set the link up again within {RELINK_WAIT_MS} ms (is it subscribed to system events?)");
+            component_runtime::exit(1)
+        }
+        sel4::yield_now();
     }
 }

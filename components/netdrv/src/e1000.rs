@@ -94,7 +94,7 @@ impl core::fmt::Display for InitError {
                 write!(f, "CTRL.RST still set after {RESET_POLLS} looks: the reset never finished")
             }
             InitError::NoMac => f.write_str("receive address 0 not valid: no MAC address"),
-            InitError::Head(name, v) => write!(f, "{name} reads {v:#x} right after 0 was written"),
+            InitError::Head(name, v) => write!(f, "{name} reads {v:#x} right after another value was written"),
             InitError::Pool(e) => write!(f, "no pages for the descriptor rings: {e:?}"),
             InitError::NotInDataport => f.write_str("the descriptor rings have no physical address"),
         }
@@ -160,9 +160,9 @@ pub enum Interrupt {
     NotTheDevice(u32),
 }
 
-/// Resets the device, leaves its interrupts masked and its link set up,
-/// clears the multicast table; returns the MAC address. `yield_now` runs
-/// between looks at CTRL.RST.
+/// Resets the device, leaves its interrupts masked, its receiver and
+/// transmitter disabled and its link set up, clears the multicast table;
+/// returns the MAC address. `yield_now` runs between looks at CTRL.RST.
 pub fn reset<R: RegisterFile>(regs: &mut R, mut yield_now: impl FnMut()) -> Result<[u8; 6], InitError> {
     regs.write(IMC, !0);
     regs.write(CTRL, regs.read(CTRL) | CTRL_RST);
@@ -179,10 +179,64 @@ pub fn reset<R: RegisterFile>(regs: &mut R, mut yield_now: impl FnMut()) -> Resu
     }
     regs.write(IMC, !0);
     let _ = regs.read(ICR);
+    // A reset clears RCTL and TCTL; QEMU's e1000 ignores CTRL.RST but for
+    // clearing the bit, so a device an earlier incarnation left running
+    // would still receive into its ring while the rings move. Written
+    // only when set: every RCTL write holds QEMU's received frames for a
+    // second (see `take_over`).
+    for reg in [RCTL, TCTL] {
+        if regs.read(reg) != 0 {
+            regs.write(reg, 0);
+        }
+    }
     regs.write(CTRL, (regs.read(CTRL) | CTRL_SLU | CTRL_ASDE) & !CTRL_RST);
     for i in 0..128 {
         regs.write(MTA + 4 * i, 0);
     }
+    mac(regs).ok_or(InitError::NoMac)
+}
+
+/// The receive control the driver programs: receiver on, broadcasts
+/// accepted, 2 KiB buffers, the CRC stripped.
+pub const RCTL_OURS: u32 = RCTL_EN | RCTL_BAM | RCTL_SECRC;
+
+/// Whether an earlier incarnation of this driver left the device running:
+/// its receiver enabled as [`E1000::new`] enables it, both rings of
+/// [`RING`] descriptors. Then [`take_over`] and [`E1000::resume`] may
+/// replace [`reset`] and [`E1000::new`].
+pub fn running<R: RegisterFile>(regs: &R) -> bool {
+    let len = (RING * DESC_BYTES) as u32;
+    regs.read(RCTL) == RCTL_OURS && regs.read(RDLEN) == len && regs.read(TDLEN) == len
+}
+
+/// Takes over a device an earlier incarnation left [`running`], without a
+/// reset and without writing RCTL; returns the MAC address. Interrupts
+/// are masked and their causes cleared; the receive ring is emptied
+/// (RDH := RDT: the device owns no descriptor from here on, and the dead
+/// incarnation's buffers, quarantined in our pool, get nothing more), and
+/// so is the transmit ring (TDH := TDT). [`E1000::resume`] then moves both
+/// rings to fresh pages, starting at the tails found here, so head and
+/// tail stay equal until the new receive ring is full.
+///
+/// Why not a reset: the receiver's enable (RCTL) would have to be written
+/// again, and QEMU's e1000 then holds every received frame for one second
+/// (`set_rx_control` arms its `flush_queue_timer`; RDT writes do not
+/// release them until it fires). A frame arriving while the receive ring
+/// is empty waits in QEMU's queue instead (`e1000_can_receive` is false)
+/// and is delivered at the RDT write that fills the new ring. A real
+/// 82540EM is stricter: its manual has the ring registers written only
+/// while the receiver is disabled, and it may have prefetched
+/// descriptors, so there a restart must clear RCTL.EN (or reset) first;
+/// that costs nothing like QEMU's second there.
+pub fn take_over<R: RegisterFile>(regs: &mut R) -> Result<[u8; 6], InitError> {
+    regs.write(IMC, !0);
+    let _ = regs.read(ICR);
+    // Only the driver writes the tails, and the dead incarnation no longer
+    // does: they are stable, the heads move up to them.
+    let rdt = regs.read(RDT) % RING as u32;
+    regs.write(RDH, rdt);
+    let tdt = regs.read(TDT) % RING as u32;
+    regs.write(TDH, tdt);
     mac(regs).ok_or(InitError::NoMac)
 }
 
@@ -269,6 +323,36 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     /// driver handles are unmasked only with `interrupts` (otherwise the
     /// caller polls).
     pub fn new(regs: R, dma: M, d: &'d Domain, rx_pool: PoolId, itr: u32, interrupts: bool) -> Result<Self, InitError> {
+        Self::set_up(regs, dma, d, rx_pool, itr, interrupts, None)
+    }
+
+    /// As [`E1000::new`], on a device [`take_over`] took over: the rings
+    /// start at the tails it found (head = tail throughout, so the device
+    /// never owns a descriptor of the new ring before it is filled) and
+    /// RCTL, already as we want it, is not written again.
+    pub fn resume(
+        regs: R,
+        dma: M,
+        d: &'d Domain,
+        rx_pool: PoolId,
+        itr: u32,
+        interrupts: bool,
+    ) -> Result<Self, InitError> {
+        let tails = (regs.read(RDT) as usize % RING, regs.read(TDT) as usize % RING);
+        Self::set_up(regs, dma, d, rx_pool, itr, interrupts, Some(tails))
+    }
+
+    fn set_up(
+        regs: R,
+        dma: M,
+        d: &'d Domain,
+        rx_pool: PoolId,
+        itr: u32,
+        interrupts: bool,
+        tails: Option<(usize, usize)>,
+    ) -> Result<Self, InitError> {
+        let taken_over = tails.is_some();
+        let (rx_start, tx_start) = tails.unwrap_or((0, 0));
         let tx_ring = Ring::new(d, rx_pool, &dma)?;
         let rx_ring = Ring::new(d, rx_pool, &dma)?;
         let mut nic = E1000 {
@@ -279,10 +363,10 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             tx_ring,
             rx_ring,
             rx_bufs: (0..RING).map(|_| None).collect(),
-            rx_next: 0,
-            rx_tail: 0,
+            rx_next: rx_start,
+            rx_tail: rx_start,
             rx_discarding: false,
-            tx_tail: 0,
+            tx_tail: tx_start,
             tx_used: 0,
             tx_inflight: VecDeque::new(),
             tx_pending: None,
@@ -295,31 +379,33 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         r.write(RDBAL, rx_pa as u32);
         r.write(RDBAH, (rx_pa >> 32) as u32);
         r.write(RDLEN, (RING * DESC_BYTES) as u32);
-        r.write(RDH, 0);
-        r.write(RDT, 0);
+        r.write(RDH, rx_start as u32);
+        r.write(RDT, rx_start as u32);
         r.write(RDTR, 0);
         r.write(RADV, 0);
         r.write(TDBAL, tx_pa as u32);
         r.write(TDBAH, (tx_pa >> 32) as u32);
         r.write(TDLEN, (RING * DESC_BYTES) as u32);
-        r.write(TDH, 0);
-        r.write(TDT, 0);
+        r.write(TDH, tx_start as u32);
+        r.write(TDT, tx_start as u32);
         r.write(TIDV, 0);
         r.write(TADV, 0);
         // The driver tracks the rings by descriptor status, never by the
         // heads; but a device whose heads do not take the value just
         // written is not one whose write-backs can be believed either.
-        for (name, reg) in [("RDH", RDH), ("TDH", TDH)] {
-            match r.read(reg) {
-                0 => {}
-                v => return Err(InitError::Head(name, v)),
+        for (name, reg, want) in [("RDH", RDH, rx_start), ("TDH", TDH, tx_start)] {
+            match r.read(reg) as usize {
+                v if v == want => {}
+                v => return Err(InitError::Head(name, v as u32)),
             }
         }
         r.write(TIPG, TIPG_DEFAULT);
         r.write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD);
         r.write(ITR, itr);
         nic.rx_refill();
-        nic.regs.write(RCTL, RCTL_EN | RCTL_BAM | RCTL_SECRC);
+        if !taken_over {
+            nic.regs.write(RCTL, RCTL_OURS);
+        }
         if interrupts {
             nic.regs.write(IMS, INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC | INT_TXDW);
         }

@@ -49,6 +49,7 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use alloc::vec::Vec;
 use component_runtime::events::{self, Watcher};
 use component_runtime::time::{self, now_ms, rdtsc};
@@ -107,7 +108,12 @@ const EVENTS_CAP: usize = 1024;
 const SEND_SLACK: usize = 64 * 1024;
 /// The stack's NIC: netdrv through the link region.
 struct Port {
+    /// The link dataport, set up again when netdrv dies.
+    region: RwRegion,
     link: Duplex<'static>,
+    /// Frames a dead netdrv incarnation had handed us (taken off the link
+    /// before it was reset), delivered before any new one.
+    inherited: VecDeque<Aggregate<'static>>,
     /// link.A (frames from netdrv) and link.B (frames to it): broken for
     /// good by a corrupt ring or a forged descriptor, never retried in a loop.
     rx_guard: Guard,
@@ -138,6 +144,16 @@ impl NicPort<'static> for Port {
     }
 
     fn receive(&mut self) -> Option<Aggregate<'static>> {
+        if let Some(agg) = self.inherited.pop_front() {
+            return Some(agg);
+        }
+        self.receive_link()
+    }
+}
+
+impl Port {
+    /// The next frame netdrv put on the link.
+    fn receive_link(&mut self) -> Option<Aggregate<'static>> {
         loop {
             match self.rx_guard.recv(&mut self.link.rx) {
                 Next::Msg(r) => return Some(r.agg),
@@ -152,9 +168,7 @@ impl NicPort<'static> for Port {
             }
         }
     }
-}
 
-impl Port {
     /// Moves queued frames into netdrv's ring, as many as fit.
     /// `starving`: our pools run low, so netdrv should wake us when it
     /// returns buffers (it holds frames' buffers until they are sent).
@@ -178,6 +192,25 @@ impl Port {
         }
         self.want_releases = waiting || starving;
     }
+}
+
+/// netdrv's instance name in the events page (its record: its deaths).
+const NETDRV_NAME: &str = "netdrv";
+
+/// What we know of netdrv's deaths (the assembly subscribes us to system
+/// events and netdrv is `restartable`): the death protocol's peer side for
+/// the link.
+#[derive(Default)]
+struct DrvLife {
+    /// Its record in the events page.
+    index: Option<usize>,
+    /// Its latest death, still to be confirmed (nothing it gave us in use).
+    death: u64,
+    unconfirmed: bool,
+    /// The link was reset for a new incarnation that has not published
+    /// its MAC address yet; since when (ms).
+    awaiting: Option<u64>,
+    restarts: u64,
 }
 
 /// One client region we serve (`client`, and `client2` where the
@@ -387,6 +420,8 @@ struct Node {
     sys_events: Option<Watcher>,
     /// netdrv asked for the frames we queued (it waits for its interrupt).
     kick_drv: bool,
+    /// netdrv's deaths and restarts.
+    drv: DrvLife,
     stats: &'static CounterPage,
     polls: u64,
     wakeups: u64,
@@ -454,8 +489,10 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // SAFETY: the link dataport, mapped read-write for our lifetime, shared
     // only with netdrv, which attaches only after we initialised it (it
     // runs below us).
+    let link_region = unsafe { rw(glue::link::VADDR, glue::link::SIZE) };
+    // SAFETY: as above.
     let link = unsafe {
-        let region = rw(glue::link::VADDR, glue::link::SIZE);
+        let region = link_region;
         init_duplex(region, nic_api::GEOMETRY).expect("link");
         Duplex::attach(DuplexAttach {
             domain: d,
@@ -591,11 +628,14 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         }
     }
 
+    let drv = DrvLife { index: sys_events.as_ref().and_then(|w| w.page().index_of(NETDRV_NAME)), ..DrvLife::default() };
     let mut node = Node {
         d,
         stack,
         port: Port {
+            region: link_region,
             link,
+            inherited: VecDeque::new(),
             rx_guard: Guard::new(),
             tx_guard: Guard::new(),
             want_releases: false,
@@ -607,6 +647,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         slots,
         sys_events,
         kick_drv: false,
+        drv,
         stats,
         polls: 0,
         wakeups: 0,
@@ -650,6 +691,7 @@ impl Node {
                 error!("channel link.B from netdrv broken: {e:?} (its releases)");
             }
             self.check_events();
+            self.check_driver();
             for s in self.slots.iter_mut() {
                 s.check_attach(self.d);
             }
@@ -712,6 +754,15 @@ impl Node {
         w.poll(|e| seen.push(e));
         for e in seen {
             match e {
+                events::Event::Died { component, death } if Some(component) == self.drv.index => {
+                    self.netdrv_died(death);
+                }
+                events::Event::Settled { component, death } if Some(component) == self.drv.index => {
+                    if death == self.drv.death {
+                        let n = self.d.peer_settled(NETDRV).unwrap_or(0);
+                        log!("netdrv death {death} settled: {n} buffers lent to it released");
+                    }
+                }
                 events::Event::Died { component, death } => {
                     match self.slots.iter_mut().find(|s| s.index == Some(component)) {
                         Some(s) => s.died(self.d, &mut self.stack, death),
@@ -729,6 +780,70 @@ impl Node {
         for s in self.slots.iter_mut() {
             s.confirm(self.d);
         }
+        if let (true, Some(i)) = (self.drv.unconfirmed, self.drv.index) {
+            if self.d.tainted(NETDRV).unwrap_or(0) == 0 {
+                self.drv.unconfirmed = false;
+                events::confirm_settled(i, self.drv.death);
+            }
+        }
+    }
+
+    /// netdrv died: keep the frames it had handed us, forget what it
+    /// granted us, quarantine what we lent it (the frames it had not sent
+    /// yet: their holds go back, and so their buffers to their owners,
+    /// once its death is settled), set the link up afresh for its new
+    /// incarnation and serve that one at once. Our queued frames wait for
+    /// it; the ones the dead one took are lost, and TCP resends them as
+    /// soon as the new one is there ([`Node::check_driver`]).
+    fn netdrv_died(&mut self, death: u64) {
+        let mut kept = 0;
+        while let Some(agg) = self.port.receive_link() {
+            self.port.inherited.push_back(agg);
+            kept += 1;
+        }
+        let quarantined = self.d.peer_failed(NETDRV).unwrap_or(0);
+        // SAFETY: the link dataport, mapped read-write for our lifetime and
+        // shared with netdrv alone; its dead incarnation no longer runs (the
+        // supervisor stopped it before publishing the death) and a new one
+        // attaches only once the region no longer shows a MAC address,
+        // which this initialisation clears.
+        let link = unsafe {
+            init_duplex(self.port.region, nic_api::GEOMETRY).expect("link");
+            Duplex::attach(DuplexAttach {
+                domain: self.d,
+                peer: NETDRV,
+                region: self.port.region,
+                geometry: nic_api::GEOMETRY,
+                side: nic_api::STACK_SIDE,
+            })
+            .expect("link")
+        };
+        let generation = link.generation();
+        self.port.link = link;
+        self.port.rx_guard = Guard::new();
+        self.port.tx_guard = Guard::new();
+        let _ = self.d.peer_restarted(NETDRV);
+        self.drv.death = death;
+        self.drv.unconfirmed = true;
+        self.drv.awaiting = Some(now_ms());
+        self.drv.restarts += 1;
+        log!(
+            "netdrv died (death {death}): {quarantined} buffers lent to it quarantined, {kept} frames it received kept, link set up again (generation {generation})"
+        );
+    }
+
+    /// Once netdrv's new incarnation is attached (its MAC address is on
+    /// the link again): every connection resends what the dead one may
+    /// have lost, now rather than after the RTO.
+    fn check_driver(&mut self) {
+        let Some(since) = self.drv.awaiting else { return };
+        if self.port.link.control().word(nic_api::WORD_MAC).load(Ordering::Acquire) >> 63 == 0 {
+            return;
+        }
+        self.drv.awaiting = None;
+        let n = self.stack.retransmit_now();
+        self.kick_drv = true;
+        log!("netdrv back after {} ms: {n} connections resend what is unacknowledged", now_ms().saturating_sub(since));
     }
 
     /// Before blocking: asks netdrv for frames, for its returns while our

@@ -883,6 +883,23 @@ impl<'d> NetStack<'d> {
         changed
     }
 
+    /// Every connection with something unacknowledged resends it from the
+    /// last acknowledged byte at the next [`NetStack::poll`], as if its
+    /// retransmission timer had fired (smoltcp patch 0008): the caller
+    /// knows frames were lost on the way out (the NIC's driver died with
+    /// them), so waiting out the RTO (at least a second) would only stall
+    /// the connections. Returns how many TCP sockets were looked at.
+    pub fn retransmit_now(&mut self) -> usize {
+        let mut n = 0;
+        for (_, s) in self.sockets.iter_mut() {
+            if let smoltcp::socket::Socket::Tcp(t) = s {
+                t.retransmit_now();
+                n += 1;
+            }
+        }
+        n
+    }
+
     /// Whether the last [`NetStack::poll`] left frames unsent (or received
     /// frames untaken) for lack of room in the NIC queue or the frame pool.
     /// Poll again once the driver has given frames back: nothing was

@@ -271,6 +271,14 @@ counters::counters! {
         TxTsoFrames = "drv_tx_tso_frames",
         /// The TCP segments those frames became on the wire.
         TxTsoSegments = "drv_tx_tso_segments",
+        /// Pages of the driver's pool in use (rings, posted buffers, frames
+        /// netstack holds, and quarantined pages).
+        RxPoolPagesInUse = "drv_rx_pool_pages_in_use",
+        /// Of those, pages a dead incarnation left in use, quarantined
+        /// until its death is settled.
+        QuarantinedPages = "drv_quarantined_pages",
+        /// Incarnations before this one (restarts by the supervisor).
+        Restarts = "drv_restarts",
     }
 }
 
@@ -368,7 +376,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<DrvCounter>());
-        let names: [&str; 18] = [
+        let names: [&str; 21] = [
             "drv_rx_frames",
             "drv_rx_bytes",
             "drv_rx_dropped",
@@ -387,6 +395,9 @@ mod tests {
             "drv_busy_cycles",
             "drv_tx_tso_frames",
             "drv_tx_tso_segments",
+            "drv_rx_pool_pages_in_use",
+            "drv_quarantined_pages",
+            "drv_restarts",
         ];
         assert!(DrvCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

@@ -170,10 +170,10 @@ fn iolite_system_compiles() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(holders, ["pci_config"]);
-    // Only the console server, fs, httpd and the CGI may be restarted by
-    // the supervisor.
+    // Every component but the netstack, the PCI configuration server and
+    // the ticker may be restarted by the supervisor.
     let restartable: Vec<_> = spec.components.iter().filter(|c| c.restartable).map(|c| c.name.as_str()).collect();
-    assert_eq!(restartable, ["log", "fs", "httpd", "cgi"]);
+    assert_eq!(restartable, ["log", "netdrv", "fs", "httpd", "cgi"]);
     // The console: log alone holds COM1 and reads one ring per other
     // component, each ring mapped by no one as a dataport.
     let com1 = spec.objects.iter().position(|o| o.kind == ObjectKind::IoPorts { first: 0x3f8, last: 0x3ff }).unwrap();

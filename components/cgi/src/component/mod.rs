@@ -594,7 +594,11 @@ fn send_streams(
 
 /// Our own deaths, from the system events page: the quarantine of the
 /// pages an earlier incarnation left in use ends when its death is settled.
+/// Also confirms the deaths of the network path's components at once: we
+/// share dataports with them (netdrv maps our pool, we read their counter
+/// pages) but receive no buffer from them.
 struct DeathWatch {
+    others: Option<component_runtime::events::Watcher>,
     me: usize,
     /// The death we started after (0: first start), while its pages are
     /// still quarantined.
@@ -612,10 +616,20 @@ impl DeathWatch {
         if waiting.is_some() && page.is_none() {
             warn!("no system events page: the quarantine never ends (set cgi.system_events)");
         }
-        DeathWatch { me, waiting }
+        DeathWatch { others: component_runtime::events::Watcher::new(), me, waiting }
     }
 
     fn poll(&mut self, d: &Domain) {
+        if let Some(w) = self.others.as_mut() {
+            let page = w.page();
+            w.poll(|e| {
+                if let component_runtime::events::Event::Died { component, death } = e {
+                    if matches!(page.name(component), Some("netdrv" | "netstack")) {
+                        component_runtime::events::confirm_settled(component, death);
+                    }
+                }
+            });
+        }
         let Some(death) = self.waiting else { return };
         let Some(page) = component_runtime::events::page() else { return };
         if page.state(self.me).1 >= death {

@@ -731,3 +731,121 @@ fn a_tso_frame_waits_whole_for_room_and_replaces_the_checksum_context() {
     assert_eq!(contexts, 2, "one TSO context, one checksum context");
     assert_eq!(counter(&nic, Counter::TxDescriptors), 505 + 7 + 1 + 2);
 }
+
+/// A restarted driver takes the running device over: no reset, no RCTL
+/// write (QEMU would hold received frames for a second), the dead
+/// incarnation's buffers get nothing more, the device never owns a
+/// descriptor of the new ring before it is filled, and both directions
+/// work byte for byte afterwards.
+#[test]
+fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
+    // Room for two sets of rings and two full RX rings: the dead
+    // incarnation's pages stay in use (quarantined in a real restart).
+    let (d, map) = domain(3 * (RING_PAGES + RING as u32));
+    let mut dev = Device::new(map.clone());
+    assert!(!running(&dev), "a device after power-on is not running");
+    reset(&mut dev, || {}).unwrap();
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    // The old incarnation ran a while: frames in, some drained, one
+    // completed but never drained, a frame sent.
+    let early: Vec<Vec<u8>> = (0..300).map(|i| frame(100 + i, 60 + i as usize, false)).collect();
+    for f in &early {
+        assert!(old.regs().receive(f));
+    }
+    let mut got = Vec::new();
+    old.rx_drain(299, |a| {
+        got.push(a);
+        true
+    });
+    old.rx_refill();
+    let i = old.rx_next;
+    let undrained = old.rx_bufs[i].as_mut().map(|b| b.writable().as_ptr() as u64).unwrap();
+    let mut q = VecDeque::from([(aggregate(d, HDR_POOL, &[&frame(7, 100, false)]), TxRequest::Plain)]);
+    post(&mut old, &mut q);
+    old.regs().transmit(usize::MAX);
+    let old_rings = [old.rx_ring.phys, old.tx_ring.phys];
+    // It dies: nothing of it is returned (its pages stay in use).
+    let mut dev = std::mem::replace(old.regs(), Device::new(map.clone()));
+    std::mem::forget(old);
+    std::mem::forget(got);
+    let undrained_bytes = early[299].clone();
+
+    assert!(running(&dev));
+    let writes_before = dev.writes.len();
+    let (rdt, tdt) = (dev.read(RDT), dev.read(TDT));
+    assert_eq!(take_over(&mut dev), Ok(MAC));
+    assert_eq!(dev.read(RDH), rdt, "the device owns no receive descriptor");
+    assert_eq!(dev.read(TDH), tdt);
+    let mut nic = E1000::resume(dev, map, d, RX_POOL, 200, true).unwrap();
+    let dev = nic.regs();
+    let after = &dev.writes[writes_before..];
+    assert!(!after.iter().any(|w| w.0 == RCTL), "RCTL is not written again");
+    assert!(!after.iter().any(|w| w.0 == CTRL && w.1 & CTRL_RST != 0), "no reset");
+    // Head and tail stay equal until the one RDT write that fills the ring.
+    let rdh_writes: Vec<u32> = after.iter().filter(|w| w.0 == RDH).map(|w| w.1).collect();
+    let rdt_writes: Vec<u32> = after.iter().filter(|w| w.0 == RDT).map(|w| w.1).collect();
+    assert!(rdh_writes.iter().all(|&h| h == rdt), "{rdh_writes:?}");
+    assert_eq!(rdt_writes, [rdt, ((rdt as usize + RING - 1) % RING) as u32]);
+    let new_rings = [nic.rx_ring.phys, nic.tx_ring.phys];
+    assert!(new_rings.iter().all(|r| !old_rings.contains(r)), "fresh ring pages");
+    assert_eq!(nic.regs().rx_free(), RING - 1);
+
+    // Receive: into the new ring's buffers, the old buffer untouched.
+    let later: Vec<Vec<u8>> = (0..3).map(|i| frame(900 + i, 1000 + i as usize, false)).collect();
+    for f in &later {
+        assert!(nic.regs().receive(f));
+    }
+    let got = drain(&mut nic);
+    assert_eq!(got.iter().map(bytes).collect::<Vec<_>>(), later);
+    // SAFETY: the dead incarnation's buffer, still allocated (leaked).
+    let kept = unsafe { std::slice::from_raw_parts(undrained as *const u8, undrained_bytes.len()) };
+    assert_eq!(kept, &undrained_bytes[..], "the dead incarnation's buffer is not written again");
+    // Transmit: checksum context written afresh, frame byte-exact.
+    let f = frame(8, 200, false);
+    let mut q = VecDeque::from([(aggregate(d, HDR_POOL, &[&f]), TxRequest::TcpChecksum { start: 34, offset: 50 })]);
+    post(&mut nic, &mut q);
+    assert_eq!(nic.regs().transmit(usize::MAX), 2);
+    let sent = nic.regs().sent.last().unwrap().clone();
+    assert_eq!(sent.descriptors, 1);
+    assert_eq!(sent.checksum, Some((34, 50)), "the context reached the device");
+    assert_eq!(sent.bytes.len(), f.len());
+    assert_eq!(&sent.bytes[..50], &f[..50]);
+    assert_eq!(&sent.bytes[52..], &f[52..]);
+    assert_eq!(nic.regs().dma_faults, 0);
+}
+
+/// The other way to restart (`netdrv.takeover = 0`): a reset. The
+/// simulated device, like QEMU's, ignores CTRL.RST, so `reset` turns the
+/// receiver and transmitter off itself before the rings move, and the new
+/// rings start at 0 with RCTL written again last.
+#[test]
+fn a_reset_turns_off_a_device_that_ignores_ctrl_rst_before_the_rings_move() {
+    let (d, map) = domain(2 * (RING_PAGES + RING as u32) + 8);
+    let mut dev = Device::new(map.clone());
+    reset(&mut dev, || {}).unwrap();
+    assert!(dev.writes_to(RCTL).is_empty(), "nothing to turn off after power-on");
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    for i in 0..5 {
+        assert!(old.regs().receive(&frame(i, 100, false)));
+    }
+    let mut dev = std::mem::replace(old.regs(), Device::new(map.clone()));
+    std::mem::forget(old);
+    assert!(running(&dev));
+    let before = dev.writes.len();
+    reset(&mut dev, || {}).unwrap();
+    assert_eq!(dev.read(RCTL), 0);
+    assert_eq!(dev.read(TCTL), 0);
+    assert!(!running(&dev));
+    let mut nic = E1000::new(dev, map, d, RX_POOL, 200, true).unwrap();
+    let dev = nic.regs();
+    let after = &dev.writes[before..];
+    let pos = |reg: usize| after.iter().position(|w| w.0 == reg).unwrap();
+    let last = |reg: usize| after.iter().rposition(|w| w.0 == reg).unwrap();
+    assert!(pos(RCTL) < pos(RDBAL) && pos(TCTL) < pos(TDBAL), "off before the rings move");
+    assert!(last(RCTL) > last(RDT), "on again once the ring is full");
+    assert_eq!(dev.read(RCTL), RCTL_OURS);
+    assert_eq!((dev.read(RDH), dev.read(RDT)), (0, (RING - 1) as u32));
+    let f = frame(77, 300, false);
+    assert!(nic.regs().receive(&f));
+    assert_eq!(drain(&mut nic).iter().map(bytes).collect::<Vec<_>>(), [f]);
+}

@@ -1038,5 +1038,6 @@ fn copy_mode_send_rings_are_sized_by_the_peers_window() {
 
 mod back_pressure;
 mod dhcp;
+mod relink;
 mod stale;
 mod tso;

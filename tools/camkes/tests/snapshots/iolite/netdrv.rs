@@ -27,6 +27,8 @@ pub mod glue {
         pub const POLL: i64 = 0;
         /// `attribute int tso;`
         pub const TSO: i64 = 1;
+        /// `attribute int takeover;`
+        pub const TAKEOVER: i64 = 1;
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }
