@@ -223,6 +223,14 @@ pub fn has_events() -> bool {
     start.magic == START_INFO_MAGIC && start.flags & START_FLAG_EVENTS != 0
 }
 
+/// Where a component's endless loop `iolite_hang` is (see
+/// [`component_entry!`](crate::component_entry)): this many bytes before
+/// its ELF entry point, `_start`.
+pub const HANG_BEFORE_ENTRY: u64 = 2;
+/// The bytes there: `jmp .` (a short jump to itself). The supervisor of a
+/// test image checks them before it points a thread there.
+pub const HANG_BYTES: [u8; 2] = [0xEB, 0xFE];
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -252,11 +260,3 @@ mod tests {
         assert!(core::mem::size_of::<StartInfo>() <= 4096);
     }
 }
-
-/// Where a component's endless loop `iolite_hang` is (see
-/// [`component_entry!`](crate::component_entry)): this many bytes before
-/// its ELF entry point, `_start`.
-pub const HANG_BEFORE_ENTRY: u64 = 2;
-/// The bytes there: `jmp .` (a short jump to itself). The supervisor of a
-/// test image checks them before it points a thread there.
-pub const HANG_BYTES: [u8; 2] = [0xEB, 0xFE];
