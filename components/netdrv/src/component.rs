@@ -290,6 +290,9 @@ impl Driver {
         let mut wake_stack = true; // netstack waits for the MAC address
         let mut woke = rdtsc();
         loop {
+            // One turn of the loop: progress (component_runtime::liveness),
+            // also when it goes round without waiting under load.
+            component_runtime::sel4::progress();
             self.link.disarm();
             let mut nested = 0u64;
             self.nic.tx_reap();
