@@ -766,7 +766,9 @@ impl System {
     }
 
     /// The progress counter of the instance at `position`, if the assembly
-    /// watches it (component_runtime::liveness).
+    /// watches it (component_runtime::liveness). Read on a debug kernel
+    /// only: a release kernel has no per-thread CPU time to judge it by.
+    #[cfg(feature = "debug")]
     pub fn progress(&self, position: usize) -> Option<u64> {
         let index = self.instances[position].index;
         self.progress_frames.get(index).copied().flatten()?;
