@@ -109,6 +109,27 @@ An Injected Fault Into The Ticker Is Reported By Name And Restarted
     # Time went on: the clock page's count continued (httpd's Date and
     # timeouts read it), checked by the site serving again above.
 
+Time Goes On Across A Restart Of The Ticker
+    # A restarted ticker continues the clock page's count, plus the ticks
+    # its downtime took: the uptime everybody reads neither goes back nor
+    # lags by the downtime.
+    ${j}=    Stats Json
+    ${u0}=    Set Variable    ${j}[uptime_ms]
+    ${t0}=    Evaluate    time.monotonic()    modules=time
+    Inject Fault Into    ticker
+    Wait For Serial Line    ^\\[supervisor\\] restarted component ticker \\(restart \\d+\\)$    timeout=20s
+    Sleep    1s
+    ${j}=    Stats Json
+    ${u1}=    Set Variable    ${j}[uptime_ms]
+    ${t1}=    Evaluate    time.monotonic()    modules=time
+    ${host}=    Evaluate    int(($t1 - $t0) * 1000)
+    ${guest}=    Evaluate    ${u1} - ${u0}
+    Log    ${guest} ms of guest uptime in ${host} ms of host time across the ticker's restart
+    Should Be True    ${guest} > 0
+    # Two stats requests bracket the host interval: allow their latency and
+    # the 50 ms tick on either side.
+    Should Be True    abs(${guest} - ${host}) < 400    guest ${guest} ms vs host ${host} ms
+
 An Injected Fault Into Pci Config Is Reported By Name And Restarted
     Fault Is Reported And Restarted    pci_config
     Wait For Serial Line    ^\\[pci_config\\] ready    timeout=10s
