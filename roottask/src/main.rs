@@ -97,5 +97,6 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
     let started = system.instances.iter().filter(|i| i.tcb.is_some()).count();
     log!("system started: {started} of {} components running; supervising faults", system.instances.len());
     let clock = clock::Clock::start(&mut objects);
-    supervisor::run(&mut system, clock)
+    log!("free untyped memory after loading: {} KiB", objects.free_bytes() / 1024);
+    supervisor::run(&mut system, clock, objects)
 }

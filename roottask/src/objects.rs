@@ -85,6 +85,20 @@ impl<'a> ObjectAllocator<'a> {
         Ok(start..end)
     }
 
+    /// RAM untyped bytes not handed out yet (by our estimate, which the
+    /// kernel bounds; an untyped it called full counts as full). Nothing
+    /// is ever returned to this allocator, so after boot this must stay
+    /// put: the supervisor reports it after every restart, which is how a
+    /// leak would show.
+    pub fn free_bytes(&self) -> u64 {
+        self.bootinfo
+            .untypeds()
+            .enumerate()
+            .filter(|(_, (_, u))| !u.is_device())
+            .map(|(i, (_, u))| (1u64 << u.size_bits).saturating_sub(self.used[i].unwrap_or(0)))
+            .sum()
+    }
+
     fn untyped(&self, index: usize) -> (CPtr, &'a sel4::UntypedDesc) {
         self.bootinfo.untypeds().nth(index).expect("untyped index in range")
     }
@@ -140,19 +154,29 @@ pub struct ComponentMemory {
     untyped: CPtr,
     slots: core::ops::Range<CPtr>,
     next_slot: CPtr,
+    /// Bytes retyped since the last reset (each object aligned to its
+    /// size, as the kernel places it).
+    used: u64,
 }
 
 impl ComponentMemory {
     /// Private memory backed by `untyped`, with `slots` for its objects.
     pub fn new(untyped: CPtr, slots: core::ops::Range<CPtr>) -> Self {
         let next_slot = slots.start;
-        ComponentMemory { untyped, slots, next_slot }
+        ComponentMemory { untyped, slots, next_slot, used: 0 }
+    }
+
+    /// Bytes of the private untyped the current incarnation was built
+    /// from: the same after every restart, or something leaks.
+    pub fn used_bytes(&self) -> u64 {
+        self.used
     }
 
     /// Destroys every object made from this memory.
     pub fn reset(&mut self) -> sel4::Result<()> {
         sel4::cnode_revoke(sel4::CAP_INIT_THREAD_CNODE, self.untyped, 64)?;
         self.next_slot = self.slots.start;
+        self.used = 0;
         Ok(())
     }
 }
@@ -166,6 +190,8 @@ impl Retype for ComponentMemory {
         match sel4::untyped_retype(self.untyped, ty, size_bits, sel4::CAP_INIT_THREAD_CNODE, 0, 0, slot, 1) {
             Ok(()) => {
                 self.next_slot += 1;
+                let bytes = 1u64 << ty.size_bits(size_bits);
+                self.used = self.used.next_multiple_of(bytes) + bytes;
                 Ok(slot)
             }
             Err(sel4::Error::NotEnoughMemory) => Err(AllocError::OutOfMemory),

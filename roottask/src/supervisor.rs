@@ -40,6 +40,20 @@
 //! restarts when their back-off is over and, in test images, reads fault
 //! injection commands from the console (`crate::inject`).
 //!
+//! **Liveness** (`component_runtime::liveness`): on every clock tick the
+//! supervisor samples, for each component the assembly watches
+//! (`hang_cpu_ms`), its progress counter and the CPU time the kernel gave
+//! its thread (seL4's per-thread utilisation, debug kernel). A component
+//! given `hang_cpu_ms` of CPU without progress is stuck: restarted like a
+//! faulted one if restartable (the same death protocol and policy), else
+//! reported by name once per episode. Starved and waiting components are
+//! given no CPU and are never judged. How this relates to httpd's CGI
+//! timeout: httpd judges a request by wall time (its 504) and then asks for
+//! a restart; that catches a cgi that waits forever, which uses no CPU and
+//! which liveness cannot see; a spinning cgi is caught by liveness after
+//! `cgi.hang_cpu_ms` of CPU, usually before httpd's timeout. A release
+//! kernel has no CPU accounting: there, liveness is off (said once).
+//!
 //! **Restart policy** (per component, from the assembly): the first
 //! restart after a quiet window is immediate, each further one within
 //! `restart_window_ms` waits `restart_backoff_ms` doubled per restart, and
@@ -90,10 +104,14 @@ struct Life {
     /// A priority lent to it (`restart::lend_priority`): it runs, and is
     /// rebuilt, at the higher of this and its own.
     lent: Option<u8>,
+    /// Liveness of the current incarnation, once sampled.
+    watch: Option<component_runtime::liveness::Watch>,
 }
 
-struct Supervisor<'s> {
+struct Supervisor<'s, 'b> {
     system: &'s mut System,
+    /// The boot allocator, kept only to report what is left of it.
+    objects: crate::objects::ObjectAllocator<'b>,
     lives: Vec<Life>,
     clock: Option<Clock>,
     #[cfg(fault_injection)]
@@ -101,11 +119,23 @@ struct Supervisor<'s> {
 }
 
 /// Serves faults and requests forever.
-pub fn run(system: &mut System, clock: Option<Clock>) -> ! {
+pub fn run(system: &mut System, clock: Option<Clock>, objects: crate::objects::ObjectAllocator<'_>) -> ! {
     component_runtime::set_component_name("supervisor");
     let lives = (0..system.instances.len()).map(|_| Life::default()).collect();
+    let watched = system.instances.iter().enumerate().filter(|&(p, _)| system.component(p).hang_cpu_ms > 0).count();
+    if watched > 0 && clock.is_some() {
+        if cfg!(feature = "debug") {
+            // Starts the kernel's per-thread CPU time accounting.
+            #[cfg(feature = "debug")]
+            sel4::benchmark_reset_log();
+            log!("liveness: watching {watched} components (CPU time without progress)");
+        } else {
+            log!("liveness: off (a release kernel has no per-thread CPU time)");
+        }
+    }
     let mut sup = Supervisor {
         system,
+        objects,
         lives,
         clock,
         #[cfg(fault_injection)]
@@ -117,7 +147,7 @@ pub fn run(system: &mut System, clock: Option<Clock>) -> ! {
     }
 }
 
-impl Supervisor<'_> {
+impl Supervisor<'_, '_> {
     /// Blocks for the next message (or clock tick); without a clock, while
     /// restarts wait out a back-off, polls at the lowest priority and
     /// carries them out when due.
@@ -211,6 +241,43 @@ impl Supervisor<'_> {
         }
         #[cfg(fault_injection)]
         self.poll_console();
+        #[cfg(feature = "debug")]
+        self.check_liveness();
+    }
+
+    /// Samples every watched component; restarts (or reports) the stuck.
+    #[cfg(feature = "debug")]
+    fn check_liveness(&mut self) {
+        use component_runtime::liveness::{Verdict, Watch};
+        let per_ms = component_runtime::time::tsc_per_ms().max(1);
+        for position in 0..self.lives.len() {
+            let limit_ms = self.system.component(position).hang_cpu_ms;
+            let life = &self.lives[position];
+            if limit_ms == 0 || life.restart_at.is_some() || life.held_down {
+                continue;
+            }
+            let (Some(tcb), Some(progress)) = (self.system.instances[position].tcb, self.system.progress(position))
+            else {
+                continue;
+            };
+            let cpu = sel4::benchmark_thread_utilisation(tcb);
+            let watch = self.lives[position].watch.get_or_insert(Watch::new(limit_ms as u64 * per_ms));
+            let Verdict::Stuck { cpu } = watch.observe(progress, cpu) else { continue };
+            let name = self.system.instances[position].name.clone();
+            if self.system.is_log_server(position) {
+                // It prints nothing more: say it directly.
+                component_runtime::console::set_log_ring_enabled(false);
+            }
+            let given = cpu / per_ms;
+            if self.system.instances[position].restartable {
+                log!("component {name} is stuck: {given} ms of CPU without progress (limit {limit_ms} ms): restarting it");
+                let _ = sel4::tcb_suspend(tcb);
+                self.died(position);
+                self.schedule_restart(position);
+            } else {
+                error!("component {name} is stuck: {given} ms of CPU without progress (limit {limit_ms} ms); not restartable");
+            }
+        }
     }
 
     /// Obeys the injection commands that arrived on the console.
@@ -444,6 +511,7 @@ impl Supervisor<'_> {
             let lent = self.lives[position].lent;
             set_priority(lent.unwrap_or(own).max(own).max(IDLE_PRIORITY));
             let result = self.system.restart(position);
+            self.lives[position].watch = None;
             if let (Ok(()), Some(p), Some(tcb)) = (&result, lent, self.system.instances[position].tcb) {
                 let _ = sel4::tcb_set_priority(tcb, p.max(own));
             }
@@ -461,6 +529,16 @@ impl Supervisor<'_> {
                 (Ok(()), Some(who)) => log!("restarted component {name} at the request of {who} (restart {restarts})"),
                 (Ok(()), None) => log!("restarted component {name} (restart {restarts})"),
                 (Err(e), _) => error!("could not restart component {name}: {e}"),
+            }
+            if self.system.instances[position].tcb.is_some() {
+                // Restarts must not leak: the boot allocator's free memory
+                // stays put, and an incarnation uses as much of its
+                // private untyped as the last (recovery.robot compares).
+                log!(
+                    "memory after restarting {name}: {} bytes of untyped free, {name} built from {} bytes",
+                    self.objects.free_bytes(),
+                    self.system.memory_used(position)
+                );
             }
             if log_server {
                 component_runtime::console::set_log_ring_enabled(true);

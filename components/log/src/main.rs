@@ -86,6 +86,8 @@ fn drain(sources: &mut [Option<Source>]) {
         if let Some(line) = s.reader.peek(s.ring) {
             print(s.name, line.text());
         }
+        // A long backlog is work done, not a hang (component_runtime::liveness).
+        component_runtime::sel4::progress();
         s.reader.consume();
     }
     for s in sources.iter_mut().flatten() {

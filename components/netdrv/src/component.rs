@@ -373,6 +373,9 @@ impl Driver {
         let mut wake_stack = true; // netstack waits for the MAC address
         let mut woke = rdtsc();
         loop {
+            // One turn of the loop: progress (component_runtime::liveness),
+            // also when it goes round without waiting under load.
+            component_runtime::sel4::progress();
             self.check_events();
             self.link.disarm();
             let mut nested = 0u64;

@@ -656,6 +656,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     };
     let mut woke = rdtsc();
     loop {
+        // One turn of the loop: progress (component_runtime::liveness),
+        // also when it goes round without waiting under load.
+        component_runtime::sel4::progress();
         node.port.link.disarm();
         for c in node.slots.iter_mut().filter_map(|s| s.client.as_mut()) {
             c.duplex().disarm();
@@ -687,6 +690,7 @@ impl Node {
     /// produced something for it.
     fn round(&mut self) {
         loop {
+            component_runtime::sel4::progress(); // one pass: progress
             if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.port.link.tx) {
                 error!("channel link.B from netdrv broken: {e:?} (its releases)");
             }

@@ -21,6 +21,13 @@
 //! device (and so its DMA or its interrupts) anywhere; those writes are
 //! refused (`-1`) before they reach the device, and logged.
 //!
+//! **Restartable** (camkes/iolite.camkes): it keeps no state but its
+//! grants, which a new incarnation reads from the assembly again, and the
+//! port pair, which it leaves between requests with no address pending.
+//! A client whose call was in progress when it died is not answered (seL4
+//! deletes the reply capability with the dead thread): the drivers call it
+//! only while they start.
+//!
 //! Lines it prints: `[pci_config] ready: N grants (BADGE=BB:DD.F ...)`,
 //! `[pci_config] denied: client BADGE read|write BB:DD.F offset 0xOFF`,
 //! `[pci_config] refused write of REGISTER (0xOFF) by client BADGE

@@ -6,7 +6,12 @@
 //! * Reads the boot time once from the CMOS RTC (ports 0x70..0x71, UTC).
 //! * Publishes both in the `clock` page, read-only for everyone else
 //!   (layout: `component_runtime::time::ClockPage`): word 0 ticks, word 1
-//!   boot time (Unix seconds), word 2 nanoseconds per tick.
+//!   boot time (Unix seconds), word 2 nanoseconds per tick, word 3 the TSC
+//!   at the last tick.
+//! * Restartable: a new incarnation keeps the boot time, continues the
+//!   tick count where its predecessor left it plus the ticks the downtime
+//!   took (from the TSC), so time never goes back, and unmasks the PIT's
+//!   interrupt in case the predecessor died before acknowledging one.
 //! * Wakes httpd every `httpd_every` ticks (request/CGI timeouts) and
 //!   netstack every `net_every` ticks (TCP timers while the network is
 //!   idle), through `to_httpd` and `to_net`; 0 means never (an assembly
@@ -94,9 +99,17 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let hz = (glue::attributes::HZ as u64).clamp(19, 1000);
     let divisor = (PIT_HZ / hz).clamp(1, 65535);
     let ns_per_tick = divisor * 1_000_000_000 / PIT_HZ;
+    // A restarted ticker keeps the boot time and continues the tick count
+    // (time never goes back for the clock's readers), skipping the ticks
+    // its downtime took; it reads the RTC only for its line.
     let (boot, f) = read_rtc();
+    let mut ticks = 0u64;
     if let Some(clock) = clock {
-        clock.start(boot, ns_per_tick);
+        if start.restarts == 0 {
+            clock.start(boot, ns_per_tick);
+        } else {
+            ticks = clock.resume(component_runtime::time::rdtsc(), component_runtime::time::tsc_per_ms());
+        }
     }
     // Channel 0, lobyte/hibyte, mode 2 (rate generator), binary.
     let program = glue::pit::out8(0x43, 0x34)
@@ -121,13 +134,15 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let net_every = glue::attributes::NET_EVERY.max(0) as u64;
     let drv_every = glue::attributes::DRV_EVERY.max(0) as u64;
     let cgi_every = glue::attributes::CGI_EVERY.max(0) as u64;
-    let mut ticks = 0u64;
+    // A predecessor that died between an interrupt and its acknowledgement
+    // left the line masked: unmask it (harmless when it is not).
+    let _ = glue::irq::acknowledge();
     loop {
         glue::irq::wait();
         let _ = glue::irq::acknowledge();
         ticks += 1;
         if let Some(clock) = clock {
-            clock.set_ticks(ticks);
+            clock.set_ticks_at(ticks, component_runtime::time::rdtsc());
         }
         if httpd_every != 0 && ticks.is_multiple_of(httpd_every) {
             glue::to_httpd::emit();

@@ -59,6 +59,13 @@ macro_rules! component_entry {
             $crate::time::init_component(start);
             // SAFETY: the loader registered this address as our IPC buffer.
             unsafe { $crate::sel4::set_ipc_buffer(start.ipc_buffer as *mut $crate::sel4::IpcBuffer) };
+            if start.flags & $crate::start::START_FLAG_PROGRESS != 0 {
+                // SAFETY: with this flag the loader mapped our progress page
+                // read-write there for our whole life; its first word is an
+                // AtomicU64 that only we write.
+                let counter = unsafe { &*($crate::liveness::PROGRESS_VADDR as *const core::sync::atomic::AtomicU64) };
+                $crate::sel4::set_progress_counter(counter);
+            }
             $main(start)
         }
 

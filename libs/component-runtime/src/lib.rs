@@ -19,6 +19,7 @@ pub mod events;
 #[cfg(feature = "heap")]
 pub mod heap;
 pub mod inject;
+pub mod liveness;
 pub mod logring;
 mod panic;
 pub mod restart;

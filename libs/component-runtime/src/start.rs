@@ -30,6 +30,10 @@ pub const START_FLAG_LOG_RING: u64 = 1 << 2;
 /// `StartInfo::flags`: this component is the log server; `log_rings` lists
 /// what it reads.
 pub const START_FLAG_LOG_SERVER: u64 = 1 << 3;
+/// `StartInfo::flags`: the assembly watches this component's liveness; its
+/// progress page is mapped read-write at
+/// [`PROGRESS_VADDR`](crate::liveness::PROGRESS_VADDR) ([`crate::liveness`]).
+pub const START_FLAG_PROGRESS: u64 = 1 << 4;
 /// Message label of [`exit`](crate::exit)'s call to the supervisor; far
 /// from the kernel's fault labels (0..=5) so the two cannot be confused.
 pub const SUPERVISOR_EXIT_LABEL: u64 = 0xE417;

@@ -295,6 +295,7 @@ pub fn now_ms() -> u64 {
 /// | 0 | PIT ticks since the ticker started (release store, after the others) |
 /// | 8 | boot time, Unix seconds (from the CMOS RTC, UTC) |
 /// | 16 | nanoseconds per tick |
+/// | 24 | the TSC at the last tick (a restarted ticker continues from it) |
 ///
 /// `now_ms = ticks * ns_per_tick / 1e6`. Before the ticker has run, every
 /// word is 0: time stands at 0.
@@ -303,12 +304,18 @@ pub struct ClockPage {
     ticks: AtomicU64,
     boot_unix_secs: AtomicU64,
     ns_per_tick: AtomicU64,
+    tsc_at_tick: AtomicU64,
 }
 
 impl ClockPage {
     /// A page of zeros (host tests; a fresh dataport is zeroed by the loader).
     pub const fn new() -> ClockPage {
-        ClockPage { ticks: AtomicU64::new(0), boot_unix_secs: AtomicU64::new(0), ns_per_tick: AtomicU64::new(0) }
+        ClockPage {
+            ticks: AtomicU64::new(0),
+            boot_unix_secs: AtomicU64::new(0),
+            ns_per_tick: AtomicU64::new(0),
+            tsc_at_tick: AtomicU64::new(0),
+        }
     }
 
     /// The page at `vaddr`.
@@ -353,6 +360,29 @@ impl ClockPage {
     pub fn set_ticks(&self, ticks: u64) {
         self.ticks.store(ticks, Ordering::Release);
     }
+
+    /// The ticker, on every tick: also remembers the TSC then, for
+    /// [`resume`](Self::resume).
+    pub fn set_ticks_at(&self, ticks: u64, tsc: u64) {
+        self.tsc_at_tick.store(tsc, Ordering::Relaxed);
+        self.ticks.store(ticks, Ordering::Release);
+    }
+
+    /// A restarted ticker: the tick count to continue from, the last one
+    /// published plus the ticks its predecessor's death and the restart
+    /// took (measured on the TSC, `tsc_per_ms` cycles per ms), so time
+    /// never goes back and does not lag by the downtime. Boot time and
+    /// tick length stay as they are.
+    pub fn resume(&self, tsc_now: u64, tsc_per_ms: u64) -> u64 {
+        let ticks = self.ticks();
+        let last = self.tsc_at_tick.load(Ordering::Relaxed);
+        let ns = self.ns_per_tick.load(Ordering::Relaxed);
+        if last == 0 || ns == 0 || tsc_per_ms == 0 || tsc_now < last {
+            return ticks;
+        }
+        let elapsed_ns = u128::from(tsc_now - last) * 1_000_000 / u128::from(tsc_per_ms);
+        ticks + (elapsed_ns / u128::from(ns)) as u64
+    }
 }
 
 impl Default for ClockPage {
@@ -363,11 +393,26 @@ impl Default for ClockPage {
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_restarted_ticker_continues_time_and_skips_its_downtime() {
+        let page = ClockPage::new();
+        page.start(1_700_000_000, 50_000_000); // 20 Hz
+        page.set_ticks_at(100, 1_000_000); // 5 s; TSC at 1e6
+                                           // 1 GHz TSC: 1e6 cycles per ms; restarted 230 ms later.
+        assert_eq!(page.resume(1_000_000 + 230 * 1_000_000, 1_000_000), 104);
+        // No TSC recorded (an old ticker), or a TSC that went back: keep.
+        let old = ClockPage::new();
+        old.start(0, 50_000_000);
+        old.set_ticks(7);
+        assert_eq!(old.resume(5, 1_000_000), 7);
+        assert_eq!(page.resume(10, 1_000_000), 100);
+    }
+
     use super::*;
 
     #[test]
     fn clock_page_layout_and_arithmetic() {
-        assert_eq!(core::mem::size_of::<ClockPage>(), 24);
+        assert_eq!(core::mem::size_of::<ClockPage>(), 32);
         let page = ClockPage::new();
         assert_eq!((page.now_ms(), page.unix_secs()), (0, 0), "before the ticker ran");
         // 20 Hz: divisor 59659 of 1193182 Hz is 49_999_916 ns per tick.

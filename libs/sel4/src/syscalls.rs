@@ -50,19 +50,19 @@ pub mod id {
     pub const DEBUG_NAME_THREAD: isize = -13;
     /// `seL4_SysDebugRun` (CONFIG_DANGEROUS_CODE_INJECTION, not configured)
     pub const DEBUG_RUN: isize = -14;
-    /// `seL4_SysBenchmarkFlushCaches` (CONFIG_ENABLE_BENCHMARKS, not configured)
+    /// `seL4_SysBenchmarkFlushCaches` (CONFIG_ENABLE_BENCHMARKS: debug kernel)
     pub const BENCHMARK_FLUSH_CACHES: isize = -15;
-    /// `seL4_SysBenchmarkResetLog` (not configured)
+    /// `seL4_SysBenchmarkResetLog` (debug kernel)
     pub const BENCHMARK_RESET_LOG: isize = -16;
-    /// `seL4_SysBenchmarkFinalizeLog` (not configured)
+    /// `seL4_SysBenchmarkFinalizeLog` (debug kernel)
     pub const BENCHMARK_FINALIZE_LOG: isize = -17;
-    /// `seL4_SysBenchmarkSetLogBuffer` (not configured)
+    /// `seL4_SysBenchmarkSetLogBuffer` (debug kernel; no log buffer configured)
     pub const BENCHMARK_SET_LOG_BUFFER: isize = -18;
-    /// `seL4_SysBenchmarkNullSyscall` (not configured)
+    /// `seL4_SysBenchmarkNullSyscall` (debug kernel)
     pub const BENCHMARK_NULL_SYSCALL: isize = -19;
-    /// `seL4_SysBenchmarkGetThreadUtilisation` (not configured)
+    /// `seL4_SysBenchmarkGetThreadUtilisation` (CONFIG_BENCHMARK_TRACK_UTILISATION: debug kernel)
     pub const BENCHMARK_GET_THREAD_UTILISATION: isize = -20;
-    /// `seL4_SysBenchmarkResetThreadUtilisation` (not configured)
+    /// `seL4_SysBenchmarkResetThreadUtilisation` (debug kernel)
     pub const BENCHMARK_RESET_THREAD_UTILISATION: isize = -21;
     /// `seL4_SysVMEnter` (CONFIG_VTX, not configured)
     pub const VM_ENTER: isize = -22;
@@ -124,8 +124,44 @@ fn raw_syscall(_sys: isize, _rdi: Word, _rsi: Word, _mrs: [Word; 4]) -> Regs {
 /// are in the calling thread's IPC buffer.
 #[inline]
 pub fn call(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, [Word; 4]) {
+    let r = call_quietly(dest, info, mrs);
+    progress();
+    r
+}
+
+/// [`call`] without counting progress: kernel object invocations
+/// (`invocation::invoke`) return at once and prove nothing; a loop of them
+/// (polling a device register) is still a loop.
+#[inline]
+pub(crate) fn call_quietly(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, [Word; 4]) {
     let r = raw_syscall(id::CALL, dest, info.into_word(), mrs);
     (MessageInfo::from_word(r.rsi), r.mrs)
+}
+
+/// The thread's progress counter, if it has one (see [`set_progress_counter`]).
+static PROGRESS: core::sync::atomic::AtomicPtr<core::sync::atomic::AtomicU64> =
+    core::sync::atomic::AtomicPtr::new(core::ptr::null_mut());
+
+/// Makes every blocking system call that returns ([`call`], [`recv`],
+/// [`reply_recv`], [`wait`]) and every [`yield_now`] add one to `counter`:
+/// the thread waited for something and got it, so its loop goes round.
+/// The supervisor reads the counter to tell a component that is stuck
+/// (CPU time given, no progress) from one that waits or is starved
+/// (component_runtime::liveness).
+pub fn set_progress_counter(counter: &'static core::sync::atomic::AtomicU64) {
+    PROGRESS.store(counter as *const _ as *mut _, core::sync::atomic::Ordering::Release);
+}
+
+/// Adds one to the progress counter, if there is one: for work that
+/// makes progress without a blocking call (a log server printing a long
+/// backlog).
+#[inline]
+pub fn progress() {
+    let p = PROGRESS.load(core::sync::atomic::Ordering::Relaxed);
+    if !p.is_null() {
+        // SAFETY: set from a `&'static AtomicU64`.
+        unsafe { (*p).fetch_add(1, core::sync::atomic::Ordering::Relaxed) };
+    }
 }
 
 /// `seL4_Send`: blocking send.
@@ -145,6 +181,7 @@ pub fn nb_send(dest: CPtr, info: MessageInfo, mrs: [Word; 4]) {
 #[inline]
 pub fn recv(src: CPtr) -> (MessageInfo, Word, [Word; 4]) {
     let r = raw_syscall(id::RECV, src, 0, [0; 4]);
+    progress();
     (MessageInfo::from_word(r.rsi), r.rdi, r.mrs)
 }
 
@@ -167,6 +204,7 @@ pub fn reply(info: MessageInfo, mrs: [Word; 4]) {
 #[inline]
 pub fn reply_recv(src: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo, Word, [Word; 4]) {
     let r = raw_syscall(id::REPLY_RECV, src, info.into_word(), mrs);
+    progress();
     (MessageInfo::from_word(r.rsi), r.rdi, r.mrs)
 }
 
@@ -174,6 +212,7 @@ pub fn reply_recv(src: CPtr, info: MessageInfo, mrs: [Word; 4]) -> (MessageInfo,
 #[inline]
 pub fn yield_now() {
     raw_syscall(id::YIELD, 0, 0, [0; 4]);
+    progress();
 }
 
 /// `seL4_Signal`: signal a notification (a `Send` the kernel turns into an
@@ -262,6 +301,24 @@ mod debug {
     pub fn debug_name_thread(tcb: CPtr, name: &str) {
         pack_thread_name(&mut crate::ipc_buffer::ipc_buffer_mut().msg, name);
         raw_syscall(id::DEBUG_NAME_THREAD, tcb, 0, [0; 4]);
+    }
+
+    /// `seL4_BenchmarkResetLog`: (re)starts the kernel's per-thread CPU
+    /// time accounting (our debug kernel has
+    /// `CONFIG_BENCHMARK_TRACK_UTILISATION`, kernel-config/pc99-debug.h).
+    pub fn benchmark_reset_log() {
+        raw_syscall(id::BENCHMARK_RESET_LOG, 0, 0, [0; 4]);
+    }
+
+    /// `seL4_BenchmarkGetThreadUtilisation`: the CPU time (TSC cycles)
+    /// the thread of TCB cap `tcb` ran since accounting started, which the
+    /// kernel writes to the caller's IPC buffer (word 0).
+    ///
+    /// # Panics
+    /// If no IPC buffer was set.
+    pub fn benchmark_thread_utilisation(tcb: CPtr) -> u64 {
+        raw_syscall(id::BENCHMARK_GET_THREAD_UTILISATION, tcb, 0, [0; 4]);
+        crate::ipc_buffer::ipc_buffer_mut().msg[0]
     }
 }
 

@@ -242,6 +242,12 @@ pub struct Component {
     /// COM1 at all only when one is (the root task of an image without
     /// any is built without the command reader).
     pub fault_injection: bool,
+    /// Liveness (`<instance>.hang_cpu_ms`, our own attribute; 0: not
+    /// watched): the supervisor judges the component stuck once the kernel
+    /// gave its thread this much CPU time (ms) while it made no progress
+    /// (component_runtime::liveness), and restarts it if it is
+    /// restartable, else reports it once.
+    pub hang_cpu_ms: u32,
     /// Whether the component subscribes to system events
     /// (`<instance>.system_events`, our own attribute): the loader maps the
     /// system events page into it, and the supervisor expects it to confirm

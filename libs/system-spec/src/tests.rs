@@ -33,6 +33,7 @@ fn sample() -> SystemSpec {
         stack_size: DEFAULT_STACK_SIZE,
         restartable: false,
         fault_injection: false,
+        hang_cpu_ms: 0,
         may_restart: vec![],
         events: false,
         events_notification: None,

@@ -110,6 +110,13 @@ const EVENTS_ROOT_VADDR: u64 = crate::vspace::Scratch::VADDR + 0x1000;
 /// whole and in order with the components' (same page table again).
 const LOG_RING_ROOT_VADDR: u64 = crate::vspace::Scratch::VADDR + 0x2000;
 
+/// Where the root task maps the progress pages of watched components
+/// (read-only), one page per spec index (same page table again).
+const PROGRESS_ROOT_VADDR: u64 = crate::vspace::Scratch::VADDR + 0x10_0000;
+/// Most progress pages the root task maps (spec indices beyond are not
+/// watched).
+const MAX_PROGRESS_PAGES: usize = 128;
+
 /// The loaded system: global objects and every instance.
 pub struct System {
     spec: SystemSpec,
@@ -128,6 +135,9 @@ pub struct System {
     events_caps: Vec<Option<CPtr>>,
     /// The root task's log ring frame, when the system has a log server.
     root_ring: Option<CPtr>,
+    /// Per spec component: the frame of its progress page, if the assembly
+    /// watches it (`hang_cpu_ms`); made once, kept across restarts.
+    progress_frames: Vec<Option<CPtr>>,
 }
 
 /// Lets every component built so far run until it blocks, then takes the
@@ -261,7 +271,26 @@ impl System {
                 root_ring = Some(frame);
             }
         }
+        // Progress pages of the watched components (component_runtime::liveness).
+        let mut progress_frames = Vec::with_capacity(spec.components.len());
+        for (i, c) in spec.components.iter().enumerate() {
+            if c.hang_cpu_ms == 0 || i >= MAX_PROGRESS_PAGES {
+                progress_frames.push(None);
+                continue;
+            }
+            let frame = global.object(ObjectType::X86_4K, 0)?;
+            vspace::map_frame(
+                global,
+                sel4::CAP_INIT_THREAD_VSPACE,
+                frame,
+                PROGRESS_ROOT_VADDR + i as u64 * elf::PAGE,
+                CapRights::read_only(),
+                VmAttributes::DEFAULT,
+            )?;
+            progress_frames.push(Some(frame));
+        }
         let mut system = System {
+            progress_frames,
             spec,
             elves,
             objects,
@@ -379,6 +408,11 @@ impl System {
         self.spec.components[r].may_restart.contains(&(t as u32))
     }
 
+    /// Bytes of its private untyped the instance at `position` is built from.
+    pub fn memory_used(&self, position: usize) -> u64 {
+        self.instances[position].memory.used_bytes()
+    }
+
     /// Stops `instance` for good (it stays in the list, without a thread).
     pub fn stop(&mut self, position: usize) -> Result<(), LoadError> {
         let mut instance = core::mem::replace(&mut self.instances[position], placeholder());
@@ -416,7 +450,8 @@ impl System {
         let size_bits = (bytes + slack).next_power_of_two().trailing_zeros() as Word;
         let untyped = global.object(ObjectType::Untyped, size_bits)?;
         let slots = global.slots(pages + structures + 8)?;
-        let shared = global.slots(dataport_frames(&self.spec, component) + 1 + log_ring_frames(component))?;
+        // + the events page and the progress page.
+        let shared = global.slots(dataport_frames(&self.spec, component) + 2 + log_ring_frames(component))?;
         Ok((ComponentMemory::new(untyped, slots), shared))
     }
 
@@ -481,6 +516,10 @@ impl System {
         let mut info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
         info.seed = random_seed();
         info.tsc_mhz = component_runtime::time::measured_tsc_mhz().unwrap_or(0);
+        let progress_frame = self.progress_frames.get(instance.index).copied().flatten();
+        if progress_frame.is_some() {
+            info.flags |= start::START_FLAG_PROGRESS;
+        }
         if let Some(end) = &component.log_ring {
             info.flags |= start::START_FLAG_LOG_RING;
             info.log_signal_slot = end.signal_slot;
@@ -614,6 +653,34 @@ impl System {
             vspace::map_frame(memory, pml4, slot, events::EVENTS_VADDR, CapRights::read_only(), VmAttributes::DEFAULT)?;
         }
 
+        // The progress page, read-write, in the last but one reserved slot.
+        if let Some(frame) = progress_frame {
+            let slot = instance.shared_copies.end - 2;
+            if copy_slot > slot {
+                return Err(LoadError("more dataport pages than reserved".into()));
+            }
+            invoke(
+                "CNode_Copy (progress page)",
+                sel4::cnode_copy(
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    slot,
+                    64,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    frame,
+                    64,
+                    CapRights::read_write(),
+                ),
+            )?;
+            vspace::map_frame(
+                memory,
+                pml4,
+                slot,
+                component_runtime::liveness::PROGRESS_VADDR,
+                CapRights::read_write(),
+                VmAttributes::DEFAULT,
+            )?;
+        }
+
         // The CSpace: exactly the spec's capabilities, plus the fault
         // endpoint in the last slot, badged with the instance's number.
         for cap in &component.caps {
@@ -713,6 +780,21 @@ impl System {
             s.file.get(offset..offset + bytes.len())
         })?;
         (found == bytes).then_some(at)
+    }
+
+    /// The progress counter of the instance at `position`, if the assembly
+    /// watches it (component_runtime::liveness). Read on a debug kernel
+    /// only: a release kernel has no per-thread CPU time to judge it by.
+    #[cfg(feature = "debug")]
+    pub fn progress(&self, position: usize) -> Option<u64> {
+        let index = self.instances[position].index;
+        self.progress_frames.get(index).copied().flatten()?;
+        // SAFETY: mapped read-only at this address in `boot` for as long as
+        // we run; the first word is the component's AtomicU64 (a component
+        // may write anything there, which costs only its own liveness).
+        let counter =
+            unsafe { &*((PROGRESS_ROOT_VADDR + index as u64 * elf::PAGE) as *const core::sync::atomic::AtomicU64) };
+        Some(counter.load(core::sync::atomic::Ordering::Acquire))
     }
 
     /// Whether the instance at `position` is the log server (the

@@ -105,6 +105,7 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             restartable: inst.config.restartable,
             may_restart: Vec::new(),
             fault_injection: inst.config.fault_injection,
+            hang_cpu_ms: inst.config.hang_cpu_ms,
             events: false,
             events_notification: None,
             log_ring: None,
@@ -372,6 +373,9 @@ pub fn describe(spec: &SystemSpec) -> String {
         if !c.may_restart.is_empty() {
             let names: Vec<&str> = c.may_restart.iter().map(|&t| spec.components[t as usize].name.as_str()).collect();
             let _ = writeln!(out, "  may restart: {}", names.join(", "));
+        }
+        if c.hang_cpu_ms > 0 {
+            let _ = writeln!(out, "  liveness: stuck after {} ms of CPU without progress", c.hang_cpu_ms);
         }
         if c.fault_injection {
             let _ = writeln!(out, "  fault injection: granted (test image)");

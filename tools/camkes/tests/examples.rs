@@ -170,10 +170,15 @@ fn iolite_system_compiles() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(holders, ["pci_config"]);
-    // Every component but the netstack, the PCI configuration server and
-    // the ticker may be restarted by the supervisor.
+    // Every component but the netstack may be restarted by the supervisor.
     let restartable: Vec<_> = spec.components.iter().filter(|c| c.restartable).map(|c| c.name.as_str()).collect();
-    assert_eq!(restartable, ["log", "netdrv", "fs", "httpd", "cgi"]);
+    assert_eq!(restartable, ["log", "pci_config", "ticker", "netdrv", "fs", "httpd", "cgi"]);
+    // Every component is watched for liveness, the cgi with the longest
+    // limit; no component grants fault injection in the default assembly.
+    let hang: Vec<_> = spec.components.iter().map(|c| (c.name.as_str(), c.hang_cpu_ms)).collect();
+    assert!(hang.iter().all(|&(_, ms)| ms > 0), "{hang:?}");
+    assert!(hang.iter().all(|&(n, ms)| n == "cgi" || ms < 1000), "{hang:?}");
+    assert!(spec.components.iter().all(|c| !c.fault_injection));
     // The console: log alone holds COM1 and reads one ring per other
     // component, each ring mapped by no one as a dataport.
     let com1 = spec.objects.iter().position(|o| o.kind == ObjectKind::IoPorts { first: 0x3f8, last: 0x3ff }).unwrap();

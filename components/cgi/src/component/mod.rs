@@ -429,6 +429,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // A stream found our pool full: wait for buffers to come back.
     let mut starved = false;
     loop {
+        // One turn of the loop: progress (component_runtime::liveness),
+        // also when it goes round without waiting under load.
+        component_runtime::sel4::progress();
         let _ = chan.tx.poll_releases();
         replies.drain(|r| to_httpd(&mut chan.tx, r));
         // Replies, and the requests' buffers back: httpd is signalled if

@@ -420,6 +420,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     me.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(d));
     me.publish();
     loop {
+        // One turn of the loop: progress (component_runtime::liveness),
+        // also when it goes round without waiting under load.
+        component_runtime::sel4::progress();
         me.flush();
         if !me.arm() {
             glue::wake::wait();

@@ -14,7 +14,6 @@ pub use encode::Invocation;
 
 use crate::constants::MSG_REGISTERS;
 use crate::ipc_buffer::ipc_buffer_mut;
-use crate::syscalls::call;
 use crate::types::{
     CPtr, CapRights, Error, MessageInfo, ObjectType, PrioProps, Result, UserContext, VmAttributes, Word,
 };
@@ -61,7 +60,7 @@ pub fn invoke(service: CPtr, inv: &Invocation) -> Result<Reply> {
     let mut mrs = [0; MSG_REGISTERS];
     let n = words.len().min(MSG_REGISTERS);
     mrs[..n].copy_from_slice(&words[..n]);
-    let (info, out) = call(service, inv.info(), mrs);
+    let (info, out) = crate::syscalls::call_quietly(service, inv.info(), mrs);
     if let Err(e) = Error::check(info.label()) {
         // Error details start at MR0, which came back in registers; put them
         // where get_mr() finds them, as libsel4's stubs do.

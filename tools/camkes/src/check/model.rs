@@ -184,6 +184,9 @@ pub struct InstanceConfig {
     pub restartable: bool,
     /// `fault_injection`: the test console may make it fault or hang.
     pub fault_injection: bool,
+    /// `hang_cpu_ms`: CPU time without progress that makes it stuck (0:
+    /// not watched).
+    pub hang_cpu_ms: u32,
     /// `may_restart`: the instances (indices into [`System::instances`])
     /// this one may ask the supervisor to restart; resolved and checked
     /// once every setting is known (whether a target is restartable may

@@ -371,6 +371,10 @@ impl Checker {
                 config.restartable = int_in(&s.value, &label, 0, 1)? == 1;
                 return Ok(true);
             }
+            "hang_cpu_ms" => {
+                config.hang_cpu_ms = int_in(&s.value, &label, 0, 3_600_000)? as u32;
+                return Ok(true);
+            }
             "fault_injection" => {
                 config.fault_injection = int_in(&s.value, &label, 0, 1)? == 1;
                 return Ok(true);
@@ -564,6 +568,7 @@ impl Checker {
             "_stack_size",
             "restartable",
             "fault_injection",
+            "hang_cpu_ms",
             "may_restart",
             "system_events",
             "log_server",
