@@ -78,7 +78,10 @@ A netdrv Fault Under Load Fails No Request
     Should Be Equal As Integers    ${after}[netdrv][drv_quarantined_pages]    0
     ${p0}=    Pools Of    ${before}
     ${p1}=    Pools Of    ${after}
-    Should Be Equal    ${p1}    ${p0}    pool pages in use (netdrv rx, netstack hdr, sock): before ${p0}, after ${p1}
+    # Nothing leaked: at most what was in use before (a reading itself
+    # may hold a header page in flight).
+    Should Be True    all(a <= b for a, b in zip($p1, $p0))
+    ...    pool pages in use (netdrv rx, netstack hdr, sock): before ${p0}, after ${p1}
     # Nobody else was restarted.
     ${lines}=    Serial Lines So Far
     ${others}=    Evaluate    [l for l in $lines if 'restarted component' in l and 'component netdrv ' not in l]
