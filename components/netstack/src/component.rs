@@ -868,6 +868,7 @@ impl Node {
                 S::TxTsoFrames => s.tx_tso_frames,
                 S::Tso => self.stack.config().tso as u64,
                 S::TxTsoSplit => s.tx_tso_split,
+                S::SendRingBytesInUse => self.stack.send_ring_bytes() as u64,
             };
         }
         self.stats.publish(&v);

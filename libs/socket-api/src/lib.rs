@@ -545,6 +545,11 @@ counters::counters! {
         /// Segments for the NIC to cut that spanned more slices than a
         /// frame takes, sent as several frames by reference.
         TxTsoSplit = "tcp_tx_tso_split",
+        /// Bytes queued in the copy modes' send rings now (copies of
+        /// response data not yet acknowledged; 0 in iolite mode, whose
+        /// sockets queue references). fs charges them to its cache's
+        /// budget (components/fs/src/budget.rs).
+        SendRingBytesInUse = "tcp_send_ring_bytes_in_use",
     }
 }
 
@@ -630,7 +635,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 65] = [
+        let names: [&str; 66] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -696,6 +701,7 @@ mod tests {
             "tcp_tx_tso_frames",
             "tcp_tso",
             "tcp_tx_tso_split",
+            "tcp_send_ring_bytes_in_use",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
