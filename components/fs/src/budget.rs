@@ -186,11 +186,8 @@ impl Elastic {
     /// read once by the caller, bounded here) and fs's pool, and shrinks
     /// or grows the cache to it. Returns the budget.
     pub fn update(&mut self, cache: &mut FileCache<'_>, httpd: u64, netstack: u64) -> usize {
-        let in_use = cache
-            .domain()
-            .pool_stats(cache.pool())
-            .map(|p| u64::from(p.pages_in_use) * PAGE_SIZE as u64)
-            .unwrap_or(0);
+        let in_use =
+            cache.domain().pool_stats(cache.pool()).map(|p| u64::from(p.pages_in_use) * PAGE_SIZE as u64).unwrap_or(0);
         let fs_held = in_use.saturating_sub(cache.stats().pages_bytes);
         let (b, charged) = self.model.budget(Charges { httpd, netstack, fs_held });
         let old = cache.budget();
@@ -454,8 +451,11 @@ mod tests {
                 0 => {
                     let (h, n) = (rng.below(14 * P as u64), rng.below(14 * P as u64));
                     let before: Vec<u32> = cached(&c);
-                    let referenced: Vec<u32> =
-                        before.iter().copied().filter(|&f| c.is_referenced(Key { file: f, offset: 0 }) == Some(true)).collect();
+                    let referenced: Vec<u32> = before
+                        .iter()
+                        .copied()
+                        .filter(|&f| c.is_referenced(Key { file: f, offset: 0 }) == Some(true))
+                        .collect();
                     let in_use = u64::from(d.pool_stats(POOL).unwrap().pages_in_use) * P as u64;
                     let held = in_use - c.stats().pages_bytes;
                     let b = e.update(&mut c, h, n);

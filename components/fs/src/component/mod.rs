@@ -147,7 +147,9 @@ impl Peers {
             // SAFETY: httpd's counter page, mapped read-only for our
             // lifetime; read with volatile loads under its seqlock.
             Some(base) if unsafe { cgi_api::chan::read(base, &mut self.text) } => {
-                budget::text_counter(&self.text, "pool_pages_in_use").unwrap_or(0).saturating_mul(iolite::PAGE_SIZE as u64)
+                budget::text_counter(&self.text, "pool_pages_in_use")
+                    .unwrap_or(0)
+                    .saturating_mul(iolite::PAGE_SIZE as u64)
             }
             _ => 0,
         };
@@ -370,7 +372,7 @@ impl Server {
         }
         self.poll_events();
         self.calls = self.calls.wrapping_add(1);
-        if self.calls % UPDATE_EVERY == 0 {
+        if self.calls.is_multiple_of(UPDATE_EVERY) {
             self.update_budget();
         }
     }
