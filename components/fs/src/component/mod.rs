@@ -45,10 +45,10 @@ use alloc::vec::Vec;
 
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
+use fs::budget::{self, Elastic, Model};
 use fs::clients::{queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode};
 // The file cache's pool id: derived by the compiler from the assembly.
-use fs::budget::{self, Elastic, Model};
 use fs::{Config, File, Fs};
 use glue::pools::FILE_POOL;
 use iolite::{Attach, ChannelTx, Domain, Geometry, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
