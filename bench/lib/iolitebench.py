@@ -290,7 +290,8 @@ def memory(s):
     the file cache (entries) and the fs pool's pages in use (entries plus
     pages evicted but still referenced), httpd's pool (headers, and in
     posix mode the copies of file data), netstack's socket rings and send
-    queues (its heap: copies in flash/posix mode), and the cgi's pool."""
+    queues (its heap: copies in flash/posix mode), and the cgi's pool; and
+    the file cache's budget then, with what fs charged it for."""
     fs, httpd, net, cgi = (s.get(k, {}) for k in ("fs", "httpd", "netstack", "cgi"))
     return {
         "fs_cached": fs.get("bytes_cached", 0),
@@ -300,6 +301,12 @@ def memory(s):
         "net_send_queued": net.get("tcp_send_queued_bytes", 0),
         "net_heap": net.get("tcp_heap_used", 0),
         "cgi_pool": cgi.get("pages_in_use", 0) * PAGE,
+        # The cache's share of memory (components/fs/src/budget.rs): its
+        # budget now and what it was charged for (0 on images without it).
+        "fs_budget": fs.get("cache_budget_now", 0),
+        "charged_httpd": fs.get("charged_httpd_now", 0),
+        "charged_net": fs.get("charged_netstack_now", 0),
+        "charged_fs_held": fs.get("charged_fs_held_now", 0),
     }
 
 

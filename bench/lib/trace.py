@@ -130,7 +130,7 @@ if "iolite-gds" in systems and "iolite" in systems:
         if a and b:
             lines.append(f"  {ds['files']:5} files: lru {a['median'] * 100:5.1f}%  gds {b['median'] * 100:5.1f}%")
 lines.append("memory held halfway through the measured run (median over rounds, KiB): fs pool | httpd pool |"
-             " netstack sockets+queued | cgi pool")
+             " netstack sockets+queued | cgi pool | cache budget = memory budget - charged httpd, netstack, fs held")
 for s in ours:
     for i, ds in zip(want, DATASETS):
         ms = [r["memory"] for r in results if r["system"] == s and r["dataset"] == i and "memory" in r]
@@ -138,7 +138,9 @@ for s in ours:
             continue
         mm = {k: B.cell([m[k] for m in ms])["median"] // 1024 for k in ms[0]}
         lines.append(f"  {s:10} {ds['files']:5} files: fs {mm['fs_pool']} (cached {mm['fs_cached']}) | httpd"
-                     f" {mm['httpd_pool']} | net {mm['net_socket']}+{mm['net_send_queued']} | cgi {mm['cgi_pool']}")
+                     f" {mm['httpd_pool']} | net {mm['net_socket']}+{mm['net_send_queued']} | cgi {mm['cgi_pool']}"
+                     + (f" | budget {mm['fs_budget']} (charged {mm['charged_httpd']} + {mm['charged_net']}"
+                        f" + {mm['charged_fs_held']})" if mm.get("fs_budget") else ""))
 text = "\n".join(lines)
 print(text)
 with open(out + ".txt", "w") as f:

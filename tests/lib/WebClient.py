@@ -473,6 +473,28 @@ class WebClient:
             raise AssertionError(f"stats: Content-Type {headers.get('content-type')}")
         return json.loads(body)
 
+    @keyword
+    def cache_budget_should_follow_the_model(self, stats):
+        """fs's cache budget in one /cgi-bin/stats reading is what the
+        memory model gives for the charges of the same update
+        (components/fs/src/budget.rs): the memory budget less httpd's,
+        netstack's and fs's held bytes, in whole pages, within the floor
+        and the pool; and the low-water mark is at most the budget."""
+        fs = stats["fs"]
+        memory, floor = fs["memory_budget"], fs["cache_floor"]
+        if memory == 0:
+            raise AssertionError("fs.memory_budget is 0: the budget is fixed")
+        charged = fs["charged_httpd_now"] + fs["charged_netstack_now"] + fs["charged_fs_held_now"]
+        left = max(memory - charged, 0) // 4096 * 4096
+        want = max(left, floor)
+        got = fs["cache_budget_now"]
+        if got != want:
+            raise AssertionError(f"cache budget {got}, the model gives {want} (memory {memory}, floor {floor},"
+                                 f" charged {charged}: {fs})")
+        if fs["cache_budget_low"] > got or fs["cache_budget_low"] < floor:
+            raise AssertionError(f"low-water mark {fs['cache_budget_low']} outside [{floor}, {got}]")
+        return got
+
     # ---- persistent connections -------------------------------------------
 
     @keyword

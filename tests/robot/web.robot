@@ -412,6 +412,23 @@ A CGI Crash In The Middle Of A Stream Cuts The Response Off Cleanly
     Log    ${r}
     Should Be Equal As Integers    ${r}[errors]    0
 
+In Iolite Mode The Cache Keeps Its Memory Under Load
+    # fs's cache gets fs.memory_budget (4 MiB) less the copies of I/O data
+    # others hold (components/fs/src/budget.rs). Here file pages go out by
+    # reference, so nothing holds a copy: netstack's send rings are empty
+    # (charged 0) and httpd's pool holds only headers, so the budget never
+    # fell below today's fixed 3 MiB since boot (posix mode's does:
+    # web_copymodes.robot). Every body is checked byte for byte.
+    ${r}=    Concurrent Clients    8    8    /file-1m.bin /file-64k.bin /index.html
+    ${stats}=    Stats Json
+    Log    ${stats}
+    ${fs}=    Get From Dictionary    ${stats}    fs
+    Cache Budget Should Follow The Model    ${stats}
+    Should Be True    ${fs}[cache_budget_low] >= 3 * 1048576    lowest budget ${fs}[cache_budget_low]
+    Should Be Equal As Integers    ${fs}[charged_netstack_now]    0
+    Should Be Equal As Integers    ${stats}[netstack][tcp_send_ring_bytes_in_use]    0
+    Should Be True    ${fs}[budget_updates] > 0
+
 Two Hundred Clients That Never Read Cost Only Themselves
     [Documentation]    200 connections ask for 3 x 1 MiB and never read (zero window) while
     ...    8 normal clients fetch for 20 s: no fault, no failed request, every response

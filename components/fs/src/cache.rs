@@ -257,6 +257,36 @@ impl<'d> FileCache<'d> {
         }
     }
 
+    /// The memory budget (bytes of pool pages the cache tries to hold).
+    pub fn budget(&self) -> usize {
+        self.budget
+    }
+
+    /// Changes the budget and evicts *unreferenced* entries by the policy
+    /// until the cache fits it, or none is left; returns how many went.
+    /// This is how the cache gives memory back when others need it
+    /// ([`crate::budget`]): evicting an entry that something else still
+    /// references would free no page (its readers keep it allocated) and
+    /// would only lose the entry, so those stay, over the budget, until
+    /// they are let go or an insertion needs their room.
+    pub fn shrink_unreferenced_to(&mut self, budget_bytes: usize) -> u64 {
+        self.budget = budget_bytes;
+        let mut evicted = 0;
+        while self.stats.pages_bytes as usize > self.budget {
+            let Some(key) = self.victim() else { break };
+            // `victim` returns a referenced entry only when no unreferenced
+            // one is left.
+            if self.entries.get(&key).is_none_or(|e| self.referenced(e)) {
+                break;
+            }
+            if !self.evict_one() {
+                break;
+            }
+            evicted += 1;
+        }
+        evicted
+    }
+
     /// Turns the eviction log on or off (off by default; turning it off
     /// drops what was not taken).
     pub fn set_eviction_log(&mut self, on: bool) {

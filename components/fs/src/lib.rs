@@ -19,6 +19,7 @@
 
 extern crate alloc;
 
+pub mod budget;
 pub mod cache;
 pub mod clients;
 pub mod device;

@@ -1003,6 +1003,7 @@ impl Node {
                 S::Tso => self.stack.config().tso as u64,
                 S::TxTsoSplit => s.tx_tso_split,
                 S::SendHeldBackBytes => self.slots.iter().map(Slot::held_back_bytes).sum::<usize>() as u64,
+                S::SendRingBytesInUse => self.stack.send_ring_bytes() as u64,
             };
         }
         self.stats.publish(&v);

@@ -515,6 +515,24 @@ impl<'d> NetStack<'d> {
             .sum()
     }
 
+    /// Bytes queued in send rings now: in the copy modes, copies of
+    /// response data not yet acknowledged (what a conventional stack's
+    /// socket buffers hold); 0 in iolite mode, where a socket's queue is
+    /// references to the sender's pages (counted where those pages live).
+    pub fn send_ring_bytes(&self) -> usize {
+        if self.zero_copy() {
+            return 0;
+        }
+        self.sockets
+            .iter()
+            .filter_map(|(_, s)| match s {
+                smoltcp::socket::Socket::Tcp(t) => Some(t.send_queue()),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            })
+            .sum()
+    }
+
     /// Whether `n` more bytes of rings fit [`Config::socket_memory`].
     fn rings_fit(&self, n: usize) -> bool {
         self.socket_memory().saturating_add(n) <= self.cfg.socket_memory

@@ -30,7 +30,7 @@ pub const PEER: PeerId = PeerId(0);
 pub const FWD_CAP: usize = 64;
 /// Release ring. Each entry names a distinct live buffer of the fs pool,
 /// so a ring with at least one entry per pool page never fills.
-pub const REL_CAP: usize = 1024;
+pub const REL_CAP: usize = 2048;
 /// The smallest channel dataport.
 pub const CHANNEL_BYTES: usize = iolite::channel_bytes(FWD_CAP, REL_CAP);
 /// The file cache's unit (fs's default chunk): a `read` message holds one

@@ -571,6 +571,11 @@ counters::counters! {
         /// Bytes of clients' sends held back (beyond what TCP took: its
         /// queues are `tcp_send_queued_bytes`).
         SendHeldBackBytes = "tcp_send_held_back_bytes",
+        /// Bytes queued in the copy modes' send rings now (copies of
+        /// response data not yet acknowledged; 0 in iolite mode, whose
+        /// sockets queue references). fs charges them to its cache's
+        /// budget (components/fs/src/budget.rs).
+        SendRingBytesInUse = "tcp_send_ring_bytes_in_use",
     }
 }
 
@@ -656,7 +661,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 66] = [
+        let names: [&str; 67] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -723,6 +728,7 @@ mod tests {
             "tcp_tso",
             "tcp_tx_tso_split",
             "tcp_send_held_back_bytes",
+            "tcp_send_ring_bytes_in_use",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

@@ -356,6 +356,29 @@ fn collect() -> Counters {
                 .with("bounce_bytes", v[11]),
         );
     }
+    // The cache's share of memory (components/fs/src/budget.rs): gauges
+    // end in `_now`, the low-water mark in `_low`.
+    let mut b = [0u64; 11];
+    let [budget, low, memory, floor, httpd, netstack, held, shrinks, grows, evicted, updates] = &mut b;
+    if glue::fs::budget(budget, low, memory, floor, httpd, netstack, held, shrinks, grows, evicted, updates) == 0 {
+        if let Some(fs) = all.components.iter_mut().find(|c| c.name == "fs") {
+            for (k, v) in [
+                ("cache_budget_now", b[0]),
+                ("cache_budget_low", b[1]),
+                ("memory_budget", b[2]),
+                ("cache_floor", b[3]),
+                ("charged_httpd_now", b[4]),
+                ("charged_netstack_now", b[5]),
+                ("charged_fs_held_now", b[6]),
+                ("budget_shrinks", b[7]),
+                ("budget_grows", b[8]),
+                ("budget_shrink_evictions", b[9]),
+                ("budget_updates", b[10]),
+            ] {
+                fs.set(k, v);
+            }
+        }
+    }
     all
 }
 

@@ -27,7 +27,16 @@
 //! [fs] ready
 //! [fs] evict <ino> <offset> referenced|unreferenced       (when fs.evict_log = 1)
 //! [fs] budget <bytes>                                     (set_budget)
+//! [fs] memory budget <M> KiB, cache floor <F> KiB, charging httpd's pool (yes|no) and netstack's send rings (yes|no)
 //! ```
+//!
+//! **The cache's share of memory** (`memory_budget` > 0; `fs::budget`
+//! explains the model): every [`UPDATE_EVERY`] calls, and on `stats` and
+//! `budget`, fs reads httpd's application pool pages in use (its counter
+//! text page `httpd_stats`) and netstack's send-ring bytes in use (its
+//! counter page `stack_stats`), both mapped read-only and untrusted (read
+//! once, bounded), and its own pool's pages held outside the cache, and
+//! shrinks or grows the cache to what they leave of the memory budget.
 
 mod virtio_blk;
 
@@ -36,6 +45,7 @@ use alloc::vec::Vec;
 
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
+use fs::budget::{self, Elastic, Model};
 use fs::clients::{queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode};
 // The file cache's pool id: derived by the compiler from the assembly.
@@ -101,6 +111,57 @@ const POLICY: fs::Policy = match fs::Policy::parse(glue::attributes::CACHE_POLIC
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 /// Largest directory listing (one buffer).
 const MAX_LISTING: usize = 256 << 10;
+/// The memory budget for I/O data (0: the cache's budget is fixed,
+/// `cache_budget`) and the cache's floor, from the assembly.
+const MEMORY_BUDGET: u64 = if glue::attributes::MEMORY_BUDGET > 0 { glue::attributes::MEMORY_BUDGET as u64 } else { 0 };
+const CACHE_FLOOR: usize = if glue::attributes::CACHE_FLOOR > 0 { glue::attributes::CACHE_FLOOR as usize } else { 0 };
+/// Calls between two updates of the budget: reading the pages costs a
+/// few hundred loads (httpd's text page) and an update evicts only when
+/// the budget fell, so this is about keeping the per-call cost flat.
+const UPDATE_EVERY: u32 = 8;
+
+/// The counter pages fs charges its cache for (those the assembly maps).
+struct Peers {
+    /// httpd's counter text page (`httpd_stats`).
+    httpd: Option<*const u8>,
+    /// netstack's counter page (`stack_stats`).
+    stack: Option<&'static socket_api::CounterPage>,
+    /// Where httpd's text is read into (reused).
+    text: Vec<u8>,
+}
+
+impl Peers {
+    fn new(start: &StartInfo) -> Self {
+        let mapped = |vaddr: usize| start.dataports().iter().any(|r| r.vaddr == vaddr as u64);
+        let httpd = mapped(glue::httpd_stats::VADDR).then_some(glue::httpd_stats::VADDR as *const u8);
+        // SAFETY: netstack's counter page, mapped read-only (4 KiB,
+        // page-aligned); we only load from it.
+        let stack = mapped(glue::stack_stats::VADDR)
+            .then(|| unsafe { socket_api::CounterPage::at(glue::stack_stats::VADDR as *const u8) });
+        Self { httpd, stack, text: Vec::with_capacity(cgi_api::chan::PAGE_TEXT) }
+    }
+
+    /// httpd's application pool bytes in use and netstack's send-ring
+    /// bytes, as they report them now (0 when unmapped or not yet
+    /// published). Untrusted: read once here, bounded by the model.
+    fn charges(&mut self) -> (u64, u64) {
+        let httpd = match self.httpd {
+            // SAFETY: httpd's counter page, mapped read-only for our
+            // lifetime; read with volatile loads under its seqlock.
+            Some(base) if unsafe { cgi_api::chan::read(base, &mut self.text) } => {
+                budget::text_counter(&self.text, "pool_pages_in_use")
+                    .unwrap_or(0)
+                    .saturating_mul(iolite::PAGE_SIZE as u64)
+            }
+            _ => 0,
+        };
+        let stack = match self.stack {
+            Some(p) if p.valid() => p.get(socket_api::StackCounter::SendRingBytesInUse),
+            _ => 0,
+        };
+        (httpd, stack)
+    }
+}
 
 fn main(start: &'static StartInfo) -> ! {
     init_heap();
@@ -204,10 +265,15 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
     };
     let evict_log = glue::attributes::EVICT_LOG != 0;
     fs.cache().set_eviction_log(evict_log);
+    let peers = Peers::new(start);
+    let elastic = (MEMORY_BUDGET > 0).then(|| {
+        let pool_bytes = POOL_PAGES as usize * iolite::PAGE_SIZE;
+        Elastic::new(Model::new(MEMORY_BUDGET, CACHE_FLOOR, pool_bytes), fs.cache())
+    });
     log!(
         "mounted ext2: block size {}, cache budget {} KiB, chunk {} KiB, pool {} pages, mode {}",
         fs.volume().block_size(),
-        budget >> 10,
+        fs.cache().budget() >> 10,
         fs.chunk_bytes() >> 10,
         POOL_PAGES,
         BUILD_COPY_MODE.name()
@@ -228,6 +294,16 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
     if quarantined > 0 {
         log!("{quarantined} pool pages of the dead incarnation quarantined until its death is settled");
     }
+    if let Some(e) = &elastic {
+        let yes = |b: bool| if b { "yes" } else { "no" };
+        log!(
+            "memory budget {} KiB, cache floor {} KiB, charging httpd's pool ({}) and netstack's send rings ({})",
+            e.model().memory() >> 10,
+            e.model().floor() >> 10,
+            yes(peers.httpd.is_some()),
+            yes(peers.stack.is_some())
+        );
+    }
     let guards = alloc::vec![iolite::Guard::new(); clients.len()];
     let mut server = Server {
         fs,
@@ -243,6 +319,9 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
         epoch,
         fault_next_read: false,
         own_quarantine: (quarantined > 0).then_some(epoch),
+        elastic,
+        peers,
+        calls: 0,
     };
     server.poll_events();
     if start.restarts > 0 {
@@ -307,6 +386,13 @@ struct Server {
     fault_next_read: bool,
     /// The death of ours whose pool pages are still quarantined.
     own_quarantine: Option<u64>,
+    /// The cache's budget following the memory model (`memory_budget` >
+    /// 0), until a client with `admin` sets a fixed one.
+    elastic: Option<Elastic>,
+    /// The counter pages the model charges.
+    peers: Peers,
+    /// Calls since boot, to update the budget every `UPDATE_EVERY`.
+    calls: u32,
 }
 
 impl Server {
@@ -319,6 +405,17 @@ impl Server {
             }
         }
         self.poll_events();
+        self.calls = self.calls.wrapping_add(1);
+        if self.calls.is_multiple_of(UPDATE_EVERY) {
+            self.update_budget();
+        }
+    }
+
+    /// Recomputes the cache's budget from what the others hold now.
+    fn update_budget(&mut self) {
+        let Some(e) = self.elastic.as_mut() else { return };
+        let (httpd, stack) = self.peers.charges();
+        e.update(self.fs.cache(), httpd, stack);
     }
 
     /// Confirms peers' deaths (we receive no buffers, so nothing of ours
@@ -523,6 +620,8 @@ impl glue::fs::FsIoLite for Server {
         bounce_bytes: &mut u64,
     ) -> i32 {
         self.begin();
+        self.update_budget();
+        self.end();
         let s = self.fs.stats();
         *hits = s.cache.hits;
         *misses = s.cache.misses;
@@ -583,11 +682,57 @@ impl glue::fs::FsIoLite for Server {
         r as i32
     }
 
+    fn budget(
+        &mut self,
+        budget: &mut u64,
+        budget_low: &mut u64,
+        memory_budget: &mut u64,
+        floor: &mut u64,
+        charged_httpd: &mut u64,
+        charged_netstack: &mut u64,
+        charged_fs_held: &mut u64,
+        shrinks: &mut u64,
+        grows: &mut u64,
+        shrink_evictions: &mut u64,
+        updates: &mut u64,
+    ) -> i32 {
+        self.begin();
+        self.update_budget();
+        self.end();
+        *budget = self.fs.cache().budget() as u64;
+        match &self.elastic {
+            Some(e) => {
+                let s = e.stats();
+                (*budget_low, *memory_budget, *floor) = (s.low, e.model().memory(), e.model().floor() as u64);
+                (*charged_httpd, *charged_netstack, *charged_fs_held) =
+                    (s.charged.httpd, s.charged.netstack, s.charged.fs_held);
+                (*shrinks, *grows, *shrink_evictions, *updates) = (s.shrinks, s.grows, s.shrink_evictions, s.updates);
+            }
+            None => {
+                *budget_low = *budget;
+                *memory_budget = 0;
+                *floor = 0;
+                *charged_httpd = 0;
+                *charged_netstack = 0;
+                *charged_fs_held = 0;
+                *shrinks = 0;
+                *grows = 0;
+                *shrink_evictions = 0;
+                *updates = 0;
+            }
+        }
+        0
+    }
+
     fn set_budget(&mut self, bytes: u64) -> i32 {
         if !self.admin {
             return ErrorCode::Denied.ret() as i32;
         }
         self.begin();
+        // A fixed budget from now on: the memory model would undo it.
+        if self.elastic.take().is_some() {
+            log!("memory budget off: the cache budget is fixed from now on");
+        }
         log!("budget {bytes}");
         self.fs.cache().shrink_to(bytes.min(usize::MAX as u64) as usize);
         self.end();

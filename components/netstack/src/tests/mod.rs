@@ -456,7 +456,11 @@ fn zero_copy_transfer(checksum: TxChecksum, drop_permille: u32) {
     let mut n = Net::new(CopyMode::IoLite, checksum, drop_permille);
     let (ca, cb) = n.connect();
     let data = pattern(1 << 20, 42);
-    let aggs = mib_aggs(n.da, &data);
+    let mut aggs = mib_aggs(n.da, &data);
+    // Queued by reference: no send ring holds a copy (fs charges none).
+    n.a.send(ca, aggs.pop_front().unwrap()).map_err(|(e, _)| e).unwrap();
+    assert!(n.a.send_queued(ca).unwrap() > 0);
+    assert_eq!(n.a.send_ring_bytes(), 0);
     let got = n.transfer(ca, cb, aggs, data.len());
     assert!(got == data, "byte-exact");
     n.drain(ca);
@@ -758,15 +762,33 @@ fn mib_transfer_with_nic_checksum_offload() {
 fn copy_mode_transfer(mode: CopyMode) {
     let mut n = Net::new(mode, TxChecksum::Cached, 0);
     let (ca, cb) = n.connect();
+    // What fs charges its cache for: the bytes a send ring holds, from the
+    // copy until the peer acknowledges them.
+    assert_eq!(n.a.send_ring_bytes(), 0);
+    let first = pattern(5000, 3);
+    n.a.send(ca, make(n.da, &first)).map_err(|(e, _)| e).unwrap();
+    assert_eq!(n.a.send_ring_bytes(), 5000);
+    assert_eq!(n.a.send_queued(ca).unwrap(), 5000);
+    let mut got: Vec<u8> = Vec::new();
+    while got.len() < first.len() {
+        n.step();
+        while let Ok(Recv::Data(d)) = n.b.recv(cb, usize::MAX) {
+            got.extend(d.slices().flatten().copied());
+        }
+    }
+    assert!(got == first);
+    n.drain(ca);
+    assert_eq!(n.a.send_ring_bytes(), 0, "acknowledged: nothing held");
     let data = pattern(256 * 1024, 9);
     let aggs = mib_aggs(n.da, &data);
     let got = n.transfer(ca, cb, aggs, data.len());
     assert!(got == data);
     n.drain(ca);
     let s = n.a.stats();
-    assert_eq!(s.tx_payload_copied_socket, data.len() as u64, "{s:?}");
-    assert_eq!(s.tx_payload_copied_frame, data.len() as u64, "{s:?}");
-    assert_eq!(n.da.stats().bytes_copied, 2 * data.len() as u64);
+    let sent = (data.len() + first.len()) as u64;
+    assert_eq!(s.tx_payload_copied_socket, sent, "{s:?}");
+    assert_eq!(s.tx_payload_copied_frame, sent, "{s:?}");
+    assert_eq!(n.da.stats().bytes_copied, 2 * sent);
     assert_eq!(s.tx_payload_by_ref, 0);
     assert_eq!(n.pa.bad_checksums, 0);
     // The application's buffers were released at once (copied).

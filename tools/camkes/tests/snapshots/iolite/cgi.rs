@@ -206,11 +206,45 @@ pub mod glue {
             __ret
         }
 
-        /// `int reset()` (label 6).
-        pub fn reset() -> i32 {
+        /// `int budget(out uint64_t budget, out uint64_t budget_low, out uint64_t memory_budget, out uint64_t floor, out uint64_t charged_httpd, out uint64_t charged_netstack, out uint64_t charged_fs_held, out uint64_t shrinks, out uint64_t grows, out uint64_t shrink_evictions, out uint64_t updates)` (label 6).
+        pub fn budget(budget: &mut u64, budget_low: &mut u64, memory_budget: &mut u64, floor: &mut u64, charged_httpd: &mut u64, charged_netstack: &mut u64, charged_fs_held: &mut u64, shrinks: &mut u64, grows: &mut u64, shrink_evictions: &mut u64, updates: &mut u64) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(6, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.budget");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i32;
+            __n += 1;
+            *budget = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *budget_low = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *memory_budget = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *floor = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *charged_httpd = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *charged_netstack = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *charged_fs_held = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *shrinks = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *grows = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *shrink_evictions = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *updates = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            __ret
+        }
+
+        /// `int reset()` (label 7).
+        pub fn reset() -> i32 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(7, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.reset");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
@@ -218,13 +252,13 @@ pub mod glue {
             __ret
         }
 
-        /// `int set_budget(in uint64_t bytes)` (label 7).
+        /// `int set_budget(in uint64_t bytes)` (label 8).
         pub fn set_budget(bytes: u64) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
             rt::set_mr(&mut __mrs, __n, bytes as sel4::Word);
             __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(7, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(8, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.set_budget");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
@@ -232,7 +266,7 @@ pub mod glue {
             __ret
         }
 
-        /// `int vouch(in uint32_t buf, in uint32_t generation)` (label 8).
+        /// `int vouch(in uint32_t buf, in uint32_t generation)` (label 9).
         pub fn vouch(buf: u32, generation: u32) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
@@ -240,7 +274,7 @@ pub mod glue {
             __n += 1;
             rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
             __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(8, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(9, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.vouch");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
@@ -285,13 +319,13 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    /// `dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100600000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x400000;
+        pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 
@@ -307,7 +341,7 @@ pub mod glue {
     pub mod fs_channel {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100a01000;
+        pub const VADDR: usize = 0x100e01000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -325,7 +359,7 @@ pub mod glue {
     pub mod cgi_chan {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100a12000;
+        pub const VADDR: usize = 0x100e12000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -343,7 +377,7 @@ pub mod glue {
     pub mod httpd_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100a33000;
+        pub const VADDR: usize = 0x100e33000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -361,7 +395,7 @@ pub mod glue {
     pub mod stack_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100a35000;
+        pub const VADDR: usize = 0x100e35000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -379,7 +413,7 @@ pub mod glue {
     pub mod drv_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100a37000;
+        pub const VADDR: usize = 0x100e37000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -397,7 +431,7 @@ pub mod glue {
     pub mod clock {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100a39000;
+        pub const VADDR: usize = 0x100e39000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.

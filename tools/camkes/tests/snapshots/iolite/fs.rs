@@ -20,7 +20,11 @@ pub mod glue {
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
         /// `attribute int cache_budget;`
-        pub const CACHE_BUDGET: i64 = 3145728;
+        pub const CACHE_BUDGET: i64 = 2097152;
+        /// `attribute int memory_budget;`
+        pub const MEMORY_BUDGET: i64 = 4194304;
+        /// `attribute int cache_floor;`
+        pub const CACHE_FLOOR: i64 = 1048576;
         /// `attribute int evict_log;`
         pub const EVICT_LOG: i64 = 0;
         /// `attribute string cache_policy;`
@@ -73,6 +77,8 @@ pub mod glue {
             fn list_dir(&mut self, path: &str, tag: u64) -> i64;
             /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes)`.
             fn stats(&mut self, hits: &mut u64, misses: &mut u64, evictions: &mut u64, evictions_referenced: &mut u64, bytes_cached: &mut u64, disk_reads: &mut u64, disk_bytes: &mut u64, copied_bytes: &mut u64, pool_pages_in_use: &mut u64, data_bytes: &mut u64, dma_bytes: &mut u64, bounce_bytes: &mut u64) -> i32;
+            /// `int budget(out uint64_t budget, out uint64_t budget_low, out uint64_t memory_budget, out uint64_t floor, out uint64_t charged_httpd, out uint64_t charged_netstack, out uint64_t charged_fs_held, out uint64_t shrinks, out uint64_t grows, out uint64_t shrink_evictions, out uint64_t updates)`.
+            fn budget(&mut self, budget: &mut u64, budget_low: &mut u64, memory_budget: &mut u64, floor: &mut u64, charged_httpd: &mut u64, charged_netstack: &mut u64, charged_fs_held: &mut u64, shrinks: &mut u64, grows: &mut u64, shrink_evictions: &mut u64, updates: &mut u64) -> i32;
             /// `int reset()`.
             fn reset(&mut self) -> i32;
             /// `int set_budget(in uint64_t bytes)`.
@@ -259,6 +265,50 @@ pub mod glue {
                 }
                 6 => {
                     let mut __n = 0usize;
+                    let mut budget: u64 = Default::default();
+                    let mut budget_low: u64 = Default::default();
+                    let mut memory_budget: u64 = Default::default();
+                    let mut floor: u64 = Default::default();
+                    let mut charged_httpd: u64 = Default::default();
+                    let mut charged_netstack: u64 = Default::default();
+                    let mut charged_fs_held: u64 = Default::default();
+                    let mut shrinks: u64 = Default::default();
+                    let mut grows: u64 = Default::default();
+                    let mut shrink_evictions: u64 = Default::default();
+                    let mut updates: u64 = Default::default();
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.budget(&mut budget, &mut budget_low, &mut memory_budget, &mut floor, &mut charged_httpd, &mut charged_netstack, &mut charged_fs_held, &mut shrinks, &mut grows, &mut shrink_evictions, &mut updates);
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, budget as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, budget_low as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, memory_budget as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, floor as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, charged_httpd as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, charged_netstack as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, charged_fs_held as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, shrinks as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, grows as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, shrink_evictions as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, updates as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
+                7 => {
+                    let mut __n = 0usize;
                     if __n > __length {
                         return __rejected;
                     }
@@ -268,7 +318,7 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
-                7 => {
+                8 => {
                     let mut __n = 0usize;
                     let mut bytes = rt::get_mr(&mrs, __n) as u64;
                     __n += 1;
@@ -281,7 +331,7 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
-                8 => {
+                9 => {
                     let mut __n = 0usize;
                     let mut buf = rt::get_mr(&mrs, __n) as u32;
                     __n += 1;
@@ -406,13 +456,13 @@ pub mod glue {
         }
     }
 
-    /// `dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    /// `dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x400000;
+        pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadWrite;
 
@@ -428,7 +478,7 @@ pub mod glue {
     pub mod channel {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100401000;
+        pub const VADDR: usize = 0x100801000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -446,7 +496,7 @@ pub mod glue {
     pub mod channel2 {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100412000;
+        pub const VADDR: usize = 0x100812000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -464,7 +514,7 @@ pub mod glue {
     pub mod dma {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100423000;
+        pub const VADDR: usize = 0x100823000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -482,9 +532,45 @@ pub mod glue {
     pub mod dma_self {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100444000;
+        pub const VADDR: usize = 0x100844000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(4096) httpd_stats;`, connected by seL4SharedData.
+    pub mod httpd_stats {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100865000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(4096) stack_stats;`, connected by seL4SharedData.
+    pub mod stack_stats {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100867000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 

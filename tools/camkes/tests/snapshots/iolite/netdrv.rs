@@ -303,13 +303,13 @@ pub mod glue {
         }
     }
 
-    /// `maybe dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    /// `maybe dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101800000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x400000;
+        pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 
@@ -325,7 +325,7 @@ pub mod glue {
     pub mod cgi_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101e00000;
+        pub const VADDR: usize = 0x102200000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -343,7 +343,7 @@ pub mod glue {
     pub mod cgi_req_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x102201000;
+        pub const VADDR: usize = 0x102601000;
         /// The size in bytes.
         pub const SIZE: usize = 0x100000;
         /// This component's rights to the dataport.

@@ -239,13 +239,13 @@ pub mod glue {
         }
     }
 
-    /// `maybe dataport Buf(4194304) file_pool;`, connected by seL4SharedData.
+    /// `maybe dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101600000;
         /// The size in bytes.
-        pub const SIZE: usize = 0x400000;
+        pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 
@@ -261,7 +261,7 @@ pub mod glue {
     pub mod cgi_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101c00000;
+        pub const VADDR: usize = 0x102000000;
         /// The size in bytes.
         pub const SIZE: usize = 0x400000;
         /// This component's rights to the dataport.
@@ -279,7 +279,7 @@ pub mod glue {
     pub mod cgi_req_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x102001000;
+        pub const VADDR: usize = 0x102401000;
         /// The size in bytes.
         pub const SIZE: usize = 0x100000;
         /// This component's rights to the dataport.
@@ -308,7 +308,7 @@ pub mod glue {
     pub mod client2 {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x102102000;
+        pub const VADDR: usize = 0x102502000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
