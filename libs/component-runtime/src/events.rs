@@ -164,6 +164,21 @@ impl Watcher {
             }
         }
     }
+
+    /// The deaths since the last look, as (record index, death number)
+    /// (at most one per component); settlements seen meanwhile are passed
+    /// over. Owned, so the caller may act on itself while going through.
+    pub fn deaths(&mut self) -> core::iter::Take<core::array::IntoIter<(usize, u64), MAX_COMPONENTS>> {
+        let mut died = [(0, 0); MAX_COMPONENTS];
+        let mut n = 0;
+        self.poll(|e| {
+            if let Event::Died { component, death } = e {
+                died[n] = (component, death);
+                n += 1;
+            }
+        });
+        died.into_iter().take(n)
+    }
 }
 
 /// Tells the supervisor that this component no longer uses anything it got

@@ -648,13 +648,11 @@ impl DeathWatch {
     fn poll(&mut self, d: &Domain) {
         if let Some(w) = self.others.as_mut() {
             let page = w.page();
-            w.poll(|e| {
-                if let component_runtime::events::Event::Died { component, death } = e {
-                    if matches!(page.name(component), Some("netdrv" | "netstack")) {
-                        component_runtime::events::confirm_settled(component, death);
-                    }
+            for (component, death) in w.deaths() {
+                if matches!(page.name(component), Some("netdrv" | "netstack")) {
+                    component_runtime::events::confirm_settled(component, death);
                 }
-            });
+            }
         }
         let Some(death) = self.waiting else { return };
         let Some(page) = component_runtime::events::page() else { return };
@@ -688,13 +686,7 @@ impl FsWatch {
 
     fn poll(&mut self, d: &'static Domain, programs: &mut Programs<'static, FsFragments>) {
         let Some(w) = self.events.as_mut() else { return };
-        let mut died = Vec::new();
-        w.poll(|e| {
-            if let component_runtime::events::Event::Died { component, death } = e {
-                died.push((component, death));
-            }
-        });
-        for (component, death) in died {
+        for (component, death) in w.deaths() {
             if Some(component) == self.fs_index {
                 programs.drop_cache();
                 programs.fragments_mut().reconnect();

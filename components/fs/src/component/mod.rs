@@ -422,13 +422,7 @@ impl Server {
     /// is tainted by a dead peer) and ends quarantines that are settled.
     fn poll_events(&mut self) {
         let Some(w) = self.events.as_mut() else { return };
-        let mut died = Vec::new();
-        w.poll(|e| {
-            if let component_runtime::events::Event::Died { component, death } = e {
-                died.push((component, death));
-            }
-        });
-        for (component, death) in died {
+        for (component, death) in w.deaths() {
             component_runtime::events::confirm_settled(component, death);
         }
         let page = w.page();
