@@ -373,9 +373,16 @@ impl<'d> Harness<'d> {
     /// Pulls `c`'s actions as the component's `pump` does for a transport
     /// that holds at most `wire.window` bytes the client has not read:
     /// while it is full (netstack said `SendFull`) nothing that goes to the
-    /// client is pulled. What was pulled lands in `wire` and `dr`.
+    /// client is pulled, only body parts for the cgi
+    /// ([`Server::next_input`]). What was pulled lands in `wire` and `dr`.
     pub fn pump(&mut self, c: ConnId, wire: &mut Wire, dr: &mut Drained<'d>) {
         if wire.full() {
+            while let Some(a) = self.srv.next_input(c) {
+                match a {
+                    Action::CgiBody { id, part, more } => dr.body_parts.push((id, part, more)),
+                    _ => unreachable!("only body parts"),
+                }
+            }
             return;
         }
         while let Some(a) = self.srv.next_within(c, wire.window - wire.held) {

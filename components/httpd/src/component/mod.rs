@@ -716,6 +716,9 @@ impl Httpd {
             let spent = self.allowance.get(&conn).is_some_and(|a| a.sent >= a.bytes);
             if (self.net_full.contains(&conn) || spent) && !closing {
                 // Back-pressure: its `SendSpace` puts it back in `ready`.
+                // Its request body still goes to the cgi as the cgi
+                // credits it: only the answer waits for the client.
+                self.pump_input(id);
                 continue;
             }
             if budget == 0 || self.must_wait(id) {
@@ -740,6 +743,7 @@ impl Httpd {
                     // Its `SendsTaken` puts it back in `ready`.
                     self.credit_wait.insert(conn);
                     self.credit_waits += 1;
+                    self.pump_input(id);
                     break;
                 }
                 // Static responses are built here (file reads included):
@@ -793,13 +797,7 @@ impl Httpd {
                         }
                         break;
                     }
-                    Some(Action::CgiBody { id: call_id, part, more }) => {
-                        if !self.body_wait.is_empty() {
-                            self.body_wait.push_back((id, call_id, part, more));
-                        } else if let Err(part) = self.cgi_send_part(call_id, part, more) {
-                            self.body_wait.push_back((id, call_id, part, more));
-                        }
-                    }
+                    Some(Action::CgiBody { id: call_id, part, more }) => self.body_part(id, call_id, part, more),
                 }
             }
         }
@@ -811,6 +809,28 @@ impl Httpd {
         if !self.ready.is_empty() && self.outq.is_empty() && !self.pool_low() && budget > 0 {
             // Only CGI failures were left: pull again at once.
             self.pump();
+        }
+    }
+
+    /// Hands the cgi the parts of `id`'s request body that may go now (it
+    /// has input credit) without pulling anything for the client: for a
+    /// connection whose send side is full. A program that reads its body
+    /// while its answer waits for the client must not wait for the client
+    /// to read (it used to: the upload stalled, the program timed out).
+    fn pump_input(&mut self, id: HConn) {
+        while let Some(a) = self.srv.next_input(id) {
+            if let Action::CgiBody { id: call_id, part, more } = a {
+                self.body_part(id, call_id, part, more);
+            }
+        }
+    }
+
+    /// A body part for the cgi: sent, or queued behind those that wait.
+    fn body_part(&mut self, id: HConn, call_id: u32, part: Aggregate<'static>, more: bool) {
+        if !self.body_wait.is_empty() {
+            self.body_wait.push_back((id, call_id, part, more));
+        } else if let Err(part) = self.cgi_send_part(call_id, part, more) {
+            self.body_wait.push_back((id, call_id, part, more));
         }
     }
 

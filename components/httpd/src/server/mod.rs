@@ -628,6 +628,22 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         true
     }
 
+    /// The next action for `c` that does not go to the client: a part of
+    /// its streamed request body for the cgi, while the cgi has input
+    /// credit. Call it (until `None`) for a connection whose transport
+    /// takes nothing now (netstack said `SendFull`, or its allowance is
+    /// spent), instead of [`Server::next`]: a program that reads its body
+    /// while its answer waits for the client then still gets the body, and
+    /// the only thing that waits is what the client is slow to take. (A
+    /// program that blocks on its output stops crediting input; then the
+    /// client's upload waits too, and the send timeout ends a client that
+    /// reads nothing.) Taking body parts is no output taken by the client:
+    /// it does not put off the send timeout.
+    pub fn next_input(&mut self, c: ConnId) -> Option<Action<'d>> {
+        let conn = self.conns.get_mut(&c.0)?;
+        self.core.upload_next(conn)
+    }
+
     /// Whether `c`'s next output is already in memory (a header or a CGI
     /// reply), so that sending it needs no new buffers. A component that
     /// stops pulling output while its pool is low must still send these:
@@ -838,12 +854,19 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 ready.push(ConnId(id));
                 continue;
             }
-            if let (State::Cgi(w), Some(u)) = (&mut conn.state, &conn.upload) {
-                if !u.cgi_owes() && w.deadline != u64::MAX {
+            match (&mut conn.state, &conn.upload) {
+                (State::Cgi(w), Some(u)) if !u.cgi_owes() && w.deadline != u64::MAX => {
                     // It has consumed all we gave it and waits for the
                     // client: its time runs from the next part.
                     w.deadline = now + self.core.cfg.cgi_timeout_ms;
                 }
+                (State::Stream(s), Some(u)) if s.id == u.id && !u.cgi_owes() => {
+                    // The same for a program that streams its answer while
+                    // it reads: waiting for the client's next body part, it
+                    // owes us no output.
+                    s.deadline = now + self.core.cfg.cgi_timeout_ms;
+                }
+                _ => {}
             }
             match &conn.state {
                 State::Cgi(w) if now >= w.deadline => {

@@ -389,7 +389,7 @@ fn a_streamed_answer_may_begin_while_the_body_still_comes() {
 
 /// A program that streams its answer while it reads its body (as a
 /// progress report does): a first part at once, then a line every
-/// `every` body parts, each sent only on output credit (it blocks in its
+/// `every` body bytes, each sent only on output credit (it blocks in its
 /// write until then, reading nothing meanwhile), and a summary at the end.
 struct Progress<'d> {
     id: u32,
@@ -398,7 +398,6 @@ struct Progress<'d> {
     credit: u32,
     /// Body parts delivered and not consumed yet.
     inbox: std::collections::VecDeque<(iolite::Aggregate<'d>, bool)>,
-    consumed: usize,
     got: Vec<u8>,
     /// The lines it wrote after the first part, in order.
     lines: Vec<String>,
@@ -427,14 +426,14 @@ impl<'d> Progress<'d> {
         let mut moved = false;
         while !self.done {
             let Some((part, more)) = self.inbox.front() else { break };
-            let (more, reports) = (*more, (self.consumed + 1) % self.every == 0);
+            let (n, step) = (self.got.len(), self.every);
+            let (more, reports) = (*more, (n + part.len()) / step > n / step);
             if (reports || !more) && self.credit == 0 {
                 // Its write blocks: it reads nothing more until credit.
                 break;
             }
             self.got.extend(bytes(part));
             self.inbox.pop_front();
-            self.consumed += 1;
             moved = true;
             if !more {
                 let line = format!("{} bytes, sum {:08x}\n", self.got.len(), sum(&self.got));
@@ -481,10 +480,12 @@ fn a_client_that_does_not_read_its_answer_still_uploads_to_a_program_that_reads(
     assert!(call.more);
     let mut cgi = Progress {
         id: call.id,
-        every: 8,
+        // A line at 384 KiB and 768 KiB: with the first part and the
+        // summary, the output window's worth (STREAM_WINDOW), so that its
+        // output never blocks it (the answer waits at httpd).
+        every: 384 * 1024,
         credit: cgi_api::wire::STREAM_WINDOW,
         inbox: Default::default(),
-        consumed: 0,
         got: Vec::new(),
         lines: Vec::new(),
         done: false,
@@ -555,3 +556,46 @@ fn a_client_that_does_not_read_its_answer_still_uploads_to_a_program_that_reads(
     assert_eq!((s.cgi_uploads_aborted, s.cgi_timeouts, s.request_timeouts, s.send_timeouts), (0, 0, 0, 0));
 }
 
+
+/// A program that began its answer and waits for a slow client's next
+/// body part owes no output: its stream's timeout runs only while it
+/// holds parts it has not credited, as before the answer began.
+#[test]
+fn a_streaming_program_waiting_for_a_slow_body_is_not_timed_out() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    let want = body(100_000);
+    h.send(c, post("/cgi-bin/progress", want.len()).as_bytes());
+    h.send(c, &want[..70_000]);
+    let p = pull(&mut h, c);
+    let id = p.calls[0].id;
+    let mut got: Vec<u8> = p.parts.iter().flat_map(|(_, a, _)| bytes(a)).collect();
+    h.srv.cgi_part(c, id, make(d, CGI_POOL, b"Content-Type: text/plain\r\n\r\nreading")).unwrap();
+    h.srv.cgi_input_credit(c, id, 1 + p.parts.len() as u32);
+    let mut sent = pull(&mut h, c).bytes;
+    // 1000 bytes a second: 30 s, six times the cgi's timeout, each gap
+    // well within the request timeout.
+    for piece in want[70_000..].chunks(1000) {
+        for _ in 0..10 {
+            h.advance(100);
+            h.srv.tick();
+        }
+        h.send(c, piece);
+        let p = pull(&mut h, c);
+        assert!(!p.closed);
+        sent.extend(p.bytes);
+        for (_, a, more) in &p.parts {
+            got.extend(bytes(a));
+            if *more {
+                h.srv.cgi_input_credit(c, id, 1);
+            }
+        }
+    }
+    assert_eq!(got, want);
+    h.srv.cgi_reply(c, id, Ok(make(d, CGI_POOL, b" done")));
+    sent.extend(pull(&mut h, c).bytes);
+    assert!(String::from_utf8_lossy(&sent).ends_with("Transfer-Encoding: chunked\r\n\r\n7\r\nreading\r\n5\r\n done\r\n0\r\n\r\n"));
+    let s = h.srv.stats();
+    assert_eq!((s.cgi_timeouts, s.cgi_streams_aborted, s.request_timeouts), (0, 0, 0));
+}
