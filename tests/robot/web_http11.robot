@@ -130,6 +130,36 @@ An 8 MiB Chunked Upload Streams To The CGI And Its Checksum Comes Back
     Status Should Be    ${status}    200
     Should Be Equal    ${out}    ${{ b"length: 1000\nsha256: " + $sha.encode() + b"\n" }}
 
+An 8 MiB Chunked Upload To A Program That Streams It Back As It Reads Comes Back Exactly
+    [Documentation]    curl POSTs 8 MiB of random bytes chunked to /cgi-bin/tee, which answers
+    ...    with its body as it reads it: each part httpd hands it goes back out as a part of
+    ...    its streamed (chunked) answer while curl is still sending, by reference, and the
+    ...    part is credited only once it went. The answer's SHA-256 must be the body's; the
+    ...    stats: one streamed body, one streamed answer, all 8 MiB passed back, nothing
+    ...    aborted or discarded. Then a client that reads its answer slowly through a
+    ...    16 KiB receive buffer while it uploads 2 MiB: httpd's send side fills again and
+    ...    again mid-upload, and the body must still flow as the program credits it (it
+    ...    used to stop while the send side was full) and come back byte for byte.
+    ${before}=    Stats Json
+    ${status}    ${out}    ${sha}    ${seconds}=    Curl Upload    /cgi-bin/tee    8388608    ${OUTPUT DIR}
+    Status Should Be    ${status}    200
+    Log    8 MiB passed through in ${seconds} s
+    Should Be Equal As Integers    ${{ len($out) }}    8388608
+    Should Be Equal    ${{ hashlib.sha256($out).hexdigest() }}    ${sha}
+    ${after}=    Stats Json
+    Should Be Equal As Integers    ${after}[httpd][cgi_uploads]    ${${before}[httpd][cgi_uploads] + 1}
+    Should Be Equal As Integers    ${after}[httpd][cgi_streams]    ${${before}[httpd][cgi_streams] + 1}
+    Should Be Equal As Integers    ${${after}[cgi][tee_bytes] - ${before}[cgi][tee_bytes]}    8388608
+    FOR    ${c}    ${name}    IN    httpd    cgi_upload_discarded_bytes    httpd    cgi_uploads_aborted
+    ...    httpd    cgi_streams_aborted    httpd    cgi_timeouts    httpd    send_timeouts
+        Should Be Equal As Integers    ${after}[${c}][${name}]    ${before}[${c}][${name}]    ${c} ${name}
+    END
+    ${out}    ${sha}    ${seconds}    ${err}=    Upload While Reading Slowly    /cgi-bin/tee    2097152
+    Should Be Empty    ${err}
+    Log    2 MiB read slowly in ${seconds} s
+    Should Be Equal As Integers    ${{ len($out) }}    2097152
+    Should Be Equal    ${{ hashlib.sha256($out).hexdigest() }}    ${sha}
+
 If-Match: A Matching Tag, * Or A List With It Serves The File, Others Get 412
     ${h}    ${file}=    Get Verified File    /odd-4097.bin
     ${etag}=    Set Variable    ${h}[etag]

@@ -556,7 +556,6 @@ fn a_client_that_does_not_read_its_answer_still_uploads_to_a_program_that_reads(
     assert_eq!((s.cgi_uploads_aborted, s.cgi_timeouts, s.request_timeouts, s.send_timeouts), (0, 0, 0, 0));
 }
 
-
 /// A program that began its answer and waits for a slow client's next
 /// body part owes no output: its stream's timeout runs only while it
 /// holds parts it has not credited, as before the answer began.
@@ -595,7 +594,8 @@ fn a_streaming_program_waiting_for_a_slow_body_is_not_timed_out() {
     assert_eq!(got, want);
     h.srv.cgi_reply(c, id, Ok(make(d, CGI_POOL, b" done")));
     sent.extend(pull(&mut h, c).bytes);
-    assert!(String::from_utf8_lossy(&sent).ends_with("Transfer-Encoding: chunked\r\n\r\n7\r\nreading\r\n5\r\n done\r\n0\r\n\r\n"));
+    assert!(String::from_utf8_lossy(&sent)
+        .ends_with("Transfer-Encoding: chunked\r\n\r\n7\r\nreading\r\n5\r\n done\r\n0\r\n\r\n"));
     let s = h.srv.stats();
     assert_eq!((s.cgi_timeouts, s.cgi_streams_aborted, s.request_timeouts), (0, 0, 0));
 }
