@@ -65,6 +65,7 @@ REDbot Finds Nothing Bad Beyond The Documented Allow-List
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/sub    ${OUTPUT DIR}    expect_status=301
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/sub/    ${OUTPUT DIR}    expect_status=403
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/cgi-bin/page    ${OUTPUT DIR}
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/cgi-bin/stream?size=100000&parts=4&delay_ms=50    ${OUTPUT DIR}
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/style.css    ${OUTPUT DIR}    If-None-Match: ${h}[etag]    expect_status=304
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/odd-4097.bin    ${OUTPUT DIR}    Range: bytes=0-9,100-199    expect_status=206
     Bad Findings Should All Be Allowed
