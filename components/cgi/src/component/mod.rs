@@ -356,6 +356,19 @@ fn collect() -> Counters {
                 .with("bounce_bytes", v[11]),
         );
     }
+    // The supervisor's view, from the system events page: deaths per
+    // component, and its free untyped memory (the same after any number of
+    // restarts unless one leaked).
+    if let Some(page) = component_runtime::events::page() {
+        let mut sup = Component::new("supervisor");
+        sup.set("untyped_free_now", page.free_untyped_bytes());
+        for i in 0..page.len() {
+            if let Some(name) = page.name(i) {
+                sup.set(&alloc::format!("deaths_{name}"), page.state(i).0);
+            }
+        }
+        all.push(sup);
+    }
     // The cache's share of memory (components/fs/src/budget.rs): gauges
     // end in `_now`, the low-water mark in `_low`.
     let mut b = [0u64; 11];
