@@ -83,7 +83,7 @@ component_runtime::global_heap!(2 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/cgi.rs"));
 
 // Pool ids: derived by the compiler from the assembly.
-use glue::pools::{CGI_POOL, CGI_REQ_POOL, FILE_POOL};
+use glue::pools::{BODY_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL};
 /// `cgi.test_hooks = 1` (test images only): build in the test hooks
 /// (`test_hook`). A constant from the assembly, so the default image's
 /// binary has neither their code nor their names.
@@ -412,6 +412,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     unsafe {
         map_pool!(owned d, CGI_POOL, glue::cgi_pool, Trust::Trusted).expect("cgi pool");
         map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("request pool");
+        // Request bodies as netstack received them: only the input of
+        // connections httpd handed off while their body to us arrived.
+        map_pool!(foreign d, BODY_POOL, glue::body_pool, Trust::Trusted).expect("body pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
     }
     // What each peer may reference in what it sends us (the assembly's

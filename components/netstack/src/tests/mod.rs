@@ -1063,3 +1063,4 @@ mod dhcp;
 mod relink;
 mod stale;
 mod tso;
+mod hand_off;
