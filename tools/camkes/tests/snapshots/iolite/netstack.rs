@@ -22,7 +22,7 @@ pub mod glue {
         /// `attribute string link_refs[];`
         pub const LINK_REFS: &[&str] = &["rx_pool"];
         /// `attribute string client_refs[];`
-        pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool"];
+        pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool", "body_pool"];
         /// `attribute string client_name;`
         pub const CLIENT_NAME: &str = "httpd";
         /// `attribute string client2_name;`
