@@ -284,7 +284,7 @@ impl<'d> Session<'d> {
             Request::HandOff { on, .. } => {
                 let Some(_) = conn else { return self.error(op, id, not_yours()) };
                 if stack.set_hand_off(id, on).is_err() {
-                    return self.error(op, id, ErrorCode::InvalidArgument);
+                    self.error(op, id, ErrorCode::InvalidArgument);
                 }
             }
             Request::Receive { on, .. } => {

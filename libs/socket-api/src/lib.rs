@@ -689,7 +689,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 67] = [
+        let names: [&str; 69] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
