@@ -157,7 +157,8 @@ Error Statuses
 The CGI Maps No Pool With Other Clients' Requests
     # From the compiled spec: the cgi's mappings (section "component cgi" of
     # system.txt) include no pool that holds raw network data or httpd's
-    # buffers, only the pool of requests httpd hands it.
+    # buffers, only the pool of requests httpd hands it and netstack's
+    # hand-off pool (request bodies for the cgi, nothing else).
     ${spec}=    Get File    ${BUILD_DIR}/system/system.txt
     ${maps}=    Evaluate    [l.split(" -> ")[1].split()[1] for l in $spec.split("\\ncomponent cgi ")[1].split("\\ncomponent ")[0].splitlines() if l.strip().startswith("map ")]
     Log    ${maps}
@@ -165,7 +166,9 @@ The CGI Maps No Pool With Other Clients' Requests
         List Should Not Contain Value    ${maps}    ${pool}
     END
     List Should Contain Value    ${maps}    cgi_req_pool
-    # A POST body reaches the cgi as a counted copy (and is echoed intact).
+    List Should Contain Value    ${maps}    body_pool
+    # A short POST body comes in the same segment as its head, in the
+    # shared pool: it reaches the cgi as a counted copy (echoed intact).
     ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo    method=POST    body=only-mine
     Should Be Equal As Integers    ${status}    200
     Should End With    ${body}    ${{b"only-mine"}}

@@ -471,6 +471,11 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         if let Some(id) = glue::pools::CGI_REQ_POOL {
             map_pool!(foreign d, id, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
         }
+        // The hand-off pool, where the assembly connects one: received
+        // data of connections the client passes on (Request::HandOff).
+        if let Some(id) = glue::pools::BODY_POOL {
+            map_pool!(owned d, id, glue::body_pool, Trust::Trusted).expect("body pool");
+        }
     }
     // What each peer may reference in what it sends us: netdrv its received
     // frames, the client the pools it maps (never our headers or netdrv's
@@ -587,6 +592,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let offloads = nic_api::Offloads::from_word(link.control().word(nic_api::WORD_OFFLOADS).load(Ordering::Acquire));
     let mut cfg = Config::new(mac, HDR_POOL);
     cfg.rx_pool = SOCK_POOL;
+    cfg.hand_off_pool = glue::pools::BODY_POOL;
     // TCP segments of up to 64 KiB, cut by the e1000 (netdrv.tso).
     cfg.tso = offloads.tso;
     let (addr, prefix) = glue::attributes::ADDRESS.split_once('/').unwrap_or((glue::attributes::ADDRESS, "24"));
@@ -1004,6 +1010,8 @@ impl Node {
                 S::TxTsoSplit => s.tx_tso_split,
                 S::SendHeldBackBytes => self.slots.iter().map(Slot::held_back_bytes).sum::<usize>() as u64,
                 S::SendRingBytesInUse => self.stack.send_ring_bytes() as u64,
+                S::RxHandOffBytes => s.rx_hand_off,
+                S::RxHandOffFallbackBytes => s.rx_hand_off_fallback,
             };
         }
         self.stats.publish(&v);

@@ -87,7 +87,7 @@ component_runtime::global_heap!(2 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/cgi.rs"));
 
 // Pool ids: derived by the compiler from the assembly.
-use glue::pools::{CGI_POOL, CGI_REQ_POOL, FILE_POOL};
+use glue::pools::{BODY_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL};
 /// `cgi.test_hooks = 1` (test images only): build in the test hooks
 /// (`test_hook`). A constant from the assembly, so the default image's
 /// binary has neither their code nor their names.
@@ -414,6 +414,19 @@ fn collect() -> Counters {
                 .with("bounce_bytes", v[11]),
         );
     }
+    // The supervisor's view, from the system events page: deaths per
+    // component, and its free untyped memory (the same after any number of
+    // restarts unless one leaked).
+    if let Some(page) = component_runtime::events::page() {
+        let mut sup = Component::new("supervisor");
+        sup.set("untyped_free_now", page.free_untyped_bytes());
+        for i in 0..page.len() {
+            if let Some(name) = page.name(i) {
+                sup.set(&alloc::format!("deaths_{name}"), page.state(i).0);
+            }
+        }
+        all.push(sup);
+    }
     // The cache's share of memory (components/fs/src/budget.rs): gauges
     // end in `_now`, the low-water mark in `_low`.
     let mut b = [0u64; 11];
@@ -457,6 +470,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     unsafe {
         map_pool!(owned d, CGI_POOL, glue::cgi_pool, Trust::Trusted).expect("cgi pool");
         map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("request pool");
+        // Request bodies as netstack received them: only the input of
+        // connections httpd handed off while their body to us arrived.
+        map_pool!(foreign d, BODY_POOL, glue::body_pool, Trust::Trusted).expect("body pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
     }
     // What each peer may reference in what it sends us (the assembly's

@@ -609,6 +609,23 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         self.conns.get(&c.0).is_some_and(|conn| conn.upload.as_ref().is_some_and(|u| u.window_full()))
     }
 
+    /// Whether the input `c` receives next is a request body for the cgi
+    /// (its head was parsed; the body, whole or streamed, has not all
+    /// arrived): a transport that can keep such input apart from other
+    /// clients' (netstack's hand-off pool) lets the body reach the cgi by
+    /// reference. Input after the body is parsed as usual wherever it
+    /// lands.
+    pub fn input_to_cgi(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| {
+            conn.upload.is_some()
+                || match &conn.state {
+                    State::Body(req) => input::streams_body(req),
+                    State::Chunked(cb) => cb.streams(),
+                    _ => false,
+                }
+        })
+    }
+
     /// Whether `c` has a request body streaming to the cgi (or being read
     /// to its end and discarded).
     pub fn uploading(&self, c: ConnId) -> bool {

@@ -599,3 +599,60 @@ fn a_streaming_program_waiting_for_a_slow_body_is_not_timed_out() {
     let s = h.srv.stats();
     assert_eq!((s.cgi_timeouts, s.cgi_streams_aborted, s.request_timeouts), (0, 0, 0));
 }
+
+/// `input_to_cgi` is what the component hands off to netstack: true from
+/// the parsed head of a request whose body goes to the cgi (whole or
+/// streamed, Content-Length or chunked) until the body has all arrived,
+/// never for other requests.
+#[test]
+fn input_goes_to_the_cgi_exactly_while_a_body_for_it_arrives() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    assert!(!h.srv.input_to_cgi(c));
+    // A GET: no body, nothing handed off.
+    h.send(c, b"GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(!h.srv.input_to_cgi(c));
+    let p = pull(&mut h, c);
+    reply(&mut h, c, p.calls[0].id, b"Content-Type: text/plain\r\n\r\nok");
+    let _ = pull(&mut h, c);
+    // A whole body (below max_body): from the head until its last byte.
+    let small = body(1000);
+    h.send(c, post("/cgi-bin/echo", small.len()).as_bytes());
+    assert!(h.srv.input_to_cgi(c), "head parsed, body to come");
+    h.send(c, &small[..500]);
+    assert!(h.srv.input_to_cgi(c));
+    h.send(c, &small[500..]);
+    assert!(!h.srv.input_to_cgi(c), "the body is complete");
+    let p = pull(&mut h, c);
+    reply(&mut h, c, p.calls[0].id, b"Content-Type: text/plain\r\n\r\nok");
+    let _ = pull(&mut h, c);
+    // A streamed chunked body: until its last chunk and trailer.
+    h.send(c, b"POST /cgi-bin/upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    assert!(h.srv.input_to_cgi(c));
+    let big = body(100 * 1024);
+    let mut chunked = Vec::new();
+    for piece in big.chunks(10_000) {
+        chunked.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        chunked.extend_from_slice(piece);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    h.send(c, &chunked);
+    assert!(h.srv.input_to_cgi(c), "the terminating chunk has not come");
+    let p = pull(&mut h, c);
+    let id = p.calls[0].id;
+    for _ in 0..INPUT_WINDOW * 4 {
+        h.srv.cgi_input_credit(c, id, 1);
+        let _ = pull(&mut h, c);
+    }
+    h.send(c, b"0\r\n\r\n");
+    for _ in 0..INPUT_WINDOW * 4 {
+        h.srv.cgi_input_credit(c, id, 1);
+        let _ = pull(&mut h, c);
+    }
+    assert!(!h.srv.input_to_cgi(c), "the body ended");
+    // A POST to a file is not for the cgi.
+    let c2 = h.connect();
+    h.send(c2, post("/index.html", 10).as_bytes());
+    assert!(!h.srv.input_to_cgi(c2));
+}
