@@ -373,6 +373,8 @@ pub struct NetStack<'d> {
     dirty: Vec<SocketHandle>,
     /// Every connection is looked at after the next poll.
     dirty_all: bool,
+    /// The indexes `after_poll` looks at (kept for its capacity).
+    visit: Vec<usize>,
     /// The connections the user closed that are in TIME-WAIT, by
     /// `Conn::time_wait_order` (oldest first; `Config::time_wait_cap`).
     time_wait_set: BTreeSet<(u64, SocketHandle)>,
@@ -496,6 +498,7 @@ impl<'d> NetStack<'d> {
             handle_index: BTreeMap::new(),
             dirty: Vec::new(),
             dirty_all: false,
+            visit: Vec::new(),
             time_wait_set: BTreeSet::new(),
             listeners: Vec::new(),
             dhcp,
@@ -969,14 +972,17 @@ impl<'d> NetStack<'d> {
         // after the last poll, so hundreds of idle or stalled connections
         // cost a poll nothing here (see README, "The poll loop").
         self.sockets.take_dispatched(&mut self.dirty);
-        let mut visit: Vec<usize> = if core::mem::take(&mut self.dirty_all) {
-            (0..self.conns.len()).collect()
+        let mut visit = core::mem::take(&mut self.visit);
+        visit.clear();
+        if core::mem::take(&mut self.dirty_all) {
+            visit.extend(0..self.conns.len());
         } else {
-            self.dirty.iter().filter_map(|h| self.handle_index.get(h).copied()).collect()
-        };
+            visit.extend(self.dirty.iter().filter_map(|h| self.handle_index.get(h).copied()));
+        }
         self.dirty.clear();
         visit.sort_unstable();
         visit.dedup();
+        self.stats.poll_visits += visit.len() as u64;
         let mut gone: Vec<usize> = Vec::new();
         // Release what was acknowledged. (Sockets are read through `get`:
         // `get_mut` tells smoltcp the socket may have something to send,
@@ -1052,6 +1058,7 @@ impl<'d> NetStack<'d> {
         for &i in gone.iter().rev() {
             self.forget(i);
         }
+        self.visit = visit;
         // Nobody takes them (a user of the stack without a session): keep
         // the list bounded, everything counts as touched instead.
         if self.touched.len() > self.conns.len() + 64 {

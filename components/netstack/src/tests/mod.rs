@@ -1062,4 +1062,5 @@ mod back_pressure;
 mod dhcp;
 mod relink;
 mod stale;
+mod timers;
 mod tso;
