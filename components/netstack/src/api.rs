@@ -3,7 +3,7 @@
 //! (requests, events, their tags) are the `socket-api` protocol crate's,
 //! re-exported here.
 
-use alloc::collections::VecDeque;
+use alloc::collections::{BTreeMap, VecDeque};
 use alloc::vec::Vec;
 use iolite::Aggregate;
 use outbox::Outbox;
@@ -96,6 +96,10 @@ pub struct Session<'d> {
     /// Listening sockets (backlogs) the client may hold in all.
     listen_budget: usize,
     conns: Vec<SessConn<'d>>,
+    /// Index in `conns` by id: a request or a touched connection is found
+    /// in O(log n), not by a walk over hundreds of connections. Checked
+    /// on use and rebuilt if it does not match (see `index_of`).
+    conn_at: BTreeMap<ConnId, usize>,
     events: VecDeque<(Event, Option<Aggregate<'d>>)>,
     max_pending: usize,
     events_cap: usize,
@@ -150,6 +154,7 @@ impl<'d> Session<'d> {
             ports: Vec::new(),
             listen_budget: usize::MAX,
             conns: Vec::new(),
+            conn_at: BTreeMap::new(),
             events: VecDeque::with_capacity(events_cap),
             max_pending,
             events_cap,
@@ -225,7 +230,7 @@ impl<'d> Session<'d> {
             }
         };
         let (op, id) = (req.op(), req.id());
-        let conn = self.conns.iter().position(|c| c.id == id);
+        let conn = self.index_of(id);
         let not_yours = || if stack.exists(id) { ErrorCode::NotYours } else { ErrorCode::NotFound };
         match req {
             Request::Listen { backlog, .. }
@@ -440,6 +445,7 @@ impl<'d> Session<'d> {
             // Peer + Accepted + SendSpace, then the connection's first data.
             while self.data_room(4) {
                 let Some(conn) = stack.accept(p) else { break };
+                self.conn_at.insert(conn, self.conns.len());
                 self.conns.push(SessConn {
                     id: conn,
                     pending: Outbox::new(self.max_pending),
@@ -480,7 +486,7 @@ impl<'d> Session<'d> {
             }
         } else {
             for &id in touched.iter().chain(visit.iter()) {
-                if let Some(i) = self.conns.iter().position(|c| c.id == id) {
+                if let Some(i) = self.index_of(id) {
                     self.visit(stack, i, &mut deferred);
                 }
             }
@@ -492,6 +498,19 @@ impl<'d> Session<'d> {
             // What waited is made on a later poll, whatever touches then.
             self.visit_all = true;
         }
+    }
+
+    /// The index in `conns` of connection `id`, if it is this session's.
+    fn index_of(&mut self, id: ConnId) -> Option<usize> {
+        match self.conn_at.get(&id) {
+            Some(&i) if self.conns.get(i).is_some_and(|c| c.id == id) => return Some(i),
+            None if self.conn_at.len() == self.conns.len() => return None,
+            _ => {}
+        }
+        // Out of step with `conns` (never, as long as every change of
+        // `conns` updates it): rebuilt.
+        self.conn_at = self.conns.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
+        self.conn_at.get(&id).copied()
     }
 
     /// Connection `i`: moves held-back sends into TCP, turns received data
@@ -537,6 +556,10 @@ impl<'d> Session<'d> {
             return false;
         }
         self.conns.swap_remove(i);
+        self.conn_at.remove(&id);
+        if let Some(m) = self.conns.get(i) {
+            self.conn_at.insert(m.id, i);
+        }
         self.events.push_back((Event::Closed { conn: id }, None));
         true
     }
@@ -561,6 +584,7 @@ impl<'d> Session<'d> {
             let _ = stack.unlisten(p);
         }
         self.events.clear();
+        self.conn_at.clear();
         self.conns.shrink_to_fit();
         self.ports.shrink_to_fit();
         closed

@@ -32,6 +32,7 @@ use alloc::vec::Vec;
 use core::num::NonZeroUsize;
 use iolite::{Aggregate, Domain, PoolId, SliceDesc, Trust, MAX_SLICES, PAGE_SIZE};
 use nic_api::{Tso, TSO_MAX_FRAME};
+use smoltcp::iface::SocketHandle;
 use smoltcp::phy::{self, Checksum, ChecksumCapabilities, DeviceCapabilities, Medium, PacketMeta};
 use smoltcp::time::Instant;
 
@@ -66,6 +67,11 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
     /// whether a frame could not be attributed.
     pub touched: &'a mut Vec<ConnId>,
     pub touched_all: &'a mut bool,
+    /// The sockets of the connections received segments are for, and
+    /// whether a frame could not be attributed: what `NetStack::poll`
+    /// looks at afterwards besides what smoltcp dispatched.
+    pub dirty: &'a mut Vec<SocketHandle>,
+    pub dirty_all: bool,
     /// The index of the connection the last frame was for: a burst is one
     /// connection's, and the 4-tuple index is deep with hundreds of them.
     pub last_conn: Option<usize>,
@@ -152,6 +158,7 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
                 // Flattened by the token below (a copy of the whole frame).
                 self.stats.rx_frame_bytes_flattened += agg.len() as u64;
                 *self.touched_all = true;
+                self.dirty_all = true;
             }
         }
         Some((Rx { agg }, Tx { dev: self, mss: None }))
@@ -344,6 +351,7 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         // Ours is the frame's destination.
         let Some(i) = self.conn_of(&(t.dst, t.dport, t.src, t.sport)) else { return };
         let c = &mut self.conns[i];
+        self.dirty.push(c.handle);
         if !c.touched {
             c.touched = true;
             self.touched.push(c.id);

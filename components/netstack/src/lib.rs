@@ -268,6 +268,10 @@ pub struct NetStats {
     pub dhcp_leases: u64,
     /// Connections dropped from TIME-WAIT early ([`Config::time_wait_cap`]).
     pub time_wait_recycled: u64,
+    /// Connections looked at after polls: those a segment, the user or a
+    /// due timer touched (all of them only after a frame that could not
+    /// be attributed), not every one per poll.
+    pub poll_visits: u64,
 }
 
 impl NetStats {

@@ -1,7 +1,7 @@
 //! The stack: a smoltcp interface, its sockets, and the connections'
 //! send queues of IO-Lite references.
 
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::vec::Vec;
 use iolite::{Aggregate, CopyMode, Domain, Error as IolError, PoolId, SliceDesc};
 use smoltcp::iface::{Interface, PollResult, SocketHandle, SocketSet};
@@ -366,6 +366,20 @@ pub struct NetStack<'d> {
     conn_index: BTreeMap<ConnId, usize>,
     /// 4-tuple → index in `conns`, for the device layer's per-frame lookup.
     pub(crate) tuple_index: BTreeMap<Tuple, usize>,
+    /// Socket → index in `conns`, for what smoltcp dispatched.
+    handle_index: BTreeMap<SocketHandle, usize>,
+    /// Connections to look at after the next poll besides what smoltcp
+    /// dispatched in it: a segment arrived for them, or the user sent,
+    /// received or closed (see `after_poll`). May repeat; stale handles
+    /// are skipped.
+    dirty: Vec<SocketHandle>,
+    /// Every connection is looked at after the next poll.
+    dirty_all: bool,
+    /// The indexes `after_poll` looks at (kept for its capacity).
+    visit: Vec<usize>,
+    /// The connections the user closed that are in TIME-WAIT, by
+    /// `Conn::time_wait_order` (oldest first; `Config::time_wait_cap`).
+    time_wait_set: BTreeSet<(u64, SocketHandle)>,
     listeners: Vec<Listener>,
     dhcp: Option<SocketHandle>,
     /// A lease obtained (Some) or lost (None) since the last
@@ -428,6 +442,16 @@ fn ipv4_of(a: IpAddress) -> Option<[u8; 4]> {
     }
 }
 
+/// When a connection the user closed entered TIME-WAIT (its order), if
+/// it did: the ones `Config::time_wait_cap` bounds.
+fn in_time_wait(c: &Conn) -> Option<u64> {
+    if c.closed_by_user {
+        c.time_wait_order
+    } else {
+        None
+    }
+}
+
 fn tuple_of(s: &tcp::Socket) -> Option<([u8; 4], u16, [u8; 4], u16)> {
     let (l, r) = (s.local_endpoint()?, s.remote_endpoint()?);
     Some((ipv4_of(l.addr)?, l.port, ipv4_of(r.addr)?, r.port))
@@ -473,6 +497,11 @@ impl<'d> NetStack<'d> {
             conns: Vec::new(),
             conn_index: BTreeMap::new(),
             tuple_index: BTreeMap::new(),
+            handle_index: BTreeMap::new(),
+            dirty: Vec::new(),
+            dirty_all: false,
+            visit: Vec::new(),
+            time_wait_set: BTreeSet::new(),
             listeners: Vec::new(),
             dhcp,
             dhcp_change: None,
@@ -651,9 +680,11 @@ impl<'d> NetStack<'d> {
         self.next_id = self.next_id.wrapping_add(1).max(1);
         let s = self.sockets.get::<tcp::Socket>(handle);
         self.conn_index.insert(id, self.conns.len());
+        self.handle_index.insert(handle, self.conns.len());
         if let Some(t) = tuple_of(s) {
             self.tuple_index.insert(t, self.conns.len());
         }
+        self.dirty.push(handle);
         self.conns.push(Conn {
             id,
             handle,
@@ -803,6 +834,7 @@ impl<'d> NetStack<'d> {
             return Err((NetError::WouldBlock, agg));
         }
         let c = &mut self.conns[i];
+        self.dirty.push(c.handle);
         let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
         if c.zero_copy {
             match s.send_virtual(n) {
@@ -847,6 +879,7 @@ impl<'d> NetStack<'d> {
             _ => self.d.alloc(self.cfg.rx_pool, n).map_err(NetError::Iolite)?,
         };
         let in_hand_off_pool = hand_off == Some(b.id().0);
+        self.dirty.push(self.conns[i].handle);
         let s = self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle);
         let got = s.recv_slice(&mut b.writable()[..n]).unwrap_or(0);
         self.d.count_copy(2 * got);
@@ -877,6 +910,7 @@ impl<'d> NetStack<'d> {
     pub fn close(&mut self, id: ConnId) -> Result<(), NetError> {
         let i = self.conn(id)?;
         self.conns[i].closed_by_user = true;
+        self.dirty.push(self.conns[i].handle);
         self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle).close();
         Ok(())
     }
@@ -885,6 +919,7 @@ impl<'d> NetStack<'d> {
     pub fn abort(&mut self, id: ConnId) -> Result<(), NetError> {
         let i = self.conn(id)?;
         self.conns[i].closed_by_user = true;
+        self.dirty.push(self.conns[i].handle);
         self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle).abort();
         Ok(())
     }
@@ -919,10 +954,13 @@ impl<'d> NetStack<'d> {
             stale: None,
             touched: &mut self.touched,
             touched_all: &mut self.touched_all,
+            dirty: &mut self.dirty,
+            dirty_all: false,
             last_conn: None,
         };
         let changed = self.iface.poll(now, &mut dev, &mut self.sockets) != PollResult::None;
         self.tx_blocked = dev.blocked;
+        self.dirty_all |= dev.dirty_all;
         if let Some(s) = dev.stale {
             self.last_stale = Some(s);
         }
@@ -956,10 +994,30 @@ impl<'d> NetStack<'d> {
     }
 
     fn after_poll(&mut self) {
+        // The connections this poll may have changed: those a segment was
+        // for or the user acted on (`dirty`), and those smoltcp dispatched
+        // (gave a chance to send, to time out or to leave TIME-WAIT: also
+        // every one whose timer came due). The others are as they were
+        // after the last poll, so hundreds of idle or stalled connections
+        // cost a poll nothing here (see README, "The poll loop").
+        self.sockets.take_dispatched(&mut self.dirty);
+        let mut visit = core::mem::take(&mut self.visit);
+        visit.clear();
+        if core::mem::take(&mut self.dirty_all) {
+            visit.extend(0..self.conns.len());
+        } else {
+            visit.extend(self.dirty.iter().filter_map(|h| self.handle_index.get(h).copied()));
+        }
+        self.dirty.clear();
+        visit.sort_unstable();
+        visit.dedup();
+        self.stats.poll_visits += visit.len() as u64;
+        let mut gone: Vec<usize> = Vec::new();
         // Release what was acknowledged. (Sockets are read through `get`:
         // `get_mut` tells smoltcp the socket may have something to send,
-        // and it would then look at every one in the next poll.)
-        for (i, c) in self.conns.iter_mut().enumerate() {
+        // and it would then look at it in the next poll.)
+        for &i in &visit {
+            let c = &mut self.conns[i];
             if c.reset_stale && self.sockets.get::<tcp::Socket>(c.handle).state() != TcpState::Closed {
                 // Nothing more of this stream can be vouched for: a reset
                 // tells the peer so (it never sees the stale bytes).
@@ -974,6 +1032,9 @@ impl<'d> NetStack<'d> {
                 c.time_wait_order = Some(self.time_waits);
                 self.time_waits += 1;
             }
+            if let Some(o) = in_time_wait(c) {
+                self.time_wait_set.insert((o, c.handle));
+            }
             if c.zero_copy {
                 let acked = c.queue.len().saturating_sub(s.send_queue());
                 if acked > 0 {
@@ -985,8 +1046,12 @@ impl<'d> NetStack<'d> {
             c.seq_base = s.send_seq_base().0 as u32;
             if c.tuple.is_none() {
                 c.tuple = tuple_of(s);
-                if let Some(t) = c.tuple {
-                    self.tuple_index.insert(t, i);
+                match c.tuple {
+                    Some(t) => {
+                        self.tuple_index.insert(t, i);
+                    }
+                    // Looked at again after the next poll, until known.
+                    None => self.dirty.push(c.handle),
                 }
             }
             if touch && !c.touched {
@@ -1000,35 +1065,29 @@ impl<'d> NetStack<'d> {
                 let s = self.sockets.get_mut::<tcp::Socket>(c.handle);
                 c.ring_released = s.replace_tx_buffer(tcp::SocketBuffer::new(Vec::new())).is_ok();
             }
+            // Forget connections the user closed once their socket is closed.
+            if c.closed_by_user && self.sockets.get::<tcp::Socket>(c.handle).state() == TcpState::Closed {
+                gone.push(i);
+            }
         }
         // Beyond the cap, the connections longest in TIME-WAIT go (see
         // `Config::time_wait_cap`): without a segment, their socket and
         // ring are simply dropped below.
-        let in_time_wait = |c: &Conn| if c.closed_by_user { c.time_wait_order } else { None };
-        let waiting = self.conns.iter().filter_map(in_time_wait).count();
-        let recycle_before = if waiting > self.cfg.time_wait_cap {
-            let mut orders: Vec<u64> = self.conns.iter().filter_map(in_time_wait).collect();
-            orders.sort_unstable();
-            self.stats.time_wait_recycled += (waiting - self.cfg.time_wait_cap) as u64;
-            orders[waiting - self.cfg.time_wait_cap]
-        } else {
-            0
-        };
-        // Forget connections the user closed once their socket is closed.
-        let sockets = &mut self.sockets;
-        let touched = &mut self.touched;
-        self.conns.retain(|c| {
-            let recycled = in_time_wait(c).is_some_and(|o| o < recycle_before);
-            let closed = c.closed_by_user && sockets.get::<tcp::Socket>(c.handle).state() == TcpState::Closed;
-            let done = recycled || closed;
-            if done {
-                sockets.remove(c.handle);
-                if !c.touched {
-                    touched.push(c.id);
-                }
+        while self.time_wait_set.len() > self.cfg.time_wait_cap {
+            let Some((_, h)) = self.time_wait_set.pop_first() else { break };
+            if let Some(&i) = self.handle_index.get(&h) {
+                self.stats.time_wait_recycled += 1;
+                gone.push(i);
             }
-            !done
-        });
+        }
+        gone.sort_unstable();
+        gone.dedup();
+        // From the highest index down: `forget` moves the last connection
+        // into the freed index, which is then not one still to go.
+        for &i in gone.iter().rev() {
+            self.forget(i);
+        }
+        self.visit = visit;
         // Nobody takes them (a user of the stack without a session): keep
         // the list bounded, everything counts as touched instead.
         if self.touched.len() > self.conns.len() + 64 {
@@ -1037,10 +1096,6 @@ impl<'d> NetStack<'d> {
                 c.touched = false;
             }
             self.touched_all = true;
-        }
-        if self.conn_index.len() != self.conns.len() {
-            self.conn_index = self.conns.iter().enumerate().map(|(i, c)| (c.id, i)).collect();
-            self.tuple_index = self.conns.iter().enumerate().filter_map(|(i, c)| Some((c.tuple?, i))).collect();
         }
         // Rings freed by closed connections let waiting listeners grow back.
         self.refill_listeners();
@@ -1081,6 +1136,32 @@ impl<'d> NetStack<'d> {
                     self.iface.routes_mut().remove_default_ipv4_route();
                 }
                 None => {}
+            }
+        }
+    }
+
+    /// Removes connection `i` (its socket goes, its queued references are
+    /// released): the last connection takes its index, and the indexes
+    /// follow.
+    fn forget(&mut self, i: usize) {
+        let c = self.conns.swap_remove(i);
+        self.sockets.remove(c.handle);
+        if !c.touched {
+            self.touched.push(c.id);
+        }
+        self.conn_index.remove(&c.id);
+        self.handle_index.remove(&c.handle);
+        if let Some(t) = c.tuple.filter(|t| self.tuple_index.get(t) == Some(&i)) {
+            self.tuple_index.remove(&t);
+        }
+        if let Some(o) = in_time_wait(&c) {
+            self.time_wait_set.remove(&(o, c.handle));
+        }
+        if let Some(m) = self.conns.get(i) {
+            self.conn_index.insert(m.id, i);
+            self.handle_index.insert(m.handle, i);
+            if let Some(t) = m.tuple {
+                self.tuple_index.insert(t, i);
             }
         }
     }

@@ -1063,4 +1063,5 @@ mod dhcp;
 mod hand_off;
 mod relink;
 mod stale;
+mod timers;
 mod tso;
