@@ -133,23 +133,28 @@ class RecoveryClient:
         files = _manifest(manifest)
         self.probes = []  # (started, finished, ok)
 
-        def run():
-            while not self.stop.is_set():
-                started = time.monotonic()
-                ok = False
+        def probe():
+            started = time.monotonic()
+            ok = False
+            try:
+                conn = http.client.HTTPConnection(HOST, self.port, timeout=float(timeout))
                 try:
-                    conn = http.client.HTTPConnection(HOST, self.port, timeout=float(timeout))
-                    try:
-                        conn.request("GET", path)
-                        r = conn.getresponse()
-                        body = r.read()
-                        ok = self._check(files, path, r.status, {h.lower(): v for h, v in r.getheaders()}, body) is None
-                    finally:
-                        conn.close()
-                except Exception:  # noqa: BLE001 - a failed probe is the measurement
-                    ok = False
-                with self.lock:
-                    self.probes.append((started, time.monotonic(), ok))
+                    conn.request("GET", path)
+                    r = conn.getresponse()
+                    body = r.read()
+                    ok = self._check(files, path, r.status, {h.lower(): v for h, v in r.getheaders()}, body) is None
+                finally:
+                    conn.close()
+            except Exception:  # noqa: BLE001 - a failed probe is the measurement
+                ok = False
+            with self.lock:
+                self.probes.append((started, time.monotonic(), ok))
+
+        def run():
+            # Each probe on a thread of its own: one that waits for its
+            # timeout does not hold the next ones back.
+            while not self.stop.is_set():
+                threading.Thread(target=probe, daemon=True).start()
                 time.sleep(float(interval_ms) / 1000)
 
         t = threading.Thread(target=run, daemon=True)
@@ -224,8 +229,12 @@ class RecoveryClient:
             served = sorted(d for d, o in self.opened if o > t)
             if served:
                 result[f"first_new_connection_served_after_{name}_ms"] = round((served[0] - t) * 1000)
-            probes = getattr(self, "probes", None)
+            with self.lock:
+                probes = sorted(getattr(self, "probes", []))
             if probes:
+                logger.info(f"probes around {name}: " + ", ".join(
+                    f"{(p[0] - t) * 1000:.0f}..{(p[1] - t) * 1000:.0f}{'' if p[2] else ' failed'}"
+                    for p in probes if -500 <= (p[0] - t) * 1000 <= 1500))
                 after = [p for p in probes if p[0] > t]
                 result[f"probes_failed_after_{name}"] = sum(1 for p in after if not p[2])
                 served = sorted(p[1] for p in after if p[2])

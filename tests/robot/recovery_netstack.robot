@@ -61,6 +61,19 @@ Warm Baseline
     ${s}=    Stats Json
     RETURN    ${s}
 
+Pools Should Be Back To
+    [Arguments]    ${baseline}
+    ${after}=    Stats Json
+    ${p0}=    Pools Of    ${baseline}
+    ${p1}=    Pools Of    ${after}
+    # httpd's pool may keep one page more: the header cache's objects
+    # share pages with the per-response ones (Domain::pack), and the page
+    # being filled at the death was quarantined, so later headers went to
+    # another one (not one more per restart: the second test checks that).
+    ${slack}=    Create List    0    0    0    1    0
+    Should Be True    all(a <= b + s for a, b, s in zip($p1, $p0, $slack))
+    ...    pool pages in use (netdrv rx, netstack hdr, sock, httpd, fs): before ${p0}, after ${p1}
+
 Free Untyped After Loading
     ${line}=    Serial Line Seen    ^\\[roottask\\] free untyped memory after loading: \\d+ KiB$
     ${kib}=    Evaluate    int(re.search(r"(\\d+) KiB", $line).group(1))    modules=re
@@ -89,6 +102,10 @@ Netstack Loses Its Connections Under Load
     ELSE
         Make Component Hang    netstack
     END
+    # The supervisor reads the command at its next clock tick (16 Hz):
+    # connections opened until then are the old incarnation's too.
+    Sleep    0.1s
+    Mark Load Time    effective
     Sleep    4s
     ${r}=    Stop Static Load
     Log    ${CLIENTS} clients, netstack ${how} at 3 s: ${r}
@@ -107,10 +124,10 @@ Netstack Loses Its Connections Under Load
     # every connection opened after it was served: the probe's first one
     # within the target, and at most the one in flight at the fault failed.
     Should Be True    ${r}[failed_on_connections_open_at_fault] <= ${CLIENTS}
-    Should Be Equal As Integers    ${r}[failed_on_connections_opened_after_fault]    0
+    Should Be Equal As Integers    ${r}[failed_on_connections_opened_after_effective]    0
     Should Be True    ${r}[probe_served_after_fault_ms] < ${new_within_ms}
     Should Be True    ${r}[probe_gap_near_fault_ms] < ${new_within_ms}
-    Should Be True    ${r}[probes_failed_after_fault] <= 1
+    Should Be Equal As Integers    ${r}[probes_failed_after_effective]    0
     # The keep-alive clients reconnect once their 3 s timeout ends a
     # connection the dead incarnation held (or a retransmission of their
     # peer met the new one's reset).
@@ -130,12 +147,9 @@ Netstack Loses Its Connections Under Load
     Should Be Equal As Integers    ${after}[netstack][tcp_quarantined_pages]    0
     Should Be Equal As Integers    ${after}[httpd][netstack_restarts]    ${death}
     Should Be Equal As Integers    ${after}[netdrv][drv_restarts]    0
-    ${p0}=    Pools Of    ${baseline}
-    ${p1}=    Pools Of    ${after}
     # Nothing leaked: at most what was in use before (a reading itself may
-    # hold a header page in flight).
-    Should Be True    all(a <= b for a, b in zip($p1, $p0))
-    ...    pool pages in use (netdrv rx, netstack hdr, sock, httpd, fs): before ${p0}, after ${p1}
+    # hold a header page in flight: read again for a few seconds).
+    Wait Until Keyword Succeeds    10s    1s    Pools Should Be Back To    ${baseline}
     # Nobody else was restarted.
     ${lines}=    Serial Lines So Far
     ${others}=    Evaluate    [l for l in $lines if 'restarted component' in l and 'component netstack ' not in l]
@@ -143,7 +157,7 @@ Netstack Loses Its Connections Under Load
     # The root task's free untyped memory is what it was after loading.
     ${kib}=    Free Untyped After Loading
     ${free}=    Free Untyped After Restart    ${death}
-    Should Be Equal As Integers    ${free}[-1] // 1024    ${kib}
+    Should Be Equal As Integers    ${{ $free[-1] // 1024 }}    ${kib}
     RETURN    ${r}
 
 *** Test Cases ***

@@ -231,6 +231,8 @@ struct Slot {
     listen_budget: usize,
     /// The generation we attached to (0: not yet).
     generation: u64,
+    /// We are a restarted incarnation: the first attachment is reported.
+    announce: bool,
     /// A generation a dead incarnation of ours attached to (the region's
     /// `WORD_STACK_ATTACHED` said so at our start): never attached again,
     /// its rings are in any state; the client sets the region up afresh
@@ -353,7 +355,7 @@ impl Slot {
                 // Ours from now on: a later incarnation of ours must not
                 // attach to these channels again (see `stale`).
                 socket_api::mark_stack_attached(&self.control, g);
-                if self.peer != CLIENT || again || self.stale != 0 {
+                if self.peer != CLIENT || again || core::mem::take(&mut self.announce) {
                     log!("{} attached on {} (generation {g})", self.who, self.region_name);
                 }
             }
@@ -577,6 +579,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         signalled,
         listen_budget,
         generation: 0,
+        announce: restarts > 0,
         stale: 0,
         seen: 0,
         dead_generation: 0,
