@@ -358,10 +358,8 @@ impl Driver {
         if POLL {
             log!("no interrupt: polling the rings on every tick");
         }
-        let stack = StackLife {
-            index: events.as_ref().and_then(|w| w.page().index_of(NETSTACK_NAME)),
-            ..StackLife::default()
-        };
+        let stack =
+            StackLife { index: events.as_ref().and_then(|w| w.page().index_of(NETSTACK_NAME)), ..StackLife::default() };
         Driver {
             nic,
             d,

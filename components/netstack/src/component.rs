@@ -628,7 +628,11 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         if socket_api::stack_attached_before(&s.control) {
             let g = s.control.generation();
             s.stale = g;
-            log!("{}'s region {} (generation {g}) was our dead incarnation's: waiting for it to set it up again", s.who, s.region_name);
+            log!(
+                "{}'s region {} (generation {g}) was our dead incarnation's: waiting for it to set it up again",
+                s.who,
+                s.region_name
+            );
         }
         s.check_attach(d);
     }
@@ -1097,9 +1101,10 @@ impl Node {
                 S::SendHeldBackBytes => self.slots.iter().map(Slot::held_back_bytes).sum::<usize>() as u64,
                 S::SendRingBytesInUse => self.stack.send_ring_bytes() as u64,
                 S::Restarts => self.restarts,
-                S::QuarantinedPages => (self.d.quarantined_pages(HDR_POOL).unwrap_or(0)
-                    + self.d.quarantined_pages(SOCK_POOL).unwrap_or(0))
-                    as u64,
+                S::QuarantinedPages => {
+                    (self.d.quarantined_pages(HDR_POOL).unwrap_or(0) + self.d.quarantined_pages(SOCK_POOL).unwrap_or(0))
+                        as u64
+                }
             };
         }
         self.stats.publish(&v);

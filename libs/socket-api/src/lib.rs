@@ -46,8 +46,8 @@
 #![no_std]
 #![deny(missing_docs)]
 
-pub use counters::{Counter, CounterPage, Values};
 use core::sync::atomic::Ordering;
+pub use counters::{Counter, CounterPage, Values};
 use iolite::duplex::Control;
 use iolite::{init_duplex, Aggregate, ChannelTx, Domain, Duplex, DuplexAttach, Geometry, PeerId, RwRegion, Side};
 

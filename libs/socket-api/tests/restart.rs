@@ -12,9 +12,7 @@
 use iolite::duplex::Control;
 use iolite::testing::{bytes, domain, make, meta, own, pool_region};
 use iolite::{Domain, Duplex, DuplexAttach, PeerId, PoolId, RwRegion, Trust};
-use socket_api::{
-    init_client, mark_stack_attached, stack_attached_before, Event, Request, GEOMETRY, STACK_SIDE,
-};
+use socket_api::{init_client, mark_stack_attached, stack_attached_before, Event, Request, GEOMETRY, STACK_SIDE};
 
 /// netstack's socket pool (received data) and the client's pool.
 const SOCK_POOL: PoolId = 1;
@@ -83,7 +81,9 @@ fn a_restarted_stack_attaches_only_to_the_region_its_client_set_up_again() {
     let sent = s.rx.recv().unwrap().unwrap();
     assert_eq!(bytes(&sent.agg), response);
     // One more the dead stack never takes, and an event it never sees taken.
-    c.tx.send(make(client, APP_POOL, &body(3, 500)), Request::Send { conn: 5 }.encode(), 0).map_err(|(e, _)| e).unwrap();
+    c.tx.send(make(client, APP_POOL, &body(3, 500)), Request::Send { conn: 5 }.encode(), 0)
+        .map_err(|(e, _)| e)
+        .unwrap();
     s.tx.send(make(stack, SOCK_POOL, &body(4, 100)), Event::Data { conn: 5 }.encode(), 0).map_err(|(e, _)| e).unwrap();
     let app_lent = in_use(client, APP_POOL);
     assert!(app_lent > app_base);

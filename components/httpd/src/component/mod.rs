@@ -1134,7 +1134,9 @@ impl Httpd {
                         log!("cgi death {death} settled: {n} buffers lent to it released");
                     }
                 }
-                component_runtime::events::Event::Died { component, death } if Some(component) == self.netstack_index => {
+                component_runtime::events::Event::Died { component, death }
+                    if Some(component) == self.netstack_index =>
+                {
                     self.netstack_died(death);
                 }
                 component_runtime::events::Event::Settled { component, death }
