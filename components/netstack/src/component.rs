@@ -448,6 +448,9 @@ struct Node {
     me: usize,
     restarts: u64,
     own_quarantine: Option<u64>,
+    /// After a restart: when we started (ms), until the first connection
+    /// was accepted (reported: how long new connections waited for us).
+    started: Option<u64>,
 }
 
 /// How long a restarted netstack waits for netdrv to let go of the link
@@ -535,6 +538,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // runs below us).
     let link_region = unsafe { rw(glue::link::VADDR, glue::link::SIZE) };
     let restarts = start.restarts;
+    let started_ms = now_ms();
     if restarts > 0 {
         log!("restart {restarts}: waiting for netdrv to let go of the link");
         wait_for_released_link(link_region);
@@ -739,6 +743,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         me,
         restarts,
         own_quarantine,
+        started: (restarts > 0).then_some(started_ms),
     };
     let mut woke = rdtsc();
     loop {
@@ -794,6 +799,10 @@ impl Node {
                 self.slots.iter_mut().filter_map(|s| s.client.as_mut()).map(|c| c.session()).collect();
             self.polls += netstack::api::run(&mut sessions, &mut self.stack, now_ms(), &mut self.port) as u64;
             drop(sessions);
+            if let Some(t) = self.started.filter(|_| self.slots[0].stats().accepted > 0) {
+                self.started = None;
+                log!("first connection accepted {} ms after the restart", now_ms().saturating_sub(t));
+            }
             if let Some(s) = self.stack.take_stale() {
                 warn!(
                     "pool {} buffer {} is no longer generation {:#x}: its segments withheld, the connection reset",
