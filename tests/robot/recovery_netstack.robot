@@ -127,9 +127,10 @@ Netstack Loses Its Connections Under Load
     Should Be True    ${r}[failed_on_connections_open_at_fault] <= ${CLIENTS}
     Should Be Equal As Integers    ${r}[failed_on_connections_opened_after_effective]    0
     Should Be True    ${r}[probe_served_after_effective_ms] < ${new_within_ms}
-    Log    new connections: first served ${r}[probe_served_after_fault_ms] ms after the command,
+    ${note}=    Catenate    new connections: first served ${r}[probe_served_after_fault_ms] ms after the command,
     ...    ${r}[probe_served_after_effective_ms] ms after it took effect; longest time without a
     ...    served probe around the fault ${r}[probe_gap_near_fault_ms] ms
+    Log    ${note}
     Should Be Equal As Integers    ${r}[probes_failed_after_effective]    0
     # The keep-alive clients reconnect once their 3 s timeout ends a
     # connection the dead incarnation held (or a retransmission of their
