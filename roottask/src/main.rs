@@ -98,5 +98,6 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
     log!("system started: {started} of {} components running; supervising faults", system.instances.len());
     let clock = clock::Clock::start(&mut objects);
     log!("free untyped memory after loading: {} KiB", objects.free_bytes() / 1024);
+    loader::events_page().free_untyped_bytes.store(objects.free_bytes(), core::sync::atomic::Ordering::Release);
     supervisor::run(&mut system, clock, objects)
 }

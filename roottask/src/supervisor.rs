@@ -530,6 +530,7 @@ impl Supervisor<'_, '_> {
                 (Ok(()), None) => log!("restarted component {name} (restart {restarts})"),
                 (Err(e), _) => error!("could not restart component {name}: {e}"),
             }
+            events_page().free_untyped_bytes.store(self.objects.free_bytes(), core::sync::atomic::Ordering::Release);
             if self.system.instances[position].tcb.is_some() {
                 // Restarts must not leak: the boot allocator's free memory
                 // stays put, and an incarnation uses as much of its

@@ -239,6 +239,76 @@ class Http11:
             return int(r.stdout), f.read(), hashlib.sha256(body).hexdigest(), seconds
 
     @keyword
+    def upload_while_reading_slowly(self, path, size, read_bytes=8192, pause=0.01, rcvbuf=16384):
+        """POSTs `size` random bytes chunked (64 KiB chunks) to `path` from
+        one thread while this one reads the answer `read_bytes` at a time,
+        `pause` seconds apart, through a receive buffer of `rcvbuf` bytes:
+        the server's send side fills again and again while the body is
+        still coming. The answer must be a chunked 200 with
+        `Connection: close` absent; returns (decoded body, the sent body's
+        SHA-256, seconds, the sender's error or "")."""
+        import threading
+        size = int(size)
+        body = os.urandom(size)
+        sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+        sock.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, int(rcvbuf))
+        sock.settimeout(120)
+        sock.connect((HOST, self.port))
+        head = (f"POST {path} HTTP/1.1\r\nHost: t\r\nContent-Type: application/octet-stream\r\n"
+                "Transfer-Encoding: chunked\r\nConnection: close\r\n\r\n").encode()
+        err = []
+
+        def send():
+            try:
+                sock.sendall(head)
+                for i in range(0, size, 65536):
+                    piece = body[i:i + 65536]
+                    sock.sendall(b"%x\r\n" % len(piece) + piece + b"\r\n")
+                sock.sendall(b"0\r\n\r\n")
+            except OSError as e:
+                err.append(repr(e))
+
+        t0 = time.monotonic()
+        sender = threading.Thread(target=send, daemon=True)
+        sender.start()
+        raw = b""
+        while True:
+            chunk = sock.recv(int(read_bytes))
+            if not chunk:
+                break
+            raw += chunk
+            time.sleep(float(pause))
+        seconds = time.monotonic() - t0
+        sender.join(10)
+        sock.close()
+        if b"\r\n\r\n" not in raw:
+            raise AssertionError(f"no response header: {raw[:300]!r} (sender: {err})")
+        headpart, rest = raw.split(b"\r\n\r\n", 1)
+        lines = headpart.decode("latin-1").split("\r\n")
+        logger.info("\n".join(lines))
+        if not lines[0].startswith("HTTP/1.1 200 "):
+            raise AssertionError(f"status line {lines[0]!r}")
+        if "transfer-encoding: chunked" not in [line.lower() for line in lines[1:]]:
+            raise AssertionError(f"not chunked: {lines}")
+        out, chunks = b"", 0
+        while True:
+            line, sep, rest = rest.partition(b"\r\n")
+            if not sep:
+                raise AssertionError(f"cut off after {len(out)} body bytes")
+            n = int(line, 16)
+            if n == 0:
+                if rest != b"\r\n":
+                    raise AssertionError(f"bytes after the last chunk: {rest[:100]!r}")
+                break
+            if len(rest) < n + 2 or rest[n:n + 2] != b"\r\n":
+                raise AssertionError(f"bad chunk of {n} after {len(out)} body bytes")
+            out += rest[:n]
+            rest = rest[n + 2:]
+            chunks += 1
+        logger.info(f"{len(out)} bytes in {chunks} chunks, {seconds:.1f} s")
+        return out, hashlib.sha256(body).hexdigest(), seconds, "".join(err)
+
+    @keyword
     def raw_chunked_post(self, path, body, follow="/file-1k.txt"):
         """POSTs `body` chunked by hand, in odd chunk sizes written in odd
         forms (leading zeros, upper and lower case hex), with chunk

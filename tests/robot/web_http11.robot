@@ -65,6 +65,7 @@ REDbot Finds Nothing Bad Beyond The Documented Allow-List
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/sub    ${OUTPUT DIR}    expect_status=301
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/sub/    ${OUTPUT DIR}    expect_status=403
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/cgi-bin/page    ${OUTPUT DIR}
+    ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/cgi-bin/stream?size=100000&parts=4&delay_ms=50    ${OUTPUT DIR}
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/style.css    ${OUTPUT DIR}    If-None-Match: ${h}[etag]    expect_status=304
     ${notes}=    Run Redbot    http://127.0.0.1:${PORT}/odd-4097.bin    ${OUTPUT DIR}    Range: bytes=0-9,100-199    expect_status=206
     Bad Findings Should All Be Allowed
@@ -97,9 +98,10 @@ An 8 MiB Chunked Upload Streams To The CGI And Its Checksum Comes Back
     ...    (httpd hands it over in parts of the client's slices, a window of four, the cgi
     ...    crediting each) and answers with its length and SHA-256: both must match what
     ...    was sent. The stats: one streamed body more, its bytes handed over in parts,
-    ...    no body byte copied by httpd to parse or flatten it and none by netstack to
-    ...    send, one copy of it into the CGI request pool (the isolation copy: the cgi
-    ...    maps no pool with other clients' bytes), and the cgi consumed all of it.
+    ...    no body byte copied by httpd to parse or flatten it, none by netstack to
+    ...    send, and none into the CGI request pool: netstack received the body into its
+    ...    hand-off pool (early demultiplexing: it holds nothing but bodies for the cgi),
+    ...    so it went to the cgi by reference; the cgi consumed all of it.
     ${before}=    Stats Json
     ${status}    ${out}    ${sha}    ${seconds}=    Curl Upload    /cgi-bin/upload    8388608    ${OUTPUT DIR}
     Status Should Be    ${status}    200
@@ -114,21 +116,56 @@ An 8 MiB Chunked Upload Streams To The CGI And Its Checksum Comes Back
     ...    httpd    cgi_upload_discarded_bytes    httpd    cgi_uploads_aborted    netstack    tcp_tx_copied
         Should Be Equal As Integers    ${after}[${c}][${name}]    ${before}[${c}][${name}]    ${c} ${name}
     END
-    # One copy of each part, unless the request ring had no room for one
-    # (then it is copied again when it goes: counted, and deferred).
+    # By reference: curl waits for the 100 Continue (Expect: 100-continue
+    # beyond 1 MiB), which httpd sends after it handed the connection off,
+    # so every body byte lands in netstack's hand-off pool (body_pool) and
+    # goes to the cgi from there; none in the shared pool, none copied.
     ${copied}=    Evaluate    ${after}[httpd][cgi_body_bytes_copied] - ${before}[httpd][cgi_body_bytes_copied]
-    ${deferred}=    Evaluate    ${after}[httpd][cgi_body_parts_deferred] - ${before}[httpd][cgi_body_parts_deferred]
-    IF    ${deferred} == 0
-        Should Be Equal As Integers    ${copied}    8388608
-    ELSE
-        Should Be True    ${copied} >= 8388608
-    END
+    ${by_ref}=    Evaluate    ${after}[httpd][cgi_body_bytes_by_ref] - ${before}[httpd][cgi_body_bytes_by_ref]
+    ${fallback}=    Evaluate    ${after}[netstack][tcp_rx_hand_off_fallback_bytes] - ${before}[netstack][tcp_rx_hand_off_fallback_bytes]
+    ${handed}=    Evaluate    ${after}[netstack][tcp_rx_hand_off_bytes] - ${before}[netstack][tcp_rx_hand_off_bytes]
+    Log    body bytes by reference ${by_ref}, copied ${copied}; netstack: ${handed} into the hand-off pool, ${fallback} beside it
+    Should Be Equal As Integers    ${copied}    0    body bytes copied into the CGI request pool
+    Should Be Equal As Integers    ${fallback}    0
+    Should Be True    ${by_ref} >= 8388608    ${by_ref} body bytes by reference
+    Should Be True    ${handed} >= 8388608
+    Should Be True    ${after}[httpd][hand_off_switches] - ${before}[httpd][hand_off_switches] >= 2
     Should Be Equal As Integers    ${${after}[cgi][upload_bytes] - ${before}[cgi][upload_bytes]}    8388608
     Should Be Equal As Integers    ${after}[httpd][copy_mode]    0    the image is built in iolite mode
     # A 64 KiB body still comes whole, and the connection's next request works.
     ${status}    ${out}    ${sha}    ${seconds}=    Curl Upload    /cgi-bin/upload    1000    ${OUTPUT DIR}    chunked=False
     Status Should Be    ${status}    200
     Should Be Equal    ${out}    ${{ b"length: 1000\nsha256: " + $sha.encode() + b"\n" }}
+
+An 8 MiB Chunked Upload To A Program That Streams It Back As It Reads Comes Back Exactly
+    [Documentation]    curl POSTs 8 MiB of random bytes chunked to /cgi-bin/tee, which answers
+    ...    with its body as it reads it: each part httpd hands it goes back out as a part of
+    ...    its streamed (chunked) answer while curl is still sending, by reference, and the
+    ...    part is credited only once it went. The answer's SHA-256 must be the body's; the
+    ...    stats: one streamed body, one streamed answer, all 8 MiB passed back, nothing
+    ...    aborted or discarded. Then a client that reads its answer slowly through a
+    ...    16 KiB receive buffer while it uploads 2 MiB: httpd's send side fills again and
+    ...    again mid-upload, and the body must still flow as the program credits it (it
+    ...    used to stop while the send side was full) and come back byte for byte.
+    ${before}=    Stats Json
+    ${status}    ${out}    ${sha}    ${seconds}=    Curl Upload    /cgi-bin/tee    8388608    ${OUTPUT DIR}
+    Status Should Be    ${status}    200
+    Log    8 MiB passed through in ${seconds} s
+    Should Be Equal As Integers    ${{ len($out) }}    8388608
+    Should Be Equal    ${{ hashlib.sha256($out).hexdigest() }}    ${sha}
+    ${after}=    Stats Json
+    Should Be Equal As Integers    ${after}[httpd][cgi_uploads]    ${${before}[httpd][cgi_uploads] + 1}
+    Should Be Equal As Integers    ${after}[httpd][cgi_streams]    ${${before}[httpd][cgi_streams] + 1}
+    Should Be Equal As Integers    ${${after}[cgi][tee_bytes] - ${before}[cgi][tee_bytes]}    8388608
+    FOR    ${c}    ${name}    IN    httpd    cgi_upload_discarded_bytes    httpd    cgi_uploads_aborted
+    ...    httpd    cgi_streams_aborted    httpd    cgi_timeouts    httpd    send_timeouts
+        Should Be Equal As Integers    ${after}[${c}][${name}]    ${before}[${c}][${name}]    ${c} ${name}
+    END
+    ${out}    ${sha}    ${seconds}    ${err}=    Upload While Reading Slowly    /cgi-bin/tee    2097152
+    Should Be Empty    ${err}
+    Log    2 MiB read slowly in ${seconds} s
+    Should Be Equal As Integers    ${{ len($out) }}    2097152
+    Should Be Equal    ${{ hashlib.sha256($out).hexdigest() }}    ${sha}
 
 If-Match: A Matching Tag, * Or A List With It Serves The File, Others Get 412
     ${h}    ${file}=    Get Verified File    /odd-4097.bin

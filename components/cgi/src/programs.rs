@@ -75,6 +75,10 @@ pub struct ProgramStats {
     pub upload_requests: u64,
     /// Body bytes `/cgi-bin/upload` consumed (read in place).
     pub upload_bytes: u64,
+    /// `/cgi-bin/tee` runs.
+    pub tee_requests: u64,
+    /// Body bytes `/cgi-bin/tee` passed back (by reference).
+    pub tee_bytes: u64,
     /// Unknown programs (404).
     pub not_found: u64,
     /// Bytes written by the programs (headers and generated text).
@@ -134,6 +138,12 @@ pub enum Started<'d> {
     /// already): feed it the rest ([`Programs::upload_feed`]), then send
     /// its output ([`Programs::upload_finish`]).
     Upload(Upload),
+    /// `/cgi-bin/tee`, which answers with its body as it reads it: this is
+    /// its first output message (its header and the body that came with
+    /// the request, by reference). A whole body ends it; for a streamed
+    /// one every further part is its next message
+    /// ([`Programs::tee_part`]), the last part its last.
+    Tee(Aggregate<'d>),
 }
 
 /// The value of `key` in a query string (`a=1&format=json`), undecoded.
@@ -175,6 +185,8 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
             .with("stream_messages", s.stream_messages)
             .with("upload_requests", s.upload_requests)
             .with("upload_bytes", s.upload_bytes)
+            .with("tee_requests", s.tee_requests)
+            .with("tee_bytes", s.tee_bytes)
             .with_iolite(&self.d.stats())
     }
 
@@ -195,6 +207,7 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
         match self.start(env, body, counters, 0, false)? {
             Started::Whole(a) => Ok(a),
             Started::Upload(u) => self.upload_finish(u),
+            Started::Tee(a) => Ok(a),
             Started::Stream(_) => unreachable!("not allowed to stream"),
         }
     }
@@ -232,6 +245,10 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
                     self.upload_feed(&mut u, b);
                 }
                 return Ok(Started::Upload(u));
+            }
+            "/cgi-bin/tee" => {
+                self.stats.tee_requests += 1;
+                return self.run_tee(body).map(Started::Tee).inspect_err(|_| self.stats.failures += 1);
             }
             "/cgi-bin/stats" => self.run_stats(env, counters),
             "/cgi-bin/echo" => self.run_echo(env, body),
@@ -323,6 +340,31 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
             }
         }
         Ok(out)
+    }
+
+    /// `/cgi-bin/tee`'s first message: a header, then whatever body came
+    /// with the request, by reference.
+    fn run_tee(&mut self, body: Option<Aggregate<'d>>) -> Result<Aggregate<'d>, ProgramError> {
+        let mut out =
+            self.gen(|w| w.write_str("Content-Type: application/octet-stream\r\nCache-Control: no-store\r\n\r\n"))?;
+        if let Some(b) = body {
+            self.stats.tee_bytes += b.len() as u64;
+            self.stats.referenced_bytes += b.len() as u64;
+            if let Err((_, b)) = out.append(b) {
+                // More slices than an aggregate holds: one counted copy.
+                let flat = b.copy_to_pool(self.pool)?;
+                out.append(flat).map_err(|(e, _)| e)?;
+            }
+        }
+        Ok(out)
+    }
+
+    /// `/cgi-bin/tee`'s next message: a part of its body, passed back as
+    /// it is (by reference).
+    pub fn tee_part(&mut self, part: Aggregate<'d>) -> Aggregate<'d> {
+        self.stats.tee_bytes += part.len() as u64;
+        self.stats.referenced_bytes += part.len() as u64;
+        part
     }
 
     fn fragment(&mut self, path: &'static str) -> Result<Aggregate<'d>, ProgramError> {

@@ -387,3 +387,40 @@ fn upload_consumes_its_body_in_parts_and_answers_length_and_sha256() {
     assert_eq!(p.stats().upload_requests, 7);
     assert_eq!(p.stats().upload_bytes, 3 + 5 * 56);
 }
+
+#[test]
+fn tee_answers_with_its_body_by_reference_whole_or_part_by_part() {
+    use crate::programs::Started;
+    let d = setup();
+    let mut p = Programs::new(d, CGI_POOL, frags(d));
+    let head = b"Content-Type: application/octet-stream\r\nCache-Control: no-store\r\n\r\n";
+    // Whole: the body behind the header, the request's own slices.
+    let body = make(d, NET_POOL, b"hello\r\n\0tee");
+    let descs = body.descs().to_vec();
+    let before = d.stats().bytes_copied;
+    let out = p.run(&env_for("/cgi-bin/tee", "POST", ""), Some(body), &Counters::default()).unwrap();
+    assert_eq!(d.stats().bytes_copied, before);
+    let mut want = head.to_vec();
+    want.extend(b"hello\r\n\0tee");
+    assert_eq!(bytes(&out), want);
+    assert!(out.descs().ends_with(&descs), "by reference");
+    let (o, b, _) = split_output(out).unwrap();
+    assert_eq!((o.status, bytes(&b)), (200, b"hello\r\n\0tee".to_vec()));
+    // Streamed: the first message, then each part as it is.
+    let first = make(d, NET_POOL, b"abc");
+    let Started::Tee(m) =
+        p.start(&env_for("/cgi-bin/tee", "POST", ""), Some(first), &Counters::default(), 0, false).unwrap()
+    else {
+        panic!("not a tee")
+    };
+    assert!(bytes(&m).ends_with(b"\r\n\r\nabc"));
+    let part = make(d, NET_POOL, b"defgh");
+    let pd = part.descs().to_vec();
+    let m = p.tee_part(part);
+    assert_eq!((bytes(&m), m.descs().to_vec()), (b"defgh".to_vec(), pd));
+    // Without a body: the header alone.
+    let out = p.run(&env_for("/cgi-bin/tee", "GET", ""), None, &Counters::default()).unwrap();
+    assert_eq!(bytes(&out), head);
+    let s = p.stats();
+    assert_eq!((s.tee_requests, s.tee_bytes), (3, 11 + 3 + 5));
+}

@@ -252,6 +252,47 @@ pub struct Drained<'d> {
     pub closed: bool,
 }
 
+/// A transport for [`Harness::pump`]: netstack's send buffer plus the
+/// client's receive window, as one bound on the bytes the client has not
+/// read yet.
+#[derive(Debug, Clone, Copy)]
+pub struct Wire {
+    /// Bytes sent and not read by the client.
+    pub held: usize,
+    /// The most it holds: at that, netstack says `SendFull`.
+    pub window: usize,
+}
+
+impl Wire {
+    /// An empty transport holding at most `window` bytes.
+    pub fn new(window: usize) -> Self {
+        Self { held: 0, window }
+    }
+
+    /// Whether it takes nothing more (`SendFull`).
+    pub fn full(&self) -> bool {
+        self.held >= self.window
+    }
+
+    /// The client reads what is held.
+    pub fn read_all(&mut self) {
+        self.held = 0;
+    }
+}
+
+impl Drained<'_> {
+    /// Nothing yet.
+    pub fn new() -> Self {
+        Self { bytes: Vec::new(), sends: Vec::new(), cgi: Vec::new(), body_parts: Vec::new(), closed: false }
+    }
+}
+
+impl Default for Drained<'_> {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
 /// A server on [`site`] with a fake clock, and a client.
 pub struct Harness<'d> {
     /// The domain.
@@ -327,6 +368,41 @@ impl<'d> Harness<'d> {
             }
         }
         dr
+    }
+
+    /// Pulls `c`'s actions as the component's `pump` does for a transport
+    /// that holds at most `wire.window` bytes the client has not read:
+    /// while it is full (netstack said `SendFull`) nothing that goes to the
+    /// client is pulled, only body parts for the cgi
+    /// ([`Server::next_input`]). What was pulled lands in `wire` and `dr`.
+    pub fn pump(&mut self, c: ConnId, wire: &mut Wire, dr: &mut Drained<'d>) {
+        if wire.full() {
+            while let Some(a) = self.srv.next_input(c) {
+                match a {
+                    Action::CgiBody { id, part, more } => dr.body_parts.push((id, part, more)),
+                    _ => unreachable!("only body parts"),
+                }
+            }
+            return;
+        }
+        while let Some(a) = self.srv.next_within(c, wire.window - wire.held) {
+            match a {
+                Action::Send(a) => {
+                    wire.held += a.len();
+                    dr.bytes.extend(bytes(&a));
+                    dr.sends.push(a);
+                }
+                Action::Cgi(call) => dr.cgi.push(call),
+                Action::CgiBody { id, part, more } => dr.body_parts.push((id, part, more)),
+                Action::Close => {
+                    dr.closed = true;
+                    return;
+                }
+            }
+            if wire.full() {
+                return;
+            }
+        }
     }
 
     /// One request on a fresh connection; the responses and whether it closed.

@@ -280,6 +280,9 @@ impl Driver {
             if let Some(id) = glue::pools::CGI_REQ_POOL {
                 map_pool!(foreign d, id, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
             }
+            if let Some(id) = glue::pools::BODY_POOL {
+                map_pool!(foreign d, id, glue::body_pool, Trust::Trusted).expect("body pool");
+            }
         }
         // Frames from netstack may point only into these pools, and into
         // our own only where we lent the buffer to netstack.

@@ -281,6 +281,12 @@ impl<'d> Session<'d> {
                 let _ = self.conns[i].pending.clear();
                 let _ = stack.abort(id);
             }
+            Request::HandOff { on, .. } => {
+                let Some(_) = conn else { return self.error(op, id, not_yours()) };
+                if stack.set_hand_off(id, on).is_err() {
+                    self.error(op, id, ErrorCode::InvalidArgument);
+                }
+            }
             Request::Receive { on, .. } => {
                 let Some(i) = conn else { return self.error(op, id, not_yours()) };
                 self.stats.receive_pauses += u64::from(!on && !self.conns[i].rx_paused);

@@ -453,6 +453,18 @@ struct Node {
     started: Option<u64>,
 }
 
+/// The pools we own (headers, received data, and the hand-off pool where
+/// the assembly connects one): their pages a dead incarnation left in use
+/// are quarantined in the next one.
+fn owned_pools() -> impl Iterator<Item = iolite::PoolId> {
+    [HDR_POOL, SOCK_POOL].into_iter().chain(glue::pools::BODY_POOL)
+}
+
+/// Pages of our pools quarantined after a restart of ours.
+fn quarantined_pages(d: &Domain) -> u32 {
+    owned_pools().map(|p| d.quarantined_pages(p).unwrap_or(0)).sum()
+}
+
 /// How long a restarted netstack waits for netdrv to let go of the link
 /// its dead incarnation shared with it before setting it up anyway.
 const RELINK_WAIT_MS: u64 = 1000;
@@ -517,6 +529,11 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         }
         if let Some(id) = glue::pools::CGI_REQ_POOL {
             map_pool!(foreign d, id, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
+        }
+        // The hand-off pool, where the assembly connects one: received
+        // data of connections the client passes on (Request::HandOff).
+        if let Some(id) = glue::pools::BODY_POOL {
+            map_pool!(owned d, id, glue::body_pool, Trust::Trusted).expect("body pool");
         }
     }
     // What each peer may reference in what it sends us: netdrv its received
@@ -644,7 +661,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // (headers on the NIC's ring, received data the client holds) stays
     // quarantined until every peer settled that death.
     let me = start.instance as usize;
-    let quarantined = d.quarantined_pages(HDR_POOL).unwrap_or(0) + d.quarantined_pages(SOCK_POOL).unwrap_or(0);
+    let quarantined = quarantined_pages(d);
     let own_quarantine = match (quarantined, &sys_events) {
         (0, _) => None,
         (n, Some(w)) if me < w.page().len() => {
@@ -674,6 +691,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let offloads = nic_api::Offloads::from_word(link.control().word(nic_api::WORD_OFFLOADS).load(Ordering::Acquire));
     let mut cfg = Config::new(mac, HDR_POOL);
     cfg.rx_pool = SOCK_POOL;
+    cfg.hand_off_pool = glue::pools::BODY_POOL;
     // TCP segments of up to 64 KiB, cut by the e1000 (netdrv.tso).
     cfg.tso = offloads.tso;
     let (addr, prefix) = glue::attributes::ADDRESS.split_once('/').unwrap_or((glue::attributes::ADDRESS, "24"));
@@ -884,7 +902,7 @@ impl Node {
         // data), so its pool pages are ours again.
         if let (Some(death), Some(w)) = (self.own_quarantine, self.sys_events.as_ref()) {
             if w.page().state(self.me).1 >= death {
-                let n = self.d.end_quarantine(HDR_POOL).unwrap_or(0) + self.d.end_quarantine(SOCK_POOL).unwrap_or(0);
+                let n: u32 = owned_pools().map(|p| self.d.end_quarantine(p).unwrap_or(0)).sum();
                 log!("death {death} settled: {n} quarantined pool pages free again");
                 self.own_quarantine = None;
             }
@@ -1109,11 +1127,10 @@ impl Node {
                 S::TxTsoSplit => s.tx_tso_split,
                 S::SendHeldBackBytes => self.slots.iter().map(Slot::held_back_bytes).sum::<usize>() as u64,
                 S::SendRingBytesInUse => self.stack.send_ring_bytes() as u64,
+                S::RxHandOffBytes => s.rx_hand_off,
+                S::RxHandOffFallbackBytes => s.rx_hand_off_fallback,
                 S::Restarts => self.restarts,
-                S::QuarantinedPages => {
-                    (self.d.quarantined_pages(HDR_POOL).unwrap_or(0) + self.d.quarantined_pages(SOCK_POOL).unwrap_or(0))
-                        as u64
-                }
+                S::QuarantinedPages => quarantined_pages(self.d) as u64,
             };
         }
         self.stats.publish(&v);

@@ -89,6 +89,12 @@ pub struct Config {
     /// stack's domain; default: `pool`). A separate pool keeps received data
     /// that applications hold on to from starving frame headers.
     pub rx_pool: PoolId,
+    /// Where the received data of connections the client hands off
+    /// (`Request::HandOff`) goes instead (owned by the stack's domain):
+    /// a pool that holds only input the client passes on by reference
+    /// to a component that must not see other connections' bytes (a web
+    /// server's request bodies for its CGI). `None`: no hand-off.
+    pub hand_off_pool: Option<PoolId>,
     /// Per-connection send window: bytes queued and not yet acknowledged.
     pub send_window: usize,
     /// Per-connection receive window (smoltcp's receive ring).
@@ -149,6 +155,7 @@ impl Config {
             tso: false,
             pool,
             rx_pool: pool,
+            hand_off_pool: None,
             send_window: 256 * 1024,
             recv_window: 64 * 1024,
             send_slack: 64 * 1024,
@@ -248,6 +255,11 @@ pub struct NetStats {
     pub rx_payload: u64,
     /// Received payload bytes copied (frame → smoltcp ring → aggregate: 2×).
     pub rx_payload_copied: u64,
+    /// Of `rx_payload`: bytes delivered in the hand-off pool.
+    pub rx_hand_off: u64,
+    /// Of connections handed off: bytes delivered in `rx_pool` because the
+    /// hand-off pool had no room (the client copies them on).
+    pub rx_hand_off_fallback: u64,
     /// Bytes of received frames that came in more than one slice and were
     /// flattened into one buffer before smoltcp read them (netdrv gives
     /// one slice per frame: 0 there).

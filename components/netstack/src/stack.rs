@@ -299,6 +299,8 @@ pub(crate) struct Conn<'d> {
     pub reset_stale: bool,
     /// In `NetStack::touched` (see there).
     pub touched: bool,
+    /// Received data goes into `Config::hand_off_pool` (`set_hand_off`).
+    pub hand_off: bool,
     /// The TCP state as of the end of the last poll (a change that no
     /// received segment caused, e.g. a timeout, still touches it).
     pub last_state: TcpState,
@@ -667,6 +669,7 @@ impl<'d> NetStack<'d> {
             touched: true,
             last_state: s.state(),
             time_wait_order: None,
+            hand_off: false,
             max_window: s.remote_window(),
         });
         self.touched.push(id);
@@ -834,13 +837,39 @@ impl<'d> NetStack<'d> {
                 Recv::Eof
             });
         }
+        // A connection handed off receives into the hand-off pool; when
+        // that is full, into the shared pool (its client copies those
+        // bytes on) rather than keep them waiting: a client may be
+        // holding the hand-off pool for bytes it waits to complete.
+        let hand_off = self.conns[i].hand_off.then_some(self.cfg.hand_off_pool).flatten();
+        let mut b = match hand_off.map(|pool| self.d.alloc(pool, n)) {
+            Some(Ok(b)) => b,
+            _ => self.d.alloc(self.cfg.rx_pool, n).map_err(NetError::Iolite)?,
+        };
+        let in_hand_off_pool = hand_off == Some(b.id().0);
         let s = self.sockets.get_mut::<tcp::Socket>(self.conns[i].handle);
-        let mut b = self.d.alloc(self.cfg.rx_pool, n).map_err(NetError::Iolite)?;
         let got = s.recv_slice(&mut b.writable()[..n]).unwrap_or(0);
         self.d.count_copy(2 * got);
         self.stats.rx_payload_copied += 2 * got as u64;
         self.stats.rx_payload += got as u64;
+        if in_hand_off_pool {
+            self.stats.rx_hand_off += got as u64;
+        } else if hand_off.is_some() {
+            self.stats.rx_hand_off_fallback += got as u64;
+        }
         b.seal(got).map(Recv::Data).map_err(|(e, _)| NetError::Iolite(e))
+    }
+
+    /// Receives `id`'s data from now on into the hand-off pool (`on`) or
+    /// the shared receive pool (see `Config::hand_off_pool`). Data already
+    /// received stays where it is.
+    pub fn set_hand_off(&mut self, id: ConnId, on: bool) -> Result<(), NetError> {
+        if on && self.cfg.hand_off_pool.is_none() {
+            return Err(NetError::InvalidArgument);
+        }
+        let i = self.conn(id)?;
+        self.conns[i].hand_off = on;
+        Ok(())
     }
 
     /// Closes the sending half of `id` (FIN after the queued data). The

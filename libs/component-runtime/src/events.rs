@@ -58,6 +58,10 @@ pub struct EventsPage {
     pub count: AtomicU64,
     /// One per component, in spec order.
     pub records: [Record; MAX_COMPONENTS],
+    /// The supervisor's free untyped memory in bytes, written after the
+    /// system was built and after every restart: a restart that leaked
+    /// would show here as a smaller figure (`/cgi-bin/stats`).
+    pub free_untyped_bytes: AtomicU64,
 }
 
 const _: () = assert!(core::mem::size_of::<EventsPage>() <= 4096);
@@ -83,6 +87,12 @@ impl EventsPage {
         let r = self.records.get(i)?;
         let n = (r.name_len.load(Ordering::Acquire) as usize).min(RECORD_NAME_LEN);
         core::str::from_utf8(&r.name[..n]).ok()
+    }
+
+    /// The supervisor's free untyped memory, bytes (0 before it was first
+    /// written).
+    pub fn free_untyped_bytes(&self) -> u64 {
+        self.free_untyped_bytes.load(Ordering::Acquire)
     }
 
     /// (deaths, settled) of record `i`.

@@ -16,9 +16,14 @@
 //! starved by busier components above it is given none: neither is ever
 //! judged, however long it waits. Wall time plays no part.
 //!
-//! What this does not see: a component blocked for good (a deadlock of two
-//! RPC calls) uses no CPU either. httpd's CGI timeout covers the cgi there
-//! (wall time per request, then it asks for a restart).
+//! What this does not see: a component blocked for good uses no CPU
+//! either. A deadlock of RPC calls cannot happen: a component has one
+//! thread, and the assembly compiler rejects calls that form a cycle, so
+//! every chain of calls ends at a component that answers, spins (stuck,
+//! seen here) or dies (its callers are resumed). What is left are waits
+//! for an event a peer owes over shared memory; each protocol bounds
+//! those with a wall-time limit of its own (httpd's CGI timeout asks for
+//! a restart of the cgi, its send timeout closes a connection).
 
 /// Where the loader maps a watched component's progress page.
 pub const PROGRESS_VADDR: u64 = crate::start::START_INFO_VADDR + 0x8000;

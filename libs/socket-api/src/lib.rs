@@ -184,6 +184,8 @@ pub const OP_CLOSE: u8 = 4;
 pub const OP_ABORT: u8 = 5;
 /// Operation code of [`Request::Receive`].
 pub const OP_RECEIVE: u8 = 6;
+/// Operation code of [`Request::HandOff`].
+pub const OP_HAND_OFF: u8 = 7;
 const EV_LISTENING: u8 = 0x81;
 const EV_ACCEPTED: u8 = 0x82;
 const EV_DATA: u8 = 0x83;
@@ -261,6 +263,21 @@ pub enum Request {
         /// Connection.
         conn: ConnId,
         /// Deliver data (the default) or not.
+        on: bool,
+    },
+    /// Receive `conn`'s data from now on into the stack's hand-off pool
+    /// (`on: true`) or its shared receive pool (`on: false`, the default).
+    /// The shared pool holds every connection's bytes; the hand-off pool
+    /// only those of connections whose input the client hands on to a
+    /// component that must not see other clients' bytes (a web server's
+    /// request bodies for its CGI): the client can then pass them on by
+    /// reference instead of copying them into a pool of its own. Data
+    /// already delivered stays where it is. `InvalidArgument` if the stack
+    /// has no hand-off pool.
+    HandOff {
+        /// Connection.
+        conn: ConnId,
+        /// Into the hand-off pool or not.
         on: bool,
     },
 }
@@ -391,6 +408,7 @@ impl Request {
             Request::Close { conn } => tag(OP_CLOSE, conn, 0),
             Request::Abort { conn } => tag(OP_ABORT, conn, 0),
             Request::Receive { conn, on } => tag(OP_RECEIVE, conn, u32::from(on)),
+            Request::HandOff { conn, on } => tag(OP_HAND_OFF, conn, u32::from(on)),
         }
     }
 
@@ -407,6 +425,7 @@ impl Request {
             OP_CLOSE => Request::Close { conn: id },
             OP_ABORT => Request::Abort { conn: id },
             OP_RECEIVE if arg <= 1 => Request::Receive { conn: id, on: arg == 1 },
+            OP_HAND_OFF if arg <= 1 => Request::HandOff { conn: id, on: arg == 1 },
             _ => return Err(ErrorCode::BadRequest),
         })
     }
@@ -605,6 +624,12 @@ counters::counters! {
         /// sockets queue references). fs charges them to its cache's
         /// budget (components/fs/src/budget.rs).
         SendRingBytesInUse = "tcp_send_ring_bytes_in_use",
+        /// Received payload bytes delivered in the hand-off pool
+        /// (`Request::HandOff`).
+        RxHandOffBytes = "tcp_rx_hand_off_bytes",
+        /// Of connections handed off, bytes delivered in the shared pool
+        /// because the hand-off pool was full (the client copies them).
+        RxHandOffFallbackBytes = "tcp_rx_hand_off_fallback_bytes",
         /// Incarnations of netstack before this one (0: first start).
         Restarts = "tcp_restarts",
         /// Pages of our pools (headers, received data) a dead incarnation
@@ -661,6 +686,8 @@ mod tests {
             Request::Abort { conn: 7 },
             Request::Receive { conn: 7, on: false },
             Request::Receive { conn: u32::MAX, on: true },
+            Request::HandOff { conn: 9, on: true },
+            Request::HandOff { conn: 0, on: false },
         ] {
             assert_eq!(Request::decode(r.encode()), Ok(r));
         }
@@ -682,6 +709,7 @@ mod tests {
         assert_eq!(Request::decode(0), Err(ErrorCode::BadRequest));
         assert_eq!(Request::decode(u64::MAX), Err(ErrorCode::BadRequest));
         assert_eq!(Request::decode(tag(OP_LISTEN, 70000, 1)), Err(ErrorCode::BadRequest));
+        assert_eq!(Request::decode(tag(OP_HAND_OFF, 1, 2)), Err(ErrorCode::BadRequest));
         assert_eq!(Event::decode(tag(EV_ERROR, 1, 0xff)), None);
         // A count beyond the modulus is sent modulo it.
         let e = Event::SendsTaken { conn: 1, taken: SEND_COUNT_MODULUS + 5 };
@@ -695,7 +723,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 69] = [
+        let names: [&str; 71] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -763,6 +791,8 @@ mod tests {
             "tcp_tx_tso_split",
             "tcp_send_held_back_bytes",
             "tcp_send_ring_bytes_in_use",
+            "tcp_rx_hand_off_bytes",
+            "tcp_rx_hand_off_fallback_bytes",
             "tcp_restarts",
             "tcp_quarantined_pages",
         ];

@@ -1041,6 +1041,52 @@ assembly { composition {
         message: r#"instances 'b' and 'c' of component 'C' differ in whether dataport 'p' is an IO-Lite pool (the glue, with its pool ids, is one per type)"#,
         at: "5:47",
     },
+    Case {
+        name: "two components that call each other",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component A { control; uses P call; provides P serve; }
+component B { control; uses P call; provides P serve; }
+assembly { composition {
+    component A a; component B b;
+    connection seL4RPCCall ab(from a.call, to b.serve);
+    connection seL4RPCCall ba(from b.call, to a.serve);
+} }"#,
+        extra: &[],
+        message: r#"RPC calls form a cycle: a -> b -> a (via 'ab' at sys/main.camkes:7:36, 'ba' at sys/main.camkes:8:36)"#,
+        at: "8:36",
+    },
+    Case {
+        name: "a component that calls itself",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component A { control; uses P call; provides P serve; }
+assembly { composition {
+    component A a;
+    connection seL4RPCCall self_call(from a.call, to a.serve);
+} }"#,
+        extra: &[],
+        message: r#"RPC calls form a cycle: a -> a (via 'self_call' at sys/main.camkes:6:43)"#,
+        at: "6:43",
+    },
+    Case {
+        name: "a ring of three calls behind a tree of calls",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component N { control; maybe uses P call; provides P serve; }
+component M { control; uses P x; uses P y; provides P serve; }
+assembly { composition {
+    component M root; component N leaf; component N a; component N b; component N c;
+    connection seL4RPCCall to_leaf(from root.x, to leaf.serve);
+    connection seL4RPCCall to_a(from root.y, to a.serve);
+    connection seL4RPCCall ab(from a.call, to b.serve);
+    connection seL4RPCCall bc(from b.call, to c.serve);
+    connection seL4RPCCall ca(from c.call, to root.serve);
+} }"#,
+        extra: &[],
+        message: r#"RPC calls form a cycle: root -> a -> b -> c -> root"#,
+        at: "11:36",
+    },
 ];
 
 fn run(case: &Case) -> Result<(), String> {
@@ -1178,4 +1224,26 @@ assembly { composition {
     assert_eq!(spec.component("client").unwrap().caps[0].badge, 1);
     let (_, glue) = output.glue.iter().find(|(name, _)| name == "drv.rs").unwrap();
     assert!(glue.contains("pub const BADGE: sel4::Word = 0x2;"), "{glue}");
+}
+
+/// Calls that share a callee but form no ring are fine: many clients of
+/// one server, and a chain of servers (httpd -> fs -> pci_config).
+#[test]
+fn calls_that_form_no_cycle_compile() {
+    let mut files = MemoryFiles::default();
+    files.add(
+        "sys/main.camkes",
+        r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component Client { control; uses P call; }
+component Mid { control; uses P call; provides P serve; }
+component Server { control; provides P serve; }
+assembly { composition {
+    component Client c1; component Client c2; component Mid mid; component Server s;
+    connection seL4RPCCall to_mid(from c1.call, from c2.call, to mid.serve);
+    connection seL4RPCCall to_server(from mid.call, to s.serve);
+} }"#,
+    );
+    let compiled = camkes::compile(Path::new("sys/main.camkes"), &[Path::new("sys/lib").to_path_buf()], &files);
+    assert!(compiled.is_ok(), "{:?}", compiled.err());
 }

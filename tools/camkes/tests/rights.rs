@@ -149,7 +149,7 @@ fn the_pool_table_agrees_with_the_glue_and_the_spec() {
             );
         }
     }
-    assert_eq!(pools, 7, "the system's pools");
+    assert_eq!(pools, 8, "the system's pools");
 }
 
 fn same_as_golden(path: &str, table: &str, what: &str) {

@@ -27,8 +27,12 @@
 //!   runs at once with what came with the request, and the rest of its
 //!   body is credited and dropped as it comes (parts for a request we do
 //!   not know, or no longer: a cancel ends an upload).
+//! * **Passing a streamed body back** (`/cgi-bin/tee`, `Teeing`): each
+//!   body part is its next output message, by reference, sent on output
+//!   credit; the part is credited back to httpd only once it went, so
+//!   the program reads only as fast as the client takes its answer.
 //! * **Programs**: the library's `/cgi-bin/stats`, `/cgi-bin/echo`,
-//!   `/cgi-bin/page`, `/cgi-bin/stream`; and in test images only (`cgi.test_hooks = 1`, e.g.
+//!   `/cgi-bin/page`, `/cgi-bin/stream`, `/cgi-bin/upload`, `/cgi-bin/tee`; and in test images only (`cgi.test_hooks = 1`, e.g.
 //!   tests/variants' `webtest`; the default image answers them 404 and
 //!   does not contain them) the hooks `/cgi-bin/crash` (panics: a
 //!   fault the supervisor answers by restarting us), `/cgi-bin/slow?ms=N`
@@ -83,7 +87,7 @@ component_runtime::global_heap!(2 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/cgi.rs"));
 
 // Pool ids: derived by the compiler from the assembly.
-use glue::pools::{CGI_POOL, CGI_REQ_POOL, FILE_POOL};
+use glue::pools::{BODY_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL};
 /// `cgi.test_hooks = 1` (test images only): build in the test hooks
 /// (`test_hook`). A constant from the assembly, so the default image's
 /// binary has neither their code nor their names.
@@ -138,13 +142,33 @@ struct Uploading {
     upload: cgi::Upload,
 }
 
+/// A `/cgi-bin/tee` passing its streamed body back as it reads it: a
+/// message per part it was given, each sent on output credit (as a
+/// program's write blocks until the pipe has room), and each body part
+/// credited back to httpd only once it went out. So a client that does
+/// not read the answer stops the upload too, after the windows' worth:
+/// the program never holds more than httpd's input window of parts.
+struct Teeing {
+    id: u32,
+    /// Output messages we may send before httpd takes some.
+    credit: u32,
+    /// Messages to send, in order: (message, last, an input credit is
+    /// due once it went).
+    out: alloc::collections::VecDeque<(Aggregate<'static>, bool, bool)>,
+    /// Input credits due that found a reply waiting: sent next.
+    owed: u32,
+}
+
 /// A control message from httpd about one of our streams (or uploads).
-fn control(streams: &mut Vec<Active>, uploads: &mut Vec<Uploading>, tag: u64) {
+fn control(streams: &mut Vec<Active>, uploads: &mut Vec<Uploading>, tees: &mut Vec<Teeing>, tag: u64) {
     match cgi::wire::decode_control(tag) {
         Control::Credit { id, parts } => {
             if let Some(a) = streams.iter_mut().find(|a| a.id == id) {
                 // Never more than the window, whatever httpd says.
                 a.credit = a.credit.saturating_add(parts).min(STREAM_WINDOW);
+            }
+            if let Some(t) = tees.iter_mut().find(|t| t.id == id) {
+                t.credit = t.credit.saturating_add(parts).min(STREAM_WINDOW);
             }
         }
         // Ids are httpd's and never reused soon: one we do not know (a
@@ -152,6 +176,40 @@ fn control(streams: &mut Vec<Active>, uploads: &mut Vec<Uploading>, tag: u64) {
         Control::Cancel { id } => {
             streams.retain(|a| a.id != id);
             uploads.retain(|u| u.id != id);
+            tees.retain(|t| t.id != id);
+        }
+    }
+}
+
+/// Sends what the tees may send now (output credit, room in httpd's
+/// ring), and the input credits due after it.
+fn send_tees(d: &'static Domain, tees: &mut Vec<Teeing>, replies: &mut Outbox<Reply>, tx: &mut ChannelTx<'static>) {
+    let mut i = 0;
+    while i < tees.len() && replies.is_empty() {
+        let t = &mut tees[i];
+        if t.owed > 0 {
+            let credit = (cgi::wire::input_credit_tag(t.id, t.owed), 0, Aggregate::new(d));
+            t.owed = 0;
+            let _ = replies.send(credit, |r| to_httpd(tx, r));
+            continue;
+        }
+        if t.credit == 0 || t.out.is_empty() {
+            i += 1;
+            continue;
+        }
+        let (m, last, credit_due) = t.out.pop_front().expect("checked above");
+        t.credit -= 1;
+        t.owed += u32::from(credit_due);
+        let msg = if last {
+            (cgi::wire::reply_tag(t.id, false), FLAG_EOF, m)
+        } else {
+            (cgi::wire::reply_tag(t.id, true), 0, m)
+        };
+        if last {
+            tees.remove(i);
+        }
+        if let Err((tag, ..)) = replies.send(msg, |r| to_httpd(tx, r)) {
+            error!("reply {} dropped: a reply already waits", tag as u32);
         }
     }
 }
@@ -356,6 +414,19 @@ fn collect() -> Counters {
                 .with("bounce_bytes", v[11]),
         );
     }
+    // The supervisor's view, from the system events page: deaths per
+    // component, and its free untyped memory (the same after any number of
+    // restarts unless one leaked).
+    if let Some(page) = component_runtime::events::page() {
+        let mut sup = Component::new("supervisor");
+        sup.set("untyped_free_now", page.free_untyped_bytes());
+        for i in 0..page.len() {
+            if let Some(name) = page.name(i) {
+                sup.set(&alloc::format!("deaths_{name}"), page.state(i).0);
+            }
+        }
+        all.push(sup);
+    }
     // The cache's share of memory (components/fs/src/budget.rs): gauges
     // end in `_now`, the low-water mark in `_low`.
     let mut b = [0u64; 11];
@@ -399,6 +470,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     unsafe {
         map_pool!(owned d, CGI_POOL, glue::cgi_pool, Trust::Trusted).expect("cgi pool");
         map_pool!(foreign d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("request pool");
+        // Request bodies as netstack received them: only the input of
+        // connections httpd handed off while their body to us arrived.
+        map_pool!(foreign d, BODY_POOL, glue::body_pool, Trust::Trusted).expect("body pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
     }
     // What each peer may reference in what it sends us (the assembly's
@@ -449,6 +523,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let mut streams: Vec<Active> = Vec::new();
     // Programs consuming a streamed body.
     let mut uploads: Vec<Uploading> = Vec::new();
+    // `/cgi-bin/tee`s passing a streamed body back.
+    let mut tees: Vec<Teeing> = Vec::new();
     // A stream found our pool full: wait for buffers to come back.
     let mut starved = false;
     loop {
@@ -470,7 +546,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         let stalled = copier.stalled();
         let waiting = !replies.is_empty();
         let now = now_ms();
-        let due = !waiting && !starved && streams.iter().any(|a| a.ready(now));
+        let due = !waiting
+            && (!starved && streams.iter().any(|a| a.ready(now))
+                || tees.iter().any(|t| t.owed > 0 || (t.credit > 0 && !t.out.is_empty())));
         let data = !stalled && !waiting && guard.broken().is_none();
         let want = Want { data, releases: stalled || starved, room: waiting };
         if !chan.arm(want) && !due {
@@ -494,12 +572,17 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
             };
             if r.flags & FLAG_EOF == 0 {
                 // Not a request: a credit or a cancel for a stream.
-                control(&mut streams, &mut uploads, r.tag);
+                control(&mut streams, &mut uploads, &mut tees, r.tag);
                 continue;
             }
             let more = match cgi::wire::decode_input(r.tag) {
                 cgi::wire::Input::Request { more, .. } => more,
                 cgi::wire::Input::Part { id, more } => {
+                    if let Some(t) = tees.iter_mut().find(|t| t.id == id) {
+                        // Passed back when it has credit; credited then.
+                        t.out.push_back((programs.tee_part(r.agg), !more, more));
+                        continue;
+                    }
                     // A part of a streamed body: consumed by its upload,
                     // or dropped (a program that does not read it).
                     let i = uploads.iter().position(|u| u.id == id);
@@ -551,6 +634,14 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
                     Ok(out) => (out, true),
                     Err(_) => (Aggregate::new(d), false),
                 },
+                Outcome::Tee(first) if more => {
+                    // Its first message stands for the request's: credited
+                    // once it went.
+                    let out = [(first, false, true)].into_iter().collect();
+                    tees.push(Teeing { id, credit: STREAM_WINDOW, out, owed: 0 });
+                    continue;
+                }
+                Outcome::Tee(whole) => (whole, true),
                 Outcome::Whole(reply, ok) => (reply, ok),
                 Outcome::Stream(stream) => {
                     streams.push(Active { id, stream, credit: STREAM_WINDOW });
@@ -566,6 +657,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         }
         if !(TEST_HOOKS && MUTED.load(Ordering::Relaxed)) {
             starved = send_streams(d, &mut programs, &mut streams, &mut replies, &mut chan.tx);
+            send_tees(d, &mut tees, &mut replies, &mut chan.tx);
         }
     }
 }
@@ -718,6 +810,8 @@ enum Outcome {
     Stream(cgi::Stream),
     /// A program that consumes its body first.
     Upload(cgi::Upload),
+    /// `/cgi-bin/tee`'s first message.
+    Tee(Aggregate<'static>),
 }
 
 /// Runs one request (`may_stream`: room for another stream).
@@ -744,6 +838,7 @@ fn run(
         Ok(Started::Whole(out)) => (id, Outcome::Whole(out, true)),
         Ok(Started::Stream(s)) => (id, Outcome::Stream(s)),
         Ok(Started::Upload(u)) => (id, Outcome::Upload(u)),
+        Ok(Started::Tee(m)) => (id, Outcome::Tee(m)),
         Err(e) => {
             warn!("{script}: {e:?}");
             (id, Outcome::Whole(Aggregate::new(d), false))

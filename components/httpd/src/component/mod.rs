@@ -71,7 +71,7 @@ component_runtime::global_heap!(8 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/httpd.rs"));
 
 // Pool ids: derived by the compiler from the assembly.
-use glue::pools::{APP_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL, SOCK_POOL};
+use glue::pools::{APP_POOL, BODY_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL, SOCK_POOL};
 
 const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
@@ -240,6 +240,14 @@ struct Httpd {
     /// be paused), and those whose input we asked netstack to pause.
     uploading: BTreeSet<HConn>,
     rx_paused: BTreeSet<u32>,
+    /// netstack connections handed off: their input goes to netstack's
+    /// hand-off pool (`body_pool`) while a request body for the cgi
+    /// arrives, so the body reaches the cgi by reference.
+    handed_off: BTreeSet<u32>,
+    /// Hand-off switches asked of netstack (on and off).
+    hand_off_switches: u64,
+    /// Request body bytes passed to the cgi by reference (from body_pool).
+    cgi_body_by_ref: u64,
     last_tick: u64,
     // counters of the component (beyond the server's)
     static_copied: u64,
@@ -311,6 +319,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     unsafe {
         map_pool!(owned d, APP_POOL, glue::app_pool, Trust::Trusted).expect("app pool");
         map_pool!(foreign d, SOCK_POOL, glue::sock_pool, Trust::Trusted).expect("sock pool");
+        map_pool!(foreign d, BODY_POOL, glue::body_pool, Trust::Trusted).expect("body pool");
         map_pool!(foreign d, FILE_POOL, glue::file_pool, Trust::Trusted).expect("file pool");
         // CGI output: the cgi can rewrite its buffers, so nothing keys a
         // cache on them and headers are parsed from a private copy.
@@ -381,6 +390,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         body_wait: alloc::collections::VecDeque::new(),
         uploading: BTreeSet::new(),
         rx_paused: BTreeSet::new(),
+        handed_off: BTreeSet::new(),
+        hand_off_switches: 0,
+        cgi_body_by_ref: 0,
         cgi_controls_dropped: 0,
         last_tick: 0,
         static_copied: 0,
@@ -495,6 +507,45 @@ impl Httpd {
         self.sync_input_pauses();
     }
 
+    /// Tells netstack where `conn`'s input goes next: its hand-off pool
+    /// while a request body for the cgi arrives (the body is passed on by
+    /// reference), the shared socket pool otherwise. Requests go in order,
+    /// so a `100 Continue` sent after this finds the switch made.
+    fn sync_hand_off(&mut self, id: HConn, conn: u32) {
+        let want = self.srv.input_to_cgi(id);
+        if want == self.handed_off.contains(&conn) {
+            return;
+        }
+        if want {
+            self.handed_off.insert(conn);
+        } else {
+            self.handed_off.remove(&conn);
+        }
+        self.hand_off_switches += 1;
+        self.request(Request::HandOff { conn, on: want }.encode(), Aggregate::new(self.d));
+    }
+
+    /// A request body for the cgi as it may go: by reference when every
+    /// byte is in netstack's hand-off pool (nothing but bodies for the
+    /// cgi), else copied into the CGI request pool (bytes that came in the
+    /// shared socket pool: with the request's head, or when the hand-off
+    /// pool was full). Counted either way.
+    fn body_for_cgi(&mut self, body: Aggregate<'static>) -> Result<Aggregate<'static>, Aggregate<'static>> {
+        // A part that waited for ring room may already be a copy.
+        if body.descs().iter().all(|s| s.pool == BODY_POOL || s.pool == CGI_REQ_POOL) {
+            self.cgi_body_by_ref +=
+                body.descs().iter().filter(|s| s.pool == BODY_POOL).map(|s| u64::from(s.len)).sum::<u64>();
+            return Ok(body);
+        }
+        match body.copy_to_pool(CGI_REQ_POOL) {
+            Ok(copy) => {
+                self.cgi_body_copied += copy.len() as u64;
+                Ok(copy)
+            }
+            Err(_) => Err(body),
+        }
+    }
+
     /// Pauses the input of connections whose request body's window to the
     /// cgi is full (netstack keeps it in TCP: the client's window closes)
     /// and resumes the others.
@@ -541,29 +592,29 @@ impl Httpd {
     /// no room now (pool or ring): it waits in `body_wait`. Dropped if the
     /// cgi is gone (its requests fail with 502 when it comes back).
     fn cgi_send_part(&mut self, call_id: u32, part: Aggregate<'static>, more: bool) -> Result<(), Aggregate<'static>> {
-        let Some(c) = &mut self.cgi else { return Ok(()) };
-        if !self.cgi_pending.contains_key(&call_id) {
-            // Cancelled, answered or failed: nobody reads it.
+        if self.cgi.is_none() || !self.cgi_pending.contains_key(&call_id) {
+            // Cancelled, answered or failed (or the cgi is gone): nobody
+            // reads it.
             return Ok(());
         }
-        let copy = if part.is_empty() {
-            Aggregate::new(self.d)
+        // A copy (when one is needed) is kept if the ring has no room: it
+        // is what waits and goes, never copied twice (the window bounds
+        // what waits).
+        let part = if part.is_empty() {
+            part
         } else {
-            match part.copy_to_pool(CGI_REQ_POOL) {
-                Ok(copy) => copy,
-                Err(_) => {
+            match self.body_for_cgi(part) {
+                Ok(part) => part,
+                Err(part) => {
                     self.body_parts_deferred += 1;
                     return Err(part);
                 }
             }
         };
-        // Every copy counts, also one that the ring then has no room for.
-        self.cgi_body_copied += copy.len() as u64;
-        match c.link.tx.send(copy, cgi_api::wire::body_part_tag(call_id, more), FLAG_EOF) {
+        let Some(c) = &mut self.cgi else { return Ok(()) };
+        match c.link.tx.send(part, cgi_api::wire::body_part_tag(call_id, more), FLAG_EOF) {
             Ok(()) => Ok(()),
-            Err(_) => {
-                // The ring is full: the copy goes back to the pool, the
-                // part waits (and is copied again when it goes).
+            Err((_, part)) => {
                 self.body_parts_deferred += 1;
                 Err(part)
             }
@@ -653,6 +704,7 @@ impl Httpd {
                         let before = self.d.stats().bytes_copied;
                         self.srv.receive(id, r.agg);
                         self.request_copied += self.d.stats().bytes_copied - before;
+                        self.sync_hand_off(id, conn);
                         self.ready.push(id);
                     }
                 }
@@ -686,6 +738,7 @@ impl Httpd {
                     self.closing.remove(&conn);
                     // Its id may come back for another connection.
                     self.rx_paused.remove(&conn);
+                    self.handed_off.remove(&conn);
                     self.net_full.remove(&conn);
                     self.credit.remove(&conn);
                     self.allowance.remove(&conn);
@@ -733,6 +786,9 @@ impl Httpd {
             let spent = self.allowance.get(&conn).is_some_and(|a| a.sent >= a.bytes);
             if (self.net_full.contains(&conn) || spent) && !closing {
                 // Back-pressure: its `SendSpace` puts it back in `ready`.
+                // Its request body still goes to the cgi as the cgi
+                // credits it: only the answer waits for the client.
+                self.pump_input(id);
                 continue;
             }
             if budget == 0 || self.must_wait(id) {
@@ -757,6 +813,7 @@ impl Httpd {
                     // Its `SendsTaken` puts it back in `ready`.
                     self.credit_wait.insert(conn);
                     self.credit_waits += 1;
+                    self.pump_input(id);
                     break;
                 }
                 // Static responses are built here (file reads included):
@@ -764,6 +821,10 @@ impl Httpd {
                 let copied_before = self.d.stats().bytes_copied;
                 let a = self.srv.next_within(id, round_bytes - bytes);
                 self.static_copied += self.d.stats().bytes_copied - copied_before;
+                // Pulling may have parsed a request whose body is for the
+                // cgi (and queued its `100 Continue`): the hand-off goes
+                // to netstack before anything that makes the client send.
+                self.sync_hand_off(id, conn);
                 match a {
                     None => {
                         if self.srv.waits_for_source(id) {
@@ -810,13 +871,7 @@ impl Httpd {
                         }
                         break;
                     }
-                    Some(Action::CgiBody { id: call_id, part, more }) => {
-                        if !self.body_wait.is_empty() {
-                            self.body_wait.push_back((id, call_id, part, more));
-                        } else if let Err(part) = self.cgi_send_part(call_id, part, more) {
-                            self.body_wait.push_back((id, call_id, part, more));
-                        }
-                    }
+                    Some(Action::CgiBody { id: call_id, part, more }) => self.body_part(id, call_id, part, more),
                 }
             }
         }
@@ -828,6 +883,28 @@ impl Httpd {
         if !self.ready.is_empty() && self.outq.is_empty() && !self.pool_low() && budget > 0 {
             // Only CGI failures were left: pull again at once.
             self.pump();
+        }
+    }
+
+    /// Hands the cgi the parts of `id`'s request body that may go now (it
+    /// has input credit) without pulling anything for the client: for a
+    /// connection whose send side is full. A program that reads its body
+    /// while its answer waits for the client must not wait for the client
+    /// to read (it used to: the upload stalled, the program timed out).
+    fn pump_input(&mut self, id: HConn) {
+        while let Some(a) = self.srv.next_input(id) {
+            if let Action::CgiBody { id: call_id, part, more } = a {
+                self.body_part(id, call_id, part, more);
+            }
+        }
+    }
+
+    /// A body part for the cgi: sent, or queued behind those that wait.
+    fn body_part(&mut self, id: HConn, call_id: u32, part: Aggregate<'static>, more: bool) {
+        if !self.body_wait.is_empty() {
+            self.body_wait.push_back((id, call_id, part, more));
+        } else if let Err(part) = self.cgi_send_part(call_id, part, more) {
+            self.body_wait.push_back((id, call_id, part, more));
         }
     }
 
@@ -852,21 +929,28 @@ impl Httpd {
         self.check_events();
         self.check_cgi();
         self.publish();
-        let Some(c) = &mut self.cgi else {
+        if self.cgi.is_none() {
             self.cgi_unavailable += 1;
             return Err((call_id, cgi_api::Failure::Unavailable));
-        };
-        // The body arrived in netstack's socket pool, which holds every
-        // client's bytes: the cgi gets a copy in the pool that holds only
-        // what we hand it (one contiguous buffer, so env + body fit one
-        // aggregate). It stays by reference from there on (an echo goes
-        // back out without another copy).
+        }
+        // The cgi maps no pool with other clients' bytes: the body goes by
+        // reference from netstack's hand-off pool, or as a copy in the
+        // pool that holds only what we hand it (`body_for_cgi`). It stays
+        // by reference from there on (an echo goes back out without
+        // another copy). The environment takes one slice of the message.
         let body = match call.body {
-            Some(b) => match b.copy_to_pool(CGI_REQ_POOL) {
+            Some(b) if b.slice_count() >= iolite::MAX_SLICES => match b.copy_to_pool(CGI_REQ_POOL) {
                 Ok(copy) => {
                     self.cgi_body_copied += copy.len() as u64;
                     Some(copy)
                 }
+                Err(_) => {
+                    self.cgi_unavailable += 1;
+                    return Err((call_id, cgi_api::Failure::Unavailable));
+                }
+            },
+            Some(b) => match self.body_for_cgi(b) {
+                Ok(b) => Some(b),
                 Err(_) => {
                     self.cgi_unavailable += 1;
                     return Err((call_id, cgi_api::Failure::Unavailable));
@@ -879,6 +963,7 @@ impl Httpd {
                 Ok(m) => m,
                 Err(_) => return Err((call_id, cgi_api::Failure::Unavailable)),
             };
+        let Some(c) = &mut self.cgi else { unreachable!("checked above; nothing since removed it") };
         match c.link.tx.send(msg, tag, FLAG_EOF) {
             Ok(()) => {
                 if self.cgi_pending.is_empty() {
@@ -1364,6 +1449,8 @@ impl Httpd {
         c.set("cgi_bytes_copied", self.cgi_copied);
         c.set("request_bytes_copied", self.request_copied);
         c.set("cgi_body_bytes_copied", self.cgi_body_copied);
+        c.set("cgi_body_bytes_by_ref", self.cgi_body_by_ref);
+        c.set("hand_off_switches", self.hand_off_switches);
         c.set("cgi_body_parts_deferred", self.body_parts_deferred);
         c.set("input_pauses", self.input_pauses);
         c.set("cgi_file_refs_vouched", self.cgi_vouched);

@@ -27,6 +27,13 @@ pub(super) struct ChunkedBody<'d> {
     dec: Decoder,
     body: Aggregate<'d>,
 }
+impl ChunkedBody<'_> {
+    /// Whether this body goes to the cgi (see [`streams_body`]).
+    pub(super) fn streams(&self) -> bool {
+        streams_body(&self.req)
+    }
+}
+
 impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     /// Parses and handles as many requests as the buffered input holds.
     pub(super) fn process(&mut self, conn: &mut Conn<'d, S::File>) {

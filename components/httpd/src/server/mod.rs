@@ -609,6 +609,23 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         self.conns.get(&c.0).is_some_and(|conn| conn.upload.as_ref().is_some_and(|u| u.window_full()))
     }
 
+    /// Whether the input `c` receives next is a request body for the cgi
+    /// (its head was parsed; the body, whole or streamed, has not all
+    /// arrived): a transport that can keep such input apart from other
+    /// clients' (netstack's hand-off pool) lets the body reach the cgi by
+    /// reference. Input after the body is parsed as usual wherever it
+    /// lands.
+    pub fn input_to_cgi(&self, c: ConnId) -> bool {
+        self.conns.get(&c.0).is_some_and(|conn| {
+            conn.upload.is_some()
+                || match &conn.state {
+                    State::Body(req) => input::streams_body(req),
+                    State::Chunked(cb) => cb.streams(),
+                    _ => false,
+                }
+        })
+    }
+
     /// Whether `c` has a request body streaming to the cgi (or being read
     /// to its end and discarded).
     pub fn uploading(&self, c: ConnId) -> bool {
@@ -626,6 +643,22 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         }
         self.core.process(conn);
         true
+    }
+
+    /// The next action for `c` that does not go to the client: a part of
+    /// its streamed request body for the cgi, while the cgi has input
+    /// credit. Call it (until `None`) for a connection whose transport
+    /// takes nothing now (netstack said `SendFull`, or its allowance is
+    /// spent), instead of [`Server::next`]: a program that reads its body
+    /// while its answer waits for the client then still gets the body, and
+    /// the only thing that waits is what the client is slow to take. (A
+    /// program that blocks on its output stops crediting input; then the
+    /// client's upload waits too, and the send timeout ends a client that
+    /// reads nothing.) Taking body parts is no output taken by the client:
+    /// it does not put off the send timeout.
+    pub fn next_input(&mut self, c: ConnId) -> Option<Action<'d>> {
+        let conn = self.conns.get_mut(&c.0)?;
+        self.core.upload_next(conn)
     }
 
     /// Whether `c`'s next output is already in memory (a header or a CGI
@@ -838,12 +871,19 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 ready.push(ConnId(id));
                 continue;
             }
-            if let (State::Cgi(w), Some(u)) = (&mut conn.state, &conn.upload) {
-                if !u.cgi_owes() && w.deadline != u64::MAX {
+            match (&mut conn.state, &conn.upload) {
+                (State::Cgi(w), Some(u)) if !u.cgi_owes() && w.deadline != u64::MAX => {
                     // It has consumed all we gave it and waits for the
                     // client: its time runs from the next part.
                     w.deadline = now + self.core.cfg.cgi_timeout_ms;
                 }
+                (State::Stream(s), Some(u)) if s.id == u.id && !u.cgi_owes() => {
+                    // The same for a program that streams its answer while
+                    // it reads: waiting for the client's next body part, it
+                    // owes us no output.
+                    s.deadline = now + self.core.cfg.cgi_timeout_ms;
+                }
+                _ => {}
             }
             match &conn.state {
                 State::Cgi(w) if now >= w.deadline => {

@@ -386,3 +386,273 @@ fn a_streamed_answer_may_begin_while_the_body_still_comes() {
     let p = pull(&mut h, c);
     assert_eq!(p.bytes, b"\r\n5\r\n done\r\n0\r\n\r\n");
 }
+
+/// A program that streams its answer while it reads its body (as a
+/// progress report does): a first part at once, then a line every
+/// `every` body bytes, each sent only on output credit (it blocks in its
+/// write until then, reading nothing meanwhile), and a summary at the end.
+struct Progress<'d> {
+    id: u32,
+    every: usize,
+    /// Output messages it may send (`STREAM_WINDOW`, then httpd's credits).
+    credit: u32,
+    /// Body parts delivered and not consumed yet.
+    inbox: std::collections::VecDeque<(iolite::Aggregate<'d>, bool)>,
+    got: Vec<u8>,
+    /// The lines it wrote after the first part, in order.
+    lines: Vec<String>,
+    done: bool,
+}
+
+impl<'d> Progress<'d> {
+    /// Consumes what it can; returns whether it did anything.
+    fn run(&mut self, h: &mut Harness<'d>, c: ConnId) -> bool {
+        for ctl in h.srv.take_cgi_controls() {
+            match ctl {
+                Control::Credit { id, parts } if id == self.id => self.credit += parts,
+                other => {
+                    let s = h.srv.stats();
+                    panic!(
+                        "unexpected {other:?} after {} of the body (timeouts: cgi {}, request {}, send {}, streams aborted {})",
+                        self.got.len(),
+                        s.cgi_timeouts,
+                        s.request_timeouts,
+                        s.send_timeouts,
+                        s.cgi_streams_aborted
+                    )
+                }
+            }
+        }
+        let mut moved = false;
+        while !self.done {
+            let Some((part, more)) = self.inbox.front() else { break };
+            let (n, step) = (self.got.len(), self.every);
+            let (more, reports) = (*more, (n + part.len()) / step > n / step);
+            if (reports || !more) && self.credit == 0 {
+                // Its write blocks: it reads nothing more until credit.
+                break;
+            }
+            self.got.extend(bytes(part));
+            self.inbox.pop_front();
+            moved = true;
+            if !more {
+                let line = format!("{} bytes, sum {:08x}\n", self.got.len(), sum(&self.got));
+                self.lines.push(line.clone());
+                h.srv.cgi_reply(c, self.id, Ok(make(h.d, CGI_POOL, line.as_bytes())));
+                self.done = true;
+                break;
+            }
+            assert!(h.srv.cgi_input_credit(c, self.id, 1));
+            if reports {
+                self.credit -= 1;
+                let line = format!("{} bytes\n", self.got.len());
+                self.lines.push(line.clone());
+                h.srv.cgi_part(c, self.id, make(h.d, CGI_POOL, line.as_bytes())).unwrap();
+            }
+        }
+        moved
+    }
+}
+
+fn sum(b: &[u8]) -> u32 {
+    b.iter().fold(0x811c_9dc5u32, |h, &x| (h ^ x as u32).wrapping_mul(0x0100_0193))
+}
+
+/// A client uploads 1 MiB to a program that streams its answer while
+/// reading, and reads none of the answer until its upload is done (as
+/// many clients do: they write the whole request first). The answer's
+/// first part fills the transport (`SendFull`) at once. The body must
+/// still reach the program whole, as it credits it: the only thing that
+/// waits for the client is the answer. It used to stall: nothing of the
+/// connection was pulled while its send side was full, body parts
+/// included, so the program waited for input, the client for its window.
+#[test]
+fn a_client_that_does_not_read_its_answer_still_uploads_to_a_program_that_reads() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    let want = body(1 << 20);
+    h.send(c, post("/cgi-bin/progress", want.len()).as_bytes());
+    let mut wire = Wire::new(64 * 1024);
+    let mut dr = Drained::new();
+    h.pump(c, &mut wire, &mut dr);
+    let call = dr.cgi.pop().expect("the call");
+    assert!(call.more);
+    let mut cgi = Progress {
+        id: call.id,
+        // A line at 384 KiB and 768 KiB: with the first part and the
+        // summary, the output window's worth (STREAM_WINDOW), so that its
+        // output never blocks it (the answer waits at httpd).
+        every: 384 * 1024,
+        credit: cgi_api::wire::STREAM_WINDOW,
+        inbox: Default::default(),
+        got: Vec::new(),
+        lines: Vec::new(),
+        done: false,
+    };
+    // It answers at once with a first part larger than the transport,
+    // and consumes the call's message.
+    let banner = content(100 * 1024, 7);
+    let mut first = b"Content-Type: text/plain\r\n\r\n".to_vec();
+    first.extend(&banner);
+    cgi.credit -= 1;
+    h.srv.cgi_part(c, call.id, make(d, CGI_POOL, &first)).unwrap();
+    assert!(h.srv.cgi_input_credit(c, call.id, 1));
+    let mut segs = want.chunks(8192).peekable();
+    let mut rounds = 0;
+    while !cgi.done {
+        rounds += 1;
+        assert!(
+            rounds < 1000,
+            "stalled: the program got {} of {} bytes ({} parts waiting at it)",
+            cgi.got.len(),
+            want.len(),
+            cgi.inbox.len()
+        );
+        // The client writes while TCP lets it (httpd reads the connection).
+        let mut n = 0;
+        while n < 8 && !h.srv.input_paused(c) {
+            let Some(seg) = segs.next() else { break };
+            h.srv.receive(c, make(d, NET_POOL, seg));
+            n += 1;
+        }
+        h.pump(c, &mut wire, &mut dr);
+        cgi.inbox.extend(dr.body_parts.drain(..).map(|(id, p, more)| {
+            assert_eq!(id, call.id);
+            (p, more)
+        }));
+        cgi.run(&mut h, c);
+        h.advance(100);
+        for id in h.srv.tick() {
+            assert_eq!(id, c);
+        }
+        assert!(!dr.closed, "closed after {} ms", rounds * 100);
+    }
+    assert!(segs.peek().is_none());
+    assert_eq!(cgi.got, want, "the body reached the program byte for byte");
+    assert_eq!(wire.held, dr.bytes.len(), "the client has read nothing");
+    // Now it reads: the whole answer, chunked, byte for byte.
+    for _ in 0..100 {
+        wire.read_all();
+        h.pump(c, &mut wire, &mut dr);
+    }
+    let mut expect = format!(
+        "HTTP/1.1 200 OK\r\nDate: Wed, 15 Nov 2023 22:13:21 GMT\r\nServer: {}\r\nContent-Type: text/plain\r\nTransfer-Encoding: chunked\r\n\r\n{:x}\r\n",
+        crate::SERVER,
+        banner.len()
+    )
+    .into_bytes();
+    expect.extend(&banner);
+    assert!(cgi.lines.len() > 2, "it reported progress");
+    let last = format!("{} bytes, sum {:08x}\n", want.len(), sum(&want));
+    assert_eq!(cgi.lines.last(), Some(&last));
+    for line in &cgi.lines {
+        expect.extend(format!("\r\n{:x}\r\n{line}", line.len()).as_bytes());
+    }
+    expect.extend(b"\r\n0\r\n\r\n");
+    assert_eq!(String::from_utf8_lossy(&dr.bytes), String::from_utf8_lossy(&expect));
+    assert!(!dr.closed);
+    let s = h.srv.stats();
+    assert_eq!((s.cgi_uploads_aborted, s.cgi_timeouts, s.request_timeouts, s.send_timeouts), (0, 0, 0, 0));
+}
+
+/// A program that began its answer and waits for a slow client's next
+/// body part owes no output: its stream's timeout runs only while it
+/// holds parts it has not credited, as before the answer began.
+#[test]
+fn a_streaming_program_waiting_for_a_slow_body_is_not_timed_out() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    let want = body(100_000);
+    h.send(c, post("/cgi-bin/progress", want.len()).as_bytes());
+    h.send(c, &want[..70_000]);
+    let p = pull(&mut h, c);
+    let id = p.calls[0].id;
+    let mut got: Vec<u8> = p.parts.iter().flat_map(|(_, a, _)| bytes(a)).collect();
+    h.srv.cgi_part(c, id, make(d, CGI_POOL, b"Content-Type: text/plain\r\n\r\nreading")).unwrap();
+    h.srv.cgi_input_credit(c, id, 1 + p.parts.len() as u32);
+    let mut sent = pull(&mut h, c).bytes;
+    // 1000 bytes a second: 30 s, six times the cgi's timeout, each gap
+    // well within the request timeout.
+    for piece in want[70_000..].chunks(1000) {
+        for _ in 0..10 {
+            h.advance(100);
+            h.srv.tick();
+        }
+        h.send(c, piece);
+        let p = pull(&mut h, c);
+        assert!(!p.closed);
+        sent.extend(p.bytes);
+        for (_, a, more) in &p.parts {
+            got.extend(bytes(a));
+            if *more {
+                h.srv.cgi_input_credit(c, id, 1);
+            }
+        }
+    }
+    assert_eq!(got, want);
+    h.srv.cgi_reply(c, id, Ok(make(d, CGI_POOL, b" done")));
+    sent.extend(pull(&mut h, c).bytes);
+    assert!(String::from_utf8_lossy(&sent)
+        .ends_with("Transfer-Encoding: chunked\r\n\r\n7\r\nreading\r\n5\r\n done\r\n0\r\n\r\n"));
+    let s = h.srv.stats();
+    assert_eq!((s.cgi_timeouts, s.cgi_streams_aborted, s.request_timeouts), (0, 0, 0));
+}
+
+/// `input_to_cgi` is what the component hands off to netstack: true from
+/// the parsed head of a request whose body goes to the cgi (whole or
+/// streamed, Content-Length or chunked) until the body has all arrived,
+/// never for other requests.
+#[test]
+fn input_goes_to_the_cgi_exactly_while_a_body_for_it_arrives() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    assert!(!h.srv.input_to_cgi(c));
+    // A GET: no body, nothing handed off.
+    h.send(c, b"GET /cgi-bin/echo HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert!(!h.srv.input_to_cgi(c));
+    let p = pull(&mut h, c);
+    reply(&mut h, c, p.calls[0].id, b"Content-Type: text/plain\r\n\r\nok");
+    let _ = pull(&mut h, c);
+    // A whole body (below max_body): from the head until its last byte.
+    let small = body(1000);
+    h.send(c, post("/cgi-bin/echo", small.len()).as_bytes());
+    assert!(h.srv.input_to_cgi(c), "head parsed, body to come");
+    h.send(c, &small[..500]);
+    assert!(h.srv.input_to_cgi(c));
+    h.send(c, &small[500..]);
+    assert!(!h.srv.input_to_cgi(c), "the body is complete");
+    let p = pull(&mut h, c);
+    reply(&mut h, c, p.calls[0].id, b"Content-Type: text/plain\r\n\r\nok");
+    let _ = pull(&mut h, c);
+    // A streamed chunked body: until its last chunk and trailer.
+    h.send(c, b"POST /cgi-bin/upload HTTP/1.1\r\nHost: t\r\nTransfer-Encoding: chunked\r\n\r\n");
+    assert!(h.srv.input_to_cgi(c));
+    let big = body(100 * 1024);
+    let mut chunked = Vec::new();
+    for piece in big.chunks(10_000) {
+        chunked.extend_from_slice(format!("{:x}\r\n", piece.len()).as_bytes());
+        chunked.extend_from_slice(piece);
+        chunked.extend_from_slice(b"\r\n");
+    }
+    h.send(c, &chunked);
+    assert!(h.srv.input_to_cgi(c), "the terminating chunk has not come");
+    let p = pull(&mut h, c);
+    let id = p.calls[0].id;
+    for _ in 0..INPUT_WINDOW * 4 {
+        h.srv.cgi_input_credit(c, id, 1);
+        let _ = pull(&mut h, c);
+    }
+    h.send(c, b"0\r\n\r\n");
+    for _ in 0..INPUT_WINDOW * 4 {
+        h.srv.cgi_input_credit(c, id, 1);
+        let _ = pull(&mut h, c);
+    }
+    assert!(!h.srv.input_to_cgi(c), "the body ended");
+    // A POST to a file is not for the cgi.
+    let c2 = h.connect();
+    h.send(c2, post("/index.html", 10).as_bytes());
+    assert!(!h.srv.input_to_cgi(c2));
+}

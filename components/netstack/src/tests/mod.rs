@@ -1060,6 +1060,7 @@ fn copy_mode_send_rings_are_sized_by_the_peers_window() {
 
 mod back_pressure;
 mod dhcp;
+mod hand_off;
 mod relink;
 mod stale;
 mod tso;

@@ -145,6 +145,91 @@ impl Checker {
         Ok(1 << target.from.len())
     }
 
+    /// RPC calls must not form a cycle. A component has one thread, and a
+    /// call blocks it until the callee replies: if `a` calls `b` while `b`
+    /// calls `a` (or any longer ring, or a component calling itself), each
+    /// can wait for the other forever, using no CPU, so no liveness check
+    /// that counts CPU time would ever see it. An acyclic call graph makes
+    /// that deadlock impossible by construction; what is left for the
+    /// supervisor's liveness watch is a component that spins.
+    pub(super) fn check_call_graph(&self) -> Result<()> {
+        let count = self.system.instances.len();
+        // Edges in written order: caller -> (callee, connection, caller's end).
+        let mut calls: Vec<Vec<(usize, usize, Pos)>> = vec![Vec::new(); count];
+        for (ci, conn) in self.system.connections.iter().enumerate() {
+            if !matches!(conn.connector, ConnectorKind::RpcCall | ConnectorKind::RpcCallNoType) {
+                continue;
+            }
+            let callee = conn.to[0].instance;
+            for end in &conn.from {
+                calls[end.instance].push((callee, ci, end.pos.clone()));
+            }
+        }
+        // Depth-first, iteratively; `path` holds the edges that led here.
+        #[derive(Clone, Copy, PartialEq)]
+        enum Mark {
+            New,
+            OnPath,
+            Done,
+        }
+        let mut mark = vec![Mark::New; count];
+        for root in 0..count {
+            if mark[root] != Mark::New {
+                continue;
+            }
+            let mut stack: Vec<(usize, usize)> = vec![(root, 0)];
+            let mut path: Vec<(usize, usize, usize)> = Vec::new(); // (caller, edge index, callee)
+            mark[root] = Mark::OnPath;
+            while let Some(&mut (node, ref mut next)) = stack.last_mut() {
+                let Some((callee, _, _)) = calls[node].get(*next).cloned() else {
+                    mark[node] = Mark::Done;
+                    stack.pop();
+                    path.pop();
+                    continue;
+                };
+                let edge = *next;
+                *next += 1;
+                match mark[callee] {
+                    Mark::Done => {}
+                    Mark::New => {
+                        mark[callee] = Mark::OnPath;
+                        path.push((node, edge, callee));
+                        stack.push((callee, 0));
+                    }
+                    Mark::OnPath => {
+                        let start = path.iter().position(|&(caller, _, _)| caller == callee).unwrap_or(path.len());
+                        let mut ring: Vec<(usize, usize)> = path[start..].iter().map(|&(c, e, _)| (c, e)).collect();
+                        ring.push((node, edge));
+                        return Err(self.call_cycle(&calls, &ring));
+                    }
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// The error for a ring of calls, reported at the call that closes it.
+    fn call_cycle(&self, calls: &[Vec<(usize, usize, Pos)>], ring: &[(usize, usize)]) -> crate::diag::Diagnostic {
+        let name = |i: usize| self.system.instances[i].name.text.clone();
+        let mut names: Vec<String> = ring.iter().map(|&(caller, _)| name(caller)).collect();
+        names.push(name(ring[0].0));
+        let via: Vec<String> = ring
+            .iter()
+            .map(|&(caller, edge)| {
+                let (_, ci, pos) = &calls[caller][edge];
+                format!("'{}' at {pos}", self.system.connections[*ci].name.text)
+            })
+            .collect();
+        let (last_caller, last_edge) = *ring.last().expect("a ring has an edge");
+        let pos = calls[last_caller][last_edge].2.clone();
+        let message = format!(
+            "RPC calls form a cycle: {} (via {}); a component has one thread and a call blocks it until the reply, so these can wait for each other forever: break the cycle (e.g. let one side signal a notification instead of calling)",
+            names.join(" -> "),
+            via.join(", ")
+        );
+        crate::diag::Diagnostic::new(&pos, message)
+    }
+
     pub(super) fn check_connections(&mut self) -> Result<()> {
         let mut device_regions: Vec<(u64, u64, usize, Pos, String)> = Vec::new();
         let mut vectors: HashMap<u32, Pos> = HashMap::new();

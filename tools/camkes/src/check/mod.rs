@@ -132,6 +132,7 @@ impl Checker {
         }
         self.check_instances()?;
         self.check_connections()?;
+        self.check_call_graph()?;
         self.check_component_types()?;
         self.resolve_pool_ids()?;
         Ok(self.system)

@@ -20,7 +20,7 @@ pub mod glue {
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
         /// `attribute string cgi_chan_refs[];`
-        pub const CGI_CHAN_REFS: &[&str] = &["cgi_req_pool"];
+        pub const CGI_CHAN_REFS: &[&str] = &["cgi_req_pool", "body_pool"];
         /// `attribute string fs_channel_refs[];`
         pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
         /// `attribute int test_hooks;`
@@ -37,6 +37,8 @@ pub mod glue {
         pub const CGI_POOL: u32 = 7;
         /// Pool `cgi_req_pool`, written by `httpd`; mapped here read-only.
         pub const CGI_REQ_POOL: u32 = 5;
+        /// Pool `body_pool`, written by `netstack`; mapped here read-only.
+        pub const BODY_POOL: u32 = 8;
         /// Pool `file_pool`, written by `fs`; mapped here read-only.
         pub const FILE_POOL: u32 = 6;
         /// Every pool above that the assembly connects, by name (what grant
@@ -44,6 +46,7 @@ pub mod glue {
         pub const ALL: &[(&str, u32)] = &[
             ("cgi_pool", 7),
             ("cgi_req_pool", 5),
+            ("body_pool", 8),
             ("file_pool", 6),
         ];
     }
@@ -319,11 +322,29 @@ pub mod glue {
         }
     }
 
+    /// `dataport Buf(2097152) body_pool;`, connected by seL4SharedData.
+    pub mod body_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100600000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x200000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
     /// `dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100600000;
+        pub const VADDR: usize = 0x100a00000;
         /// The size in bytes.
         pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
@@ -341,7 +362,7 @@ pub mod glue {
     pub mod fs_channel {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100e01000;
+        pub const VADDR: usize = 0x101201000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -359,7 +380,7 @@ pub mod glue {
     pub mod cgi_chan {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100e12000;
+        pub const VADDR: usize = 0x101212000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -377,7 +398,7 @@ pub mod glue {
     pub mod httpd_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100e33000;
+        pub const VADDR: usize = 0x101233000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -395,7 +416,7 @@ pub mod glue {
     pub mod stack_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100e35000;
+        pub const VADDR: usize = 0x101235000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -413,7 +434,7 @@ pub mod glue {
     pub mod drv_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100e37000;
+        pub const VADDR: usize = 0x101237000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -431,7 +452,7 @@ pub mod glue {
     pub mod clock {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100e39000;
+        pub const VADDR: usize = 0x101239000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.

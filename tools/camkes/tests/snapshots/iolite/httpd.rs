@@ -20,11 +20,11 @@ pub mod glue {
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
         /// `attribute string client_refs[];`
-        pub const CLIENT_REFS: &[&str] = &["sock_pool"];
+        pub const CLIENT_REFS: &[&str] = &["sock_pool", "body_pool"];
         /// `attribute string fs_channel_refs[];`
         pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
         /// `attribute string cgi_chan_refs[];`
-        pub const CGI_CHAN_REFS: &[&str] = &["cgi_pool", "file_pool", "cgi_req_pool"];
+        pub const CGI_CHAN_REFS: &[&str] = &["cgi_pool", "file_pool", "cgi_req_pool", "body_pool"];
         /// `attribute int port;`
         pub const PORT: i64 = 80;
         /// `attribute int test_hooks;`
@@ -47,6 +47,8 @@ pub mod glue {
         pub const CGI_POOL: u32 = 7;
         /// Pool `cgi_req_pool`, written by `httpd`; mapped here read-write.
         pub const CGI_REQ_POOL: u32 = 5;
+        /// Pool `body_pool`, written by `netstack`; mapped here read-only.
+        pub const BODY_POOL: u32 = 8;
         /// Every pool above that the assembly connects, by name (what grant
         /// lists name, `iolite::Domain::set_peer_pools_named`).
         pub const ALL: &[(&str, u32)] = &[
@@ -55,6 +57,7 @@ pub mod glue {
             ("file_pool", 6),
             ("cgi_pool", 7),
             ("cgi_req_pool", 5),
+            ("body_pool", 8),
         ];
     }
 
@@ -394,11 +397,29 @@ pub mod glue {
         }
     }
 
+    /// `dataport Buf(2097152) body_pool;`, connected by seL4SharedData.
+    pub mod body_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x102000000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x200000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
     /// `dataport Buf(524288) client;`, connected by seL4SharedData.
     pub mod client {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101f02000;
+        pub const VADDR: usize = 0x102201000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
@@ -416,7 +437,7 @@ pub mod glue {
     pub mod fs_channel {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101f83000;
+        pub const VADDR: usize = 0x102282000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -434,7 +455,7 @@ pub mod glue {
     pub mod cgi_chan {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101f94000;
+        pub const VADDR: usize = 0x102293000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -452,7 +473,7 @@ pub mod glue {
     pub mod httpd_stats {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101fb5000;
+        pub const VADDR: usize = 0x1022b4000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -470,7 +491,7 @@ pub mod glue {
     pub mod clock {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x101fb7000;
+        pub const VADDR: usize = 0x1022b6000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.

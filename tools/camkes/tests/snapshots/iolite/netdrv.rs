@@ -20,7 +20,7 @@ pub mod glue {
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
         /// `attribute string link_refs[];`
-        pub const LINK_REFS: &[&str] = &["hdr_pool", "app_pool", "file_pool", "cgi_pool", "cgi_req_pool"];
+        pub const LINK_REFS: &[&str] = &["hdr_pool", "app_pool", "file_pool", "cgi_pool", "cgi_req_pool", "body_pool"];
         /// `attribute int itr;`
         pub const ITR: i64 = 200;
         /// `attribute int poll;`
@@ -53,6 +53,8 @@ pub mod glue {
         pub const CGI_POOL: Option<u32> = Some(7);
         /// Pool `cgi_req_pool`, written by `httpd`; mapped here read-only.
         pub const CGI_REQ_POOL: Option<u32> = Some(5);
+        /// Pool `body_pool`, written by `netstack`; mapped here read-only.
+        pub const BODY_POOL: Option<u32> = Some(8);
         /// Every pool above that the assembly connects, by name (what grant
         /// lists name, `iolite::Domain::set_peer_pools_named`).
         pub const ALL: &[(&str, u32)] = &[
@@ -63,6 +65,7 @@ pub mod glue {
             ("file_pool", 6),
             ("cgi_pool", 7),
             ("cgi_req_pool", 5),
+            ("body_pool", 8),
         ];
     }
 
@@ -346,6 +349,24 @@ pub mod glue {
         pub const VADDR: usize = 0x102601000;
         /// The size in bytes.
         pub const SIZE: usize = 0x100000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
+    /// `maybe dataport Buf(2097152) body_pool;`, connected by seL4SharedData.
+    pub mod body_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x102800000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x200000;
         /// This component's rights to the dataport.
         pub type Rights = rt::ReadOnly;
 

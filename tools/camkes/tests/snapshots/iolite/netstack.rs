@@ -22,7 +22,7 @@ pub mod glue {
         /// `attribute string link_refs[];`
         pub const LINK_REFS: &[&str] = &["rx_pool"];
         /// `attribute string client_refs[];`
-        pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool"];
+        pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool", "body_pool"];
         /// `attribute string client_name;`
         pub const CLIENT_NAME: &str = "httpd";
         /// `attribute string client2_name;`
@@ -71,6 +71,8 @@ pub mod glue {
         pub const CGI_POOL: Option<u32> = Some(7);
         /// Pool `cgi_req_pool`, written by `httpd`; mapped here read-only.
         pub const CGI_REQ_POOL: Option<u32> = Some(5);
+        /// Pool `body_pool`, written by `netstack`; mapped here read-write.
+        pub const BODY_POOL: Option<u32> = Some(8);
         /// `maybe dataport client2`: not connected in this assembly.
         pub const CLIENT2: Option<u32> = None;
         /// Every pool above that the assembly connects, by name (what grant
@@ -83,6 +85,7 @@ pub mod glue {
             ("file_pool", 6),
             ("cgi_pool", 7),
             ("cgi_req_pool", 5),
+            ("body_pool", 8),
         ];
     }
 
@@ -293,6 +296,24 @@ pub mod glue {
         }
     }
 
+    /// `maybe dataport Buf(2097152) body_pool;`, connected by seL4SharedData.
+    pub mod body_pool {
+        use super::rt;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x102600000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x200000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
     /// `emits DrvKick kick_drv;`, connected by seL4Notification.
     pub mod kick_drv {
         use super::rt;
@@ -308,7 +329,7 @@ pub mod glue {
     pub mod client2 {
         use super::rt;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x102502000;
+        pub const VADDR: usize = 0x102801000;
         /// The size in bytes.
         pub const SIZE: usize = 0x80000;
         /// This component's rights to the dataport.
