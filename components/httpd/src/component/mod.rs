@@ -1293,6 +1293,7 @@ impl Httpd {
         self.fs_waiting.clear();
         self.uploading.clear();
         self.rx_paused.clear();
+        self.handed_off.clear();
         let dropped = self.outq.len();
         self.outq.clear();
         let quarantined = self.d.peer_failed(NETSTACK).unwrap_or(0);
