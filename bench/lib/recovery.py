@@ -12,7 +12,8 @@ same as the Robot keyword `Inject Fault Into`. Per run: requests, failed
 requests (on connections open at the fault and opened after it), the
 longest time without a completed response near the fault (0.5 s before to
 2 s after) and over the whole run, the first new connection served after
-the fault, pool pages in use before (after every file was fetched once)
+the fault (by the keep-alive clients, which reconnect once theirs failed,
+and by a probe that opens a fresh connection every 50 ms), pool pages in use before (after every file was fetched once)
 and after (fs, httpd, netstack's header and socket pools, netdrv's
 receive pool, read from /cgi-bin/stats 5 s after the load stopped, once
 the death settled), the components restarted,
@@ -73,7 +74,12 @@ def run(component):
         B.stats(base)
         before = B.stats(base)
         load = RecoveryClient(port)
-        load.start_static_load(MANIFEST, clients, *FILES)
+        # netstack's fault ends its connections without a word to their
+        # peers: its clients give up after 3 s (everyone else's after 30).
+        load.start_static_load(MANIFEST, clients, *FILES, timeout=3 if component == "netstack" else 30)
+        # A fresh connection every 50 ms: when new connections are served,
+        # whatever the keep-alive clients notice of the fault.
+        load.start_connection_probe(MANIFEST, "/index.html")
         time.sleep(fault_at)
         load.mark_load_time("fault")
         proc.stdin.write(f"iolite-inject fault {component}\n".encode())
@@ -98,6 +104,7 @@ def run(component):
             "gap_near_fault_ms": r.get("gap_near_fault_ms"),
             "gap_ms": r["gap_ms"],
             "first_new_served_ms": r.get("first_new_connection_served_after_fault_ms"),
+            "probe_served_ms": r.get("probe_served_after_fault_ms"),
             "pools_before": pools(before),
             "pools_after": pools(after),
             "restarted": restarted,
@@ -140,7 +147,7 @@ lines = [f"recovery: {clients} keep-alive clients fetch {len(FILES)} files in tu
          f" injected at {fault_at:.0f} s of {seconds:.0f} s; {rounds} round(s), medians; pools: pages in use"
          " fs/httpd/netstack hdr/netstack sock/netdrv rx (last round), read 5 s after the load", ""]
 hdr = (f"{'component':11} | {'requests':>8} | {'failed at':>9} | {'failed new':>10} | {'gap near':>8} | {'gap all':>7} |"
-       f" {'new conn':>8} | {'others restarted':>16} | pools before -> after")
+       f" {'new conn':>8} | {'probe':>7} | {'others restarted':>16} | pools before -> after")
 lines += [hdr, "-" * len(hdr)]
 for c in components:
     rs = [r for r in results if r["component"] == c]
@@ -155,6 +162,7 @@ for c in components:
     lines.append(f"{c:11} | {fmt(med(c, 'requests')):>8} | {fmt(med(c, 'failed_open_at_fault')):>9} |"
                  f" {fmt(med(c, 'failed_opened_after')):>10} | {fmt(med(c, 'gap_near_fault_ms'), ' ms'):>8} |"
                  f" {fmt(med(c, 'gap_ms'), ' ms'):>7} | {fmt(med(c, 'first_new_served_ms'), ' ms'):>8} |"
+                 f" {fmt(med(c, 'probe_served_ms'), ' ms'):>7} |"
                  f" {(', '.join(others) or 'none') + (' (+cgi)' if cgi_extra else ''):>16} |"
                  f" {pools_cell(c, 'pools_before')} -> {pools_cell(c, 'pools_after')}")
 untyped = sorted({u for r in results for u in r["untyped_after"]})

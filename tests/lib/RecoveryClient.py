@@ -54,12 +54,15 @@ class RecoveryClient:
         return None
 
     @keyword
-    def start_static_load(self, manifest, clients, *paths):
+    def start_static_load(self, manifest, clients, *paths, timeout=30):
         """`clients` threads, each on its own keep-alive connection, fetch
         `paths` round-robin until `Stop Static Load`. Every body is checked
         against the manifest (size and SHA-256); a wrong body, a status
-        other than 200, a connection the server closed or reset, each is a
-        failed request (the client then reconnects)."""
+        other than 200, a connection the server closed or reset, or no
+        answer within `timeout` seconds, each is a failed request (the
+        client then reconnects). A short `timeout` suits a fault of the
+        TCP stack: a connection it held may simply end, without a reset."""
+        timeout = float(timeout)
         files = _manifest(manifest)
         for p in paths:
             if p not in files:
@@ -67,6 +70,7 @@ class RecoveryClient:
         self.stop.clear()
         self.done, self.failures, self.marks, self.opened = [], [], {}, []
         self.counts = [0] * int(clients)
+        self.probes = []
 
         def run(i, conn):
             k = i
@@ -77,7 +81,7 @@ class RecoveryClient:
                 try:
                     if conn is None:
                         opened = time.monotonic()
-                        conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+                        conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
                     conn.request("GET", p)
                     r = conn.getresponse()
                     body = r.read()
@@ -108,12 +112,54 @@ class RecoveryClient:
         # Connected one after another: QEMU's user networking accepts from
         # a backlog of 1 (see WebClient.concurrent_clients).
         for i in range(int(clients)):
-            conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+            conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
             conn.connect()
             t = threading.Thread(target=run, args=(i, conn), daemon=True)
             self.threads.append(t)
             t.start()
         self.t0 = time.monotonic()
+
+    @keyword
+    def start_connection_probe(self, manifest, path, interval_ms=50, timeout=2):
+        """Besides the load: a fresh connection every `interval_ms` until
+        `Stop Static Load`, each fetching `path` (checked against the
+        manifest) and closing. Measures when *new* connections are served,
+        whatever the load's keep-alive clients notice of a fault (a TCP
+        stack's fault ends its connections without a word to their peers:
+        those clients notice only at their timeout or their peer's
+        retransmission). `Stop Static Load` reports, per mark, the first
+        probe started after it that was served and the probes started after
+        it that failed."""
+        files = _manifest(manifest)
+        self.probes = []  # (started, finished, ok)
+
+        def probe():
+            started = time.monotonic()
+            ok = False
+            try:
+                conn = http.client.HTTPConnection(HOST, self.port, timeout=float(timeout))
+                try:
+                    conn.request("GET", path)
+                    r = conn.getresponse()
+                    body = r.read()
+                    ok = self._check(files, path, r.status, {h.lower(): v for h, v in r.getheaders()}, body) is None
+                finally:
+                    conn.close()
+            except Exception:  # noqa: BLE001 - a failed probe is the measurement
+                ok = False
+            with self.lock:
+                self.probes.append((started, time.monotonic(), ok))
+
+        def run():
+            # Each probe on a thread of its own: one that waits for its
+            # timeout does not hold the next ones back.
+            while not self.stop.is_set():
+                threading.Thread(target=probe, daemon=True).start()
+                time.sleep(float(interval_ms) / 1000)
+
+        t = threading.Thread(target=run, daemon=True)
+        self.threads.append(t)
+        t.start()
 
     @keyword
     def fetch_file_exact(self, manifest, path):
@@ -183,6 +229,22 @@ class RecoveryClient:
             served = sorted(d for d, o in self.opened if o > t)
             if served:
                 result[f"first_new_connection_served_after_{name}_ms"] = round((served[0] - t) * 1000)
+            with self.lock:
+                probes = sorted(getattr(self, "probes", []))
+            if probes:
+                logger.info(f"probes around {name}: " + ", ".join(
+                    f"{(p[0] - t) * 1000:.0f}..{(p[1] - t) * 1000:.0f}{'' if p[2] else ' failed'}"
+                    for p in probes if -500 <= (p[0] - t) * 1000 <= 1500))
+                after = [p for p in probes if p[0] > t]
+                result[f"probes_failed_after_{name}"] = sum(1 for p in after if not p[2])
+                served = sorted(p[1] for p in after if p[2])
+                if served:
+                    result[f"probe_served_after_{name}_ms"] = round((served[0] - t) * 1000)
+                # The longest time between two served probes around the
+                # mark: how long new connections were not served.
+                ok = sorted(p[1] for p in probes if p[2])
+                near = [b - a for a, b in zip(ok, ok[1:]) if b >= t and a <= t + 2.0]
+                result[f"probe_gap_near_{name}_ms"] = round(max(near, default=0.0) * 1000)
         logger.info(f"{result}; failures: {[f[1] for f in failures[:10]]}")
         self.result = result
         self.failure_lines = [f[1] for f in failures]

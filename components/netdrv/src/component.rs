@@ -99,6 +99,37 @@ const TAKEOVER: bool = glue::attributes::TAKEOVER != 0;
 /// before it gives up (exits).
 const RELINK_WAIT_MS: u64 = 5000;
 
+/// netstack's instance name in the events page.
+const NETSTACK_NAME: &str = "netstack";
+
+/// What we know of netstack's deaths: the death protocol's peer side for
+/// the link, from below.
+///
+/// At its death we stop using the link at once (we may have been in a pass
+/// over it), forget the holds it granted us (the frames on the NIC's TX
+/// ring: still sent, their buffers tainted until the NIC is done with
+/// them), quarantine what we lent it (received frames it had not
+/// returned) and clear the MAC address word: that tells its new
+/// incarnation we let go, and it sets the link up afresh. We attach to the
+/// new generation and publish the offloads and the MAC address again.
+/// Frames received meanwhile wait in the NIC's RX ring. We confirm the
+/// death once the TX ring holds nothing of the dead incarnation.
+#[derive(Default)]
+struct StackLife {
+    /// Its record in the events page.
+    index: Option<usize>,
+    /// Its latest death, and whether we still have to confirm it.
+    death: u64,
+    unconfirmed: bool,
+    /// The link generation the dead incarnation used: while `Some`, we
+    /// wait for a fresh one (and do not touch the link).
+    relinking: Option<u64>,
+    /// Since when (ms), for the report.
+    since: u64,
+    /// Times we attached to a new incarnation's link.
+    relinks: u64,
+}
+
 /// The loader's physical addresses of our dataports.
 struct StartDma(&'static StartInfo);
 
@@ -127,6 +158,10 @@ struct Driver {
     quarantine: Option<u64>,
     /// Incarnations before this one (0: first start).
     restarts: u64,
+    /// netstack's deaths (`netstack.restartable`): see [`StackLife`].
+    stack: StackLife,
+    /// The MAC address and offloads, published again on every link.
+    mac: [u8; 6],
     /// An interrupt cause register that did not come from the device was
     /// reported (once).
     bogus_icr_seen: bool,
@@ -326,6 +361,8 @@ impl Driver {
         if POLL {
             log!("no interrupt: polling the rings on every tick");
         }
+        let stack =
+            StackLife { index: events.as_ref().and_then(|w| w.page().index_of(NETSTACK_NAME)), ..StackLife::default() };
         Driver {
             nic,
             d,
@@ -337,19 +374,109 @@ impl Driver {
             me,
             quarantine,
             restarts,
+            stack,
+            mac,
             bogus_icr_seen: false,
         }
     }
 
-    /// Deaths in the system: our own settled ends our pool's quarantine;
+    /// netstack died: let go of the link (see [`StackLife`]).
+    fn netstack_died(&mut self, death: u64) {
+        let quarantined = self.d.peer_failed(NETSTACK).unwrap_or(0);
+        let words = self.link.control();
+        words.word(nic_api::WORD_MAC).store(0, Ordering::Release);
+        self.stack.death = death;
+        self.stack.unconfirmed = true;
+        self.stack.since = component_runtime::time::now_ms();
+        self.stack.relinking = Some(self.link.generation());
+        log!(
+            "netstack died (death {death}): {quarantined} buffers lent to it quarantined, {} of its frames still on the NIC; link released",
+            self.d.tainted(NETSTACK).unwrap_or(0)
+        );
+        // Its new incarnation may wait for that: it runs above us and sets
+        // the link up before this returns.
+        glue::wake::emit();
+    }
+
+    /// While we wait for netstack's new incarnation: attaches to the link
+    /// once it set it up again (a new generation). True once attached (or
+    /// when nothing is awaited).
+    fn relink(&mut self) -> bool {
+        let Some(old) = self.stack.relinking else { return true };
+        let control = self.link.control();
+        let g = control.generation();
+        if g == 0 || g == old {
+            return false;
+        }
+        // SAFETY: the link dataport, mapped read-write for our lifetime,
+        // shared only with netstack, whose new incarnation set it up (a new
+        // generation) and waits for our MAC address before using it; we
+        // are its side A.
+        let attached = unsafe {
+            Duplex::attach(DuplexAttach {
+                domain: self.d,
+                peer: NETSTACK,
+                region: rw(glue::link::VADDR, glue::link::SIZE),
+                geometry: nic_api::GEOMETRY,
+                side: nic_api::DRV_SIDE,
+            })
+        };
+        let link = match attached {
+            Ok(l) => l,
+            Err(e) => {
+                error!("netstack's new link (generation {g}) cannot be attached: {e:?}");
+                self.stack.relinking = Some(g);
+                return false;
+            }
+        };
+        self.link = link;
+        self.to_stack_guard = iolite::Guard::new();
+        self.from_stack_guard = iolite::Guard::new();
+        let _ = self.d.peer_restarted(NETSTACK);
+        self.stack.relinking = None;
+        self.stack.relinks += 1;
+        self.publish_link();
+        // It waits for the MAC address: it runs now, above us.
+        glue::wake::emit();
+        log!(
+            "netstack's new incarnation attached after {} ms (link generation {g})",
+            component_runtime::time::now_ms().saturating_sub(self.stack.since)
+        );
+        true
+    }
+
+    /// The protocol words netstack reads: the offloads, then the MAC
+    /// address (which says they are valid), and the link state.
+    fn publish_link(&mut self) {
+        let m = self.mac;
+        let words = self.link.control();
+        // Before the MAC address: netstack reads the offloads once it sees
+        // a valid one.
+        words.word(nic_api::WORD_OFFLOADS).store(Offloads { tso: TSO }.word(), Ordering::Release);
+        words
+            .word(nic_api::WORD_MAC)
+            .store(1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]), Ordering::Release);
+        words.word(nic_api::WORD_LINK_UP).store(self.nic.link_up() as u64, Ordering::Release);
+    }
+
+    /// Deaths in the system: netstack's runs the death protocol for the
+    /// link ([`StackLife`]); our own settled ends our pool's quarantine;
     /// every other one is confirmed at once (what we hold came through
-    /// netstack, whose holds cover it; a dead netstack's region is set up
-    /// again only by its new incarnation).
+    /// netstack, whose holds cover it).
     fn check_events(&mut self) {
         let Some(w) = self.events.as_mut() else { return };
         let (me, d) = (self.me, self.d);
+        let stack = self.stack.index;
         let mut settled_own = None;
+        let mut stack_died = None;
+        let mut stack_settled = None;
         w.poll(|e| match e {
+            component_runtime::events::Event::Died { component, death } if Some(component) == stack => {
+                stack_died = Some(death);
+            }
+            component_runtime::events::Event::Settled { component, death } if Some(component) == stack => {
+                stack_settled = Some(death);
+            }
             component_runtime::events::Event::Died { component, death } if component != me => {
                 component_runtime::events::confirm_settled(component, death);
             }
@@ -358,6 +485,20 @@ impl Driver {
             }
             _ => {}
         });
+        if let Some(death) = stack_died {
+            self.netstack_died(death);
+        }
+        if let Some(death) = stack_settled.filter(|&s| s == self.stack.death) {
+            let n = d.peer_settled(NETSTACK).unwrap_or(0);
+            log!("netstack death {death} settled: {n} buffers lent to it released");
+        }
+        if let (true, Some(i)) = (self.stack.unconfirmed, stack) {
+            if d.tainted(NETSTACK).unwrap_or(0) == 0 {
+                self.stack.unconfirmed = false;
+                log!("netstack death {}: none of its frames on the NIC any more, confirmed", self.stack.death);
+                component_runtime::events::confirm_settled(i, self.stack.death);
+            }
+        }
         if let (Some(s), Some(q)) = (settled_own, self.quarantine) {
             if s >= q {
                 let n = d.end_quarantine(RX_POOL).unwrap_or(0);
@@ -380,6 +521,16 @@ impl Driver {
             // also when it goes round without waiting under load.
             component_runtime::sel4::progress();
             self.check_events();
+            if !self.relink() {
+                // netstack died and its new incarnation has not set the
+                // link up yet: finish the dead one's frames on the NIC
+                // (its taint), keep received frames in the RX ring, and
+                // wait (its kick, the interrupt, the events page).
+                self.nic.tx_reap();
+                self.publish();
+                self.wait_while_relinking();
+                continue;
+            }
             self.link.disarm();
             let mut nested = 0u64;
             self.nic.tx_reap();
@@ -447,6 +598,23 @@ impl Driver {
                 }
                 _ => {}
             }
+        }
+    }
+
+    /// Blocks until something may have changed while netstack's link is
+    /// down: the interrupt is acknowledged (its causes read), the frames
+    /// it announced stay in the RX ring.
+    fn wait_while_relinking(&mut self) {
+        if POLL {
+            glue::tick::wait();
+            let _ = self.nic.interrupt();
+            return;
+        }
+        let bits = glue::irq::wait();
+        if bits & glue::irq::BADGE != 0 {
+            let _ = self.nic.interrupt();
+            let _ = glue::irq::acknowledge();
+            self.nic.count(Counter::Irqs, 1);
         }
     }
 

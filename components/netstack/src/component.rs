@@ -231,6 +231,13 @@ struct Slot {
     listen_budget: usize,
     /// The generation we attached to (0: not yet).
     generation: u64,
+    /// We are a restarted incarnation: the first attachment is reported.
+    announce: bool,
+    /// A generation a dead incarnation of ours attached to (the region's
+    /// `WORD_STACK_ATTACHED` said so at our start): never attached again,
+    /// its rings are in any state; the client sets the region up afresh
+    /// once it saw our death.
+    stale: u64,
     /// The generation last seen while the client was alive, and at its
     /// death: a new incarnation is attached once the region shows another
     /// one (what the dead one left there is not attached again).
@@ -307,7 +314,7 @@ impl Slot {
         if !self.dead {
             self.seen = g;
         }
-        if g == 0 || g == self.generation || (self.dead && g == self.dead_generation) {
+        if g == 0 || g == self.generation || g == self.stale || (self.dead && g == self.dead_generation) {
             return;
         }
         if self.generation != 0 && !self.dead {
@@ -345,7 +352,10 @@ impl Slot {
             Ok(duplex) => {
                 let session = self.spare.take().unwrap_or_else(|| Session::with_events(MAX_PENDING, EVENTS_CAP));
                 self.client = Some(Client::new(duplex, session.with_listen_budget(self.listen_budget)));
-                if self.peer != CLIENT || again {
+                // Ours from now on: a later incarnation of ours must not
+                // attach to these channels again (see `stale`).
+                socket_api::mark_stack_attached(&self.control, g);
+                if self.peer != CLIENT || again || core::mem::take(&mut self.announce) {
                     log!("{} attached on {} (generation {g})", self.who, self.region_name);
                 }
             }
@@ -431,6 +441,55 @@ struct Node {
     busy_cycles: u64,
     /// Cycles spent inside `event` signals this pass (the client's).
     nested_cycles: u64,
+    /// Our record in the events page, our incarnations before this one,
+    /// and the death of ours whose pool pages (headers the NIC may still
+    /// send, received data httpd may still read) stay quarantined until
+    /// every peer settled it.
+    me: usize,
+    restarts: u64,
+    own_quarantine: Option<u64>,
+    /// After a restart: when we started (ms), until the first connection
+    /// was accepted (reported: how long new connections waited for us).
+    started: Option<u64>,
+}
+
+/// The pools we own (headers, received data, and the hand-off pool where
+/// the assembly connects one): their pages a dead incarnation left in use
+/// are quarantined in the next one.
+fn owned_pools() -> impl Iterator<Item = iolite::PoolId> {
+    [HDR_POOL, SOCK_POOL].into_iter().chain(glue::pools::BODY_POOL)
+}
+
+/// Pages of our pools quarantined after a restart of ours.
+fn quarantined_pages(d: &Domain) -> u32 {
+    owned_pools().map(|p| d.quarantined_pages(p).unwrap_or(0)).sum()
+}
+
+/// How long a restarted netstack waits for netdrv to let go of the link
+/// its dead incarnation shared with it before setting it up anyway.
+const RELINK_WAIT_MS: u64 = 1000;
+
+/// After a restart of ours: netdrv runs below us and may be in the middle
+/// of a pass over the link our dead incarnation shared with it (we may
+/// have died inside its signal). Setting the link up under it would let
+/// it write stale ring indices into the fresh rings (a `CorruptRing` for
+/// good). So we wait until it let go: it saw our death in the events page
+/// and cleared the MAC address word (then signals us). Bounded, for a
+/// netdrv that does not follow our deaths.
+fn wait_for_released_link(region: RwRegion) {
+    // SAFETY: the link region, a duplex region of this geometry, mapped
+    // for our lifetime; only its control words are read here.
+    let Ok(control) = (unsafe { Control::of(region, nic_api::GEOMETRY) }) else { return };
+    let since = now_ms();
+    while control.generation() != 0 && control.word(nic_api::WORD_MAC).load(Ordering::Acquire) >> 63 == 1 {
+        if now_ms().saturating_sub(since) > RELINK_WAIT_MS {
+            warn!("netdrv did not let go of the link within {RELINK_WAIT_MS} ms: setting it up anyway");
+            return;
+        }
+        // netdrv's signal, or the ticker's within 200 ms.
+        glue::wake::wait();
+    }
+    log!("netdrv let go of the link after {} ms", now_ms().saturating_sub(since));
 }
 
 /// Whether the loader mapped a dataport at `vaddr` (an optional one the
@@ -495,6 +554,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // only with netdrv, which attaches only after we initialised it (it
     // runs below us).
     let link_region = unsafe { rw(glue::link::VADDR, glue::link::SIZE) };
+    let restarts = start.restarts;
+    let started_ms = now_ms();
+    if restarts > 0 {
+        log!("restart {restarts}: waiting for netdrv to let go of the link");
+        wait_for_released_link(link_region);
+    }
     // SAFETY: as above.
     let link = unsafe {
         let region = link_region;
@@ -508,6 +573,10 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         })
         .expect("link")
     };
+    if restarts > 0 && NIC_KICK {
+        // netdrv waits for the fresh link: it attaches when it runs.
+        glue::kick_drv::emit();
+    }
     // Frames are not application data: never copied here (smoltcp copies
     // the payload it keeps, counted by the stack).
 
@@ -531,6 +600,8 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         signalled,
         listen_budget,
         generation: 0,
+        announce: restarts > 0,
+        stale: 0,
         seen: 0,
         dead_generation: 0,
         client: None,
@@ -572,8 +643,36 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         slots.push(slot("client2", who, CLIENT2, region, control, false, budget, index, restart));
     }
     for s in &mut slots {
+        // A region whose generation a dead incarnation of ours attached
+        // to: its client has not set it up again yet (it will once it saw
+        // our death); wait for that rather than attach to stale rings.
+        if socket_api::stack_attached_before(&s.control) {
+            let g = s.control.generation();
+            s.stale = g;
+            log!(
+                "{}'s region {} (generation {g}) was our dead incarnation's: waiting for it to set it up again",
+                s.who,
+                s.region_name
+            );
+        }
         s.check_attach(d);
     }
+    // After a restart: what our dead incarnation left in use in our pools
+    // (headers on the NIC's ring, received data the client holds) stays
+    // quarantined until every peer settled that death.
+    let me = start.instance as usize;
+    let quarantined = quarantined_pages(d);
+    let own_quarantine = match (quarantined, &sys_events) {
+        (0, _) => None,
+        (n, Some(w)) if me < w.page().len() => {
+            log!("{n} pool pages of the dead incarnation quarantined until its death is settled");
+            Some(w.page().state(me).0)
+        }
+        (n, _) => {
+            warn!("{n} pool pages quarantined for good: no system events page (set netstack.system_events)");
+            None
+        }
+    };
     // The copy modes' send copy is the stack's own (into the socket's send
     // ring, counted there), as write(2) copies once: no copy stage here.
     // SAFETY: our counter page, mapped read-write.
@@ -659,6 +758,10 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         wakeups: 0,
         busy_cycles: 0,
         nested_cycles: 0,
+        me,
+        restarts,
+        own_quarantine,
+        started: (restarts > 0).then_some(started_ms),
     };
     let mut woke = rdtsc();
     loop {
@@ -714,6 +817,10 @@ impl Node {
                 self.slots.iter_mut().filter_map(|s| s.client.as_mut()).map(|c| c.session()).collect();
             self.polls += netstack::api::run(&mut sessions, &mut self.stack, now_ms(), &mut self.port) as u64;
             drop(sessions);
+            if let Some(t) = self.started.filter(|_| self.slots[0].stats().accepted > 0) {
+                self.started = None;
+                log!("first connection accepted {} ms after the restart", now_ms().saturating_sub(t));
+            }
             if let Some(s) = self.stack.take_stale() {
                 warn!(
                     "pool {} buffer {} is no longer generation {:#x}: its segments withheld, the connection reset",
@@ -789,6 +896,16 @@ impl Node {
         }
         for s in self.slots.iter_mut() {
             s.confirm(self.d);
+        }
+        // Our own death settled: nobody uses what the dead incarnation
+        // lent any more (the NIC sent its frames, the client dropped its
+        // data), so its pool pages are ours again.
+        if let (Some(death), Some(w)) = (self.own_quarantine, self.sys_events.as_ref()) {
+            if w.page().state(self.me).1 >= death {
+                let n: u32 = owned_pools().map(|p| self.d.end_quarantine(p).unwrap_or(0)).sum();
+                log!("death {death} settled: {n} quarantined pool pages free again");
+                self.own_quarantine = None;
+            }
         }
         if let (true, Some(i)) = (self.drv.unconfirmed, self.drv.index) {
             if self.d.tainted(NETDRV).unwrap_or(0) == 0 {
@@ -1012,6 +1129,8 @@ impl Node {
                 S::SendRingBytesInUse => self.stack.send_ring_bytes() as u64,
                 S::RxHandOffBytes => s.rx_hand_off,
                 S::RxHandOffFallbackBytes => s.rx_hand_off_fallback,
+                S::Restarts => self.restarts,
+                S::QuarantinedPages => quarantined_pages(self.d) as u64,
             };
         }
         self.stats.publish(&v);

@@ -12,7 +12,11 @@
 //! | B | the client ([`CLIENT_SIDE`]) | [`Request`]s; `Send` carries the bytes to send by reference |
 //!
 //! The client runs above netstack and initialises the region; netstack
-//! attaches at start (and exits if it is not initialised). Each side wakes
+//! attaches at start (and exits if it is not initialised) and records the
+//! generation it attached to ([`WORD_STACK_ATTACHED`]). When netstack
+//! dies, the client (which follows its deaths in the system events page)
+//! sets the region up again; the restarted netstack attaches only to a
+//! generation no incarnation of it attached to before. Each side wakes
 //! the other only for what it asked (the rings' "signal me" flags). A
 //! second client region (`client2`, where an assembly connects it) is set
 //! up by its client whenever it starts: netstack attaches when it sees the
@@ -42,7 +46,9 @@
 #![no_std]
 #![deny(missing_docs)]
 
+use core::sync::atomic::Ordering;
 pub use counters::{Counter, CounterPage, Values};
+use iolite::duplex::Control;
 use iolite::{init_duplex, Aggregate, ChannelTx, Domain, Duplex, DuplexAttach, Geometry, PeerId, RwRegion, Side};
 
 /// A connection id (never 0; not reused while the stack runs for a long
@@ -114,6 +120,14 @@ pub const REGION_BYTES: usize = GEOMETRY.duplex_bytes();
 pub const STACK_SIDE: Side = Side::A;
 /// The client's side of its region.
 pub const CLIENT_SIDE: Side = Side::B;
+/// Protocol word (netstack): the generation of the region netstack
+/// attached to. [`init_client`] clears it (a fresh region shows 0), so a
+/// restarted netstack that finds it equal to the region's generation knows
+/// a dead incarnation of its own used these channels, and waits for the
+/// client to set the region up again (after it saw netstack's death in the
+/// system events page) instead of attaching to rings in any state. A
+/// client that writes it delays only its own attachment.
+pub const WORD_STACK_ATTACHED: usize = 0;
 
 /// Sets a client region up and attaches the client's side: the client
 /// runs above netstack, so it initialises the region, before anything
@@ -129,6 +143,21 @@ pub unsafe fn init_client<'d>(domain: &'d Domain, netstack: PeerId, region: RwRe
         init_duplex(region, GEOMETRY)?;
         Duplex::attach(DuplexAttach { domain, peer: netstack, region, geometry: GEOMETRY, side: CLIENT_SIDE })
     }
+}
+
+/// Whether an incarnation of netstack already attached to the region's
+/// current generation ([`WORD_STACK_ATTACHED`]): a restarted netstack
+/// must then wait for the client to set the region up again. The word is
+/// the client's to clobber; read once.
+pub fn stack_attached_before(control: &Control) -> bool {
+    let g = control.generation();
+    g != 0 && control.word(WORD_STACK_ATTACHED).load(Ordering::Acquire) == g
+}
+
+/// Records that netstack attached to `generation` of the region (see
+/// [`stack_attached_before`]).
+pub fn mark_stack_attached(control: &Control, generation: u64) {
+    control.word(WORD_STACK_ATTACHED).store(generation, Ordering::Release);
 }
 
 /// A request waiting for room in the client's ring: its tag
@@ -601,6 +630,11 @@ counters::counters! {
         /// Of connections handed off, bytes delivered in the shared pool
         /// because the hand-off pool was full (the client copies them).
         RxHandOffFallbackBytes = "tcp_rx_hand_off_fallback_bytes",
+        /// Incarnations of netstack before this one (0: first start).
+        Restarts = "tcp_restarts",
+        /// Pages of our pools (headers, received data) a dead incarnation
+        /// left in use, not reused until its death is settled.
+        QuarantinedPages = "tcp_quarantined_pages",
     }
 }
 
@@ -689,7 +723,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 69] = [
+        let names: [&str; 71] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -759,6 +793,8 @@ mod tests {
             "tcp_send_ring_bytes_in_use",
             "tcp_rx_hand_off_bytes",
             "tcp_rx_hand_off_fallback_bytes",
+            "tcp_restarts",
+            "tcp_quarantined_pages",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

@@ -170,9 +170,9 @@ fn iolite_system_compiles() {
         .map(|c| c.name.as_str())
         .collect();
     assert_eq!(holders, ["pci_config"]);
-    // Every component but the netstack may be restarted by the supervisor.
+    // Every component may be restarted by the supervisor.
     let restartable: Vec<_> = spec.components.iter().filter(|c| c.restartable).map(|c| c.name.as_str()).collect();
-    assert_eq!(restartable, ["log", "pci_config", "ticker", "netdrv", "fs", "httpd", "cgi"]);
+    assert_eq!(restartable, ["log", "pci_config", "ticker", "netdrv", "netstack", "fs", "httpd", "cgi"]);
     // Every component is watched for liveness, the cgi with the longest
     // limit; no component grants fault injection in the default assembly.
     let hang: Vec<_> = spec.components.iter().map(|c| (c.name.as_str(), c.hang_cpu_ms)).collect();

@@ -120,6 +120,8 @@ const CGI_INSTANCE: &str = "cgi";
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
 /// fs's instance name in the assembly (its record in the events page).
 const FS_INSTANCE: &str = "fs";
+/// netstack's instance name (its record in the events page).
+const NETSTACK_INSTANCE: &str = "netstack";
 /// Lending the cgi our priority (`lend_cgi`): after this long without
 /// progress on our work, for at most this long, then not for this long.
 const CGI_STARVED_MS: u64 = 50;
@@ -294,6 +296,15 @@ struct Httpd {
     /// A death of fs we still have to confirm, once nothing it gave us is
     /// in use here or downstream.
     fs_unconfirmed: Option<u64>,
+    /// netstack's record in the events page (`netstack.restartable`).
+    netstack_index: Option<usize>,
+    /// netstack's latest death we saw, and whether we still have to
+    /// confirm it (once nothing it gave us is in use here or downstream).
+    netstack_death: u64,
+    netstack_unconfirmed: Option<u64>,
+    /// Times netstack died under us, and the connections that went with it.
+    netstack_restarts: u64,
+    netstack_conns_lost: u64,
     /// Our record in the events page.
     me: usize,
     /// Our death whose pool pages are still quarantined.
@@ -411,6 +422,11 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_index: None,
         fs_index,
         fs_unconfirmed: None,
+        netstack_index: None,
+        netstack_death: 0,
+        netstack_unconfirmed: None,
+        netstack_restarts: 0,
+        netstack_conns_lost: 0,
         me: 0,
         own_quarantine: None,
         cgi_dying: false,
@@ -418,6 +434,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_death: 0,
     };
     me.cgi_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(CGI_INSTANCE));
+    me.netstack_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(NETSTACK_INSTANCE));
     me.me = start.instance as usize;
     me.own_quarantine = (quarantined > 0)
         .then(|| me.sys_events.as_ref().filter(|w| me.me < w.page().len()).map(|w| w.page().state(me.me).0))
@@ -1202,6 +1219,21 @@ impl Httpd {
                         log!("cgi death {death} settled: {n} buffers lent to it released");
                     }
                 }
+                component_runtime::events::Event::Died { component, death }
+                    if Some(component) == self.netstack_index =>
+                {
+                    self.netstack_died(death);
+                }
+                component_runtime::events::Event::Settled { component, death }
+                    if Some(component) == self.netstack_index =>
+                {
+                    if death == self.netstack_death {
+                        // Nothing the dead netstack had is read any more (the
+                        // NIC sent its frames): what we lent it comes back.
+                        let n = self.d.peer_settled(NETSTACK).unwrap_or(0);
+                        log!("netstack death {death} settled: {n} buffers lent to it released");
+                    }
+                }
                 component_runtime::events::Event::Died { component, death } if Some(component) == self.fs_index => {
                     // Reconnect now, so that what we still use of the dead
                     // incarnation is counted as tainted before we confirm.
@@ -1223,12 +1255,76 @@ impl Httpd {
         }
         self.confirm_cgi_death();
         self.confirm_fs_death();
+        self.confirm_netstack_death();
         if let (Some(death), Some(w)) = (self.own_quarantine, self.sys_events.as_ref()) {
             if w.page().state(self.me).1 >= death {
                 let n = self.d.end_quarantine(APP_POOL).unwrap_or(0) + self.d.end_quarantine(CGI_REQ_POOL).unwrap_or(0);
                 log!("death {death} settled: {n} quarantined pool pages free again");
                 self.own_quarantine = None;
             }
+        }
+    }
+
+    /// netstack died: its connections are gone (each one's peer sees a
+    /// reset from the new incarnation, or nothing more). We drop every
+    /// connection's state (responses in progress close their files at fs),
+    /// the requests waiting for ring room, forget what it granted us
+    /// (received data still in use is tainted until dropped) and
+    /// quarantine what we lent it (headers of ours, and fs's and the cgi's
+    /// pages we forwarded: the NIC may still send them) until the death is
+    /// settled. Then we set the client region up afresh (a new
+    /// generation), which the new incarnation waits for, and listen again.
+    fn netstack_died(&mut self, death: u64) {
+        self.netstack_death = death;
+        self.netstack_restarts += 1;
+        let conns = self.by_net.len();
+        self.netstack_conns_lost += conns as u64;
+        for (_, id) in core::mem::take(&mut self.by_net) {
+            self.srv.closed(id);
+        }
+        self.by_srv.clear();
+        self.closing.clear();
+        self.net_full.clear();
+        self.credit.clear();
+        self.allowance.clear();
+        self.credit_wait.clear();
+        self.next_peer = None;
+        self.ready.clear();
+        self.fs_waiting.clear();
+        self.uploading.clear();
+        self.rx_paused.clear();
+        self.handed_off.clear();
+        let dropped = self.outq.len();
+        self.outq.clear();
+        let quarantined = self.d.peer_failed(NETSTACK).unwrap_or(0);
+        // SAFETY: the client dataport, mapped read-write for our lifetime,
+        // shared with netstack only; its dead incarnation no longer runs
+        // (the supervisor stopped it before publishing the death) and the
+        // new one attaches only to a generation no incarnation of it used
+        // (`socket_api::WORD_STACK_ATTACHED`), which this one is.
+        let net = unsafe { socket_api::init_client(self.d, NETSTACK, rw(glue::client::VADDR, glue::client::SIZE)) };
+        match net {
+            Ok(net) => self.net = net,
+            Err(e) => error!("the client region cannot be set up again: {e:?}"),
+        }
+        self.events_guard = Guard::new();
+        let _ = self.d.peer_restarted(NETSTACK);
+        self.netstack_unconfirmed = Some(death);
+        log!(
+            "netstack died (death {death}): {conns} connections dropped, {dropped} requests unsent, {quarantined} buffers lent to it quarantined, region set up again (generation {})",
+            self.net.generation()
+        );
+        self.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(self.d));
+    }
+
+    /// Confirms netstack's latest death once nothing it gave us (received
+    /// data) is in use here any more.
+    fn confirm_netstack_death(&mut self) {
+        let (Some(death), Some(index)) = (self.netstack_unconfirmed, self.netstack_index) else { return };
+        if self.d.tainted(NETSTACK).unwrap_or(0) == 0 {
+            self.netstack_unconfirmed = None;
+            log!("netstack death {death}: nothing of the dead incarnation in use any more, confirmed");
+            component_runtime::events::confirm_settled(index, death);
         }
     }
 
@@ -1371,6 +1467,8 @@ impl Httpd {
         c.set("fs_reopens", fs.reopens);
         c.set("fs_retries", fs.retries);
         c.set("cgi_restarts", self.cgi_restarts);
+        c.set("netstack_restarts", self.netstack_restarts);
+        c.set("netstack_connections_lost", self.netstack_conns_lost);
         c.set("cgi_restart_requests", self.cgi_restart_requests);
         c.set("cgi_restart_failures", self.cgi_restart_failures);
         c.set("cgi_unavailable", self.cgi_unavailable);
