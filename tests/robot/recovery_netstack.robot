@@ -131,7 +131,15 @@ Netstack Loses Its Connections Under Load
     ...    ${r}[probe_served_after_effective_ms] ms after it took effect; longest time without a
     ...    served probe around the fault ${r}[probe_gap_near_fault_ms] ms
     Log    ${note}
-    Should Be Equal As Integers    ${r}[probes_failed_after_effective]    0
+    # A hung stack is restarted only once liveness has seen it burn
+    # hang_cpu_ms: probes that connect to it meanwhile may be lost with
+    # it (their SYNs met a stack that never ran again). After a fault the
+    # restart is immediate and none may fail.
+    IF    $how == "fault"
+        Should Be Equal As Integers    ${r}[probes_failed_after_effective]    0
+    ELSE
+        Log    probes lost to the hung incarnation before its restart: ${r}[probes_failed_after_effective]
+    END
     # The keep-alive clients reconnect once their 3 s timeout ends a
     # connection the dead incarnation held (or a retransmission of their
     # peer met the new one's reset).
