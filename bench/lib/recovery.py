@@ -130,8 +130,8 @@ def run(component):
             "faulted": bool(faulted),
             "requests": r["requests"],
             # Within the fault's window (until the hang, if any).
-            "failed_open_at_fault": sum(1 for t, _, o in failures if marks[0] <= t < marks[1] and o <= marks[0]),
-            "failed_opened_after": sum(1 for t, _, o in failures if marks[0] <= t < marks[1] and o > marks[0]),
+            "failed_open_at_fault": sum(1 for t, _, o, *_ in failures if marks[0] <= t < marks[1] and o <= marks[0]),
+            "failed_opened_after": sum(1 for t, _, o, *_ in failures if marks[0] <= t < marks[1] and o > marks[0]),
             "gap_near_fault_ms": r.get("gap_near_fault_ms"),
             "gap_ms": r["gap_ms"],
             "first_new_served_ms": r.get("first_new_connection_served_after_fault_ms"),
@@ -142,7 +142,7 @@ def run(component):
         }
         for i, (name, _) in enumerate(events):
             res[f"{name}_restart_ms"] = round(restart_s[name] * 1000) if name in restart_s else None
-            res[f"{name}_failed"] = sum(1 for t, _, _ in failures if marks[i] <= t < marks[i + 1])
+            res[f"{name}_failed"] = sum(1 for t, *_ in failures if marks[i] <= t < marks[i + 1])
             res[f"gap_near_{name}_ms"] = r.get(f"gap_near_{name}_ms")
         res["stuck_cpu_ms"] = int(stuck.group(1)) if stuck else None
         return res

@@ -22,7 +22,8 @@ fn post(path: &str, body: &[u8]) -> Vec<u8> {
 fn output(call: &CgiCall<'_>) -> Vec<u8> {
     let q = call.env.get_str("QUERY_STRING").unwrap_or("");
     let body = call.body.as_ref().map(bytes).unwrap_or_default();
-    let mut out = format!("Content-Type: text/plain\r\nX-Query: {q}\r\n\r\nquery={q} body={}\n", body.len()).into_bytes();
+    let mut out =
+        format!("Content-Type: text/plain\r\nX-Query: {q}\r\n\r\nquery={q} body={}\n", body.len()).into_bytes();
     out.extend_from_slice(&body);
     out
 }
@@ -86,8 +87,7 @@ fn held_calls_go_to_the_new_incarnation_in_arrival_order_byte_exact() {
     assert!(h.srv.tick().is_empty());
     let calls = h.srv.cgi_up();
     assert!(!h.srv.cgi_is_down());
-    let order: Vec<(ConnId, Option<&str>)> =
-        calls.iter().map(|(x, k)| (*x, k.env.get_str("QUERY_STRING"))).collect();
+    let order: Vec<(ConnId, Option<&str>)> = calls.iter().map(|(x, k)| (*x, k.env.get_str("QUERY_STRING"))).collect();
     assert_eq!(order, vec![(b, Some("first")), (a, Some("second")), (c, Some("third"))]);
     // The held body is the client's own slices, by reference, intact.
     assert_eq!(bytes(calls[1].1.body.as_ref().unwrap()), body);
