@@ -39,6 +39,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -62,10 +63,41 @@ def pools(s):
             "drv_rx": drv.get("drv_rx_pool_pages_in_use")}
 
 
-def restarts(path, component):
-    """The supervisor's restart lines for `component` in the serial log so far."""
-    with open(path, errors="replace") as f:
-        return len(re.findall(rf"^\[supervisor\] restarted component {re.escape(component)} ", f.read(), re.M))
+class RestartWatch:
+    """Reads the serial log as it grows (every 10 ms) and notes when each
+    supervisor line `restarted component NAME` reached the host. The
+    supervisor's lines go through the log server, which runs below the
+    load: under load they arrive late, so the times are upper bounds."""
+
+    def __init__(self, path, component):
+        self.path, self.pattern = path, re.compile(rf"^\[supervisor\] restarted component {re.escape(component)} ", re.M)
+        self.seen, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        text, pos = "", 0
+        while not self.stop.is_set():
+            with open(self.path, "rb") as f:
+                f.seek(pos)
+                raw = f.read()
+            if raw:
+                pos += len(raw)
+                # Only whole lines are matched.
+                text += raw.decode(errors="replace")
+                lines = text.split("\n")
+                text = lines.pop()
+                now = time.monotonic()
+                self.seen += [now for line in lines if self.pattern.match(line)]
+            time.sleep(0.01)
+
+    def nth(self, i):
+        """When the `i`-th restart line (from 0) was seen, or None."""
+        return self.seen[i] if i < len(self.seen) else None
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=5)
 
 
 def run(component):
@@ -96,20 +128,14 @@ def run(component):
         load.start_static_load(MANIFEST, clients, *FILES)
         t0 = time.monotonic()
         events = [("fault", fault_at)] + ([("hang", hang_at)] if hang_at > 0 else [])
-        restart_s = {}
+        watch = RestartWatch(log.name, component)
+        sent = {}
         for name, at in events:
             time.sleep(max(0.0, at - (time.monotonic() - t0)))
             load.mark_load_time(name)
-            before_n = restarts(log.name, component)
-            sent = time.monotonic()
+            sent[name] = time.monotonic()
             proc.stdin.write(f"iolite-inject {name} {component}\n".encode())
             proc.stdin.flush()
-            # Until the supervisor restarted it (at most 10 s).
-            while time.monotonic() - sent < 10:
-                if restarts(log.name, component) > before_n:
-                    restart_s[name] = time.monotonic() - sent
-                    break
-                time.sleep(0.01)
         time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
         r = load.stop_static_load()
         with load.lock:
@@ -117,6 +143,13 @@ def run(component):
         # The death settles once the peers let go of what the dead
         # incarnation shared: give it a few seconds without load.
         time.sleep(5)
+        watch.close()
+        # Each event restarts the component once: the i-th restart line is
+        # the i-th event's (a late line may come after the next command).
+        restart_s = {}
+        for i, (name, _) in enumerate(events):
+            if watch.nth(i) is not None:
+                restart_s[name] = watch.nth(i) - sent[name]
         after = B.stats(base, retry_s=10)
         with open(log.name, errors="replace") as f:
             serial = f.read()
@@ -201,7 +234,7 @@ lines = [f"recovery: {clients} keep-alive clients fetch {len(FILES)} files in tu
          " fs/httpd/netstack hdr/netstack sock/netdrv rx (last round), read 5 s after the load", ""]
 w = 9 if rounds < 2 else 15
 hdr = (f"{'fault':11} | {'requests':>{w + 2}} | {'failed at':>{w}} | {'failed new':>{w}} | {'gap near':>{w + 3}} |"
-       f" {'restart':>{w + 3}} | {'new conn':>{w + 3}} | {'others restarted':>16} | pools before -> after")
+       f" {'restart line':>{w + 3}} | {'new conn':>{w + 3}} | {'others restarted':>16} | pools before -> after")
 lines += [hdr, "-" * len(hdr)]
 for c in components:
     rs = [r for r in results if r["component"] == c]
@@ -216,10 +249,10 @@ for c in components:
                  f" {(', '.join(others) or 'none') + (' (+cgi)' if cgi_extra else ''):>16} |"
                  f" {pools_cell(c, 'pools_before')} -> {pools_cell(c, 'pools_after')}")
 if hang_at > 0:
-    lines += ["", "hang: detection and restart = from the command to the supervisor's restart line; failed = requests"
-              " that failed from the hang to the end of the run", ""]
+    lines += ["", "hang: detect+restart = from the command to the supervisor's restart line reaching the host; failed ="
+              " requests that failed from the hang to the end of the run", ""]
     hdr = (f"{'hang':11} | {'detect+restart':>{w + 3}} | {'stuck CPU':>{w + 3}} | {'failed':>{w}} |"
-           f" {'gap near':>{w + 3}} | not restarted in 10 s")
+           f" {'gap near':>{w + 3}} | no restart line")
     lines += [hdr, "-" * len(hdr)]
     for c in components:
         rs = [r for r in results if r["component"] == c]
@@ -230,6 +263,9 @@ if hang_at > 0:
         lines.append(f"{c:11} | {cell(c, 'hang_restart_ms', ' ms'):>{w + 3}} | {cell(c, 'stuck_cpu_ms', ' ms'):>{w + 3}} |"
                      f" {cell(c, 'hang_failed'):>{w}} | {cell(c, 'gap_near_hang_ms', ' ms'):>{w + 3}} |"
                      f" {missed} of {len(rs)}")
+lines += ["", "restart times: the console lines go through the log server, which runs below the load; under load"
+          " they reach the host late (seconds), so these are upper bounds. The gap near the event is what the"
+          " clients saw; stuck CPU is the supervisor's own count."]
 untyped = sorted({u for r in results for u in r["untyped_after"]})
 lines += ["", f"free untyped memory reported after the restarts (bytes): {untyped}"]
 text = "\n".join(lines)
