@@ -143,7 +143,6 @@ def run(component):
         # The death settles once the peers let go of what the dead
         # incarnation shared: give it a few seconds without load.
         time.sleep(5)
-        watch.close()
         # Each event restarts the component once: the i-th restart line is
         # the i-th event's (a late line may come after the next command).
         restart_s = {}
@@ -151,6 +150,8 @@ def run(component):
             if watch.nth(i) is not None:
                 restart_s[name] = watch.nth(i) - sent[name]
         after = B.stats(base, retry_s=10)
+        # Lines held back by the load come once it stopped.
+        watch.close()
         with open(log.name, errors="replace") as f:
             serial = f.read()
         restarted = re.findall(r"^\[supervisor\] restarted component (\S+)", serial, re.M)
@@ -252,7 +253,7 @@ if hang_at > 0:
     lines += ["", "hang: detect+restart = from the command to the supervisor's restart line reaching the host; failed ="
               " requests that failed from the hang to the end of the run", ""]
     hdr = (f"{'hang':11} | {'detect+restart':>{w + 3}} | {'stuck CPU':>{w + 3}} | {'failed':>{w}} |"
-           f" {'gap near':>{w + 3}} | no restart line")
+           f" {'gap near':>{w + 3}} | no restart line seen")
     lines += [hdr, "-" * len(hdr)]
     for c in components:
         rs = [r for r in results if r["component"] == c]
@@ -265,7 +266,9 @@ if hang_at > 0:
                      f" {missed} of {len(rs)}")
 lines += ["", "restart times: the console lines go through the log server, which runs below the load; under load"
           " they reach the host late (seconds), so these are upper bounds. The gap near the event is what the"
-          " clients saw; stuck CPU is the supervisor's own count."]
+          " clients saw; stuck CPU is the supervisor's own count. A hung component below the load (the cgi without"
+          " CGI requests, log) gets little CPU, and liveness counts CPU time: it may be judged only after the"
+          " load; `-`: no restart line seen until the stats were read, 5 s after the load."]
 untyped = sorted({u for r in results for u in r["untyped_after"]})
 lines += ["", f"free untyped memory reported after the restarts (bytes): {untyped}"]
 text = "\n".join(lines)
