@@ -583,8 +583,13 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         }
         conn.last_active = self.core.clock.now_ms();
         if conn.inq_len + data.len() > self.core.cfg.max_buffered {
-            // More unparsed input than any legitimate client sends.
-            self.core.leave_cgi(conn);
+            // More unparsed input than any legitimate client sends. A held
+            // call never reached the cgi: dropped, nothing to cancel.
+            if self.core.gap.take(c.0).is_some() {
+                self.core.stats.cgi_queue_dropped += 1;
+            } else {
+                self.core.leave_cgi(conn);
+            }
             conn.inq.clear();
             conn.inq_len = 0;
             conn.scan.clear();
@@ -876,11 +881,15 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         held.make_contiguous().sort_by_key(|h| h.call.id.wrapping_sub(next));
         for h in held {
             self.core.gap.bytes -= queue::body_len(&h.call);
-            let Some(conn) = self.conns.get_mut(&h.conn) else { continue };
-            let State::Cgi(w) = &mut conn.state else { continue };
-            if w.id != h.call.id {
+            // A connection that gave up its request meanwhile (closing:
+            // too much input) drops it.
+            let Some(w) = self.conns.get_mut(&h.conn).and_then(|conn| match &mut conn.state {
+                State::Cgi(w) if w.id == h.call.id => Some(w),
+                _ => None,
+            }) else {
+                self.core.stats.cgi_queue_dropped += 1;
                 continue;
-            }
+            };
             w.deadline = now + self.core.cfg.cgi_timeout_ms;
             self.core.stats.cgi_queue_served += 1;
             out.push((ConnId(h.conn), h.call));

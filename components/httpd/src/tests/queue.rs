@@ -216,13 +216,21 @@ fn a_client_that_leaves_is_dropped_from_the_queue() {
     h.srv.closed(b);
     assert_eq!(h.srv.cgi_queue_len(), 1);
     assert_eq!(h.srv.stats().cgi_queue_dropped, 2);
+    // One that floods its input while held is closed and dropped too.
+    let f = h.connect();
+    send(&mut h, f, &get("/cgi-bin/echo?flood"));
+    assert_eq!(h.srv.cgi_queue_len(), 2);
+    h.send(f, &vec![b'x'; Config::default().max_buffered + 1]);
+    assert!(h.drain(f).closed);
+    assert_eq!(h.srv.cgi_queue_len(), 1);
     // Nothing goes to the cgi for them, and no cancel either.
     let calls = h.srv.cgi_up();
     assert_eq!(calls.len(), 1);
     assert_eq!(calls[0].0, c);
     assert!(h.srv.take_cgi_controls().is_empty());
     assert_eq!(answer(&mut h, c, &calls[0].1), expected(&h, &calls[0].1));
-    assert_eq!(h.srv.stats().cgi_queue_served, 1);
+    let s = h.srv.stats();
+    assert_eq!((s.cgi_queue_served, s.cgi_queue_dropped), (1, 3));
 }
 
 #[test]
