@@ -2,7 +2,7 @@
 keep-alive clients that check every body, inject a fault at a set time,
 and report what the clients saw and what the system holds afterwards.
 
-usage: recovery.py OUT BUILD_DIR ROUNDS SECONDS FAULT_AT CLIENTS COMPONENT...
+usage: recovery.py OUT BUILD_DIR ROUNDS SECONDS FAULT_AT HANG_AT CLIENTS COMPONENT...
 
 The clients are tests/lib/RecoveryClient.py's (one keep-alive connection
 per thread, files fetched in turn, size and SHA-256 checked against the
@@ -18,6 +18,20 @@ and after (fs, httpd, netstack's header and socket pools, netdrv's
 receive pool, read from /cgi-bin/stats 5 s after the load stopped, once
 the death settled), the components restarted,
 and the root task's free untyped memory after the restart.
+
+Each boot takes two events: the fault at FAULT_AT and, at HANG_AT (0: no
+hang), a hang of the same component (`iolite-inject hang NAME`, the Robot
+keyword `Make Component Hang`): its thread spins without progress until
+the supervisor's stuck verdict restarts it. Per event: the time from the
+console command to the supervisor's `restarted component NAME` line (the
+serial log polled every 10 ms from the host: restart time for a fault,
+detection and restart for a hang), the requests that failed in its
+window (from the event to the next one, or the end), and the gap near it.
+One boot for both keeps the full form within 30 minutes on a 2-core
+host; the pools "after" are read after both restarts.
+
+With ROUNDS > 1 the tables show the median and, in brackets, the lowest
+and highest value over the rounds.
 """
 import json
 import os
@@ -26,6 +40,7 @@ import statistics
 import subprocess
 import sys
 import tempfile
+import threading
 import time
 
 ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -34,9 +49,9 @@ sys.path.insert(0, os.path.join(ROOT, "bench", "lib"))
 import iolitebench as B  # noqa: E402
 from RecoveryClient import RecoveryClient  # noqa: E402
 
-out, build, rounds, seconds, fault_at, clients = sys.argv[1:7]
-rounds, seconds, fault_at, clients = int(rounds), float(seconds), float(fault_at), int(clients)
-components = sys.argv[7:]
+out, build, rounds, seconds, fault_at, hang_at, clients = sys.argv[1:8]
+rounds, seconds, fault_at, hang_at, clients = int(rounds), float(seconds), float(fault_at), float(hang_at), int(clients)
+components = sys.argv[8:]
 FILES = ["/index.html", "/file-16k.bin", "/style.css", "/file-64k.bin", "/odd-100000.bin", "/file-1k.txt"]
 MANIFEST = os.path.join(build, "images", "site.manifest")
 
@@ -47,6 +62,43 @@ def pools(s):
     return {"fs": fs.get("pool_pages_in_use"), "httpd": httpd.get("pool_pages_in_use"),
             "net_hdr": net.get("tcp_hdr_pool_pages_in_use"), "net_sock": net.get("tcp_sock_pool_pages_in_use"),
             "drv_rx": drv.get("drv_rx_pool_pages_in_use")}
+
+
+class RestartWatch:
+    """Reads the serial log as it grows (every 10 ms) and notes when each
+    supervisor line `restarted component NAME` reached the host. The
+    supervisor's lines go through the log server, which runs below the
+    load: under load they arrive late, so the times are upper bounds."""
+
+    def __init__(self, path, component):
+        self.path, self.pattern = path, re.compile(rf"^\[supervisor\] restarted component {re.escape(component)} ", re.M)
+        self.seen, self.stop = [], threading.Event()
+        self.thread = threading.Thread(target=self._run, daemon=True)
+        self.thread.start()
+
+    def _run(self):
+        text, pos = "", 0
+        while not self.stop.is_set():
+            with open(self.path, "rb") as f:
+                f.seek(pos)
+                raw = f.read()
+            if raw:
+                pos += len(raw)
+                # Only whole lines are matched.
+                text += raw.decode(errors="replace")
+                lines = text.split("\n")
+                text = lines.pop()
+                now = time.monotonic()
+                self.seen += [now for line in lines if self.pattern.match(line)]
+            time.sleep(0.01)
+
+    def nth(self, i):
+        """When the `i`-th restart line (from 0) was seen, or None."""
+        return self.seen[i] if i < len(self.seen) else None
+
+    def close(self):
+        self.stop.set()
+        self.thread.join(timeout=5)
 
 
 def run(component):
@@ -80,27 +132,46 @@ def run(component):
         # A fresh connection every 50 ms: when new connections are served,
         # whatever the keep-alive clients notice of the fault.
         load.start_connection_probe(MANIFEST, "/index.html")
-        time.sleep(fault_at)
-        load.mark_load_time("fault")
-        proc.stdin.write(f"iolite-inject fault {component}\n".encode())
-        proc.stdin.flush()
-        time.sleep(max(0.0, seconds - fault_at))
+        t0 = time.monotonic()
+        events = [("fault", fault_at)] + ([("hang", hang_at)] if hang_at > 0 else [])
+        watch = RestartWatch(log.name, component)
+        sent = {}
+        for name, at in events:
+            time.sleep(max(0.0, at - (time.monotonic() - t0)))
+            load.mark_load_time(name)
+            sent[name] = time.monotonic()
+            proc.stdin.write(f"iolite-inject {name} {component}\n".encode())
+            proc.stdin.flush()
+        time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
         r = load.stop_static_load()
+        with load.lock:
+            failures = list(load.failures)  # (time, what, connection opened)
         # The death settles once the peers let go of what the dead
         # incarnation shared: give it a few seconds without load.
         time.sleep(5)
+        # Each event restarts the component once: the i-th restart line is
+        # the i-th event's (a late line may come after the next command).
+        restart_s = {}
+        for i, (name, _) in enumerate(events):
+            if watch.nth(i) is not None:
+                restart_s[name] = watch.nth(i) - sent[name]
         after = B.stats(base, retry_s=10)
+        # Lines held back by the load come once it stopped.
+        watch.close()
         with open(log.name, errors="replace") as f:
             serial = f.read()
         restarted = re.findall(r"^\[supervisor\] restarted component (\S+)", serial, re.M)
         untyped = re.findall(rf"^\[supervisor\] memory after restarting {re.escape(component)}: (\d+) bytes", serial, re.M)
         faulted = re.search(rf"^\[supervisor\] FAULT in component {re.escape(component)}: .*ip 0xbad$", serial, re.M)
-        return {
+        marks = [load.marks[n] for n, _ in events] + [float("inf")]
+        stuck = re.search(rf"^\[supervisor\] component {re.escape(component)} is stuck: (\d+) ms of CPU", serial, re.M)
+        res = {
             "component": component,
             "faulted": bool(faulted),
             "requests": r["requests"],
-            "failed_open_at_fault": r.get("failed_on_connections_open_at_fault"),
-            "failed_opened_after": r.get("failed_on_connections_opened_after_fault"),
+            # Within the fault's window (until the hang, if any).
+            "failed_open_at_fault": sum(1 for t, _, o, *_ in failures if marks[0] <= t < marks[1] and o <= marks[0]),
+            "failed_opened_after": sum(1 for t, _, o, *_ in failures if marks[0] <= t < marks[1] and o > marks[0]),
             "gap_near_fault_ms": r.get("gap_near_fault_ms"),
             "gap_ms": r["gap_ms"],
             "first_new_served_ms": r.get("first_new_connection_served_after_fault_ms"),
@@ -110,6 +181,12 @@ def run(component):
             "restarted": restarted,
             "untyped_after": [int(x) for x in untyped],
         }
+        for i, (name, _) in enumerate(events):
+            res[f"{name}_restart_ms"] = round(restart_s[name] * 1000) if name in restart_s else None
+            res[f"{name}_failed"] = sum(1 for t, *_ in failures if marks[i] <= t < marks[i + 1])
+            res[f"gap_near_{name}_ms"] = r.get(f"gap_near_{name}_ms")
+        res["stuck_cpu_ms"] = int(stuck.group(1)) if stuck else None
+        return res
     finally:
         B.stop(proc)
 
@@ -117,7 +194,8 @@ def run(component):
 results = []
 for rnd in range(rounds):
     for c in components:
-        print(f"==> round {rnd + 1}/{rounds}: fault in {c} at {fault_at:.0f} s of {seconds:.0f} s", flush=True)
+        hang = f", hang at {hang_at:.0f} s" if hang_at > 0 else ""
+        print(f"==> round {rnd + 1}/{rounds}: fault in {c} at {fault_at:.0f} s{hang} of {seconds:.0f} s", flush=True)
         try:
             res = run(c)
         except (OSError, RuntimeError, AssertionError) as e:
@@ -127,12 +205,26 @@ for rnd in range(rounds):
         results.append(res)
         print(f"  {c}: {res['requests']} requests, failed {res['failed_open_at_fault']} (open at the fault) + "
               f"{res['failed_opened_after']} (opened after); gap near the fault {res['gap_near_fault_ms']} ms; "
-              f"restarted {res['restarted']}", flush=True)
+              f"restarted {res['restarted']}; restart {res.get('fault_restart_ms')} ms after the fault,"
+              f" {res.get('hang_restart_ms')} ms after the hang ({res.get('hang_failed')} failed)", flush=True)
+
+
+def vals(c, key):
+    return [r[key] for r in results if r["component"] == c and r.get(key) is not None]
 
 
 def med(c, key):
-    vals = [r[key] for r in results if r["component"] == c and r.get(key) is not None]
-    return statistics.median(vals) if vals else None
+    v = vals(c, key)
+    return statistics.median(v) if v else None
+
+
+def cell(c, key, unit=""):
+    """The median, and with several rounds the lowest and highest: `12 [9-15]`."""
+    v = vals(c, key)
+    if not v:
+        return "-"
+    m = f"{statistics.median(v):.0f}{unit}"
+    return m if len(v) < 2 else f"{m} [{min(v):.0f}-{max(v):.0f}]"
 
 
 def pools_cell(c, when):
@@ -143,11 +235,15 @@ def pools_cell(c, when):
     return "/".join("-" if p[k] is None else str(p[k]) for k in ("fs", "httpd", "net_hdr", "net_sock", "drv_rx"))
 
 
+spread = " [lowest-highest]" if rounds > 1 else ""
 lines = [f"recovery: {clients} keep-alive clients fetch {len(FILES)} files in turn (every body checked), the fault"
-         f" injected at {fault_at:.0f} s of {seconds:.0f} s; {rounds} round(s), medians; pools: pages in use"
+         f" injected at {fault_at:.0f} s" + (f", a hang at {hang_at:.0f} s" if hang_at > 0 else "")
+         + f" of {seconds:.0f} s; {rounds} round(s), medians{spread}; pools: pages in use"
          " fs/httpd/netstack hdr/netstack sock/netdrv rx (last round), read 5 s after the load", ""]
-hdr = (f"{'component':11} | {'requests':>8} | {'failed at':>9} | {'failed new':>10} | {'gap near':>8} | {'gap all':>7} |"
-       f" {'new conn':>8} | {'probe':>7} | {'others restarted':>16} | pools before -> after")
+w = 9 if rounds < 2 else 15
+hdr = (f"{'fault':11} | {'requests':>{w + 2}} | {'failed at':>{w}} | {'failed new':>{w}} | {'gap near':>{w + 3}} |"
+       f" {'restart line':>{w + 3}} | {'new conn':>{w + 3}} | {'probe':>{w + 3}} | {'others restarted':>16} |"
+       " pools before -> after")
 lines += [hdr, "-" * len(hdr)]
 for c in components:
     rs = [r for r in results if r["component"] == c]
@@ -156,15 +252,32 @@ for c in components:
         continue
     others = sorted({x for r in rs for x in r["restarted"] if x != c and x != "cgi"})
     cgi_extra = any(x == "cgi" for r in rs for x in r["restarted"]) and c != "cgi"
-
-    def fmt(v, unit=""):
-        return "-" if v is None else f"{v:.0f}{unit}"
-    lines.append(f"{c:11} | {fmt(med(c, 'requests')):>8} | {fmt(med(c, 'failed_open_at_fault')):>9} |"
-                 f" {fmt(med(c, 'failed_opened_after')):>10} | {fmt(med(c, 'gap_near_fault_ms'), ' ms'):>8} |"
-                 f" {fmt(med(c, 'gap_ms'), ' ms'):>7} | {fmt(med(c, 'first_new_served_ms'), ' ms'):>8} |"
-                 f" {fmt(med(c, 'probe_served_ms'), ' ms'):>7} |"
+    lines.append(f"{c:11} | {cell(c, 'requests'):>{w + 2}} | {cell(c, 'failed_open_at_fault'):>{w}} |"
+                 f" {cell(c, 'failed_opened_after'):>{w}} | {cell(c, 'gap_near_fault_ms', ' ms'):>{w + 3}} |"
+                 f" {cell(c, 'fault_restart_ms', ' ms'):>{w + 3}} | {cell(c, 'first_new_served_ms', ' ms'):>{w + 3}} |"
+                 f" {cell(c, 'probe_served_ms', ' ms'):>{w + 3}} |"
                  f" {(', '.join(others) or 'none') + (' (+cgi)' if cgi_extra else ''):>16} |"
                  f" {pools_cell(c, 'pools_before')} -> {pools_cell(c, 'pools_after')}")
+if hang_at > 0:
+    lines += ["", "hang: detect+restart = from the command to the supervisor's restart line reaching the host; failed ="
+              " requests that failed from the hang to the end of the run", ""]
+    hdr = (f"{'hang':11} | {'detect+restart':>{w + 3}} | {'stuck CPU':>{w + 3}} | {'failed':>{w}} |"
+           f" {'gap near':>{w + 3}} | no restart line seen")
+    lines += [hdr, "-" * len(hdr)]
+    for c in components:
+        rs = [r for r in results if r["component"] == c]
+        if not rs:
+            lines.append(f"{c:11} | (no run)")
+            continue
+        missed = sum(1 for r in rs if r.get("hang_restart_ms") is None)
+        lines.append(f"{c:11} | {cell(c, 'hang_restart_ms', ' ms'):>{w + 3}} | {cell(c, 'stuck_cpu_ms', ' ms'):>{w + 3}} |"
+                     f" {cell(c, 'hang_failed'):>{w}} | {cell(c, 'gap_near_hang_ms', ' ms'):>{w + 3}} |"
+                     f" {missed} of {len(rs)}")
+lines += ["", "restart times: the console lines go through the log server, which runs below the load; under load"
+          " they reach the host late (seconds), so these are upper bounds. The gap near the event is what the"
+          " clients saw; stuck CPU is the supervisor's own count. A hung component below the load (the cgi without"
+          " CGI requests, log) gets little CPU, and liveness counts CPU time: it may be judged only after the"
+          " load; `-`: no restart line seen until the stats were read, 5 s after the load."]
 untyped = sorted({u for r in results for u in r["untyped_after"]})
 lines += ["", f"free untyped memory reported after the restarts (bytes): {untyped}"]
 text = "\n".join(lines)
@@ -172,5 +285,5 @@ print(text)
 with open(out + ".txt", "w") as f:
     f.write(text + "\n")
 with open(out + ".json", "w") as f:
-    json.dump({"rounds": rounds, "seconds": seconds, "fault_at": fault_at, "clients": clients, "files": FILES,
+    json.dump({"rounds": rounds, "seconds": seconds, "fault_at": fault_at, "hang_at": hang_at, "clients": clients, "files": FILES,
                "results": results}, f, indent=1)

@@ -12,6 +12,7 @@ import hashlib
 import http.client
 import threading
 import time
+from urllib.parse import parse_qs, urlsplit
 
 from robot.api import logger
 from robot.api.deco import keyword, library
@@ -29,6 +30,19 @@ def _manifest(path):
     return files
 
 
+def stream_text(size, seed=0):
+    """/cgi-bin/stream's body (components/cgi/src/stream.rs): 64-byte
+    lines, the line's offset in 16 hex digits, a space, 46 times the letter
+    a + (line + seed) mod 26, a newline; cut at `size`."""
+    lines = (size + 63) // 64
+    return b"".join(b"%016x " % (i * 64) + bytes([97 + (i + seed) % 26]) * 46 + b"\n" for i in range(lines))[:size]
+
+
+def post_body(client, k):
+    """The body client `client` posts in its request `k` (2 KiB, its own)."""
+    return hashlib.sha256(f"{client}-{k}".encode()).digest() * 64
+
+
 @library(scope="SUITE", auto_keywords=False)
 class RecoveryClient:
     """Background load on 127.0.0.1:PORT and what it saw."""
@@ -42,9 +56,22 @@ class RecoveryClient:
         self.failures = []  # (time, what)
         self.marks = {}
 
-    def _check(self, files, path, status, headers, body):
+    def _check(self, files, path, status, headers, body, sent=None):
         if status != 200:
-            return f"GET {path}: status {status}"
+            return f"{'POST' if sent is not None else 'GET'} {path}: status {status}"
+        if sent is not None:
+            # /cgi-bin/echo: the method line, the environment, then the
+            # body it got, byte for byte.
+            tail = f"\nbody: {len(sent)} bytes (passed back by reference)\n".encode() + sent
+            if b"method: POST\n" not in body or not body.endswith(tail):
+                return f"POST {path}: not the echo of its {len(sent)} bytes: {body[:80]!r}...{body[-80:]!r}"
+            return None
+        if path.startswith("/cgi-bin/stream?"):
+            q = parse_qs(urlsplit(path).query)
+            want = stream_text(int(q["size"][0]), int(q.get("seed", ["0"])[0]))
+            if body != want:
+                return f"GET {path}: {len(body)} bytes, not the stream's {len(want)}: {body[:80]!r}"
+            return None
         size, digest = files[path]
         if headers.get("content-length") != str(size):
             return f"GET {path}: Content-Length {headers.get('content-length')}, want {size}"
@@ -61,14 +88,20 @@ class RecoveryClient:
         other than 200, a connection the server closed or reset, or no
         answer within `timeout` seconds, each is a failed request (the
         client then reconnects). A short `timeout` suits a fault of the
-        TCP stack: a connection it held may simply end, without a reset."""
+        TCP stack: a connection it held may simply end, without a reset.
+
+        CGI paths are checked byte for byte too: `/cgi-bin/stream?size=N&seed=S`
+        against the program's text, and `POST /cgi-bin/echo...` (a path
+        with that prefix) posts 2 KiB of the client's own and wants them
+        back after the echo's environment."""
         timeout = float(timeout)
         files = _manifest(manifest)
         for p in paths:
-            if p not in files:
+            if p not in files and not p.startswith(("/cgi-bin/stream?", "POST /cgi-bin/echo")):
                 raise AssertionError(f"{p} is not in the manifest")
         self.stop.clear()
         self.done, self.failures, self.marks, self.opened = [], [], {}, []
+        self.cgi_done = []  # (sent, path) of correct CGI responses
         self.counts = [0] * int(clients)
         self.probes = []
 
@@ -78,29 +111,39 @@ class RecoveryClient:
             while not self.stop.is_set():
                 p = paths[k % len(paths)]
                 k += 1
+                sent = None
+                start = time.monotonic()
                 try:
                     if conn is None:
                         opened = time.monotonic()
                         conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
-                    conn.request("GET", p)
+                    start = time.monotonic()
+                    if p.startswith("POST "):
+                        p = p[5:]
+                        sent = post_body(i, k)
+                        conn.request("POST", p, body=sent)
+                    else:
+                        conn.request("GET", p)
                     r = conn.getresponse()
                     body = r.read()
                     headers = {h.lower(): v for h, v in r.getheaders()}
-                    wrong = self._check(files, p, r.status, headers, body)
+                    wrong = self._check(files, p, r.status, headers, body, sent)
                     now = time.monotonic()
                     with self.lock:
                         if wrong:
-                            self.failures.append((now, f"client {i}: {wrong}", opened))
+                            self.failures.append((now, f"client {i}: {wrong}", opened, start))
                         else:
                             self.done.append(now)
                             self.opened.append((now, opened))
                             self.counts[i] += 1
+                            if p.startswith("/cgi-bin/"):
+                                self.cgi_done.append((start, p))
                     if wrong or headers.get("connection", "").lower() == "close":
                         conn.close()
                         conn = None
                 except Exception as e:  # noqa: BLE001 - every failure counts
                     with self.lock:
-                        self.failures.append((time.monotonic(), f"client {i}: GET {p}: {e!r}", opened))
+                        self.failures.append((time.monotonic(), f"client {i}: GET {p}: {e!r}", opened, start))
                     if conn is not None:
                         conn.close()
                     conn = None
@@ -256,6 +299,31 @@ class RecoveryClient:
             raise AssertionError(f"{self.result['failed']} failed requests: {self.failure_lines[:10]}")
         if min(self.result["per_client"]) == 0:
             raise AssertionError(f"a client got no answer: {self.result['per_client']}")
+
+    @keyword
+    def only_requests_in_flight_at_should_have_failed(self, mark, seconds_after_mark, most):
+        """The event at `mark` (see `Mark Load Time`) was seen
+        `seconds_after_mark` later (e.g. its report on the console): every
+        failed request must have been sent before then (it was in flight at
+        the event), at most `most` of them (one per client that can have a
+        request in flight), and CGI requests sent after it must have been
+        answered correctly (some must have been). Returns the number that
+        failed."""
+        seen = self.marks[mark] + float(seconds_after_mark)
+        with self.lock:
+            failures = list(self.failures)
+            later = [p for t, p in self.cgi_done if t >= seen]
+        late = [f[1] for f in failures if f[3] >= seen]
+        if late:
+            raise AssertionError(f"{len(late)} requests sent after the event failed: {late[:10]}")
+        if len(failures) > int(most):
+            raise AssertionError(f"{len(failures)} failed requests, at most {most} can have been in flight: "
+                                 f"{[f[1] for f in failures[:20]]}")
+        if not later:
+            raise AssertionError("no CGI request sent after the event was answered")
+        logger.info(f"{len(failures)} requests in flight at the event failed: {[f[1] for f in failures]}; "
+                    f"{len(later)} CGI requests sent after it were answered byte for byte")
+        return len(failures)
 
     @keyword
     def load_result(self):

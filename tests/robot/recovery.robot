@@ -21,6 +21,7 @@ Library             OperatingSystem
 Library             String
 Library             QemuSystem    ${RECOVERY_BUILD_DIR}
 Library             WebClient    ${PORT}
+Library             RecoveryClient    ${PORT}
 Suite Setup         Boot The Recovery Image
 Suite Teardown      Stop System
 Test Teardown       Attach Serial Log If Test Failed
@@ -79,6 +80,14 @@ Hang Is Detected And Restarted
     Should Be Equal    ${after}    ${expected}    only ${component} is restarted
     RETURN    ${t}
 
+HTTPD CGI Failures Reported
+    [Documentation]    The requests httpd failed with 502 for dead incarnations of the cgi so
+    ...    far: the sum of its `cgi died` and `cgi restarted` lines' counts (with the
+    ...    death protocol the first counts them and the second 0; without, the second).
+    ${lines}=    Serial Lines So Far
+    ${n}=    Evaluate    sum(int(m.group(1)) for m in map(re.compile(r"^\\[httpd\\] cgi (?:died \\(death \\d+\\)|restarted \\(generation \\d+\\)): (\\d+) requests failed with 502").match, $lines) if m)    modules=re
+    RETURN    ${n}
+
 Memory Lines
     [Arguments]    ${component}
     ${lines}=    Serial Lines So Far
@@ -95,6 +104,67 @@ The Recovery Image Carries The Command Reader
 
 An Injected Fault Into The Cgi Is Reported By Name And Restarted
     Fault Is Reported And Restarted    cgi
+
+A Cgi Fault Under Load Fails Only The Requests In Flight
+    # Eight keep-alive clients each fetch, in turn, two streamed CGI pages
+    # (/cgi-bin/stream's text), an echo of a POST of 2 KiB of their own and
+    # three static files, every body checked byte for byte. A fault in the
+    # cgi fails what its dead incarnation had (at most one request per
+    # client; httpd counts them in its `cgi died` line); requests that
+    # arrive until the new incarnation attaches are held by httpd and
+    # answered by it (components/httpd/README.md, "held while the cgi is
+    # away"): every request sent after the fault got 200 and its bytes.
+    # A first fault just before makes the supervisor's back-off hold the
+    # restart after this one for at least 100 ms (restart_backoff_ms):
+    # a gap that requests certainly arrive in (a first restart is
+    # immediate and the gap often shorter than a client's round trip).
+    # Eight: the cgi runs at most 8 streams at once (503 beyond).
+    ${clients}=    Set Variable    8
+    Inject Fault Into    cgi
+    Wait For Serial Line    ^\\[supervisor\\] restarted component cgi \\(restart \\d+\\)$    timeout=20s
+    Wait For Serial Line    ^\\[httpd\\] cgi restarted    timeout=20s
+    Sleep    1s
+    ${before}=    Stats Json
+    ${restarts}=    Restarts So Far
+    ${n0}=    HTTPD CGI Failures Reported
+    Start Static Load    ${RECOVERY_BUILD_DIR}/images/site.manifest    ${clients}
+    ...    /cgi-bin/stream?size\=3000&parts\=1&seed\=3    POST /cgi-bin/echo?load
+    ...    /cgi-bin/stream?size\=70000&parts\=2&delay_ms\=0&length\=1&seed\=5    /index.html    /file-64k.bin
+    ...    /odd-100000.bin
+    Sleep    3s
+    Mark Load Time    fault
+    Inject Fault Into    cgi
+    ${t}=    Seconds From Command To Line    ^\\[supervisor\\] FAULT in component cgi: .*ip 0xbad$    timeout=10s
+    ${backoff}=    Wait For Serial Line    ^\\[supervisor\\] component cgi died \\d+ times in \\d+ ms: restart in \\d+ ms \\(back-off\\)$    timeout=10s
+    Wait For Serial Line    ^\\[supervisor\\] restarted component cgi \\(restart \\d+\\)$    timeout=20s
+    Sleep    4s
+    ${r}=    Stop Static Load
+    ${after}=    Stats Json
+    Log    httpd before: ${before}[httpd]
+    Log    httpd after: ${after}[httpd]
+    Log    netstack after: ${after}[netstack]
+    ${failed}=    Only Requests In Flight At Should Have Failed    fault    ${t}    ${clients}
+    ${n1}=    HTTPD CGI Failures Reported
+    ${in_flight}=    Evaluate    ${n1} - ${n0}
+    Log    ${failed} requests failed at the fault, httpd failed ${in_flight} in flight; ${backoff}; ${r}
+    # A request the dead cgi had may have been a stream whose client had
+    # all of it: it counts at httpd, not as a failure at the client.
+    Should Be True    ${failed} <= ${in_flight}    the clients saw ${failed} failures, httpd failed ${in_flight}
+    ${h0}=    Set Variable    ${before}[httpd]
+    ${h1}=    Set Variable    ${after}[httpd]
+    ${queued}=    Evaluate    ${h1}[cgi_queued] - ${h0}[cgi_queued]
+    ${served}=    Evaluate    ${h1}[cgi_queue_served] - ${h0}[cgi_queue_served]
+    ${dropped}=    Evaluate    ${h1}[cgi_queue_dropped] - ${h0}[cgi_queue_dropped]
+    Log    held while the cgi was away: ${queued}, served by the new incarnation: ${served}, dropped: ${dropped}
+    Should Be True    ${queued} > 0    no request arrived in the back-off's gap
+    ${expect}=    Evaluate    ${queued} - ${dropped}
+    Should Be Equal As Integers    ${served}    ${expect}
+    Should Be Equal As Integers    ${h1}[cgi_queue_refused]    ${h0}[cgi_queue_refused]
+    Should Be Equal As Integers    ${h1}[cgi_queue_expired]    ${h0}[cgi_queue_expired]
+    ${after_restarts}=    Restarts So Far
+    ${expected}=    Evaluate    $restarts + ['cgi']
+    Should Be Equal    ${after_restarts}    ${expected}    only the cgi is restarted
+    The Site Should Be Byte Exact
 
 An Injected Fault Into The Log Server Is Reported By Name And Restarted
     Fault Is Reported And Restarted    log

@@ -108,6 +108,14 @@ pub struct Config {
     pub header_cache_entries: usize,
     /// Most CGI local redirects per request (then 502).
     pub max_cgi_redirects: u8,
+    /// Most CGI requests held while the cgi is away (between its death or
+    /// restart and the new incarnation: [`Server::cgi_down`]); more get 503.
+    pub cgi_queue_max: usize,
+    /// Most request-body bytes those held requests may pin (by reference,
+    /// in the transport's pool); a request that would pass it gets 503.
+    pub cgi_queue_bytes: usize,
+    /// A held request the cgi has not come back for within this gets 503.
+    pub cgi_queue_timeout_ms: u64,
     /// `SERVER_NAME` when the request has no Host.
     pub server_name: String,
     /// `SERVER_PORT`.
@@ -128,6 +136,9 @@ impl Default for Config {
             read_chunk: 256 * 1024,
             header_cache_entries: 128,
             max_cgi_redirects: 4,
+            cgi_queue_max: 64,
+            cgi_queue_bytes: 1 << 20,
+            cgi_queue_timeout_ms: 5_000,
             server_name: String::from("iolite"),
             server_port: 80,
         }

@@ -9,5 +9,6 @@ pub use crate::{Action, CgiCall, Config, ConnId, Remote, SourceError};
 
 mod features;
 mod protocol;
+mod queue;
 mod streaming;
 mod uploads;

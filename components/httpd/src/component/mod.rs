@@ -24,7 +24,9 @@
 //!   other client's bytes. When the cgi restarts (a fault, restarted by the
 //!   supervisor) it initialises the region again (a new generation) and wakes us:
 //!   every request the dead incarnation had not answered gets 502, we forget
-//!   its holds and attach to the fresh channels. No answer within
+//!   its holds and attach to the fresh channels. Requests that arrive
+//!   meanwhile are held (`Server::cgi_down`) and handed to the new
+//!   incarnation in arrival order once it attached (`Server::cgi_up`). No answer within
 //!   `cgi_timeout_ms` is 504 (`Server::tick`), and then we ask the
 //!   supervisor to restart the cgi (the assembly grants it:
 //!   `httpd.may_restart = ["cgi"]`): a CGI that spins would otherwise keep
@@ -43,7 +45,8 @@
 //! Lines it prints: `[httpd] listening on port 80`, `[httpd] cgi attached
 //! (generation G)`, `[httpd] cgi timed out: asking the supervisor to restart
 //! it` (or `cgi broke its reply channel: ...`, after `channel cgi_chan.B
-//! from cgi broken: WHY`), `[httpd] cgi restarted (generation G): N requests failed with 502`.
+//! from cgi broken: WHY`), `[httpd] cgi restarted (generation G): N requests failed with 502`,
+//! `[httpd] cgi generation G: N requests held while it was away handed to it (R refused)`.
 
 extern crate alloc;
 
@@ -359,7 +362,17 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let client = fs_api::client::Client::new(fs::Glue { fs_index });
     let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0, client };
 
-    let cfg = Config { server_port: PORT, server_name: String::from("iolite"), ..Config::default() };
+    let cfg = Config {
+        server_port: PORT,
+        server_name: String::from("iolite"),
+        // Held while the cgi is away: as many calls as a fresh request ring
+        // takes at once, and bodies up to half the CGI request pool (the
+        // dead incarnation's requests may stay quarantined there until its
+        // death settles; each call also needs room for its environment).
+        cgi_queue_max: cgi_api::chan::FWD_CAP,
+        cgi_queue_bytes: glue::cgi_req_pool::SIZE / 2,
+        ..Config::default()
+    };
     // SAFETY: the clock dataport, mapped read-only for our lifetime.
     let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
     let srv = Server::new(d, APP_POOL, src, clock, cfg);
@@ -433,6 +446,9 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         cgi_unconfirmed: None,
         cgi_death: 0,
     };
+    // Until the cgi attaches, CGI requests are held for it (503 after
+    // `cgi_queue_timeout_ms`).
+    me.srv.cgi_down();
     me.cgi_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(CGI_INSTANCE));
     me.netstack_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(NETSTACK_INSTANCE));
     me.me = start.instance as usize;
@@ -1134,9 +1150,10 @@ impl Httpd {
     /// Has the supervisor restart the cgi, which did not answer in time or
     /// broke its reply channel (`why`, for the log).
     /// On success the old incarnation is gone: we stop using its channels
-    /// at once (requests until the new one attaches get 503 instead of
-    /// going into channels it is about to reset); `check_cgi` fails what it
-    /// left unanswered when the new one publishes its generation.
+    /// at once (requests until the new one attaches are held by the server,
+    /// `Server::cgi_down`, instead of going into channels it is about to
+    /// reset); `check_cgi` fails what it left unanswered when the new one
+    /// publishes its generation, and hands it the held requests.
     /// The cgi runs below netdrv, netstack and us, so that one that spins
     /// delays nobody; under static load it then gets no CPU at all, and a
     /// healthy cgi would time out and be restarted (and its new incarnation
@@ -1189,6 +1206,8 @@ impl Httpd {
         match component_runtime::restart(CGI_INSTANCE) {
             Ok(()) => {
                 self.cgi = None;
+                // Requests from now on wait for the new incarnation.
+                self.srv.cgi_down();
                 self.cgi_restart_requests += 1;
             }
             Err(e) => {
@@ -1345,6 +1364,8 @@ impl Httpd {
     fn cgi_died(&mut self, death: u64) {
         self.cgi_death = death;
         self.cgi = None;
+        // Requests from now on wait for the new incarnation.
+        self.srv.cgi_down();
         let failed = self.cgi_pending.len();
         for (call_id, id) in core::mem::take(&mut self.cgi_pending) {
             self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Fault));
@@ -1429,9 +1450,31 @@ impl Httpd {
                 if g == 1 {
                     log!("cgi attached (generation {g})");
                 }
+                self.release_held_calls(g);
             }
             Err(e) => error!("cgi channels: {e:?}"),
         }
+    }
+
+    /// The cgi (re)attached: the requests held while it was away go to it
+    /// now, in the order they arrived (the fresh ring takes
+    /// `cgi_queue_max` of them). One that finds no room (the request pool
+    /// still holds the dead incarnation's quarantined requests) gets 503.
+    fn release_held_calls(&mut self, g: u64) {
+        let calls = self.srv.cgi_up();
+        if calls.is_empty() {
+            return;
+        }
+        let n = calls.len();
+        let mut refused = 0;
+        for (id, call) in calls {
+            if let Err((call_id, f)) = self.cgi_send(id, call) {
+                refused += 1;
+                self.srv.cgi_reply(id, call_id, Err(f));
+            }
+            self.ready.push(id);
+        }
+        log!("cgi generation {g}: {n} requests held while it was away handed to it ({refused} refused)");
     }
 
     /// Our counters, for the cgi (/cgi-bin/stats).

@@ -25,6 +25,7 @@
 mod cgi;
 mod files;
 mod input;
+mod queue;
 mod upload;
 
 use alloc::boxed::Box;
@@ -46,6 +47,7 @@ pub use cgi::OverWindow;
 use cgi::{CgiStream, CgiWait, Pulled};
 pub use cgi_api::wire::Control;
 use input::ChunkedBody;
+use queue::GapQueue;
 use upload::Upload;
 pub use upload::PART_MAX;
 
@@ -196,6 +198,18 @@ pub struct HttpStats {
     /// Streamed bodies that could not be completed (the client stalled,
     /// half-closed or sent bad framing).
     pub cgi_uploads_aborted: u64,
+    /// CGI requests held while the cgi was away ([`Server::cgi_down`]).
+    pub cgi_queued: u64,
+    /// Held requests handed to the new incarnation ([`Server::cgi_up`]).
+    pub cgi_queue_served: u64,
+    /// Held requests whose client left before the cgi came back.
+    pub cgi_queue_dropped: u64,
+    /// Requests refused with 503 while the cgi was away: the queue was
+    /// full (by count or bytes), or the body streams.
+    pub cgi_queue_refused: u64,
+    /// Held requests answered 503 because the cgi did not come back within
+    /// `cgi_queue_timeout_ms`.
+    pub cgi_queue_expired: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -288,6 +302,8 @@ struct Core<'d, S: FileSource<'d>, C> {
     /// Credits and cancels for the cgi's streams, until the caller takes
     /// them ([`Server::take_cgi_controls`]).
     controls: Vec<Control>,
+    /// CGI calls held while the cgi is away (see `queue`).
+    gap: GapQueue<'d>,
 }
 
 /// The HTTP server state machine (see the module docs).
@@ -426,6 +442,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 next_cgi: 1,
                 next_boundary: 0,
                 controls: Vec::new(),
+                gap: GapQueue::default(),
             },
             conns: BTreeMap::new(),
             next_conn: 1,
@@ -475,6 +492,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             .with("cgi_upload_bytes", s.cgi_upload_bytes)
             .with("cgi_upload_discarded_bytes", s.cgi_upload_discarded_bytes)
             .with("cgi_uploads_aborted", s.cgi_uploads_aborted)
+            .with("cgi_queued", s.cgi_queued)
+            .with("cgi_queue_served", s.cgi_queue_served)
+            .with("cgi_queue_dropped", s.cgi_queue_dropped)
+            .with("cgi_queue_refused", s.cgi_queue_refused)
+            .with("cgi_queue_expired", s.cgi_queue_expired)
             .with("request_timeouts", s.request_timeouts)
             .with("idle_closes", s.idle_closes)
             .with_iolite(&self.core.d.stats())
@@ -561,8 +583,13 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         }
         conn.last_active = self.core.clock.now_ms();
         if conn.inq_len + data.len() > self.core.cfg.max_buffered {
-            // More unparsed input than any legitimate client sends.
-            self.core.leave_cgi(conn);
+            // More unparsed input than any legitimate client sends. A held
+            // call never reached the cgi: dropped, nothing to cancel.
+            if self.core.gap.take(c.0).is_some() {
+                self.core.stats.cgi_queue_dropped += 1;
+            } else {
+                self.core.leave_cgi(conn);
+            }
             conn.inq.clear();
             conn.inq_len = 0;
             conn.scan.clear();
@@ -585,6 +612,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     pub fn receive_eof(&mut self, c: ConnId) {
         let Some(conn) = self.conns.get_mut(&c.0) else { return };
         conn.eof = true;
+        // A client that leaves while its CGI call is held for the cgi's
+        // return: the call is dropped, the connection closes.
+        self.core.drop_held(c.0, conn);
         self.core.process(conn);
     }
 
@@ -704,6 +734,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 Action::Close
             }
             Out::Cgi(call) => {
+                if core.gap.down.is_some() {
+                    // The cgi is away: held until it is back (or refused
+                    // with 503, which is then the next output).
+                    if core.hold_cgi(c.0, conn, call) {
+                        return None;
+                    }
+                    return self.next_within(c, max);
+                }
                 if let State::Cgi(w) = &mut conn.state {
                     if w.id == call.id {
                         w.deadline = core.clock.now_ms() + core.cfg.cgi_timeout_ms;
@@ -838,6 +876,60 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         Ok(())
     }
 
+    /// The cgi is away (it died, or a restart was asked for): until
+    /// [`Server::cgi_up`], CGI calls are held instead of coming out of
+    /// [`Server::next`] (see the `queue` module: bounded by
+    /// `cgi_queue_max` and `cgi_queue_bytes`, 503 beyond; 503 after
+    /// `cgi_queue_timeout_ms`; dropped when the client leaves). Calls
+    /// already handed out are the caller's to fail (502).
+    pub fn cgi_down(&mut self) {
+        if self.core.gap.down.is_none() {
+            self.core.gap.down = Some(self.core.clock.now_ms());
+        }
+    }
+
+    /// Whether the cgi is away ([`Server::cgi_down`]).
+    pub fn cgi_is_down(&self) -> bool {
+        self.core.gap.down.is_some()
+    }
+
+    /// CGI calls held now.
+    pub fn cgi_queue_len(&self) -> usize {
+        self.core.gap.held.len()
+    }
+
+    /// A (new) cgi is attached: the held calls, in arrival order, to hand
+    /// to it now, as [`Action::Cgi`] (their timeout runs from here); then
+    /// pull [`Server::next`] for each connection. Calls go out as before
+    /// from now on.
+    pub fn cgi_up(&mut self) -> Vec<(ConnId, CgiCall<'d>)> {
+        self.core.gap.down = None;
+        let now = self.core.clock.now_ms();
+        let mut out = Vec::new();
+        // Held as their connections were pulled; released in the order the
+        // requests arrived (were parsed): call ids are assigned then, in
+        // sequence (wrapping: all are before `next_cgi`).
+        let next = self.core.next_cgi;
+        let mut held = core::mem::take(&mut self.core.gap.held);
+        held.make_contiguous().sort_by_key(|h| h.call.id.wrapping_sub(next));
+        for h in held {
+            self.core.gap.bytes -= queue::body_len(&h.call);
+            // A connection that gave up its request meanwhile (closing:
+            // too much input) drops it.
+            let Some(w) = self.conns.get_mut(&h.conn).and_then(|conn| match &mut conn.state {
+                State::Cgi(w) if w.id == h.call.id => Some(w),
+                _ => None,
+            }) else {
+                self.core.stats.cgi_queue_dropped += 1;
+                continue;
+            };
+            w.deadline = now + self.core.cfg.cgi_timeout_ms;
+            self.core.stats.cgi_queue_served += 1;
+            out.push((ConnId(h.conn), h.call));
+        }
+        out
+    }
+
     /// What to tell the cgi about its streams, in order: credits for parts
     /// pulled (`Control::Credit`), and streams no longer wanted
     /// (`Control::Cancel`: the client left, a `HEAD`, a complete
@@ -858,6 +950,17 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         let cfg_idle = self.core.cfg.idle_timeout_ms;
         let cfg_send = self.core.cfg.send_timeout_ms;
         let mut ready = Vec::new();
+        // Held CGI calls the cgi did not come back for in time: 503.
+        let limit = self.core.cfg.cgi_queue_timeout_ms;
+        while let Some(h) = self.core.gap.held.front().filter(|h| now.saturating_sub(h.at) >= limit) {
+            let c = h.conn;
+            let h = self.core.gap.take(c).expect("the front");
+            if let Some(conn) = self.conns.get_mut(&c) {
+                self.core.stats.cgi_queue_expired += 1;
+                self.core.fail_held(conn, h.call.id, cgi_api::Failure::Unavailable);
+                ready.push(ConnId(c));
+            }
+        }
         for (&id, conn) in self.conns.iter_mut() {
             // Requests parsed only when the output before them is pulled
             // (one open file per connection) count as output: they wait
@@ -945,14 +1048,24 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 ready.push(ConnId(id));
             }
         }
+        // A connection whose held call expired may be in twice.
+        ready.sort_unstable();
+        ready.dedup();
         ready
     }
 
     /// The connection is gone (closed by either side, or reset): frees its
     /// state and everything it held.
     pub fn closed(&mut self, c: ConnId) {
+        // A held call never reached the cgi: nothing to cancel there.
+        let held = self.core.gap.take(c.0).is_some();
+        if held {
+            self.core.stats.cgi_queue_dropped += 1;
+        }
         if let Some(mut conn) = self.conns.remove(&c.0) {
-            self.core.leave_cgi(&conn);
+            if !held {
+                self.core.leave_cgi(&conn);
+            }
             for o in conn.outq.drain(..) {
                 if let Out::File { f, .. } = o {
                     self.core.src.close(f);
