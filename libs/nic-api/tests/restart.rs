@@ -33,9 +33,12 @@ fn in_use(d: &iolite::Domain, pool: PoolId) -> u32 {
     d.pool_stats(pool).unwrap().pages_in_use
 }
 
-/// netstack's and netdrv's domains, each mapping the other's pool and
-/// granted it, and the pages each pool has in use before the test.
-fn two_domains() -> (&'static iolite::Domain, &'static iolite::Domain, u32, u32) {
+fn frame(seed: u8, len: usize) -> Vec<u8> {
+    (0..len).map(|i| seed.wrapping_mul(31).wrapping_add(i as u8)).collect()
+}
+
+#[test]
+fn a_restarted_driver_gets_a_fresh_link_and_the_old_holds_come_back_at_settlement() {
     let stack = domain();
     let hdr = own(stack, HDR_POOL, 32);
     let rx = pool_region(RX_PAGES);
@@ -45,16 +48,7 @@ fn two_domains() -> (&'static iolite::Domain, &'static iolite::Domain, u32, u32)
     iolite::testing::map(drv, HDR_POOL, hdr);
     stack.set_peer_pools(NETDRV, &[RX_POOL]).unwrap();
     drv.set_peer_pools(NETSTACK, &[HDR_POOL]).unwrap();
-    (stack, drv, in_use(drv, RX_POOL), in_use(stack, HDR_POOL))
-}
-
-fn frame(seed: u8, len: usize) -> Vec<u8> {
-    (0..len).map(|i| seed.wrapping_mul(31).wrapping_add(i as u8)).collect()
-}
-
-#[test]
-fn a_restarted_driver_gets_a_fresh_link_and_the_old_holds_come_back_at_settlement() {
-    let (stack, drv, rx_base, hdr_base) = two_domains();
+    let (rx_base, hdr_base) = (in_use(drv, RX_POOL), in_use(stack, HDR_POOL));
 
     // netstack sets the link up, netdrv attaches and publishes its MAC.
     let link = iolite::testing::region(GEOMETRY.duplex_bytes());
@@ -154,7 +148,16 @@ fn a_restarted_driver_gets_a_fresh_link_and_the_old_holds_come_back_at_settlemen
 /// old messages reaches either side; at settlement every pool is back.
 #[test]
 fn a_restarted_stack_sets_the_link_up_once_the_driver_let_go() {
-    let (stack, drv, rx_base, hdr_base) = two_domains();
+    let stack = domain();
+    let hdr = own(stack, HDR_POOL, 32);
+    let rx = pool_region(RX_PAGES);
+    let drv = domain();
+    drv.add_owned_pool(RX_POOL, rx, meta(RX_PAGES), Trust::Trusted).unwrap();
+    iolite::testing::map(stack, RX_POOL, rx);
+    iolite::testing::map(drv, HDR_POOL, hdr);
+    stack.set_peer_pools(NETDRV, &[RX_POOL]).unwrap();
+    drv.set_peer_pools(NETSTACK, &[HDR_POOL]).unwrap();
+    let (rx_base, hdr_base) = (in_use(drv, RX_POOL), in_use(stack, HDR_POOL));
 
     let link = iolite::testing::region(GEOMETRY.duplex_bytes());
     // SAFETY: a fresh region nobody uses yet.
