@@ -480,6 +480,15 @@ impl Supervisor<'_, '_> {
                 policy.limit,
                 policy.window_ms
             );
+            // Its peers stop waiting for it (httpd answers CGI requests it
+            // held for the cgi's return with 503 at once).
+            let index = self.system.instances[position].index;
+            if let Some(r) = events_page().records.get(index) {
+                r.held_down.store(1, Ordering::Release);
+            }
+            for q in self.system.event_peers(position) {
+                self.system.signal_events(q);
+            }
             return;
         }
         if life.restart_at.is_some() {

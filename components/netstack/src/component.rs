@@ -892,6 +892,8 @@ impl Node {
                         log!("{} death {death} settled: {n} buffers lent to it released", s.who);
                     }
                 }
+                // A held-down client's connections went with its death.
+                events::Event::HeldDown { .. } => {}
             }
         }
         for s in self.slots.iter_mut() {

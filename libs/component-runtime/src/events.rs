@@ -11,6 +11,9 @@
 //!
 //! * `deaths`: how many times the component died (fault, exit, or a
 //!   restart on request). It goes up before the component is rebuilt.
+//! * `held_down`: 1 once the supervisor stopped restarting the component
+//!   (it failed too often: `<instance>.restart_limit`); it does not come
+//!   back, so peers stop waiting for it.
 //! * `settled`: the highest death number that every peer has *settled*:
 //!   each subscriber that shares a dataport with the dead component
 //!   confirmed ([`confirm_settled`]) that it no longer uses anything it got
@@ -43,6 +46,8 @@ pub struct Record {
     pub deaths: AtomicU64,
     /// Highest death every peer has settled.
     pub settled: AtomicU64,
+    /// 1 once the component is held down (not restarted any more).
+    pub held_down: AtomicU64,
     /// Length of `name`.
     pub name_len: AtomicU64,
     /// The instance name (written once, before any component starts).
@@ -100,6 +105,12 @@ impl EventsPage {
         let r = &self.records[i];
         (r.deaths.load(Ordering::Acquire), r.settled.load(Ordering::Acquire))
     }
+
+    /// Whether record `i`'s component is held down (not restarted any
+    /// more).
+    pub fn held_down(&self, i: usize) -> bool {
+        self.records[i].held_down.load(Ordering::Acquire) != 0
+    }
 }
 
 /// The events page, if the loader mapped one here (the assembly subscribes
@@ -132,12 +143,19 @@ pub enum Event {
         /// The settled death number.
         death: u64,
     },
+    /// The supervisor holds `component` down: it will not be restarted, so
+    /// what waits for its return should fail now.
+    HeldDown {
+        /// Record index.
+        component: usize,
+    },
 }
 
 /// Remembers what a component has seen of the events page.
 pub struct Watcher {
     page: &'static EventsPage,
     seen: [(u64, u64); MAX_COMPONENTS],
+    held_down: [bool; MAX_COMPONENTS],
 }
 
 impl Watcher {
@@ -147,10 +165,12 @@ impl Watcher {
     pub fn new() -> Option<Watcher> {
         let page = page()?;
         let mut seen = [(0, 0); MAX_COMPONENTS];
-        for (i, s) in seen.iter_mut().enumerate().take(page.len()) {
+        let mut held_down = [false; MAX_COMPONENTS];
+        for (i, (s, h)) in seen.iter_mut().zip(held_down.iter_mut()).enumerate().take(page.len()) {
             *s = page.state(i);
+            *h = page.held_down(i);
         }
-        Some(Watcher { page, seen })
+        Some(Watcher { page, seen, held_down })
     }
 
     /// The page.
@@ -158,8 +178,9 @@ impl Watcher {
         self.page
     }
 
-    /// Calls `f` for every death and settlement published since the last
-    /// poll (a death first, then its settlement, per component).
+    /// Calls `f` for every death, settlement and hold-down published since
+    /// the last poll (per component: a death, then its settlement, then the
+    /// hold-down).
     pub fn poll(&mut self, mut f: impl FnMut(Event)) {
         for i in 0..self.page.len() {
             let (deaths, settled) = self.page.state(i);
@@ -171,6 +192,10 @@ impl Watcher {
             if settled > seen.1 {
                 seen.1 = settled;
                 f(Event::Settled { component: i, death: settled });
+            }
+            if !self.held_down[i] && self.page.held_down(i) {
+                self.held_down[i] = true;
+                f(Event::HeldDown { component: i });
             }
         }
     }

@@ -1269,7 +1269,13 @@ impl Httpd {
                     // track: nothing of ours waits for it.
                     component_runtime::events::confirm_settled(component, death);
                 }
-                component_runtime::events::Event::Settled { .. } => {}
+                component_runtime::events::Event::HeldDown { component } if Some(component) == self.cgi_index => {
+                    let ready = self.srv.cgi_gone();
+                    log!("cgi held down by the supervisor: {} held CGI requests answered 503", ready.len());
+                    self.ready.extend(ready);
+                }
+                component_runtime::events::Event::Settled { .. }
+                | component_runtime::events::Event::HeldDown { .. } => {}
             }
         }
         self.confirm_cgi_death();

@@ -205,7 +205,7 @@ pub struct HttpStats {
     /// Held requests whose client left before the cgi came back.
     pub cgi_queue_dropped: u64,
     /// Requests refused with 503 while the cgi was away: the queue was
-    /// full (by count or bytes), or the body streams.
+    /// full (by count or bytes), the body streams, or the cgi is held down.
     pub cgi_queue_refused: u64,
     /// Held requests answered 503 because the cgi did not come back within
     /// `cgi_queue_timeout_ms`.
@@ -888,6 +888,25 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         }
     }
 
+    /// The cgi is away for good (the supervisor holds it down): the calls
+    /// held for its return and every CGI call from now on get 503 at once
+    /// (`cgi_queue_refused`), until a [`Server::cgi_up`]. Returns the
+    /// connections that now have output.
+    pub fn cgi_gone(&mut self) -> Vec<ConnId> {
+        self.cgi_down();
+        self.core.gap.gone = true;
+        let mut ready = Vec::new();
+        while let Some(h) = self.core.gap.held.pop_front() {
+            self.core.gap.bytes -= queue::body_len(&h.call);
+            if let Some(conn) = self.conns.get_mut(&h.conn) {
+                self.core.stats.cgi_queue_refused += 1;
+                self.core.fail_held(conn, h.call.id, cgi_api::Failure::Unavailable);
+                ready.push(ConnId(h.conn));
+            }
+        }
+        ready
+    }
+
     /// Whether the cgi is away ([`Server::cgi_down`]).
     pub fn cgi_is_down(&self) -> bool {
         self.core.gap.down.is_some()
@@ -904,6 +923,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     /// from now on.
     pub fn cgi_up(&mut self) -> Vec<(ConnId, CgiCall<'d>)> {
         self.core.gap.down = None;
+        self.core.gap.gone = false;
         let now = self.core.clock.now_ms();
         let mut out = Vec::new();
         // Held as their connections were pulled; released in the order the

@@ -13,11 +13,14 @@
 //! abort) is dropped from the queue (`cgi_queue_dropped`) and nothing goes
 //! to the cgi for it. Requests behind a held one on the same connection
 //! wait behind it, as behind any CGI request: the order per connection is
-//! kept. A streamed request body (beyond `max_body`) is not held: its call
+//! kept. Once the supervisor holds the cgi down ([`Server::cgi_gone`]) it
+//! is not coming back: held calls and new ones get 503 at once. A streamed
+//! request body (beyond `max_body`) is not held: its call
 //! gets 503 and the body is read and dropped (holding it would pin up to
 //! its window of body and the client's TCP window for the whole gap).
 //!
 //! [`Server::cgi_up`]: super::Server::cgi_up
+//! [`Server::cgi_gone`]: super::Server::cgi_gone
 
 use alloc::collections::VecDeque;
 
@@ -38,6 +41,9 @@ pub(super) struct Held<'d> {
 pub(super) struct GapQueue<'d> {
     /// `Some(since)` while the cgi is away.
     pub(super) down: Option<u64>,
+    /// The cgi will not come back (the supervisor holds it down): calls
+    /// are refused at once instead of held.
+    pub(super) gone: bool,
     pub(super) held: VecDeque<Held<'d>>,
     /// Body bytes the held calls pin.
     pub(super) bytes: usize,
@@ -69,7 +75,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     pub(super) fn hold_cgi(&mut self, c: u32, conn: &mut Conn<'d, S::File>, call: CgiCall<'d>) -> bool {
         let len = body_len(&call);
         let q = &self.gap;
-        if call.more || q.held.len() >= self.cfg.cgi_queue_max || q.bytes + len > self.cfg.cgi_queue_bytes {
+        if q.gone || call.more || q.held.len() >= self.cfg.cgi_queue_max || q.bytes + len > self.cfg.cgi_queue_bytes {
             self.stats.cgi_queue_refused += 1;
             self.fail_held(conn, call.id, cgi_api::Failure::Unavailable);
             return false;

@@ -274,3 +274,31 @@ fn a_pipelined_connection_keeps_its_order_across_the_gap() {
     let (_, k) = &calls[1];
     assert_eq!(answer(&mut h, o, k), expected(&h, k));
 }
+
+#[test]
+fn a_cgi_held_down_fails_the_held_calls_and_new_ones_at_once() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    h.srv.cgi_down();
+    let (a, b) = (h.connect(), h.connect());
+    send(&mut h, a, &get("/cgi-bin/echo?held"));
+    assert_eq!(h.srv.cgi_queue_len(), 1);
+    // The supervisor gives up on the cgi: the held call gets its 503 now,
+    // not after the queue's deadline.
+    assert_eq!(h.srv.cgi_gone(), vec![a]);
+    let dr = h.drain(a);
+    let r = parse_responses(&dr.bytes, &|_| false);
+    assert_eq!((r.len(), r[0].status, dr.closed), (1, 503, false));
+    // New calls are not held either; the connection stays usable.
+    let dr = send(&mut h, b, &get("/cgi-bin/echo?new"));
+    let r = parse_responses(&dr.bytes, &|_| false);
+    assert_eq!((r.len(), r[0].status), (1, 503));
+    assert!(dr.cgi.is_empty());
+    assert_eq!(h.srv.cgi_queue_len(), 0);
+    let s = h.srv.stats();
+    assert_eq!((s.cgi_queued, s.cgi_queue_refused, s.cgi_queue_expired), (1, 2, 0));
+    // Should it come back after all, calls go out again.
+    assert!(h.srv.cgi_up().is_empty());
+    let k = send(&mut h, b, &get("/cgi-bin/echo?back")).cgi.pop().expect("sent at once");
+    assert_eq!(answer(&mut h, b, &k), expected(&h, &k));
+}
