@@ -13,7 +13,6 @@ import http.client
 import threading
 import time
 from urllib.parse import parse_qs, urlsplit
-
 from robot.api import logger
 from robot.api.deco import keyword, library
 
@@ -331,8 +330,14 @@ class RecoveryClient:
         return self.result
 
     @keyword
-    def load_gap_should_be_below(self, ms, mark=None):
-        """The longest gap (near `mark`, if given) is below `ms`."""
+    def load_gap_should_be_below(self, ms, mark=None, target=None):
+        """The longest gap (near `mark`, if given) is below `ms`. Above
+        `target` (the figure the design aims at, which bench/recovery
+        reports on a quiet host) it only warns: a shared host's own stalls
+        of a few hundred ms must not fail the run, a real regression
+        (seconds without service) does."""
         key = f"gap_near_{mark}_ms" if mark else "gap_ms"
         if self.result[key] >= int(ms):
             raise AssertionError(f"{key} {self.result[key]} ms >= {ms} ms: {self.result}")
+        if target is not None and self.result[key] >= int(target):
+            logger.warn(f"{key} {self.result[key]} ms, above the {target} ms target (bound {ms} ms)")
