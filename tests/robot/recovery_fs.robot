@@ -80,8 +80,8 @@ Fs Faults Under Load
     END
     Sleep    4s
     ${r}=    Stop Static Load
-    # The console (log, below the data path) may get no CPU while the
-    # clients keep the guest busy: its lines are awaited after the load.
+    # The console's lines are checked once the load has stopped (the
+    # load's own outcome first).
     Wait For Serial Line    ^\\[supervisor\\] FAULT in component fs: vm fault    timeout=30s
     Wait For Serial Line    ^\\[supervisor\\] restarted component fs \\(restart ${death}\\)$    timeout=30s
     Wait For Serial Line    ^\\[fs\\] ready \\(restart ${death}, incarnation ${death}\\)$    timeout=30s

@@ -62,8 +62,8 @@ A netdrv Fault Under Load Fails No Request
     Inject Fault Into    netdrv
     Sleep    3s
     ${r}=    Stop Static Load
-    # The console (log, below the network path) may get no CPU while 16
-    # clients keep the guest busy: its lines are awaited after the load.
+    # The console's lines are checked once the load has stopped (the
+    # load's own outcome first).
     Wait For Serial Line    ^\\[supervisor\\] FAULT in component netdrv: vm fault \\(.* of an unmapped page\\) at address 0xbad, ip 0xbad$    timeout=30s
     Wait For Serial Line    ^\\[netstack\\] netdrv died \\(death 1\\)    timeout=30s
     Wait For Serial Line    ^\\[netdrv\\] restart 1: taking the running e1000 over \\(no reset\\)$    timeout=30s

@@ -110,8 +110,8 @@ Netstack Loses Its Connections Under Load
     Sleep    4s
     ${r}=    Stop Static Load
     Log    ${CLIENTS} clients, netstack ${how} at 3 s: ${r}
-    # The console (log, below the network path) may get no CPU while the
-    # clients keep the guest busy: its lines are awaited after the load.
+    # The console's lines are checked once the load has stopped (the
+    # load's own outcome first).
     IF    $how == "fault"
         Wait For Serial Line    ^\\[supervisor\\] FAULT in component netstack: vm fault \\(.* of an unmapped page\\) at address 0xbad, ip 0xbad$    timeout=30s
     ELSE

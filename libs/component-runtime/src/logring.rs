@@ -199,6 +199,43 @@ impl Reader {
     }
 }
 
+/// The lines per second the log server prints of one ring, as a token
+/// bucket: up to [`LineBudget::BURST`] at once, refilled at
+/// [`LineBudget::PER_SECOND`]. The server runs above the data path (so a
+/// fault report gets out under load); printing a line through the serial
+/// port costs it far more than writing one costs the writer, so without a
+/// budget a component flooding the console would spend the server's
+/// priority on its behalf. Lines beyond it are passed over and counted.
+pub struct LineBudget {
+    /// Thousandths of a line.
+    tokens: u64,
+    last_ms: u64,
+}
+
+impl LineBudget {
+    /// Lines printed at once after a quiet spell.
+    pub const BURST: u64 = 200;
+    /// Lines per second in a sustained flood.
+    pub const PER_SECOND: u64 = 200;
+
+    /// A full budget at `now_ms`.
+    pub fn new(now_ms: u64) -> LineBudget {
+        LineBudget { tokens: Self::BURST * 1000, last_ms: now_ms }
+    }
+
+    /// Whether one more line may be printed at `now_ms` (taking it).
+    pub fn take(&mut self, now_ms: u64) -> bool {
+        let elapsed = now_ms.saturating_sub(self.last_ms);
+        self.last_ms = self.last_ms.max(now_ms);
+        self.tokens = (self.tokens + elapsed.saturating_mul(Self::PER_SECOND)).min(Self::BURST * 1000);
+        if self.tokens < 1000 {
+            return false;
+        }
+        self.tokens -= 1000;
+        true
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -287,5 +324,23 @@ mod tests {
         }
         let lines = drain(&mut reader, &ring);
         assert!(lines.iter().all(|(_, t)| t.len() == LINE_MAX));
+    }
+
+    #[test]
+    fn a_flood_gets_its_burst_then_its_rate() {
+        let mut b = LineBudget::new(1_000);
+        let burst = (0..1000).filter(|_| b.take(1_000)).count() as u64;
+        assert_eq!(burst, LineBudget::BURST);
+        // A second later: one second's worth, no more.
+        let next = (0..1000).filter(|_| b.take(2_000)).count() as u64;
+        assert_eq!(next, LineBudget::PER_SECOND);
+        // 5 ms: one line at 200/s.
+        assert!(b.take(2_005));
+        assert!(!b.take(2_005));
+        // A quiet spell refills only up to the burst; a clock going back
+        // refills nothing.
+        let after = (0..1000).filter(|_| b.take(60_000)).count() as u64;
+        assert_eq!(after, LineBudget::BURST);
+        assert!(!b.take(59_000));
     }
 }
