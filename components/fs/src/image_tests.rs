@@ -534,3 +534,30 @@ fn gds_weighs_chunks_by_their_file() {
         assert_eq!(gone, [if policy == Policy::Lru { first_medium } else { first_big }], "{policy:?}");
     }
 }
+
+#[test]
+fn a_site_of_thousands_of_files_reads_its_metadata_once() {
+    // The shape of bench/trace's site: 3000 files in one directory. Opened
+    // once each, then again in another order: the second pass finds every
+    // name and inode in memory (no read of the device), and finds the same
+    // files.
+    let t = TempDir::new("many");
+    let site = t.0.join("site");
+    for i in 0..3000 {
+        write(&site, &format!("t/f{i:04}.html"), format!("file {i}\n").as_bytes());
+    }
+    let img = mkfs(&site, 4096, 16 * 1024);
+    let d = domain();
+    own_pool(d, POOL, 256);
+    let mut fs = Fs::mount(img.as_slice(), d, POOL, Config::with_budget(1 << 20)).unwrap();
+    let mut first = Vec::new();
+    for i in 0..3000 {
+        first.push(fs.stat(format!("/t/f{i:04}.html").as_bytes()).unwrap());
+    }
+    let reads = fs.stats().disk.reads;
+    for i in (0..3000).rev() {
+        assert_eq!(fs.stat(format!("t/f{i:04}.html").as_bytes()).unwrap(), first[i]);
+    }
+    assert_eq!(fs.stats().disk.reads, reads, "the second pass read the device");
+    assert_eq!(fs.open(b"/t/f3000.html").unwrap_err(), FsError::NotFound);
+}

@@ -58,7 +58,7 @@ use virtio_blk::VirtioBlk;
 extern crate alloc;
 
 component_runtime::component_entry!(main);
-component_runtime::global_heap!(1 << 20);
+component_runtime::global_heap!(4 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/fs.rs"));
 
 /// Where `simulate --disk` puts the disk, reached through the pci_config
