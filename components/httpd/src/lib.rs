@@ -126,7 +126,7 @@ impl Default for Config {
     fn default() -> Self {
         Self {
             limits: Limits::default(),
-            max_connections: 256,
+            max_connections: 512,
             idle_timeout_ms: 15_000,
             send_timeout_ms: 60_000,
             request_timeout_ms: 10_000,

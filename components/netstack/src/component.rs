@@ -72,7 +72,7 @@ component_runtime::component_entry!(main);
 // shrink); the checksum cache, the event ring, the socket table and the
 // NIC queue (~1.5 MiB). About 20 MiB at worst; the rest is slack against
 // fragmentation (a failed allocation panics the component).
-component_runtime::global_heap!(32 << 20);
+component_runtime::global_heap!(48 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/netstack.rs"));
 
 // Pool ids: derived by the compiler from the assembly.
@@ -1133,6 +1133,7 @@ impl Node {
                 S::RxHandOffFallbackBytes => s.rx_hand_off_fallback,
                 S::Restarts => self.restarts,
                 S::QuarantinedPages => quarantined_pages(self.d) as u64,
+                S::SynDroppedBacklogFull => s.syn_dropped_backlog_full,
             };
         }
         self.stats.publish(&v);

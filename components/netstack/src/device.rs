@@ -75,6 +75,13 @@ pub(crate) struct Dev<'a, 'd, P: NicPort<'d>> {
     /// The index of the connection the last frame was for: a burst is one
     /// connection's, and the 4-tuple index is deep with hundreds of them.
     pub last_conn: Option<usize>,
+    /// Per listened port, the listening sockets still free this poll: a
+    /// SYN beyond them is dropped here (`syn_dropped_backlog_full`), as
+    /// Linux drops a SYN when its accept queue is full, so that the client
+    /// retransmits it and gets in once the server accepted; smoltcp would
+    /// answer it with a reset (no socket for it), and a burst of clients
+    /// beyond the backlog would see "connection refused".
+    pub listen_room: &'a mut Vec<(u16, usize)>,
 }
 
 /// Pages of the stack's pool that segments smoltcp sends on its own (data,
@@ -150,8 +157,15 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
         // frame is dropped and counted in `tx_dropped`); replies carry no
         // data (ACKs, RSTs, ARP), and `REPLY_RESERVE_PAGES` plus the NIC
         // port's slack make that rare.
-        let agg = self.port.receive()?;
-        self.stats.rx_frames += 1;
+        let agg = loop {
+            let agg = self.port.receive()?;
+            self.stats.rx_frames += 1;
+            if agg.contiguous().is_some_and(|bytes| !self.admit_syn(bytes)) {
+                self.stats.syn_dropped_backlog_full += 1;
+                continue;
+            }
+            break agg;
+        };
         match agg.contiguous() {
             Some(bytes) => self.touch(bytes),
             None => {
@@ -346,6 +360,23 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
     /// Marks the connection a received frame is for as touched: its user
     /// may have something to do after this poll (data, space, a close).
     /// Frames for no connection (SYNs for a listener, ARP) touch none.
+    /// False for a SYN to a listened port whose listening sockets are all
+    /// taken this poll (see `listen_room`); a SYN that fits takes one.
+    fn admit_syn(&mut self, frame: &[u8]) -> bool {
+        let Some(t) = parse_tcp(frame, frame.len()) else { return true };
+        if !t.is_syn() {
+            return true;
+        }
+        match self.listen_room.iter_mut().find(|(port, _)| *port == t.dport) {
+            Some((_, 0)) => false,
+            Some((_, room)) => {
+                *room -= 1;
+                true
+            }
+            None => true,
+        }
+    }
+
     fn touch(&mut self, frame: &[u8]) {
         let Some(t) = parse_tcp(frame, frame.len()) else { return };
         // Ours is the frame's destination.

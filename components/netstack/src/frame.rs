@@ -65,6 +65,15 @@ pub struct TcpFrame {
     pub dport: u16,
     /// Sequence number.
     pub seq: u32,
+    /// The flags byte (FIN 0x01, SYN 0x02, RST 0x04, ACK 0x10, ...).
+    pub flags: u8,
+}
+
+impl TcpFrame {
+    /// A connection request: SYN without ACK.
+    pub fn is_syn(&self) -> bool {
+        self.flags & 0x12 == 0x02
+    }
 }
 
 fn be16(b: &[u8], at: usize) -> Option<u16> {
@@ -104,6 +113,7 @@ pub fn parse_tcp(hdr: &[u8], frame_len: usize) -> Option<TcpFrame> {
         sport: be16(hdr, tcp_off)?,
         dport: be16(hdr, tcp_off + 2)?,
         seq: u32::from_be_bytes(g4(tcp_off + 4)?),
+        flags: *hdr.get(tcp_off + 13)?,
     })
 }
 

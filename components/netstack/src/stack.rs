@@ -381,6 +381,9 @@ pub struct NetStack<'d> {
     /// `Conn::time_wait_order` (oldest first; `Config::time_wait_cap`).
     time_wait_set: BTreeSet<(u64, SocketHandle)>,
     listeners: Vec<Listener>,
+    /// Per listened port, listening sockets free at the start of a poll
+    /// (the device layer's `Dev::listen_room`; kept to reuse its memory).
+    listen_room: Vec<(u16, usize)>,
     dhcp: Option<SocketHandle>,
     /// A lease obtained (Some) or lost (None) since the last
     /// [`NetStack::take_dhcp_change`].
@@ -503,6 +506,7 @@ impl<'d> NetStack<'d> {
             visit: Vec::new(),
             time_wait_set: BTreeSet::new(),
             listeners: Vec::new(),
+            listen_room: Vec::new(),
             dhcp,
             dhcp_change: None,
             cache,
@@ -937,6 +941,13 @@ impl<'d> NetStack<'d> {
         // Every connection's `seq_base` and `tuple` are as of the end of the
         // last poll (`after_poll`), which is what the device layer needs:
         // only a poll acknowledges data, and the queue was trimmed to match.
+        // Listening sockets free for new connections now (a SYN received
+        // this poll takes one).
+        self.listen_room.clear();
+        for l in &self.listeners {
+            let free = l.backlog.iter().filter(|&&h| self.sockets.get::<tcp::Socket>(h).state() == tcp::State::Listen);
+            self.listen_room.push((l.port, free.count()));
+        }
         let mut dev = Dev {
             d: self.d,
             port,
@@ -957,6 +968,7 @@ impl<'d> NetStack<'d> {
             dirty: &mut self.dirty,
             dirty_all: false,
             last_conn: None,
+            listen_room: &mut self.listen_room,
         };
         let changed = self.iface.poll(now, &mut dev, &mut self.sockets) != PollResult::None;
         self.tx_blocked = dev.blocked;

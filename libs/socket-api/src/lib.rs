@@ -635,6 +635,9 @@ counters::counters! {
         /// Pages of our pools (headers, received data) a dead incarnation
         /// left in use, not reused until its death is settled.
         QuarantinedPages = "tcp_quarantined_pages",
+        /// Connection requests (SYNs) dropped because every listening
+        /// socket of their port was taken (the client retransmits).
+        SynDroppedBacklogFull = "tcp_syn_dropped_backlog_full",
     }
 }
 
@@ -723,7 +726,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 71] = [
+        let names: [&str; 72] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -795,6 +798,7 @@ mod tests {
             "tcp_rx_hand_off_fallback_bytes",
             "tcp_restarts",
             "tcp_quarantined_pages",
+            "tcp_syn_dropped_backlog_full",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

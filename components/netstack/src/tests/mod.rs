@@ -1065,3 +1065,30 @@ mod relink;
 mod stale;
 mod timers;
 mod tso;
+
+#[test]
+fn a_burst_of_connections_beyond_the_backlog_waits_and_gets_in() {
+    // Twelve clients at once against a backlog of 4 that the server accepts
+    // from: the SYNs beyond the free listening sockets are dropped, not
+    // reset (smoltcp alone would answer them with RST: "connection
+    // refused"), and their retransmissions get in once the server accepted.
+    let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+    n.b.listen(80, 4).unwrap();
+    let clients: Vec<ConnId> = (0..12).map(|i| n.a.connect(([10, 0, 2, 16], 80), 49152 + i).unwrap()).collect();
+    let mut accepted = 0;
+    for _ in 0..200_000 {
+        n.step();
+        while n.b.accept(80).is_some() {
+            accepted += 1;
+        }
+        let states: Vec<TcpState> = clients.iter().map(|&c| n.a.state(c).unwrap_or(TcpState::Closed)).collect();
+        assert!(!states.contains(&TcpState::Closed), "a client was reset: {states:?}");
+        if accepted == 12 && states.iter().all(|&s| s == TcpState::Established) {
+            break;
+        }
+    }
+    assert_eq!(accepted, 12);
+    assert!(n.b.stats().syn_dropped_backlog_full > 0, "the burst did exceed the backlog");
+    // Within a few SYN retransmissions (1 s, then 2 s, ...), not minutes.
+    assert!(n.now < 15_000, "took {} ms", n.now);
+}

@@ -34,7 +34,7 @@ pub mod glue {
         /// `attribute int clients;`
         pub const CLIENTS: i64 = 2;
         /// `attribute int client_files[];`
-        pub const CLIENT_FILES: &[i64] = &[264, 16];
+        pub const CLIENT_FILES: &[i64] = &[520, 16];
         /// `attribute int client_quota[];`
         pub const CLIENT_QUOTA: &[i64] = &[640, 64];
         /// `attribute int test_hooks;`

@@ -46,7 +46,7 @@ pub mod glue {
         /// `attribute int client_quota;`
         pub const CLIENT_QUOTA: i64 = 1536;
         /// `attribute int socket_budget;`
-        pub const SOCKET_BUDGET: i64 = 10485760;
+        pub const SOCKET_BUDGET: i64 = 16777216;
         /// `attribute int time_wait_cap;`
         pub const TIME_WAIT_CAP: i64 = 64;
     }
