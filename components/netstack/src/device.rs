@@ -157,25 +157,28 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
         // frame is dropped and counted in `tx_dropped`); replies carry no
         // data (ACKs, RSTs, ARP), and `REPLY_RESERVE_PAGES` plus the NIC
         // port's slack make that rare.
-        let agg = loop {
+        loop {
             let agg = self.port.receive()?;
             self.stats.rx_frames += 1;
-            if agg.contiguous().is_some_and(|bytes| !self.admit_syn(bytes)) {
-                self.stats.syn_dropped_backlog_full += 1;
-                continue;
+            match agg.contiguous().map(|bytes| parse_tcp(bytes, bytes.len())) {
+                Some(Some(t)) => {
+                    if !self.admit_syn(&t) {
+                        self.stats.syn_dropped_backlog_full += 1;
+                        continue;
+                    }
+                    self.touch(&t);
+                }
+                // Not TCP/IPv4 (ARP, ICMP, garbage): for no connection.
+                Some(None) => {}
+                None => {
+                    // Flattened by the token below (a copy of the whole frame).
+                    self.stats.rx_frame_bytes_flattened += agg.len() as u64;
+                    *self.touched_all = true;
+                    self.dirty_all = true;
+                }
             }
-            break agg;
-        };
-        match agg.contiguous() {
-            Some(bytes) => self.touch(bytes),
-            None => {
-                // Flattened by the token below (a copy of the whole frame).
-                self.stats.rx_frame_bytes_flattened += agg.len() as u64;
-                *self.touched_all = true;
-                self.dirty_all = true;
-            }
+            return Some((Rx { agg }, Tx { dev: self, mss: None }));
         }
-        Some((Rx { agg }, Tx { dev: self, mss: None }))
     }
 
     fn transmit(&mut self, _t: Instant) -> Option<Self::TxToken<'_>> {
@@ -357,13 +360,9 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         Some(i)
     }
 
-    /// Marks the connection a received frame is for as touched: its user
-    /// may have something to do after this poll (data, space, a close).
-    /// Frames for no connection (SYNs for a listener, ARP) touch none.
     /// False for a SYN to a listened port whose listening sockets are all
     /// taken this poll (see `listen_room`); a SYN that fits takes one.
-    fn admit_syn(&mut self, frame: &[u8]) -> bool {
-        let Some(t) = parse_tcp(frame, frame.len()) else { return true };
+    fn admit_syn(&mut self, t: &TcpFrame) -> bool {
         if !t.is_syn() {
             return true;
         }
@@ -377,8 +376,10 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
         }
     }
 
-    fn touch(&mut self, frame: &[u8]) {
-        let Some(t) = parse_tcp(frame, frame.len()) else { return };
+    /// Marks the connection a received frame is for as touched: its user
+    /// may have something to do after this poll (data, space, a close).
+    /// Frames for no connection (SYNs for a listener, ARP) touch none.
+    fn touch(&mut self, t: &TcpFrame) {
         // Ours is the frame's destination.
         let Some(i) = self.conn_of(&(t.dst, t.dport, t.src, t.sport)) else { return };
         let c = &mut self.conns[i];

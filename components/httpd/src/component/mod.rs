@@ -452,6 +452,14 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     me.cgi_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(CGI_INSTANCE));
     me.netstack_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(NETSTACK_INSTANCE));
     me.me = start.instance as usize;
+    // A cgi held down before we started is not coming (our watcher took
+    // the page as seen): no request waits for it.
+    if let (Some(i), Some(w)) = (me.cgi_index, me.sys_events.as_ref()) {
+        if w.page().held_down(i) {
+            log!("the cgi is held down by the supervisor: CGI requests get 503");
+            let _ = me.srv.cgi_gone();
+        }
+    }
     me.own_quarantine = (quarantined > 0)
         .then(|| me.sys_events.as_ref().filter(|w| me.me < w.page().len()).map(|w| w.page().state(me.me).0))
         .flatten();
