@@ -103,9 +103,11 @@ Netstack Loses Its Connections Under Load
     ELSE
         Make Component Hang    netstack
     END
-    # The supervisor reads the command at its next clock tick (16 Hz):
-    # connections opened until then are the old incarnation's too.
-    Sleep    0.1s
+    # The fault takes effect when netdrv stops lending received frames to
+    # the dead stack (its "netstack died" line): SYNs it handed over until
+    # then are lost with the stack, like the connections it held. A fixed
+    # 100 ms after the command was not always enough under load.
+    Wait For Serial Line Anywhere    ^\\[netdrv\\] netstack died \\(death ${death}\\)    timeout=10s
     Mark Load Time    effective
     Sleep    4s
     ${r}=    Stop Static Load
