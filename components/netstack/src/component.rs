@@ -66,11 +66,12 @@ use outbox::Outbox;
 use socket_api::{CounterPage, StackCounter as S, Values};
 
 component_runtime::component_entry!(main);
-// What the heap holds at most: socket rings within `socket_budget` (10 MiB:
-// ~320 sockets, TIME-WAIT ones included); per connection a send queue of at
+// What the heap holds at most: socket rings within `socket_budget` (16 MiB:
+// ~500 sockets, TIME-WAIT ones included); per connection a send queue of at
 // most 64 aggregates and 32 held-back sends (~32 KiB at worst; idle ones
-// shrink); the checksum cache, the event ring, the socket table and the
-// NIC queue (~1.5 MiB). About 20 MiB at worst; the rest is slack against
+// shrink: 16 MiB for httpd's 512 connections all at their worst); the
+// checksum cache, the event ring, the socket table and the NIC queue
+// (~1.5 MiB). About 34 MiB at worst; the rest is slack against
 // fragmentation (a failed allocation panics the component).
 component_runtime::global_heap!(48 << 20);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/netstack.rs"));
