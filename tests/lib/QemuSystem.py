@@ -272,22 +272,33 @@ class QemuSystem:
                 self._wait_for_more(pattern, timeout, deadline)
 
     @keyword
-    def wait_for_serial_line_anywhere(self, pattern, timeout="30s"):
-        """Waits until any console line since the start matches ``pattern``,
-        without moving the point `Wait For Serial Line` continues from: for
-        lines whose place among the others is not fixed (the root task's
-        "system started" comes after components that initialised while it
-        loaded the rest). Fails on timeout, when QEMU exits, or on a fault."""
+    def wait_for_serial_line_anywhere(self, pattern, timeout="30s", since=0):
+        """Waits until any console line since the start (or since the mark
+        ``since`` that `Serial Mark` gave) matches ``pattern``, without
+        moving the point `Wait For Serial Line` continues from: for lines
+        whose place among the others is not fixed (the root task's "system
+        started" comes after components that initialised while it loaded
+        the rest; the supervisor's report of a restart comes before or
+        after the requester's report of the death). Fails on timeout, when
+        QEMU exits, or on a fault."""
         regex = re.compile(pattern)
         deadline = time.monotonic() + _seconds(timeout)
+        since = int(since)
         with self.lock:
             while True:
                 self._scan_faults()
-                for line in self.lines:
+                for line in self.lines[since:]:
                     if regex.search(line):
                         logger.info(f"seen after {self.seconds_since_start():.2f} s: {line}")
                         return line
                 self._wait_for_more(pattern, timeout, deadline)
+
+    @keyword
+    def serial_mark(self):
+        """The number of whole console lines so far: pass it as ``since`` to
+        `Wait For Serial Line Anywhere` to look only at lines after it."""
+        with self.lock:
+            return len(self.lines)
 
     @keyword
     def serial_line_seen(self, pattern):
