@@ -89,8 +89,10 @@ class RestartWatch:
                 raw = f.read()
             if raw:
                 pos += len(raw)
-                # Only whole lines are matched.
-                text += raw.decode(errors="replace")
+                # Only whole lines are matched. Lines the root task prints
+                # directly (while log is down) go through the debug kernel,
+                # which ends "\n" with "\r": the next line starts with it.
+                text += raw.decode(errors="replace").replace("\r", "")
                 lines = text.split("\n")
                 text = lines.pop()
                 now = time.monotonic()
@@ -164,7 +166,7 @@ def run(component):
         # Lines held back by the load come once it stopped.
         watch.close()
         with open(log.name, errors="replace") as f:
-            serial = f.read()
+            serial = f.read().replace("\r", "")
         restarted = re.findall(r"^\[supervisor\] restarted component (\S+)", serial, re.M)
         untyped = re.findall(rf"^\[supervisor\] memory after restarting {re.escape(component)}: (\d+) bytes", serial, re.M)
         faulted = re.search(rf"^\[supervisor\] FAULT in component {re.escape(component)}: .*ip 0xbad$", serial, re.M)
