@@ -2,6 +2,9 @@
 
 usage: sizes.py OUT ROUNDS SECONDS CLIENTS PERSISTENT KINDS SIZES SYSTEMS...
   KINDS: "static", "cgi" or "static cgi"; SIZES: names of sitegen.SIZES
+       sizes.py --redraw OUT
+  the table (OUT.txt) and the plot (OUT.png) again from a run's OUT.json,
+  measuring nothing
 """
 import json
 import os
@@ -11,15 +14,24 @@ sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
 import iolitebench as B  # noqa: E402
 import sitegen  # noqa: E402
 
-out, rounds, seconds, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
-persistent = sys.argv[5] == "1"
-kinds, want, systems = sys.argv[6].split(), sys.argv[7].split(), sys.argv[8:]
+redraw = sys.argv[1] == "--redraw"
+if redraw:
+    out = sys.argv[2]
+    with open(out + ".json") as f:
+        saved = json.load(f)
+    rounds, seconds, clients = saved["rounds"], saved["seconds"], saved["clients"]
+    persistent, systems = saved["persistent"], saved["systems"]
+    results, counters = saved["results"], saved["counters"]
+    kinds = list(dict.fromkeys(r["kind"] for r in results))
+    want = {r["size"] for r in results}
+else:
+    out, rounds, seconds, clients = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4])
+    persistent = sys.argv[5] == "1"
+    kinds, want, systems = sys.argv[6].split(), sys.argv[7].split(), sys.argv[8:]
 SIZES = [s for s in sitegen.SIZES if s[0] in want]
 SITE = os.path.join(B.ROOT, "build", "bench-sites", "sizes")
-manifest = B.load_manifest(os.path.join(SITE, "site.manifest"))
 ours = [s for s in systems if s != "linux"]
 conn = "keep-alive" if persistent else "one request per connection (Connection: close)"
-B.tap_up()
 
 
 def url(kind, size):
@@ -36,53 +48,62 @@ def check(base, kind, size):
         assert body == B.blob_bytes(size), f"/cgi-bin/blob?size={size}: wrong bytes"
 
 
-results, counters = [], {}
-for rnd in range(1, rounds + 1):
-    for system in systems:
-        print(f"==> round {rnd}/{rounds}: {system}", flush=True)
-        g = B.boot(system, disk=os.path.join(SITE, "site.img"), simulate_from=ours[0] if ours else "iolite",
-                   linux=os.path.join(B.ROOT, "build", "bench-linux-sizes"))
-        try:
-            before = B.stats(g.base, retry_s=30) if system != "linux" else None
-            for kind in kinds:
-                if kind == "cgi" and system == "linux":
-                    continue
-                for name, size in SIZES:
-                    t0 = B.time.time()
-                    try:
-                        # Waits out the previous case's closing connections
-                        # (the check retries), then checks the bytes.
-                        for attempt in range(30):
-                            try:
-                                check(g.base, kind, size)
-                                break
-                            except OSError:
-                                if attempt == 29:
-                                    raise
-                                B.time.sleep(1)
-                    except (OSError, AssertionError) as e:
-                        print(f"  {system} {kind} {name}: {e!r}; case skipped", flush=True)
-                        results.append({"round": rnd, "system": system, "kind": kind, "size": name, "bytes": size,
-                                        "rps": None, "mbs": None, "errors": -1})
+def measure():
+    """Every case of every round: (results, counters)."""
+    results, counters = [], {}
+    B.tap_up()
+    for rnd in range(1, rounds + 1):
+        for system in systems:
+            print(f"==> round {rnd}/{rounds}: {system}", flush=True)
+            g = B.boot(system, disk=os.path.join(SITE, "site.img"), simulate_from=ours[0] if ours else "iolite",
+                       linux=os.path.join(B.ROOT, "build", "bench-linux-sizes"))
+            try:
+                before = B.stats(g.base, retry_s=30) if system != "linux" else None
+                for kind in kinds:
+                    if kind == "cgi" and system == "linux":
                         continue
-                    r = B.wrk(g.base, clients, seconds, path=url(kind, size), close=not persistent)
-                    r.pop("output", None)
-                    r.update(round=rnd, system=system, kind=kind, size=name, bytes=size,
-                             mbs=r["rps"] * size / 1e6)
-                    results.append(r)
-                    print(f"  {system:8} {kind:6} {name:>5}: {r['rps']:8.1f} req/s {r['mbs'] * 8:8.2f} Mb/s"
-                          f" errors {r['errors']} ({B.time.time() - t0:.0f} s with the check)", flush=True)
-            if before is not None:
-                after = B.stats(g.base, retry_s=30)
-                n0, n1 = before.get("netstack", {}), after.get("netstack", {})
-                counters.setdefault(system, []).append({
-                    "connections_accepted": n1.get("tcp_connections_accepted", 0) - n0.get("tcp_connections_accepted", 0),
-                    "bytes_copied": sum(after.get(c, {}).get("bytes_copied", 0) - before.get(c, {}).get("bytes_copied", 0)
-                                        for c in ("httpd", "netstack", "netdrv", "fs", "cgi")),
-                    "checksum_hit_rate_percent": n1.get("tcp_csum_hit_rate_percent"),
-                })
-        finally:
-            B.stop(g)
+                    for name, size in SIZES:
+                        t0 = B.time.time()
+                        try:
+                            # Waits out the previous case's closing connections
+                            # (the check retries), then checks the bytes.
+                            for attempt in range(30):
+                                try:
+                                    check(g.base, kind, size)
+                                    break
+                                except OSError:
+                                    if attempt == 29:
+                                        raise
+                                    B.time.sleep(1)
+                        except (OSError, AssertionError) as e:
+                            print(f"  {system} {kind} {name}: {e!r}; case skipped", flush=True)
+                            results.append({"round": rnd, "system": system, "kind": kind, "size": name, "bytes": size,
+                                            "rps": None, "mbs": None, "errors": -1})
+                            continue
+                        r = B.wrk(g.base, clients, seconds, path=url(kind, size), close=not persistent)
+                        r.pop("output", None)
+                        r.update(round=rnd, system=system, kind=kind, size=name, bytes=size,
+                                 mbs=r["rps"] * size / 1e6)
+                        results.append(r)
+                        print(f"  {system:8} {kind:6} {name:>5}: {r['rps']:8.1f} req/s {r['mbs'] * 8:8.2f} Mb/s"
+                              f" errors {r['errors']} ({B.time.time() - t0:.0f} s with the check)", flush=True)
+                if before is not None:
+                    after = B.stats(g.base, retry_s=30)
+                    n0, n1 = before.get("netstack", {}), after.get("netstack", {})
+                    counters.setdefault(system, []).append({
+                        "connections_accepted": n1.get("tcp_connections_accepted", 0) - n0.get("tcp_connections_accepted", 0),
+                        "bytes_copied": sum(after.get(c, {}).get("bytes_copied", 0) - before.get(c, {}).get("bytes_copied", 0)
+                                            for c in ("httpd", "netstack", "netdrv", "fs", "cgi")),
+                        "checksum_hit_rate_percent": n1.get("tcp_csum_hit_rate_percent"),
+                    })
+            finally:
+                B.stop(g)
+    return results, counters
+
+
+if not redraw:
+    manifest = B.load_manifest(os.path.join(SITE, "site.manifest"))
+    results, counters = measure()
 
 
 def med(system, kind, name, key):
@@ -180,7 +201,7 @@ if plt:
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
     fig.suptitle(f"{os.path.basename(out)}: Iolite OS copy modes" + (" vs Linux 6.1 + nginx" if "linux" in systems
-                 else "") + f", QEMU TCG, e1000, TAP; median of {rounds}, bars min-max")
+                 else "") + f"\nQEMU TCG, e1000, TAP; median of {rounds}, bars min-max", fontsize=11)
     fig.tight_layout()
     fig.savefig(out + ".png", dpi=110)
     print(f"plot: {out}.png")
