@@ -190,11 +190,12 @@ if plt:
             ys = [c["median"] * 8 if c else float("nan") for c in cs]
             lo = [(c["median"] - c["min"]) * 8 if c else 0 for c in cs]
             hi = [(c["max"] - c["median"]) * 8 if c else 0 for c in cs]
-            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="-o", capsize=3, label=s)
+            ax.errorbar(xs, ys, yerr=[lo, hi], fmt="-o", capsize=3, label=s, color=f"C{systems.index(s)}")
         if kind == "cgi" and "static" in kinds:
             for s in ours:
                 ys = [summary[s]["static"][n]["mbs"] for n, _ in SIZES]
-                ax.plot(xs, [c["median"] * 8 if c else float("nan") for c in ys], ":", label=f"{s} static")
+                ax.plot(xs, [c["median"] * 8 if c else float("nan") for c in ys], ":", label=f"{s} static",
+                        color=f"C{systems.index(s)}")
         ax.set_xlabel("document size (KiB)")
         ax.set_ylabel("output bandwidth (Mb/s)")
         ax.set_title(f"{kind}, {clients} clients, {'persistent' if persistent else 'non-persistent'}")
