@@ -59,6 +59,17 @@ def get(base, path, timeout=10):
         return r.status, r.read()
 
 
+# A modelled disk: at most this many requests per second on our systems'
+# virtio-blk (simulate --disk-iops), set by the commands' --disk-iops
+# option; empty: the image is read at the speed of the host's page cache.
+DISK_IOPS = os.environ.get("BENCH_DISK_IOPS", "")
+
+
+def disk_note():
+    """How the disk was modelled, for a table's header."""
+    return f"disk throttled to {DISK_IOPS} requests/s" if DISK_IOPS else "disk unthrottled (host page cache)"
+
+
 def build_dir(name):
     """build/bench-web-NAME (NAME: a copy mode, or MODE-VARIANT)."""
     return os.path.join(ROOT, "build", f"bench-web-{name}")
@@ -93,6 +104,8 @@ def boot(system, disk=None, net="tap", simulate_from=None, linux=LINUX, timeout=
         d = build_dir(system)
         simulate = os.path.join(d, "simulate")
         args = ["--disk", disk or os.path.join(d, "images", "site.img")]
+        if DISK_IOPS:
+            args += ["--disk-iops", DISK_IOPS]
     if net == "tap":
         args += ["--tap", "tap0"]
         base = f"http://{GUEST}"

@@ -140,7 +140,7 @@ def med(system, n, key, sub=None):
 lines = [f"{os.path.basename(out)}: data set {ds['files']} files ({ds['bytes'] / 1e6:.1f} MB) replayed by {clients}"
          f" keep-alive clients (warm-up {warmup} s, {seconds} s measured) while N slow clients each fetch"
          f" documents of >= 64 KiB ({len(LARGE)} of them) through a 2 KiB receive buffer at {rate} B/s;"
-         f" TAP; {rounds} round(s); medians", "",
+         f" TAP, {B.disk_note()}; {rounds} round(s); medians", "",
          "fast clients' req/s (±spread), and memory held halfway (KiB): fs pool / httpd pool / netstack socket"
          " rings + send queues"]
 W = 44
@@ -209,7 +209,8 @@ if plt:
         ax.set_xlabel("slow background clients")
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"slow clients (2 KiB receive buffer, {rate} B/s), QEMU TCG, TAP; median of {rounds}")
+    fig.suptitle(f"slow clients (2 KiB receive buffer, {rate} B/s), QEMU TCG, TAP, {B.disk_note()};"
+                 f" median of {rounds}")
     fig.tight_layout()
     fig.savefig(out + ".png", dpi=110)
     print(f"plot: {out}.png")

@@ -89,7 +89,8 @@ def med(system, i, key):
 cache = next((b["budget"] for b in budget.values() if b["budget"]), None)
 conn = "keep-alive" if persistent else "one request per connection"
 lines = [f"{os.path.basename(out)}: request logs replayed by wrk (bench/lib/replay.lua), {clients} clients, {conn},"
-         f" warm-up {warmup} s, {seconds} s measured, TAP; {rounds} round(s); medians, ±spread of req/s",
+         f" warm-up {warmup} s, {seconds} s measured, TAP, {B.disk_note()}; {rounds} round(s); medians,"
+         " ±spread of req/s",
          f"site: {len(trace['files'])} files, mean {trace['mean_file'] / 1e3:.1f} KB, Zipf {trace['params']['zipf']};"
          f" file cache budget {cache // 1024 if cache else '?'} KiB;"
          " policies: " + ", ".join(f"{s} {b['policy']}" for s, b in budget.items()),
@@ -170,7 +171,7 @@ if plt:
         ax.set_ylabel(label)
         ax.grid(True, alpha=0.3)
         ax.legend(fontsize=8)
-    fig.suptitle(f"trace replay ({conn}, {clients} clients), QEMU TCG, TAP; median of {rounds}")
+    fig.suptitle(f"trace replay ({conn}, {clients} clients), QEMU TCG, TAP, {B.disk_note()}; median of {rounds}")
     fig.tight_layout()
     fig.savefig(out + ".png", dpi=110)
     print(f"plot: {out}.png")
