@@ -105,6 +105,15 @@ const POOL_LOW_QUARTERS: u64 = match BUILD_COPY_MODE {
 /// two rings' worth, and one round of events (at most a ring of them) adds
 /// at most two each (a refused connection's 503 and its close).
 const OUTQ_CAP: usize = 4 * socket_api::FWD_CAP;
+/// Why a CGI call was not sent.
+enum Unsent {
+    /// Failed with this status (no cgi attached, no room for its body).
+    Failed(u32, cgi_api::Failure),
+    /// The cgi went away just now: the call is held for the next
+    /// incarnation (`Server::cgi_hold`). Boxed: the rare case.
+    Away(Box<httpd::CgiCall<'static>>),
+}
+
 /// `pump` stops pulling output at this many requests waiting.
 const OUTQ_PUMP_MAX: usize = 2 * socket_api::FWD_CAP;
 /// Bytes pulled from the server per round before yielding to netstack.
@@ -886,12 +895,20 @@ impl Httpd {
                     }
                     Some(Action::Cgi(call)) => {
                         let more = call.more;
-                        if let Err(f) = self.cgi_send(id, call) {
-                            cgi_failures.push((id, f));
-                        } else if more {
-                            // Its body follows in parts: pull them too.
-                            self.uploading.insert(id);
-                            continue;
+                        match self.cgi_send(id, call) {
+                            Ok(()) if more => {
+                                // Its body follows in parts: pull them too.
+                                self.uploading.insert(id);
+                                continue;
+                            }
+                            Ok(()) => {}
+                            Err(Unsent::Failed(call_id, f)) => cgi_failures.push((id, (call_id, f))),
+                            Err(Unsent::Away(call)) => {
+                                if !self.srv.cgi_hold(id, *call) {
+                                    // Refused (503): that is its output.
+                                    later.push(id);
+                                }
+                            }
                         }
                         break;
                     }
@@ -948,14 +965,19 @@ impl Httpd {
             .unwrap_or(false)
     }
 
-    fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), (u32, cgi_api::Failure)> {
+    fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), Unsent> {
         let call_id = call.id;
         self.check_events();
         self.check_cgi();
         self.publish();
         if self.cgi.is_none() {
+            if self.srv.cgi_is_down() {
+                // Its death was seen just now: the call goes to the next
+                // incarnation, as those that arrive from now on.
+                return Err(Unsent::Away(Box::new(call)));
+            }
             self.cgi_unavailable += 1;
-            return Err((call_id, cgi_api::Failure::Unavailable));
+            return Err(Unsent::Failed(call_id, cgi_api::Failure::Unavailable));
         }
         // The cgi maps no pool with other clients' bytes: the body goes by
         // reference from netstack's hand-off pool, or as a copy in the
@@ -970,14 +992,14 @@ impl Httpd {
                 }
                 Err(_) => {
                     self.cgi_unavailable += 1;
-                    return Err((call_id, cgi_api::Failure::Unavailable));
+                    return Err(Unsent::Failed(call_id, cgi_api::Failure::Unavailable));
                 }
             },
             Some(b) => match self.body_for_cgi(b) {
                 Ok(b) => Some(b),
                 Err(_) => {
                     self.cgi_unavailable += 1;
-                    return Err((call_id, cgi_api::Failure::Unavailable));
+                    return Err(Unsent::Failed(call_id, cgi_api::Failure::Unavailable));
                 }
             },
             None => None,
@@ -985,7 +1007,7 @@ impl Httpd {
         let (msg, tag) =
             match cgi_api::wire::encode_request_more(self.d, CGI_REQ_POOL, call_id, &call.env, body, call.more) {
                 Ok(m) => m,
-                Err(_) => return Err((call_id, cgi_api::Failure::Unavailable)),
+                Err(_) => return Err(Unsent::Failed(call_id, cgi_api::Failure::Unavailable)),
             };
         let Some(c) = &mut self.cgi else { unreachable!("checked above; nothing since removed it") };
         match c.link.tx.send(msg, tag, FLAG_EOF) {
@@ -999,7 +1021,7 @@ impl Httpd {
             }
             Err(_) => {
                 self.cgi_unavailable += 1;
-                Err((call_id, cgi_api::Failure::Unavailable))
+                Err(Unsent::Failed(call_id, cgi_api::Failure::Unavailable))
             }
         }
     }
@@ -1482,9 +1504,18 @@ impl Httpd {
         let n = calls.len();
         let mut refused = 0;
         for (id, call) in calls {
-            if let Err((call_id, f)) = self.cgi_send(id, call) {
-                refused += 1;
-                self.srv.cgi_reply(id, call_id, Err(f));
+            match self.cgi_send(id, call) {
+                Ok(()) => {}
+                Err(Unsent::Failed(call_id, f)) => {
+                    refused += 1;
+                    self.srv.cgi_reply(id, call_id, Err(f));
+                }
+                // It died again before we sent: held for the next one.
+                Err(Unsent::Away(call)) => {
+                    if !self.srv.cgi_hold(id, *call) {
+                        refused += 1;
+                    }
+                }
             }
             self.ready.push(id);
         }

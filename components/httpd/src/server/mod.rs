@@ -907,6 +907,23 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         ready
     }
 
+    /// A call [`Server::next`] handed out that could not be sent: the cgi
+    /// went away just before (its death was seen while sending). It is
+    /// held like a call that arrives while the cgi is away, or refused
+    /// with 503 as those are (which is then the connection's next output):
+    /// only calls the dead incarnation had fail with 502. Marks the cgi
+    /// away. Returns whether the call was held.
+    pub fn cgi_hold(&mut self, c: ConnId, call: CgiCall<'d>) -> bool {
+        self.cgi_down();
+        let Some(conn) = self.conns.get_mut(&c.0) else { return false };
+        match &mut conn.state {
+            // It has not left: its time starts when it does.
+            State::Cgi(w) if w.id == call.id => w.deadline = u64::MAX,
+            _ => return false,
+        }
+        self.core.hold_cgi(c.0, conn, call)
+    }
+
     /// Whether the cgi is away ([`Server::cgi_down`]).
     pub fn cgi_is_down(&self) -> bool {
         self.core.gap.down.is_some()

@@ -302,3 +302,41 @@ fn a_cgi_held_down_fails_the_held_calls_and_new_ones_at_once() {
     let k = send(&mut h, b, &get("/cgi-bin/echo?back")).cgi.pop().expect("sent at once");
     assert_eq!(answer(&mut h, b, &k), expected(&h, &k));
 }
+
+#[test]
+fn a_call_handed_out_as_the_cgi_dies_is_held_not_refused() {
+    // The caller learns of the death while sending a call `next` handed
+    // out: the call never reached the dead incarnation, so it waits for
+    // the next one like the calls that arrive after the death.
+    let d = domain();
+    let mut h = Harness::new(d);
+    let (a, b) = (h.connect(), h.connect());
+    h.send(a, &get("/cgi-bin/echo?unsent"));
+    let k = h.drain(a).cgi.pop().expect("handed out");
+    h.advance(100);
+    assert!(h.srv.cgi_hold(a, k));
+    assert!(h.srv.cgi_is_down());
+    assert_eq!(h.srv.cgi_queue_len(), 1);
+    let dr = h.drain(a);
+    assert!(dr.cgi.is_empty() && dr.bytes.is_empty() && !dr.closed, "held, nothing out yet");
+    // Its CGI time had started when it was handed out; held, it has not:
+    // no 504 however long it waits (below the queue's own deadline, which
+    // runs from the hold).
+    h.advance(4_950);
+    assert!(h.srv.tick().is_empty());
+    let calls = h.srv.cgi_up();
+    assert_eq!(calls.len(), 1);
+    let (x, k) = &calls[0];
+    assert_eq!((*x, k.env.get_str("QUERY_STRING")), (a, Some("unsent")));
+    assert_eq!(answer(&mut h, a, k), expected(&h, k));
+    let s = h.srv.stats();
+    assert_eq!((s.cgi_queued, s.cgi_queue_served, s.cgi_queue_refused, s.cgi_timeouts), (1, 1, 0, 0));
+    // Held down meanwhile: the same call gets its 503 at once instead.
+    h.send(b, &get("/cgi-bin/echo?gone"));
+    let k = h.drain(b).cgi.pop().expect("handed out");
+    h.srv.cgi_gone();
+    assert!(!h.srv.cgi_hold(b, k));
+    let dr = h.drain(b);
+    let r = parse_responses(&dr.bytes, &|_| false);
+    assert_eq!((r.len(), r[0].status, dr.closed), (1, 503, false));
+}
