@@ -11,13 +11,19 @@ console command (`iolite-inject fault NAME`, roottask/src/inject.rs), the
 same as the Robot keyword `Inject Fault Into`. Per run: requests, failed
 requests (on connections open at the fault and opened after it), the
 longest time without a completed response near the fault (0.5 s before to
-2 s after) and over the whole run, the first new connection served after
-the fault (by the keep-alive clients, which reconnect once theirs failed,
-and by a probe that opens a fresh connection every 50 ms), pool pages in use before (after every file was fetched once)
-and after (fs, httpd, netstack's header and socket pools, netdrv's
-receive pool, read from /cgi-bin/stats 5 s after the load stopped, once
-the death settled), the components restarted,
-and the root task's free untyped memory after the restart.
+2 s after) and over the whole run, when new connections were served
+again: "clients back", from the command to the first response on a
+connection a load client opened after it (they reconnect once theirs
+failed, so this includes how long they took to notice: for a netstack
+fault, their own retransmission timeout), "probe", from the supervisor's
+FAULT line to the first response to a probe (a fresh connection every 50
+ms) started after that line, and "probe gap", the longest time between
+two probe responses near the fault (what a new visitor waited), pool pages
+in use before (after 2 s of the same load, so at its steady state) and
+after (fs, httpd, netstack's header and socket pools, netdrv's receive
+pool, read from /cgi-bin/stats 5 s after the load stopped, once the death
+settled), the components restarted, and the root task's free untyped
+memory after the restart.
 
 Each boot takes two events: the fault at FAULT_AT and, at HANG_AT (0: no
 hang), a hang of the same component (`iolite-inject hang NAME`, the Robot
@@ -72,12 +78,14 @@ def pools(s):
 
 class RestartWatch:
     """Reads the serial log as it grows (every 10 ms) and notes when each
-    supervisor line `restarted component NAME` reached the host (through
-    the log server: the times are upper bounds)."""
+    supervisor line `restarted component NAME` and `FAULT in component
+    NAME` reached the host (through the log server: the times are upper
+    bounds)."""
 
     def __init__(self, path, component):
         self.path, self.pattern = path, re.compile(rf"^\[supervisor\] restarted component {re.escape(component)} ", re.M)
-        self.seen, self.stop = [], threading.Event()
+        self.fault_pattern = re.compile(rf"^\[supervisor\] FAULT in component {re.escape(component)}: ", re.M)
+        self.seen, self.faults, self.stop = [], [], threading.Event()
         self.thread = threading.Thread(target=self._run, daemon=True)
         self.thread.start()
 
@@ -97,6 +105,7 @@ class RestartWatch:
                 text = lines.pop()
                 now = time.monotonic()
                 self.seen += [now for line in lines if self.pattern.match(line)]
+                self.faults += [now for line in lines if self.fault_pattern.match(line)]
             time.sleep(0.01)
 
     def nth(self, i):
@@ -126,13 +135,18 @@ def run(component):
             if time.time() > deadline or proc.poll() is not None:
                 raise RuntimeError(f"no answer from the image (serial log {log.name})")
             time.sleep(1)
-        # Warm: every file once (the cache and httpd's header cache hold
-        # them), so that before and after compare like with like.
-        for path in FILES:
-            B.get(base, path, 30)
+        # Warm with 2 s of the load itself, so that before and after
+        # compare like with like: the cache and httpd's header cache hold
+        # the files, and the pools are at the load's steady state (httpd
+        # keeps one page more after its first load than after single
+        # requests; further loads leave it there).
+        load = RecoveryClient(port)
+        load.start_static_load(MANIFEST, clients, *LOAD)
+        time.sleep(2)
+        load.stop_static_load()
+        time.sleep(1)
         B.stats(base)
         before = B.stats(base)
-        load = RecoveryClient(port)
         # netstack's fault ends its connections without a word to their
         # peers: its clients give up after 3 s (everyone else's after 30).
         load.start_static_load(MANIFEST, clients, *LOAD, timeout=3 if component == "netstack" else 30)
@@ -150,6 +164,12 @@ def run(component):
             proc.stdin.write(f"iolite-inject {name} {component}\n".encode())
             proc.stdin.flush()
         time.sleep(max(0.0, seconds - (time.monotonic() - t0)))
+        # The fault takes effect at the supervisor's next tick (up to 62 ms
+        # after the command), so a probe started just after the command
+        # may still be served by the old incarnation: new connections are
+        # judged from the supervisor's FAULT line instead.
+        if watch.faults:
+            load.mark_load_time("death", at=watch.faults[0])
         r = load.stop_static_load()
         with load.lock:
             failures = list(load.failures)  # (time, what, connection opened)
@@ -191,7 +211,8 @@ def run(component):
             "gap_near_fault_ms": r.get("gap_near_fault_ms"),
             "gap_ms": r["gap_ms"],
             "first_new_served_ms": r.get("first_new_connection_served_after_fault_ms"),
-            "probe_served_ms": r.get("probe_served_after_fault_ms"),
+            "probe_served_ms": r.get("probe_served_after_death_ms"),
+            "probe_gap_ms": r.get("probe_gap_near_fault_ms"),
             "pools_before": pools(before),
             "pools_after": pools(after),
             "restarted": restarted,
@@ -263,7 +284,8 @@ w = 9 if rounds < 2 else 15
 hdr = (f"{'fault':11} | {'requests':>{w + 2}} | {'CGI':>{w}} | {'failed at':>{w}} | {'CGI failed':>{w}} |"
        f" {'in flight':>{w}} |"
        f" {'failed new':>{w}} | {'gap near':>{w + 3}} |"
-       f" {'restart line':>{w + 3}} | {'new conn':>{w + 3}} | {'probe':>{w + 3}} | {'others restarted':>16} |"
+       f" {'restart line':>{w + 3}} | {'clients back':>{w + 3}} | {'probe':>{w + 3}} | {'probe gap':>{w + 3}} |"
+       f" {'others restarted':>16} |"
        " pools before -> after")
 lines += [hdr, "-" * len(hdr)]
 for c in components:
@@ -278,7 +300,7 @@ for c in components:
                  f" {cell(c, 'cgi_in_flight_at_death'):>{w}} |"
                  f" {cell(c, 'failed_opened_after'):>{w}} | {cell(c, 'gap_near_fault_ms', ' ms'):>{w + 3}} |"
                  f" {cell(c, 'fault_restart_ms', ' ms'):>{w + 3}} | {cell(c, 'first_new_served_ms', ' ms'):>{w + 3}} |"
-                 f" {cell(c, 'probe_served_ms', ' ms'):>{w + 3}} |"
+                 f" {cell(c, 'probe_served_ms', ' ms'):>{w + 3}} | {cell(c, 'probe_gap_ms', ' ms'):>{w + 3}} |"
                  f" {(', '.join(others) or 'none') + (' (+cgi)' if cgi_extra else ''):>16} |"
                  f" {pools_cell(c, 'pools_before')} -> {pools_cell(c, 'pools_after')}")
 if hang_at > 0:
@@ -296,6 +318,10 @@ if hang_at > 0:
         lines.append(f"{c:11} | {cell(c, 'hang_restart_ms', ' ms'):>{w + 3}} | {cell(c, 'stuck_cpu_ms', ' ms'):>{w + 3}} |"
                      f" {cell(c, 'hang_failed'):>{w}} | {cell(c, 'gap_near_hang_ms', ' ms'):>{w + 3}} |"
                      f" {missed} of {len(rs)}")
+lines += ["", "clients back: from the command to the first response on a connection a load client opened after it"
+          " (after noticing the failure of its own); probe: from the supervisor's FAULT line reaching the host to"
+          " the response to the first probe (a new connection every 50 ms) started after it; probe gap: the longest"
+          " time between two probe responses near the fault."]
 lines += ["", "restart times: from the command to the supervisor's line reaching the host through the log server"
           " (above the data path, so late by at most its queue). The gap near the event is what the clients saw;"
           " stuck CPU is the supervisor's own count. A hung component below the load (the cgi) gets CPU only in"

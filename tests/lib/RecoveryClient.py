@@ -220,9 +220,10 @@ class RecoveryClient:
             raise AssertionError(wrong)
 
     @keyword
-    def mark_load_time(self, name):
-        """Remembers the current time as `name` (e.g. the fault)."""
-        self.marks[name] = time.monotonic()
+    def mark_load_time(self, name, at=None):
+        """Remembers the current time (or `at`, a time.monotonic() value
+        seen earlier) as `name` (e.g. the fault)."""
+        self.marks[name] = time.monotonic() if at is None else float(at)
 
     @keyword
     def stop_static_load(self):
