@@ -23,6 +23,7 @@ bench_setup() {
         case "$t" in
             h2load) pkg=nghttp2-client ;;
             wrk) pkg=wrk ;;
+            perf) pkg=linux-perf ;;
             *) pkg=$t ;;
         esac
         command -v "$t" >/dev/null || {
@@ -40,13 +41,18 @@ bench_need_tap() {
     done
 }
 
+# bench_build MODE [VARIANT [SETTINGS [RELEASE]]]: builds the demo image in
+# copy mode MODE with the assembly settings SETTINGS as
+# build/bench-web-MODE[-VARIANT]; RELEASE=ON takes the release kernel (no
+# kernel assertions and no per-thread CPU accounting, hence no liveness
+# check), OFF (default) the debug kernel the tests use.
 bench_build() {
-    local mode=$1 variant=${2:-} extra=${3:-}
+    local mode=$1 variant=${2:-} extra=${3:-} release=${4:-OFF}
     local name="bench-web-$mode${variant:+-$variant}"
     local dir="$root/build/$name"
     local settings="cgi.test_hooks=1${extra:+|$extra}"
-    echo "==> building $dir (COPY_MODE=$mode, $settings)" >&2
-    cmake -S "$root" -B "$dir" -G Ninja -DPLATFORM=pc99 -DRELEASE=OFF -DSIMULATION=ON \
+    echo "==> building $dir (COPY_MODE=$mode, $settings, RELEASE=$release)" >&2
+    cmake -S "$root" -B "$dir" -G Ninja -DPLATFORM=pc99 -DRELEASE="$release" -DSIMULATION=ON \
         -DASSEMBLY="$root/camkes/iolite.camkes" -DCOPY_MODE="$mode" -DCAMKES_SETTINGS="$settings" \
         -DCARGO_TARGET_DIR="$root/target/$name" >/dev/null
     if ! nice ninja -C "$dir" >"$dir/bench-build.log" 2>&1; then
