@@ -173,22 +173,35 @@ def guest_cpu_seconds(guest_or_proc):
     process of the session `boot` started. Under TCG the vCPU thread
     sleeps while the guest halts, so this is the guest's work (plus the
     emulation of its devices), comparable between systems of one run."""
-    proc = getattr(guest_or_proc, "proc", guest_or_proc)
     tick = os.sysconf("SC_CLK_TCK")
-    total = 0
+    # After "(comm)": state ppid pgrp session ...; utime and stime are
+    # fields 14 and 15 of the whole line.
+    return sum(int(fields[11]) + int(fields[12]) for _, _, fields in _session(guest_or_proc)) / tick
+
+
+def qemu_pid(guest_or_proc):
+    """The QEMU process of the session `boot` started."""
+    for pid, comm, _ in _session(guest_or_proc):
+        if comm.startswith("qemu-system"):
+            return pid
+    raise RuntimeError("no QEMU process in the guest's session")
+
+
+def _session(guest_or_proc):
+    """(pid, comm, the /proc/PID/stat fields after "(comm)") of every
+    process in the session `boot` started."""
+    proc = getattr(guest_or_proc, "proc", guest_or_proc)
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
             with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
+                head, tail = f.read().rsplit(")", 1)
         except OSError:
             continue
-        # After "(comm)": state ppid pgrp session ...; utime and stime are
-        # fields 14 and 15 of the whole line.
+        fields = tail.split()
         if int(fields[3]) == proc.pid:
-            total += int(fields[11]) + int(fields[12])
-    return total / tick
+            yield int(pid), head.split("(", 1)[1], fields
 
 
 def h2load(base, path, clients, seconds, net="tap", rps_per_client=None):

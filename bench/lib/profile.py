@@ -84,23 +84,6 @@ def samples(data, binary):
                 yield sym, "other", share
 
 
-def qemu_pid(proc):
-    """The QEMU process among the simulate script's session."""
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
-            continue
-        try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
-            with open(f"/proc/{pid}/comm") as f:
-                comm = f.read().strip()
-        except OSError:
-            continue
-        if int(fields[3]) == proc.pid and comm.startswith("qemu-system"):
-            return int(pid)
-    raise RuntimeError("no QEMU process in the guest's session")
-
-
 # Per request, what our components did: counters (component, name).
 ACTIVITY = [("netdrv", "drv_irqs"), ("netdrv", "drv_wakeups_sent"), ("netdrv", "drv_rx_frames"),
             ("netdrv", "drv_tx_frames"), ("netstack", "tcp_wakeups"), ("netstack", "tcp_polls"),
@@ -119,7 +102,7 @@ for system in systems:
         B.h2load(g.base, path, clients, 2, "tap")
         before = B.stats(g.base) if system != "linux" else None
         data = os.path.join(os.path.dirname(out) or ".", f"perf-{system}.data")
-        perf = subprocess.Popen(["perf", "record", "-q", "-F", "2000", "-p", str(qemu_pid(g.proc)), "-o", data,
+        perf = subprocess.Popen(["perf", "record", "-q", "-F", "2000", "-p", str(B.qemu_pid(g)), "-o", data,
                                  "--", "sleep", str(seconds)], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         cpu0, t0 = B.guest_cpu_seconds(g), time.monotonic()
         r = B.h2load(g.base, path, clients, seconds, "tap")
