@@ -79,6 +79,8 @@ A netdrv Fault Under Load Fails No Request
     ${after}=    Stats Json
     Should Be Equal As Integers    ${after}[netdrv][drv_restarts]    1
     Should Be Equal As Integers    ${after}[netdrv][drv_quarantined_pages]    0
+    # Frames the dead incarnation's ring held untaken went up, copied.
+    Log    salvaged ${after}[netdrv][drv_rx_salvaged] frames, ${after}[netdrv][drv_bytes_copied] bytes copied
     ${p0}=    Pools Of    ${before}
     ${p1}=    Pools Of    ${after}
     # Nothing leaked: at most what was in use before (a reading itself

@@ -41,7 +41,9 @@
 //!   waited on or acknowledged (the `irqs` counter stays 0).
 //! * **Restart** (`netdrv.restartable` in the assembly): a new incarnation
 //!   takes the running e1000 over ([`e1000::take_over`]: no reset, RCTL
-//!   not written again, both rings moved to fresh pages), waits until
+//!   not written again, both rings moved to fresh pages), copies the
+//!   frames the dead one's ring received but nobody took into buffers of
+//!   its own ([`e1000::salvage_rx`]; counted), waits until
 //!   netstack has set the link up afresh (it sees the death in the system
 //!   events page; the region shows no MAC address any more) and attaches
 //!   to it. The dead incarnation's pool pages (its rings, the buffers it
@@ -52,6 +54,7 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
+use alloc::collections::VecDeque;
 use component_runtime::start::StartInfo;
 use component_runtime::time::rdtsc;
 use component_runtime::{error, log, warn};
@@ -165,6 +168,10 @@ struct Driver {
     /// An interrupt cause register that did not come from the device was
     /// reported (once).
     bogus_icr_seen: bool,
+    /// Frames the dead incarnation left in the NIC's RX ring untaken,
+    /// copied into buffers of ours ([`e1000::salvage_rx`]); they go up
+    /// before anything the new ring received.
+    salvaged: VecDeque<iolite::Aggregate<'static>>,
 }
 
 fn main(start: &'static StartInfo) -> ! {
@@ -329,6 +336,37 @@ impl Driver {
             }
         };
 
+        // --- what the dead incarnation's ring received and nobody took ---
+        // Copied (counted) into fresh buffers before the new ring takes the
+        // pool's free pages: the dead incarnation's stay quarantined, and
+        // a frame lost here would cost its sender a retransmission timeout.
+        let mut salvaged = VecDeque::new();
+        if taken_over {
+            let (va, size) = (glue::rx_pool::VADDR, glue::rx_pool::SIZE);
+            // SAFETY: our RX pool dataport, mapped for our lifetime and
+            // physically contiguous from the address the loader gives.
+            let window = start
+                .physical_address(va as u64)
+                .map(|pa| unsafe { e1000::PoolWindow::new(va as *const u8, size, pa) });
+            let (mut bytes, mut no_room) = (0, 0);
+            let found = window.map_or(e1000::Salvaged::default(), |w| {
+                e1000::salvage_rx(&regs, &w, |frame| match d.alloc_copy(RX_POOL, frame) {
+                    Ok(agg) => {
+                        bytes += frame.len();
+                        salvaged.push_back(agg);
+                    }
+                    Err(_) => no_room += 1,
+                })
+            });
+            if found.frames + found.dropped > 0 {
+                log!(
+                    "restart {restarts}: {} frames the dead incarnation had not taken salvaged ({bytes} bytes copied), {} dropped",
+                    salvaged.len(),
+                    found.dropped + no_room
+                );
+            }
+        }
+
         // --- the rings: pages of our pool, kept for good ---
         let itr = glue::attributes::ITR as u32;
         let set_up = if taken_over { E1000::resume } else { E1000::new };
@@ -337,6 +375,7 @@ impl Driver {
             component_runtime::exit(1)
         });
         nic.set_tso(TSO);
+        nic.count(Counter::RxSalvaged, salvaged.len() as u64);
         let up = nic.link_up();
         let m = mac;
         let words = link.control();
@@ -377,6 +416,7 @@ impl Driver {
             stack,
             mac,
             bogus_icr_seen: false,
+            salvaged,
         }
     }
 
@@ -556,7 +596,7 @@ impl Driver {
             self.nic.count(Counter::BusyCycles, now.wrapping_sub(woke).saturating_sub(nested));
             woke = now;
             self.publish();
-            if self.nic.rx_ready() {
+            if self.nic.rx_ready() || !self.salvaged.is_empty() {
                 continue;
             }
             // netstack's frames: it kicks us for them while we wait (not
@@ -627,21 +667,39 @@ impl Driver {
         self.stats.publish(self.nic.counters());
     }
 
-    /// Hands every completed RX buffer to netstack; returns how many.
+    /// Hands every completed RX buffer to netstack, the salvaged frames
+    /// first; returns how many.
     fn rx_drain(&mut self) -> usize {
         let (tx, guard) = (&mut self.link.tx, &mut self.to_stack_guard);
+        let mut salvaged = 0;
+        while salvaged < nic_api::FWD_CAP {
+            let Some(agg) = self.salvaged.pop_front() else { break };
+            match guard.send(tx, agg, 0, 0) {
+                Ok(()) => salvaged += 1,
+                // Full: the rest goes on the next pass.
+                Err((_, agg, None)) if guard.broken().is_none() => {
+                    self.salvaged.push_front(agg);
+                    break;
+                }
+                Err(_) => {
+                    self.salvaged.clear();
+                    break;
+                }
+            }
+        }
         // netstack empties the channel every time it runs, so a batch of at
         // most FWD_CAP frames always fits; the rest waits in the ring (the
         // caller loops while descriptors are done).
-        self.nic.rx_drain(nic_api::FWD_CAP, |agg| match guard.send(tx, agg, 0, 0) {
-            Ok(()) => true,
-            Err((_, _, broke)) => {
-                if let Some(e) = broke {
-                    error!("channel link.A from netstack broken: {e:?}");
+        salvaged
+            + self.nic.rx_drain(nic_api::FWD_CAP - salvaged, |agg| match guard.send(tx, agg, 0, 0) {
+                Ok(()) => true,
+                Err((_, _, broke)) => {
+                    if let Some(e) = broke {
+                        error!("channel link.A from netstack broken: {e:?}");
+                    }
+                    false
                 }
-                false
-            }
-        })
+            })
     }
 
     /// Posts netstack's queued frames; TDT is written once.

@@ -65,8 +65,8 @@ pub trait Dma {
 
 /// The driver's counters, declared once in the protocol crate (the
 /// `drv_stats` page its readers know). There is no transmit copy counter:
-/// the driver never copies a frame; `BytesCopied` is the domain's count of
-/// any copy at all. The component counts `Irqs`, `Wakeups`, `BytesCopied`
+/// the driver never copies a frame it sends; `BytesCopied` is the domain's
+/// count of any copy at all. The component counts `Irqs`, `Wakeups`, `BytesCopied`
 /// and `BusyCycles`; the rest are counted here.
 pub use nic_api::DrvCounter as Counter;
 use nic_api::Values;
@@ -213,7 +213,8 @@ pub fn running<R: RegisterFile>(regs: &R) -> bool {
 /// reset and without writing RCTL; returns the MAC address. Interrupts
 /// are masked and their causes cleared; the receive ring is emptied
 /// (RDH := RDT: the device owns no descriptor from here on, and the dead
-/// incarnation's buffers, quarantined in our pool, get nothing more), and
+/// incarnation's buffers, quarantined in our pool, get nothing more; what
+/// they hold untaken is for [`salvage_rx`]), and
 /// so is the transmit ring (TDH := TDT). [`E1000::resume`] then moves both
 /// rings to fresh pages, starting at the tails found here, so head and
 /// tail stay equal until the new receive ring is full.
@@ -238,6 +239,117 @@ pub fn take_over<R: RegisterFile>(regs: &mut R) -> Result<[u8; 6], InitError> {
     let tdt = regs.read(TDT) % RING as u32;
     regs.write(TDH, tdt);
     mac(regs).ok_or(InitError::NoMac)
+}
+
+/// The driver's own pool as the device sees it: where it is mapped and
+/// its physical address. [`salvage_rx`] follows the dead incarnation's
+/// descriptors only into it.
+pub struct PoolWindow {
+    base: *const u8,
+    len: usize,
+    pa: u64,
+}
+
+impl PoolWindow {
+    /// # Safety
+    /// `len` bytes at `base` stay mapped and readable while the window is
+    /// used, and `pa` is the physical address of `base` (the region is
+    /// physically contiguous).
+    pub unsafe fn new(base: *const u8, len: usize, pa: u64) -> Self {
+        PoolWindow { base, len, pa }
+    }
+
+    /// The offset of `len` bytes at physical address `pa`, if all of them
+    /// are inside the window.
+    fn offset(&self, pa: u64, len: usize) -> Option<usize> {
+        let off = usize::try_from(pa.checked_sub(self.pa)?).ok()?;
+        (off.checked_add(len)? <= self.len).then_some(off)
+    }
+
+    fn descriptor(&self, pa: u64) -> Option<[u64; 2]> {
+        let off = self.offset(pa, DESC_BYTES)?;
+        // SAFETY: inside the window (`new`); read once per field, as any
+        // memory another party wrote.
+        unsafe {
+            let p = self.base.add(off).cast::<u64>();
+            Some([p.read_unaligned(), p.add(1).read_unaligned()])
+        }
+    }
+
+    fn bytes(&self, pa: u64, len: usize) -> Option<&[u8]> {
+        let off = self.offset(pa, len)?;
+        // SAFETY: inside the window (`new`). Only pages of a dead
+        // incarnation are read this way (quarantined: nobody writes them).
+        Some(unsafe { core::slice::from_raw_parts(self.base.add(off), len) })
+    }
+}
+
+/// What [`salvage_rx`] found in the dead incarnation's receive ring.
+#[derive(Debug, Default, Clone, Copy, PartialEq, Eq)]
+pub struct Salvaged {
+    /// Complete frames handed on.
+    pub frames: usize,
+    /// Completed descriptors not believed: errors, a frame over several
+    /// descriptors, a bad length, a buffer outside the pool.
+    pub dropped: usize,
+}
+
+/// After [`take_over`]: hands `frame` every frame the device completed in
+/// the dead incarnation's receive ring that no incarnation took, oldest
+/// first (the device keeps receiving into the buffers a dead driver had
+/// posted until `take_over` empties the ring, and a driver may die between
+/// the write-back and its drain).
+///
+/// Lost, each of them would cost its sender a retransmission timeout
+/// (slirp's is a second, Linux's at least 200 ms); with the requests of
+/// every client of a busy server in the ring at the fault, the whole
+/// service would stall that long.
+///
+/// What the dead incarnation left is not believed: the ring is read only
+/// where RDBA says and only inside `pool` (the driver allocates its rings
+/// and buffers there), each frame's buffer must lie wholly inside it, and
+/// a write-back is checked as [`E1000::rx_drain`] checks one. Frames have
+/// DD set only until taken: the drain clears the status of each descriptor
+/// it takes, a refill posts descriptors with it clear. Nothing writes the
+/// ring meanwhile: the device owns no descriptor after `take_over`, and
+/// the dead incarnation's pages stay quarantined.
+pub fn salvage_rx<R: RegisterFile>(regs: &R, pool: &PoolWindow, mut frame: impl FnMut(&[u8])) -> Salvaged {
+    let mut found = Salvaged::default();
+    if regs.read(RDLEN) as usize != RING * DESC_BYTES {
+        return found;
+    }
+    let ring = u64::from(regs.read(RDBAL)) | u64::from(regs.read(RDBAH)) << 32;
+    if pool.offset(ring, RING * DESC_BYTES).is_none() {
+        return found;
+    }
+    // From the tail: the descriptors the dead incarnation took but had not
+    // yet given back come first, then those the device completed, in order.
+    let start = regs.read(RDT) as usize % RING;
+    let mut discarding = false;
+    for k in 0..RING {
+        let i = (start + k) % RING;
+        let Some([addr, writeback]) = pool.descriptor(ring + (i * DESC_BYTES) as u64) else { break };
+        let (status, errors, len) = rx_writeback(writeback);
+        if status & DD == 0 {
+            discarding = false;
+            continue;
+        }
+        let eop = status & RXD_EOP != 0;
+        let continuation = core::mem::replace(&mut discarding, !eop);
+        let len = len as usize;
+        if !eop || continuation || errors != 0 || !(MIN_FRAME..=RX_BUF).contains(&len) {
+            found.dropped += usize::from(!continuation);
+            continue;
+        }
+        match pool.bytes(addr, len) {
+            Some(b) => {
+                found.frames += 1;
+                frame(b);
+            }
+            None => found.dropped += 1,
+        }
+    }
+    found
 }
 
 /// A descriptor ring: [`RING`] descriptors in pages of the driver's pool,
@@ -480,11 +592,15 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             if i == self.rx_tail {
                 break;
             }
-            let (status, errors, len) = rx_writeback(self.rx_ring.read(i)[1]);
+            let desc = self.rx_ring.read(i);
+            let (status, errors, len) = rx_writeback(desc[1]);
             if status & DD == 0 {
                 break;
             }
             fence(Ordering::Acquire);
+            // Taken: the status is cleared at once, so that only frames no
+            // incarnation took have DD set in the ring (`salvage_rx`).
+            self.rx_ring.write(i, [desc[0], 0]);
             self.rx_next = (i + 1) % RING;
             // Every descriptor the device owns has a buffer (rx_refill).
             let Some(mut buf) = self.rx_bufs[i].take() else { continue };

@@ -230,8 +230,9 @@ impl TxOffload {
 
 counters::counters! {
     /// netdrv's counters (its `drv_stats` page). There is no transmit copy
-    /// counter: the driver never copies a frame (every slice gets its own
-    /// descriptor); `BytesCopied` is the domain's count of any copy at all.
+    /// counter: the driver never copies a frame it sends (every slice gets
+    /// its own descriptor); `BytesCopied` is the domain's count of any copy
+    /// at all (after a restart: the frames it salvaged, `RxSalvaged`).
     pub enum DrvCounter {
         /// Frames received and handed to netstack.
         RxFrames = "drv_rx_frames",
@@ -261,7 +262,8 @@ counters::counters! {
         LinkUp = "drv_link_up",
         /// Times the receive ring could not be refilled (pool empty).
         RxRingEmpty = "drv_rx_ring_empty",
-        /// Bytes the driver's domain copied (0: it copies nothing).
+        /// Bytes the driver's domain copied (0 but for the frames a restart
+        /// salvaged).
         BytesCopied = "drv_bytes_copied",
         /// TSC cycles of the driver's passes, without the time netstack ran
         /// inside its signals: the driver's own CPU cost.
@@ -279,6 +281,9 @@ counters::counters! {
         QuarantinedPages = "drv_quarantined_pages",
         /// Incarnations before this one (restarts by the supervisor).
         Restarts = "drv_restarts",
+        /// Frames a dead incarnation's receive ring held untaken, salvaged
+        /// (copied, counted in `BytesCopied`) by this one at its start.
+        RxSalvaged = "drv_rx_salvaged",
     }
 }
 

@@ -769,6 +769,11 @@ fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
     std::mem::forget(old);
     std::mem::forget(got);
     let undrained_bytes = early[299].clone();
+    // The device goes on receiving into the buffers it had posted.
+    let meanwhile: Vec<Vec<u8>> = (0..4).map(|i| frame(500 + i, 70 + i as usize, i == 0)).collect();
+    for f in &meanwhile {
+        assert!(dev.receive(f));
+    }
 
     assert!(running(&dev));
     let writes_before = dev.writes.len();
@@ -776,6 +781,16 @@ fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
     assert_eq!(take_over(&mut dev), Ok(MAC));
     assert_eq!(dev.read(RDH), rdt, "the device owns no receive descriptor");
     assert_eq!(dev.read(TDH), tdt);
+    // What no incarnation took is salvaged, in order; nothing drained is.
+    let (va, len, pa) = map.0[0];
+    // SAFETY: the RX pool's memory, leaked by `domain`.
+    let window = unsafe { PoolWindow::new(va as *const u8, len as usize, pa) };
+    let mut salvaged = Vec::new();
+    let found = salvage_rx(&dev, &window, |f| salvaged.push(f.to_vec()));
+    let mut expected = vec![undrained_bytes.clone()];
+    expected.extend(meanwhile.iter().cloned());
+    assert_eq!(found, Salvaged { frames: 5, dropped: 0 });
+    assert_eq!(salvaged, expected);
     let mut nic = E1000::resume(dev, map, d, RX_POOL, 200, true).unwrap();
     let dev = nic.regs();
     let after = &dev.writes[writes_before..];
@@ -800,6 +815,7 @@ fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
     // SAFETY: the dead incarnation's buffer, still allocated (leaked).
     let kept = unsafe { std::slice::from_raw_parts(undrained as *const u8, undrained_bytes.len()) };
     assert_eq!(kept, &undrained_bytes[..], "the dead incarnation's buffer is not written again");
+    assert_eq!(salvage_rx(nic.regs(), &window, |_| {}).frames, 0, "the new ring's frames were taken");
     // Transmit: checksum context written afresh, frame byte-exact.
     let f = frame(8, 200, false);
     let mut q = VecDeque::from([(aggregate(d, HDR_POOL, &[&f]), TxRequest::TcpChecksum { start: 34, offset: 50 })]);
@@ -848,4 +864,48 @@ fn a_reset_turns_off_a_device_that_ignores_ctrl_rst_before_the_rings_move() {
     let f = frame(77, 300, false);
     assert!(nic.regs().receive(&f));
     assert_eq!(drain(&mut nic).iter().map(bytes).collect::<Vec<_>>(), [f]);
+}
+
+/// A dead incarnation's descriptors are not believed beyond the pool: a
+/// buffer outside it, a frame over two descriptors, a bad length or an
+/// error is dropped, and a ring outside the pool is not read at all.
+#[test]
+fn salvage_believes_nothing_outside_the_pool() {
+    let (d, map) = domain(2 * (RING_PAGES + RING as u32));
+    let mut dev = Device::new(map.clone());
+    reset(&mut dev, || {}).unwrap();
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    let frames: Vec<Vec<u8>> = (0..6).map(|i| frame(40 + i, 100, false)).collect();
+    for f in &frames {
+        assert!(old.regs().receive(f));
+    }
+    let first = old.rx_next;
+    // Tamper with what the dead incarnation left: frame 1's buffer points
+    // outside the pool, 2 has an error, 3 says 9000 bytes, 4 lacks EOP
+    // (so 5, its continuation, goes too).
+    let outside = map.0[1].2; // the header pool's physical address
+    let at = |k: usize| (first + k) % RING;
+    let [_, w1] = old.rx_ring.read(at(1));
+    old.rx_ring.write(at(1), [outside, w1]);
+    let [a2, w2] = old.rx_ring.read(at(2));
+    old.rx_ring.write(at(2), [a2, w2 | 1 << 40]);
+    let [a3, w3] = old.rx_ring.read(at(3));
+    old.rx_ring.write(at(3), [a3, (w3 & !0xffff) | 9000]);
+    let [a4, w4] = old.rx_ring.read(at(4));
+    old.rx_ring.write(at(4), [a4, w4 & !(u64::from(RXD_EOP) << 32)]);
+    let mut dev = std::mem::replace(old.regs(), Device::new(map.clone()));
+    std::mem::forget(old);
+    take_over(&mut dev).unwrap();
+    let (va, len, pa) = map.0[0];
+    // SAFETY: the RX pool's memory, leaked by `domain`.
+    let window = unsafe { PoolWindow::new(va as *const u8, len as usize, pa) };
+    let mut got = Vec::new();
+    let found = salvage_rx(&dev, &window, |f| got.push(f.to_vec()));
+    assert_eq!(got, [frames[0].clone()]);
+    assert_eq!(found, Salvaged { frames: 1, dropped: 4 });
+    // A ring base outside the pool: nothing is read.
+    let (hva, hlen, hpa) = map.0[1];
+    // SAFETY: the header pool's memory, leaked by `domain`.
+    let elsewhere = unsafe { PoolWindow::new(hva as *const u8, hlen as usize, hpa) };
+    assert_eq!(salvage_rx(&dev, &elsewhere, |_| panic!("read")), Salvaged::default());
 }
