@@ -48,7 +48,7 @@ mod tests;
 use alloc::string::String;
 
 pub use server::{Action, CgiCall, ConnId, Control, HttpStats, OverWindow, Remote, Server, PART_MAX};
-pub use source::{Clock, FileSource, FileStat, Kind, SourceError};
+pub use source::{Clock, FetchedAhead, FileSource, FileStat, Kind, SourceError};
 
 /// `Server` header and `SERVER_SOFTWARE`.
 pub const SERVER: &str = "Iolite-httpd/0.1";

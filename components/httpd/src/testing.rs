@@ -18,6 +18,7 @@ use std::vec::Vec;
 use iolite::testing::own;
 use iolite::{Aggregate, Domain, PoolId, SliceDesc};
 
+use crate::source::FetchedAhead;
 use crate::{Action, CgiCall, Clock, Config, ConnId, FileSource, FileStat, Kind, Remote, Server, SourceError};
 
 /// httpd's own pool (generated headers).
@@ -82,6 +83,9 @@ pub struct MemSite<'d> {
     /// Reads to refuse with `Busy` before answering again (fs out of
     /// buffers for now).
     pub busy_reads: u32,
+    /// Calls that reached the files: opens and the reads not answered by
+    /// what an `open_to_read` fetched (fs's RPCs, on target).
+    pub calls: Rc<Cell<u64>>,
     next_ino: u32,
 }
 
@@ -95,6 +99,7 @@ impl<'d> MemSite<'d> {
             open: Rc::new(Cell::new(0)),
             fail: None,
             busy_reads: 0,
+            calls: Rc::new(Cell::new(0)),
             next_ino: 12,
         }
     }
@@ -133,35 +138,14 @@ impl<'d> MemSite<'d> {
 }
 
 /// An open file of [`MemSite`].
-pub struct Open {
+pub struct Open<'d> {
     path: String,
+    fetched: FetchedAhead<'d>,
 }
 
-impl<'d> FileSource<'d> for MemSite<'d> {
-    type File = Open;
-
-    fn open(&mut self, path: &str) -> Result<(Open, FileStat), SourceError> {
-        if let Some((p, e)) = &self.fail {
-            if p == path {
-                return Err(*e);
-            }
-        }
-        let trimmed = path.trim_end_matches('/');
-        let as_dir = if trimmed.is_empty() { "/" } else { trimmed };
-        if self.dirs.iter().any(|d| d == as_dir) {
-            return Err(SourceError::IsDirectory);
-        }
-        let f = self.files.get(trimmed).ok_or(SourceError::NotFound)?;
-        self.open.set(self.open.get() + 1);
-        Ok((Open { path: trimmed.into() }, f.stat))
-    }
-
-    fn read(&mut self, file: &Open, offset: u64, max: usize) -> Result<Aggregate<'d>, SourceError> {
-        if self.busy_reads > 0 {
-            self.busy_reads -= 1;
-            return Err(SourceError::Busy);
-        }
-        let f = self.files.get(&file.path).ok_or(SourceError::Failed)?;
+impl<'d> MemSite<'d> {
+    fn bytes(&self, path: &str, offset: u64, max: usize) -> Result<Aggregate<'d>, SourceError> {
+        let f = self.files.get(path).ok_or(SourceError::Failed)?;
         let mut out = Aggregate::new(self.d);
         let mut off = offset as usize;
         let end = (offset as usize + max).min(f.stat.size as usize);
@@ -174,8 +158,49 @@ impl<'d> FileSource<'d> for MemSite<'d> {
         }
         Ok(out)
     }
+}
 
-    fn close(&mut self, _f: Open) {
+impl<'d> FileSource<'d> for MemSite<'d> {
+    type File = Open<'d>;
+
+    fn open(&mut self, path: &str) -> Result<(Open<'d>, FileStat), SourceError> {
+        self.calls.set(self.calls.get() + 1);
+        if let Some((p, e)) = &self.fail {
+            if p == path {
+                return Err(*e);
+            }
+        }
+        let trimmed = path.trim_end_matches('/');
+        let as_dir = if trimmed.is_empty() { "/" } else { trimmed };
+        if self.dirs.iter().any(|d| d == as_dir) {
+            return Err(SourceError::IsDirectory);
+        }
+        let f = self.files.get(trimmed).ok_or(SourceError::NotFound)?;
+        self.open.set(self.open.get() + 1);
+        Ok((Open { path: trimmed.into(), fetched: FetchedAhead::none() }, f.stat))
+    }
+
+    /// As fs's `open_read`: the open and the first `first` bytes in one
+    /// call.
+    fn open_to_read(&mut self, path: &str, first: usize) -> Result<(Open<'d>, FileStat), SourceError> {
+        let (mut f, stat) = self.open(path)?;
+        f.fetched = FetchedAhead::new(0, self.bytes(&f.path, 0, first)?);
+        Ok((f, stat))
+    }
+
+    fn read(&mut self, file: &Open<'d>, offset: u64, max: usize) -> Result<Aggregate<'d>, SourceError> {
+        if let Some(a) = file.fetched.take(offset, max) {
+            return Ok(a);
+        }
+        self.calls.set(self.calls.get() + 1);
+        if self.busy_reads > 0 {
+            self.busy_reads -= 1;
+            return Err(SourceError::Busy);
+        }
+        self.bytes(&file.path, offset, max)
+    }
+
+    fn close(&mut self, _f: Open<'d>) {
         self.open.set(self.open.get() - 1);
     }
 }

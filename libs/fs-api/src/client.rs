@@ -48,10 +48,30 @@ pub const fn handle_slot(epoch: u64, handle: u32) -> Option<u32> {
     }
 }
 
+/// What `open_read` says of a regular file besides its handle.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct Opened {
+    /// The handle; open only while `queued < size`.
+    pub handle: u32,
+    /// Size in bytes.
+    pub size: u64,
+    /// Modification time (seconds).
+    pub mtime: u64,
+    /// Inode number.
+    pub ino: u32,
+    /// Generation number.
+    pub generation: u32,
+    /// Bytes from offset 0 queued on the channel.
+    pub queued: u64,
+}
+
 /// fs's calls as a client makes them (on target: the RPC glue).
 pub trait Rpc {
     /// `open(path)`: (handle, size, inode).
     fn open(&mut self, path: &str) -> Result<(u32, u64, u32), ErrorCode>;
+    /// `open_read(path, length, tag)`: stat, open and the first read in
+    /// one call (the handle stays open only while `queued < size`).
+    fn open_read(&mut self, path: &str, length: u64, tag: u64) -> Result<Opened, ErrorCode>;
     /// `read(handle, offset, length, tag)`: bytes queued on the channel.
     fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<u64, ErrorCode>;
     /// `close(handle)`.
@@ -74,6 +94,9 @@ pub struct OpenFile {
     handle: Cell<u32>,
     /// The fs incarnation (its death count) `handle` belongs to.
     incarnation: Cell<u64>,
+    /// fs keeps no handle for it (`open_read` queued it whole); a read
+    /// opens it again, as after a restart.
+    whole: Cell<bool>,
 }
 
 impl OpenFile {
@@ -183,7 +206,31 @@ impl<R: Rpc> Client<R> {
             ino,
             handle: Cell::new(handle),
             incarnation: Cell::new(self.known),
+            whole: Cell::new(false),
         })
+    }
+
+    /// Opens `path` and has fs queue its first `length` bytes with `tag`
+    /// in the same call (receive them as after [`Client::read`]). Returns
+    /// the file and what fs said of it; a file queued whole holds no
+    /// handle at fs.
+    pub fn open_read(
+        &mut self,
+        path: &str,
+        length: u64,
+        tag: u64,
+        reattach: &mut impl FnMut(),
+    ) -> Result<(OpenFile, Opened), ErrorCode> {
+        let o = self.call(reattach, |c| c.rpc.open_read(path, length, tag))?;
+        let file = OpenFile {
+            path: String::from(path),
+            size: o.size,
+            ino: o.ino,
+            handle: Cell::new(o.handle),
+            incarnation: Cell::new(self.known),
+            whole: Cell::new(o.queued >= o.size),
+        };
+        Ok((file, o))
     }
 
     /// Reads `[offset, offset + length)` of `file` (fs queues it on the
@@ -199,7 +246,7 @@ impl<R: Rpc> Client<R> {
         reattach: &mut impl FnMut(),
     ) -> Result<u64, ErrorCode> {
         self.call(reattach, |c| {
-            if file.incarnation.get() != c.known {
+            if file.incarnation.get() != c.known || file.whole.get() {
                 let (handle, size, ino) = c.rpc.open(&file.path)?;
                 if (size, ino) != (file.size, file.ino) {
                     c.rpc.close(handle);
@@ -207,15 +254,17 @@ impl<R: Rpc> Client<R> {
                 }
                 file.handle.set(handle);
                 file.incarnation.set(c.known);
+                file.whole.set(false);
                 c.stats.reopens += 1;
             }
             c.rpc.read(file.handle.get(), offset, length, tag)
         })
     }
 
-    /// Closes `file` (no call if its incarnation is dead: it has no files).
+    /// Closes `file` (no call if its incarnation is dead: it has no files;
+    /// nor if fs kept no handle for it).
     pub fn close(&mut self, file: OpenFile) {
-        if file.incarnation.get() == self.known && self.rpc.fs_deaths() == self.known {
+        if !file.whole.get() && file.incarnation.get() == self.known && self.rpc.fs_deaths() == self.known {
             self.rpc.close(file.handle.get());
         }
     }
@@ -278,6 +327,22 @@ mod tests {
             }
             w.table[slot] = Some(String::from(path));
             Ok((handle(w.deaths, slot as u32), size, ino))
+        }
+        fn open_read(&mut self, path: &str, length: u64, _tag: u64) -> Result<Opened, ErrorCode> {
+            self.arrive("open_read");
+            let mut w = self.0.borrow_mut();
+            let &(_, size, ino) = FILES.iter().find(|f| f.0 == path).ok_or(ErrorCode::NotFound)?;
+            let queued = size.min(length);
+            let mut handle = 0;
+            if queued < size {
+                let slot = w.table.iter().position(Option::is_none).unwrap_or(w.table.len());
+                if slot == w.table.len() {
+                    w.table.push(None);
+                }
+                w.table[slot] = Some(String::from(path));
+                handle = super::handle(w.deaths, slot as u32);
+            }
+            Ok(Opened { handle, size, mtime: 7, ino, generation: 1, queued })
         }
         fn read(&mut self, h: u32, offset: u64, length: u64, _tag: u64) -> Result<u64, ErrorCode> {
             self.arrive("read");
@@ -344,6 +409,40 @@ mod tests {
         assert_eq!(reattached, 0);
         assert_eq!(c.stats(), RecoveryStats::default());
         assert_eq!(f.0.borrow().log, ["open@0", "read@0", "read@0", "close@0"]);
+        assert_eq!(f.0.borrow().table, [None]);
+    }
+
+    #[test]
+    fn open_read_keeps_no_handle_for_a_file_queued_whole() {
+        let (f, mut c) = client(&[]);
+        let (small, o) = c.open_read("/a.html", 65536, 1, &mut || {}).unwrap();
+        assert_eq!((o.size, o.queued, o.ino), (1000, 1000, 12));
+        c.close(small);
+        assert!(f.0.borrow().table.is_empty(), "fs opened nothing");
+        // A longer file stays open for the rest, and is closed.
+        let (big, o) = c.open_read("/b.bin", 65536, 2, &mut || {}).unwrap();
+        assert_eq!(o.queued, 65536);
+        assert_eq!(c.read(&big, 65536, 65536, 3, &mut || {}), Ok(70000 - 65536));
+        c.close(big);
+        assert_eq!(f.0.borrow().log, ["open_read@0", "open_read@0", "read@0", "close@0"]);
+        assert_eq!(f.0.borrow().table, [None]);
+        // Read again after all (its bytes were lost): opened by path first.
+        let (again, _) = c.open_read("/a.html", 65536, 4, &mut || {}).unwrap();
+        assert_eq!(c.read(&again, 0, 65536, 5, &mut || {}), Ok(1000));
+        assert_eq!(c.stats().reopens, 1);
+        c.close(again);
+        assert_eq!(f.0.borrow().table, [None], "the reopened file is closed");
+    }
+
+    #[test]
+    fn an_open_read_during_which_fs_dies_is_made_again() {
+        let (f, mut c) = client(&[1]);
+        let mut reattached = 0;
+        let (file, o) = c.open_read("/b.bin", 4096, 1, &mut || reattached += 1).unwrap();
+        assert_eq!((o.queued, reattached), (4096, 1));
+        assert_eq!(f.0.borrow().log, ["open_read@1", "reset@1", "open_read@1"]);
+        assert_eq!(handle_slot(1, file.handle()), Some(0), "a handle of the new incarnation");
+        c.close(file);
         assert_eq!(f.0.borrow().table, [None]);
     }
 
@@ -427,8 +526,14 @@ mod tests {
         let (f, mut c) = client(&[]);
         let file = c.open("/a.html", &mut || {}).unwrap();
         // Pretend the path names another file now.
-        let forged =
-            OpenFile { path: file.path.clone(), size: 999, ino: 12, handle: Cell::new(0), incarnation: Cell::new(0) };
+        let forged = OpenFile {
+            path: file.path.clone(),
+            size: 999,
+            ino: 12,
+            handle: Cell::new(0),
+            incarnation: Cell::new(0),
+            whole: Cell::new(false),
+        };
         f.0.borrow_mut().deaths += 1;
         assert_eq!(c.read(&forged, 0, 10, 1, &mut || {}), Err(ErrorCode::Corrupt));
         assert!(f.0.borrow().table.iter().all(Option::is_none), "the reopened handle was closed");
@@ -438,8 +543,14 @@ mod tests {
     fn a_genuinely_bad_handle_is_not_retried() {
         let (_f, mut c) = client(&[]);
         let file = c.open("/a.html", &mut || {}).unwrap();
-        let bad =
-            OpenFile { path: file.path.clone(), size: 1000, ino: 12, handle: Cell::new(9), incarnation: Cell::new(0) };
+        let bad = OpenFile {
+            path: file.path.clone(),
+            size: 1000,
+            ino: 12,
+            handle: Cell::new(9),
+            incarnation: Cell::new(0),
+            whole: Cell::new(false),
+        };
         assert_eq!(c.read(&bad, 0, 10, 1, &mut || {}), Err(ErrorCode::BadHandle));
         assert_eq!(c.stats().retries, 0);
     }

@@ -246,6 +246,24 @@ impl fs_api::client::Rpc for FsGlue {
         }
         Ok((h as u32, size, ino))
     }
+    fn open_read(&mut self, path: &str, length: u64, tag: u64) -> Result<fs_api::client::Opened, fs_api::ErrorCode> {
+        let mut o = fs_api::client::Opened::default();
+        let h = glue::fs::open_read(
+            path,
+            length,
+            tag,
+            &mut o.size,
+            &mut o.mtime,
+            &mut o.ino,
+            &mut o.generation,
+            &mut o.queued,
+        );
+        if h < 0 {
+            return Err(fs_api::ErrorCode::from_ret(h).unwrap_or(fs_api::ErrorCode::Io));
+        }
+        o.handle = h as u32;
+        Ok(o)
+    }
     fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<u64, fs_api::ErrorCode> {
         let n = glue::fs::read(handle, offset, length, tag);
         if n < 0 {

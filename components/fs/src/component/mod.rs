@@ -488,6 +488,49 @@ impl Server {
         queued
     }
 
+    /// `open_read` (FsIoLite.idl4): the handle, the file's stat and the
+    /// bytes queued.
+    fn open_and_read(&mut self, path: &str, length: u64, tag: u64) -> Result<(u32, fs::Stat, u64), ErrorCode> {
+        let file = match self.fs.open(path.as_bytes()).map_err(ErrorCode::from) {
+            Ok(f) => f,
+            // A directory is told apart (a web server redirects to it or
+            // serves its index); nothing else but a file is to be read.
+            Err(ErrorCode::NotAFile) => {
+                let dir = matches!(self.fs.stat(path.as_bytes()), Ok(st) if st.kind == fs::FileKind::Dir);
+                return Err(if dir { ErrorCode::NotAFile } else { ErrorCode::Denied });
+            }
+            Err(e) => return Err(e),
+        };
+        if TEST_HOOKS && self.fault_next_read {
+            log!("test hook: faulting incarnation {} in a read (client {})", self.epoch, caller() + 1);
+            fault();
+        }
+        let st = file.stat();
+        let client = caller();
+        // Open before anything is queued, so that no error can follow
+        // bytes already on the channel; closed again if they are all.
+        let handle = self.files.open(client, file.clone())?;
+        let was_broken = self.guards[client].broken().is_some();
+        let queued =
+            queue_range(&mut self.fs, &mut self.clients[client], &mut self.guards[client], &file, 0, length, tag);
+        if let (false, Some(b)) = (was_broken, self.guards[client].broken()) {
+            error!("channel channel{} from client {} broken: {b:?}", client + 1, client + 1);
+        }
+        let queued = match queued {
+            Ok(n) => n as u64,
+            // A full channel: the client reads when it has room.
+            Err(ErrorCode::ChannelBusy) => 0,
+            Err(e) => {
+                let _ = self.files.close(client, handle);
+                return Err(e);
+            }
+        };
+        if queued >= st.size {
+            let _ = self.files.close(client, handle);
+        }
+        Ok((handle, st, queued))
+    }
+
     fn list(&mut self, path: &str, tag: u64) -> Result<i64, ErrorCode> {
         let entries = self.fs.list_dir(path.as_bytes()).map_err(ErrorCode::from)?;
         let mut bytes = Vec::new();
@@ -544,6 +587,29 @@ impl glue::fs::FsIoLite for Server {
             (*size, *ino) = (st.size, st.ino);
             Ok(i64::from(handle))
         })();
+        self.end();
+        ret(r)
+    }
+
+    fn open_read(
+        &mut self,
+        path: &str,
+        length: u64,
+        tag: u64,
+        size: &mut u64,
+        mtime: &mut u64,
+        ino: &mut u32,
+        generation: &mut u32,
+        queued: &mut u64,
+    ) -> i64 {
+        self.begin();
+        if TEST_HOOKS {
+            self.fault_hook(path);
+        }
+        let r = self.open_and_read(path, length, tag).map(|(handle, st, n)| {
+            (*size, *mtime, *ino, *generation, *queued) = (st.size, u64::from(st.mtime), st.ino, st.generation, n);
+            i64::from(handle)
+        });
         self.end();
         ret(r)
     }

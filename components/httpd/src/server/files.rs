@@ -36,7 +36,16 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             self.push_simple(conn, 405, false, mode, &format!("Allow: {ALLOW_STATIC}\r\n"));
             return;
         }
-        let opened = match self.src.open(path) {
+        // A plain GET reads the file from its start next: the source may
+        // fetch the first bytes with the open (one call to fs, not three).
+        // Not where a precondition or a range may leave them unread.
+        let plain = req.method == Method::Get
+            && ["range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since"]
+                .iter()
+                .all(|h| req.header(h).is_none());
+        let first = if plain { self.cfg.read_chunk } else { 0 };
+        let open = |src: &mut S, p: &str| if plain { src.open_to_read(p, first) } else { src.open(p) };
+        let opened = match open(&mut self.src, path) {
             Err(SourceError::IsDirectory) if !path.ends_with('/') => {
                 let q = if req.target.query.is_empty() { String::new() } else { format!("?{}", req.target.query) };
                 let loc = format!("Location: {path}/{q}\r\n");
@@ -45,7 +54,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             }
             Err(SourceError::IsDirectory) => {
                 let index = format!("{path}index.html");
-                match self.src.open(&index) {
+                match open(&mut self.src, &index) {
                     Ok(o) => Ok((o, index)),
                     Err(SourceError::NotFound | SourceError::IsDirectory) => Err(SourceError::Forbidden),
                     Err(e) => Err(e),

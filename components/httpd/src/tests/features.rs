@@ -710,6 +710,51 @@ fn a_cgi_request_awaits_its_answer_until_answered_or_timed_out() {
     assert!(!h.srv.cgi_awaiting(c, call.id));
 }
 
+/// A plain GET fetches the first bytes with the open (fs's `open_read`):
+/// a small file is one call to the source, a large one one call fewer,
+/// and the bodies are the files' bytes. Where a precondition or a range
+/// may leave the start unread, the open fetches nothing.
+#[test]
+fn a_plain_get_reads_the_start_of_the_file_with_the_open() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let small = content(1000, 4);
+    let large = content(600_000, 5);
+    h.srv.source_mut().put("/small.txt", &small, 1);
+    h.srv.source_mut().put("/large.bin", &large, 1);
+    let calls = h.srv.source_mut().calls.clone();
+    let c = h.connect();
+    let get = |h: &mut Harness, req: &[u8]| {
+        h.send(c, req);
+        let dr = h.drain(c);
+        assert!(!dr.closed);
+        parse_responses(&dr.bytes, &|_| false)
+    };
+    let r = get(&mut h, b"GET /small.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!((r.len(), r[0].status), (1, 200));
+    assert!(r[0].body == small);
+    assert_eq!(calls.get(), 1, "the open alone");
+    calls.set(0);
+    let r = get(&mut h, b"GET /large.bin HTTP/1.1\r\nHost: t\r\n\r\n");
+    assert_eq!((r.len(), r[0].status), (1, 200));
+    assert!(r[0].body == large, "body of {} bytes, not the file's", r[0].body.len());
+    let chunk = Config::default().read_chunk;
+    let reads = large.len().div_ceil(chunk);
+    assert_eq!(calls.get() as usize, reads, "the open, and every read but the first");
+    // A range: the open fetches nothing, the range is read.
+    calls.set(0);
+    let r = get(&mut h, b"GET /small.txt HTTP/1.1\r\nHost: t\r\nRange: bytes=10-19\r\n\r\n");
+    assert_eq!(r[0].status, 206);
+    assert!(r[0].body == small[10..20]);
+    assert_eq!(calls.get(), 2, "the open, then the read");
+    // HEAD reads nothing at all.
+    calls.set(0);
+    h.send(c, b"HEAD /small.txt HTTP/1.1\r\nHost: t\r\n\r\n");
+    let dr = h.drain(c);
+    assert_eq!(parse_responses(&dr.bytes, &|_| true)[0].status, 200);
+    assert_eq!(calls.get(), 1);
+}
+
 /// fs refusing a read for now (busy: its buffers are held downstream, e.g.
 /// by slow clients) delays the body; it does not cut the response short.
 #[test]
