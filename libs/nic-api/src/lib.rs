@@ -381,7 +381,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<DrvCounter>());
-        let names: [&str; 21] = [
+        let names: [&str; 22] = [
             "drv_rx_frames",
             "drv_rx_bytes",
             "drv_rx_dropped",
@@ -403,6 +403,7 @@ mod tests {
             "drv_rx_pool_pages_in_use",
             "drv_quarantined_pages",
             "drv_restarts",
+            "drv_rx_salvaged",
         ];
         assert!(DrvCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

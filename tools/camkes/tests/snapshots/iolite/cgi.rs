@@ -138,7 +138,34 @@ pub mod glue {
             __ret
         }
 
-        /// `int64_t read(in uint32_t handle, in uint64_t offset, in uint64_t length, in uint64_t tag)` (label 3).
+        /// `int64_t open_read(in string path, in uint64_t length, in uint64_t tag, out uint64_t size, out uint64_t mtime, out uint32_t ino, out uint32_t generation, out uint64_t queued)` (label 3).
+        pub fn open_read(path: &str, length: u64, tag: u64, size: &mut u64, mtime: &mut u64, ino: &mut u32, generation: &mut u32, queued: &mut u64) -> i64 {
+            let mut __mrs: [sel4::Word; 4] = [0; 4];
+            let mut __n = 0usize;
+            __n = rt::put_bytes(&mut __mrs, __n, path.as_bytes());
+            rt::set_mr(&mut __mrs, __n, length as sel4::Word);
+            __n += 1;
+            rt::set_mr(&mut __mrs, __n, tag as sel4::Word);
+            __n += 1;
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(3, 0, 0, __n as sel4::Word), __mrs);
+            rt::expect_ok(__info, "FsIoLite.open_read");
+            let mut __n = 0usize;
+            let __ret = rt::get_mr(&__mrs, __n) as i64;
+            __n += 1;
+            *size = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *mtime = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *ino = rt::get_mr(&__mrs, __n) as u32;
+            __n += 1;
+            *generation = rt::get_mr(&__mrs, __n) as u32;
+            __n += 1;
+            *queued = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            __ret
+        }
+
+        /// `int64_t read(in uint32_t handle, in uint64_t offset, in uint64_t length, in uint64_t tag)` (label 4).
         pub fn read(handle: u32, offset: u64, length: u64, tag: u64) -> i64 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
@@ -150,7 +177,7 @@ pub mod glue {
             __n += 1;
             rt::set_mr(&mut __mrs, __n, tag as sel4::Word);
             __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(3, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(4, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.read");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i64;
@@ -158,14 +185,14 @@ pub mod glue {
             __ret
         }
 
-        /// `int64_t list_dir(in string path, in uint64_t tag)` (label 4).
+        /// `int64_t list_dir(in string path, in uint64_t tag)` (label 5).
         pub fn list_dir(path: &str, tag: u64) -> i64 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
             __n = rt::put_bytes(&mut __mrs, __n, path.as_bytes());
             rt::set_mr(&mut __mrs, __n, tag as sel4::Word);
             __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(4, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(5, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.list_dir");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i64;
@@ -173,11 +200,11 @@ pub mod glue {
             __ret
         }
 
-        /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes)` (label 5).
+        /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes)` (label 6).
         pub fn stats(hits: &mut u64, misses: &mut u64, evictions: &mut u64, evictions_referenced: &mut u64, bytes_cached: &mut u64, disk_reads: &mut u64, disk_bytes: &mut u64, copied_bytes: &mut u64, pool_pages_in_use: &mut u64, data_bytes: &mut u64, dma_bytes: &mut u64, bounce_bytes: &mut u64) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(5, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(6, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.stats");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
@@ -209,11 +236,11 @@ pub mod glue {
             __ret
         }
 
-        /// `int budget(out uint64_t budget, out uint64_t budget_low, out uint64_t memory_budget, out uint64_t floor, out uint64_t charged_httpd, out uint64_t charged_netstack, out uint64_t charged_fs_held, out uint64_t shrinks, out uint64_t grows, out uint64_t shrink_evictions, out uint64_t updates)` (label 6).
+        /// `int budget(out uint64_t budget, out uint64_t budget_low, out uint64_t memory_budget, out uint64_t floor, out uint64_t charged_httpd, out uint64_t charged_netstack, out uint64_t charged_fs_held, out uint64_t shrinks, out uint64_t grows, out uint64_t shrink_evictions, out uint64_t updates)` (label 7).
         pub fn budget(budget: &mut u64, budget_low: &mut u64, memory_budget: &mut u64, floor: &mut u64, charged_httpd: &mut u64, charged_netstack: &mut u64, charged_fs_held: &mut u64, shrinks: &mut u64, grows: &mut u64, shrink_evictions: &mut u64, updates: &mut u64) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(6, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(7, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.budget");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
@@ -243,11 +270,11 @@ pub mod glue {
             __ret
         }
 
-        /// `int reset()` (label 7).
+        /// `int reset()` (label 8).
         pub fn reset() -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(7, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(8, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.reset");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
@@ -255,13 +282,13 @@ pub mod glue {
             __ret
         }
 
-        /// `int set_budget(in uint64_t bytes)` (label 8).
+        /// `int set_budget(in uint64_t bytes)` (label 9).
         pub fn set_budget(bytes: u64) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
             rt::set_mr(&mut __mrs, __n, bytes as sel4::Word);
             __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(8, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(9, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.set_budget");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;
@@ -269,7 +296,7 @@ pub mod glue {
             __ret
         }
 
-        /// `int vouch(in uint32_t buf, in uint32_t generation)` (label 9).
+        /// `int vouch(in uint32_t buf, in uint32_t generation)` (label 10).
         pub fn vouch(buf: u32, generation: u32) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
@@ -277,7 +304,7 @@ pub mod glue {
             __n += 1;
             rt::set_mr(&mut __mrs, __n, generation as sel4::Word);
             __n += 1;
-            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(9, 0, 0, __n as sel4::Word), __mrs);
+            let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(10, 0, 0, __n as sel4::Word), __mrs);
             rt::expect_ok(__info, "FsIoLite.vouch");
             let mut __n = 0usize;
             let __ret = rt::get_mr(&__mrs, __n) as i32;

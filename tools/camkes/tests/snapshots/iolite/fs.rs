@@ -71,6 +71,8 @@ pub mod glue {
             fn close(&mut self, handle: u32) -> i32;
             /// `int stat(in string path, out uint64_t size, out uint64_t mtime, out uint32_t kind, out uint32_t ino, out uint32_t generation)`.
             fn stat(&mut self, path: &str, size: &mut u64, mtime: &mut u64, kind: &mut u32, ino: &mut u32, generation: &mut u32) -> i32;
+            /// `int64_t open_read(in string path, in uint64_t length, in uint64_t tag, out uint64_t size, out uint64_t mtime, out uint32_t ino, out uint32_t generation, out uint64_t queued)`.
+            fn open_read(&mut self, path: &str, length: u64, tag: u64, size: &mut u64, mtime: &mut u64, ino: &mut u32, generation: &mut u32, queued: &mut u64) -> i64;
             /// `int64_t read(in uint32_t handle, in uint64_t offset, in uint64_t length, in uint64_t tag)`.
             fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> i64;
             /// `int64_t list_dir(in string path, in uint64_t tag)`.
@@ -182,6 +184,40 @@ pub mod glue {
                 }
                 3 => {
                     let mut __n = 0usize;
+                    let mut __path_bytes = [0u8; rt::MAX_STRING_BYTES];
+                    let Some((__count, __next)) = rt::get_bytes(&mrs, __n, __length, &mut __path_bytes) else { return __rejected };
+                    __n = __next;
+                    let Ok(path) = core::str::from_utf8(&__path_bytes[..__count]) else { return __rejected };
+                    let mut length = rt::get_mr(&mrs, __n) as u64;
+                    __n += 1;
+                    let mut tag = rt::get_mr(&mrs, __n) as u64;
+                    __n += 1;
+                    let mut size: u64 = Default::default();
+                    let mut mtime: u64 = Default::default();
+                    let mut ino: u32 = Default::default();
+                    let mut generation: u32 = Default::default();
+                    let mut queued: u64 = Default::default();
+                    if __n > __length {
+                        return __rejected;
+                    }
+                    let __ret = server.open_read(path, length, tag, &mut size, &mut mtime, &mut ino, &mut generation, &mut queued);
+                    let mut __n = 0usize;
+                    rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, size as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, mtime as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, ino as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, generation as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, queued as sel4::Word);
+                    __n += 1;
+                    (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
+                }
+                4 => {
+                    let mut __n = 0usize;
                     let mut handle = rt::get_mr(&mrs, __n) as u32;
                     __n += 1;
                     let mut offset = rt::get_mr(&mrs, __n) as u64;
@@ -199,7 +235,7 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
-                4 => {
+                5 => {
                     let mut __n = 0usize;
                     let mut __path_bytes = [0u8; rt::MAX_STRING_BYTES];
                     let Some((__count, __next)) = rt::get_bytes(&mrs, __n, __length, &mut __path_bytes) else { return __rejected };
@@ -216,7 +252,7 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
-                5 => {
+                6 => {
                     let mut __n = 0usize;
                     let mut hits: u64 = Default::default();
                     let mut misses: u64 = Default::default();
@@ -263,7 +299,7 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
-                6 => {
+                7 => {
                     let mut __n = 0usize;
                     let mut budget: u64 = Default::default();
                     let mut budget_low: u64 = Default::default();
@@ -307,7 +343,7 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
-                7 => {
+                8 => {
                     let mut __n = 0usize;
                     if __n > __length {
                         return __rejected;
@@ -318,7 +354,7 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
-                8 => {
+                9 => {
                     let mut __n = 0usize;
                     let mut bytes = rt::get_mr(&mrs, __n) as u64;
                     __n += 1;
@@ -331,7 +367,7 @@ pub mod glue {
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
-                9 => {
+                10 => {
                     let mut __n = 0usize;
                     let mut buf = rt::get_mr(&mrs, __n) as u32;
                     __n += 1;
