@@ -63,6 +63,32 @@ bench_build() {
     echo "$dir"
 }
 
+# bench_build_rev MODE REV: the image of git revision REV, built from a
+# worktree of it (build/worktrees/SHORT) into build/bench-web-MODE-at-SHORT
+# with the settings bench_build uses; prints the system's name,
+# MODE-at-SHORT. For a change's before and after measured in one run.
+bench_build_rev() {
+    local mode=$1 rev=$2 short src name dir
+    short=$(git -C "$root" rev-parse --short "$rev^{commit}") || { echo "$(basename "$0"): no revision $rev" >&2; exit 2; }
+    src="$root/build/worktrees/$short"
+    if [ ! -d "$src" ]; then
+        git -C "$root" worktree prune
+        git -C "$root" worktree add --detach "$src" "$short" >/dev/null
+    fi
+    name="bench-web-$mode-at-$short"
+    dir="$root/build/$name"
+    echo "==> building $dir (revision $short, COPY_MODE=$mode)" >&2
+    cmake -S "$src" -B "$dir" -G Ninja -DPLATFORM=pc99 -DRELEASE=OFF -DSIMULATION=ON \
+        -DASSEMBLY="$src/camkes/iolite.camkes" -DCOPY_MODE="$mode" -DCAMKES_SETTINGS="cgi.test_hooks=1" \
+        -DCARGO_TARGET_DIR="$root/target/$name" >/dev/null
+    if ! nice ninja -C "$dir" >"$dir/bench-build.log" 2>&1; then
+        tail -40 "$dir/bench-build.log" >&2
+        echo "$(basename "$0"): building $dir failed" >&2
+        exit 1
+    fi
+    echo "$mode-at-$short"
+}
+
 bench_linux() {
     echo "==> building the reference system (bench/linux-nginx) for $1" >&2
     "$root/bench/linux-nginx" --out "${2:-$root/build/bench-linux}" --site "$1" >&2
