@@ -80,6 +80,7 @@ bench_build_rev() {
     echo "==> building $dir (revision $short, COPY_MODE=$mode)" >&2
     cmake -S "$src" -B "$dir" -G Ninja -DPLATFORM=pc99 -DRELEASE=OFF -DSIMULATION=ON \
         -DASSEMBLY="$src/camkes/iolite.camkes" -DCOPY_MODE="$mode" -DCAMKES_SETTINGS="cgi.test_hooks=1" \
+        -DPYTHON="$root/.venv/bin/python" \
         -DCARGO_TARGET_DIR="$root/target/$name" >/dev/null
     if ! nice ninja -C "$dir" >"$dir/bench-build.log" 2>&1; then
         tail -40 "$dir/bench-build.log" >&2
