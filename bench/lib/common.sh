@@ -48,19 +48,8 @@ bench_need_tap() {
 # check), OFF (default) the debug kernel the tests use.
 bench_build() {
     local mode=$1 variant=${2:-} extra=${3:-} release=${4:-OFF}
-    local name="bench-web-$mode${variant:+-$variant}"
-    local dir="$root/build/$name"
     local settings="cgi.test_hooks=1${extra:+|$extra}"
-    echo "==> building $dir (COPY_MODE=$mode, $settings, RELEASE=$release)" >&2
-    cmake -S "$root" -B "$dir" -G Ninja -DPLATFORM=pc99 -DRELEASE="$release" -DSIMULATION=ON \
-        -DASSEMBLY="$root/camkes/iolite.camkes" -DCOPY_MODE="$mode" -DCAMKES_SETTINGS="$settings" \
-        -DCARGO_TARGET_DIR="$root/target/$name" >/dev/null
-    if ! nice ninja -C "$dir" >"$dir/bench-build.log" 2>&1; then
-        tail -40 "$dir/bench-build.log" >&2
-        echo "$(basename "$0"): building $dir failed" >&2
-        exit 1
-    fi
-    echo "$dir"
+    bench_build_tree "$root" "bench-web-$mode${variant:+-$variant}" "$mode" "$settings" "$release"
 }
 
 # bench_build_rev MODE REV: the image of git revision REV, built from a
@@ -68,26 +57,33 @@ bench_build() {
 # with the settings bench_build uses; prints the system's name,
 # MODE-at-SHORT. For a change's before and after measured in one run.
 bench_build_rev() {
-    local mode=$1 rev=$2 short src name dir
+    local mode=$1 rev=$2 short src
     short=$(git -C "$root" rev-parse --short "$rev^{commit}") || { echo "$(basename "$0"): no revision $rev" >&2; exit 2; }
     src="$root/build/worktrees/$short"
     if [ ! -d "$src" ]; then
         git -C "$root" worktree prune
         git -C "$root" worktree add --detach "$src" "$short" >/dev/null
     fi
-    name="bench-web-$mode-at-$short"
-    dir="$root/build/$name"
-    echo "==> building $dir (revision $short, COPY_MODE=$mode)" >&2
-    cmake -S "$src" -B "$dir" -G Ninja -DPLATFORM=pc99 -DRELEASE=OFF -DSIMULATION=ON \
-        -DASSEMBLY="$src/camkes/iolite.camkes" -DCOPY_MODE="$mode" -DCAMKES_SETTINGS="cgi.test_hooks=1" \
-        -DPYTHON="$root/.venv/bin/python" \
-        -DCARGO_TARGET_DIR="$root/target/$name" >/dev/null
+    bench_build_tree "$src" "bench-web-$mode-at-$short" "$mode" "cgi.test_hooks=1" OFF >/dev/null
+    echo "$mode-at-$short"
+}
+
+# bench_build_tree SRC NAME MODE SETTINGS RELEASE: the whole system from
+# source tree SRC in build/NAME (its own cargo target directory; the
+# tree's Python venv, which a worktree lacks); prints the directory.
+bench_build_tree() {
+    local src=$1 name=$2 mode=$3 settings=$4 release=$5
+    local dir="$root/build/$name"
+    echo "==> building $dir (from $src, COPY_MODE=$mode, $settings, RELEASE=$release)" >&2
+    cmake -S "$src" -B "$dir" -G Ninja -DPLATFORM=pc99 -DRELEASE="$release" -DSIMULATION=ON \
+        -DASSEMBLY="$src/camkes/iolite.camkes" -DCOPY_MODE="$mode" -DCAMKES_SETTINGS="$settings" \
+        -DPYTHON="$root/.venv/bin/python" -DCARGO_TARGET_DIR="$root/target/$name" >/dev/null
     if ! nice ninja -C "$dir" >"$dir/bench-build.log" 2>&1; then
         tail -40 "$dir/bench-build.log" >&2
         echo "$(basename "$0"): building $dir failed" >&2
         exit 1
     fi
-    echo "$mode-at-$short"
+    echo "$dir"
 }
 
 bench_linux() {

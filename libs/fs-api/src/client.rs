@@ -84,6 +84,69 @@ pub trait Rpc {
     fn fs_deaths(&self) -> u64;
 }
 
+/// Implements [`Rpc`] for a client's adapter over its generated fs glue:
+/// `rpc_over_glue!(Type, glue::fs, component_runtime::events::page)`, where
+/// `Type` has a field `fs_index: Option<usize>` (fs's record in the system
+/// events page), `glue::fs` is the component's `FsIoLite` glue module and
+/// the last path a function returning the events page, if any. The one
+/// adapter every fs client (httpd, cgi) has.
+#[macro_export]
+macro_rules! rpc_over_glue {
+    ($ty:ty, $($fs:ident)::+, $($page:ident)::+) => {
+        impl $crate::client::Rpc for $ty {
+            fn open(&mut self, path: &str) -> ::core::result::Result<(u32, u64, u32), $crate::ErrorCode> {
+                let (mut size, mut ino) = (0, 0);
+                let h = $($fs)::+::open(path, &mut size, &mut ino);
+                $crate::client::ok_or_code(h).map(|h| (h as u32, size, ino))
+            }
+            fn open_read(
+                &mut self,
+                path: &str,
+                length: u64,
+                tag: u64,
+            ) -> ::core::result::Result<$crate::client::Opened, $crate::ErrorCode> {
+                let mut o = $crate::client::Opened::default();
+                let h = $($fs)::+::open_read(
+                    path,
+                    length,
+                    tag,
+                    &mut o.size,
+                    &mut o.mtime,
+                    &mut o.ino,
+                    &mut o.generation,
+                    &mut o.queued,
+                );
+                $crate::client::ok_or_code(h).map(|h| $crate::client::Opened { handle: h as u32, ..o })
+            }
+            fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> ::core::result::Result<u64, $crate::ErrorCode> {
+                $crate::client::ok_or_code($($fs)::+::read(handle, offset, length, tag))
+            }
+            fn close(&mut self, handle: u32) {
+                $($fs)::+::close(handle);
+            }
+            fn reset(&mut self) {
+                $($fs)::+::reset();
+            }
+            fn fs_deaths(&self) -> u64 {
+                match ($($page)::+(), self.fs_index) {
+                    (Some(p), Some(i)) => p.state(i).0,
+                    _ => 0,
+                }
+            }
+        }
+    };
+}
+
+/// An RPC return as a result: `>= 0` the value, `< 0` the error it names
+/// (`Io` for a code fs does not have).
+pub fn ok_or_code(ret: i64) -> Result<u64, ErrorCode> {
+    if ret < 0 {
+        Err(ErrorCode::from_ret(ret).unwrap_or(ErrorCode::Io))
+    } else {
+        Ok(ret as u64)
+    }
+}
+
 /// A file a [`Client`] opened, kept by path so that it survives a restart
 /// of fs.
 #[derive(Debug)]

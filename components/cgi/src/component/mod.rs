@@ -237,53 +237,7 @@ struct FsGlue {
     fs_index: Option<usize>,
 }
 
-impl fs_api::client::Rpc for FsGlue {
-    fn open(&mut self, path: &str) -> Result<(u32, u64, u32), fs_api::ErrorCode> {
-        let (mut size, mut ino) = (0, 0);
-        let h = glue::fs::open(path, &mut size, &mut ino);
-        if h < 0 {
-            return Err(fs_api::ErrorCode::from_ret(h).unwrap_or(fs_api::ErrorCode::Io));
-        }
-        Ok((h as u32, size, ino))
-    }
-    fn open_read(&mut self, path: &str, length: u64, tag: u64) -> Result<fs_api::client::Opened, fs_api::ErrorCode> {
-        let mut o = fs_api::client::Opened::default();
-        let h = glue::fs::open_read(
-            path,
-            length,
-            tag,
-            &mut o.size,
-            &mut o.mtime,
-            &mut o.ino,
-            &mut o.generation,
-            &mut o.queued,
-        );
-        if h < 0 {
-            return Err(fs_api::ErrorCode::from_ret(h).unwrap_or(fs_api::ErrorCode::Io));
-        }
-        o.handle = h as u32;
-        Ok(o)
-    }
-    fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<u64, fs_api::ErrorCode> {
-        let n = glue::fs::read(handle, offset, length, tag);
-        if n < 0 {
-            return Err(fs_api::ErrorCode::from_ret(n).unwrap_or(fs_api::ErrorCode::Io));
-        }
-        Ok(n as u64)
-    }
-    fn close(&mut self, handle: u32) {
-        glue::fs::close(handle);
-    }
-    fn reset(&mut self) {
-        glue::fs::reset();
-    }
-    fn fs_deaths(&self) -> u64 {
-        match (component_runtime::events::page(), self.fs_index) {
-            (Some(p), Some(i)) => p.state(i).0,
-            _ => 0,
-        }
-    }
-}
+fs_api::rpc_over_glue!(FsGlue, glue::fs, component_runtime::events::page);
 
 /// Attaches our end of the fs channel (fs set it up before answering the
 /// call that preceded this).

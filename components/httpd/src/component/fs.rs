@@ -17,19 +17,17 @@
 //! of responses in progress by path and retries the read that was in
 //! flight. A response whose headers went out goes on byte-exact.
 
-use core::cell::Cell;
-
 use component_runtime::warn;
-use fs_api::client::{Client, OpenFile, Opened, Rpc};
+use fs_api::client::{Client, OpenFile};
 use fs_api::{ErrorCode as FsErr, FileKind};
-use httpd::{FileSource, FileStat, Kind, SourceError};
+use httpd::{FetchedAhead, FileSource, FileStat, Kind, SourceError};
 use iolite::{Aggregate, Attach, ChannelRx, Copier, Domain};
 
 use super::{glue, FS, MAX_PATH, READ_MAX};
 
 /// An open file of fs, and what `open_read` fetched of it that no read
-/// has taken yet (its offset and bytes).
-pub struct FsFile(OpenFile, Cell<Option<(u64, Aggregate<'static>)>>);
+/// has taken yet.
+pub struct FsFile(OpenFile, FetchedAhead<'static>);
 
 /// fs's calls through the RPC glue.
 pub struct Glue {
@@ -37,54 +35,7 @@ pub struct Glue {
     pub(super) fs_index: Option<usize>,
 }
 
-impl Rpc for Glue {
-    fn open(&mut self, path: &str) -> Result<(u32, u64, u32), FsErr> {
-        let (mut size, mut ino) = (0, 0);
-        let h = glue::fs::open(path, &mut size, &mut ino);
-        if h < 0 {
-            return Err(FsErr::from_ret(h).unwrap_or(FsErr::Io));
-        }
-        Ok((h as u32, size, ino))
-    }
-    fn open_read(&mut self, path: &str, length: u64, tag: u64) -> Result<Opened, FsErr> {
-        let mut o = Opened::default();
-        let h = glue::fs::open_read(
-            path,
-            length,
-            tag,
-            &mut o.size,
-            &mut o.mtime,
-            &mut o.ino,
-            &mut o.generation,
-            &mut o.queued,
-        );
-        if h < 0 {
-            return Err(FsErr::from_ret(h).unwrap_or(FsErr::Io));
-        }
-        o.handle = h as u32;
-        Ok(o)
-    }
-    fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> Result<u64, FsErr> {
-        let n = glue::fs::read(handle, offset, length, tag);
-        if n < 0 {
-            return Err(FsErr::from_ret(n).unwrap_or(FsErr::Io));
-        }
-        Ok(n as u64)
-    }
-    fn close(&mut self, handle: u32) {
-        glue::fs::close(handle);
-    }
-    fn reset(&mut self) {
-        glue::fs::reset();
-    }
-    fn fs_deaths(&self) -> u64 {
-        let page = component_runtime::events::page();
-        match (page, self.fs_index) {
-            (Some(p), Some(i)) => p.state(i).0,
-            _ => 0,
-        }
-    }
-}
+fs_api::rpc_over_glue!(Glue, glue::fs, component_runtime::events::page);
 
 /// Attaches our end of the fs channel (fs has set it up: it answered a
 /// call after it did).
@@ -176,7 +127,7 @@ impl FileSource<'static> for FsSource {
         let (d, rx) = (self.d, &mut self.rx);
         let file = self.client.open(path, &mut || reattach(d, rx)).map_err(|e| fs_error(e.ret(), false))?;
         let size = file.size();
-        Ok((FsFile(file, Cell::new(None)), FileStat { ino, generation, mtime, size, kind }))
+        Ok((FsFile(file, FetchedAhead::none()), FileStat { ino, generation, mtime, size, kind }))
     }
 
     fn open_to_read(&mut self, path: &str, first: usize) -> Result<(FsFile, FileStat), SourceError> {
@@ -194,23 +145,13 @@ impl FileSource<'static> for FsSource {
         let fetched = self.receive(tag, o.queued);
         let stat = FileStat { ino: o.ino, generation: o.generation, mtime: o.mtime, size: o.size, kind: Kind::File };
         // What did not arrive (fs died meanwhile) is read again at its turn.
-        let fetched = fetched.ok().filter(|a| !a.is_empty()).map(|a| (0, a));
-        Ok((FsFile(file, Cell::new(fetched)), stat))
+        let fetched = fetched.map_or_else(|_| FetchedAhead::none(), |a| FetchedAhead::new(0, a));
+        Ok((FsFile(file, fetched), stat))
     }
 
     fn read(&mut self, file: &FsFile, offset: u64, max: usize) -> Result<Aggregate<'static>, SourceError> {
-        if let Some((at, mut fetched)) = file.1.take() {
-            if at == offset {
-                if fetched.len() > max {
-                    match fetched.split_off(max) {
-                        Ok(rest) => file.1.set(Some((at + max as u64, rest))),
-                        // Cannot happen (a split within the aggregate):
-                        // read the rest again.
-                        Err(_) => fetched.truncate(max),
-                    }
-                }
-                return Ok(fetched);
-            }
+        if let Some(fetched) = file.1.take(offset, max) {
+            return Ok(fetched);
         }
         self.tag += 1;
         let tag = self.tag;
