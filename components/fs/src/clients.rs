@@ -16,7 +16,7 @@ use alloc::vec::Vec;
 use iolite::{ChannelTx, FLAG_EOF};
 
 use crate::proto::ErrorCode;
-use crate::{BlockDevice, File, Fs};
+use crate::{BlockDevice, File, FileKind, Fs, Stat};
 
 /// Per-client open-file tables.
 #[derive(Debug)]
@@ -135,6 +135,50 @@ pub fn queue_range<'d, D: BlockDevice>(
         return Err(ErrorCode::ChannelBusy);
     }
     Ok((pos - offset) as i64)
+}
+
+/// `open_read` (`FsIoLite.open_read`): opens `path` in `client`'s table,
+/// queues its first `length` bytes with `tag` as [`queue_range`] does,
+/// and keeps the handle only while bytes remain (a file queued whole
+/// holds no slot). Returns the handle, the file's stat and the bytes
+/// queued (0 when the channel is full: the client reads later). A
+/// directory is `NotAFile` (a web server redirects to it), anything else
+/// but a regular file `Denied`.
+#[allow(clippy::too_many_arguments)]
+pub fn open_read<'d, D: BlockDevice>(
+    fs: &mut Fs<'d, D>,
+    files: &mut OpenFiles<File>,
+    client: usize,
+    tx: &mut ChannelTx<'d>,
+    guard: &mut iolite::Guard,
+    path: &[u8],
+    length: u64,
+    tag: u64,
+) -> Result<(u32, Stat, u64), ErrorCode> {
+    let file = match fs.open(path).map_err(ErrorCode::from) {
+        Ok(f) => f,
+        Err(ErrorCode::NotAFile) => {
+            let dir = matches!(fs.stat(path), Ok(st) if st.kind == FileKind::Dir);
+            return Err(if dir { ErrorCode::NotAFile } else { ErrorCode::Denied });
+        }
+        Err(e) => return Err(e),
+    };
+    let st = file.stat();
+    // Opened before anything is queued, so that no error can follow bytes
+    // already on the channel; closed again if they are all there.
+    let handle = files.open(client, file.clone())?;
+    let queued = match queue_range(fs, tx, guard, &file, 0, length, tag) {
+        Ok(n) => n as u64,
+        Err(ErrorCode::ChannelBusy) => 0,
+        Err(e) => {
+            let _ = files.close(client, handle);
+            return Err(e);
+        }
+    };
+    if queued >= st.size {
+        let _ = files.close(client, handle);
+    }
+    Ok((handle, st, queued))
 }
 
 #[cfg(test)]
@@ -306,5 +350,79 @@ mod tests {
         assert_eq!(files.close_all(1), 2);
         d.peer_died(cgi_peer).unwrap();
         assert_eq!(d.peer_held_buffers(cgi_peer).unwrap(), 0);
+    }
+
+    /// `open_read`: a file queued whole holds no slot; a longer one keeps
+    /// its handle for the rest; a full channel queues nothing and keeps
+    /// it; a directory is `NotAFile`, a missing path `NotFound`.
+    #[test]
+    fn open_read_keeps_a_handle_only_while_bytes_remain() {
+        let t = TempDir::new("open-read");
+        let site = t.0.join("site");
+        std::fs::create_dir_all(site.join("sub")).unwrap();
+        let big: Vec<u8> = (0..300_000u32).map(|i| (i * 13 + i / 97) as u8).collect();
+        std::fs::write(site.join("big.bin"), &big).unwrap();
+        std::fs::write(site.join("small.txt"), b"small and whole\n").unwrap();
+        let img = mkfs(&site, 4096, 4096);
+        let d: &'static Domain = domain();
+        let pool = own_pool(d, FS_POOL, 512);
+        let mut fs = Fs::mount(img, d, FS_POOL, Config::with_budget(512 * 4096)).unwrap();
+        let web: &'static Domain = domain();
+        map_pool(web, FS_POOL, pool);
+        let mut files = OpenFiles::new(&[4]);
+        let region = chan();
+        // SAFETY: a fresh channel, one sender and one receiver.
+        let (mut tx, mut rx) = unsafe {
+            (
+                ChannelTx::attach(at(d, PeerId(0), region)).unwrap(),
+                ChannelRx::attach(at(web, PeerId(0), region)).unwrap(),
+            )
+        };
+        let mut guard = iolite::Guard::new();
+        let take = |rx: &mut ChannelRx<'_>, tag: u64| {
+            let mut got = Vec::new();
+            while let Some(m) = rx.recv().unwrap() {
+                assert_eq!(m.tag, tag);
+                got.extend(m.agg.slices().flat_map(|s| s.iter().copied()));
+            }
+            rx.flush_releases().unwrap();
+            got
+        };
+
+        let (_, st, n) = open_read(&mut fs, &mut files, 0, &mut tx, &mut guard, b"small.txt", 65536, 1).unwrap();
+        assert_eq!((st.size, n), (16, 16));
+        assert_eq!(take(&mut rx, 1), b"small and whole\n");
+        assert_eq!(files.open_count(0), 0, "queued whole: nothing to close");
+
+        let (h, st, n) = open_read(&mut fs, &mut files, 0, &mut tx, &mut guard, b"big.bin", 65536, 2).unwrap();
+        assert_eq!((st.size, n), (big.len() as u64, 65536));
+        let mut got = take(&mut rx, 2);
+        assert_eq!(files.open_count(0), 1, "the rest is read with the handle");
+        let f = files.get(0, h).unwrap().clone();
+        while got.len() < big.len() {
+            tx.poll_releases().unwrap();
+            queue_range(&mut fs, &mut tx, &mut guard, &f, got.len() as u64, u64::MAX, 3).unwrap();
+            got.extend(take(&mut rx, 3));
+        }
+        assert!(got == big, "byte-exact");
+        files.close(0, h).unwrap();
+
+        assert_eq!(
+            open_read(&mut fs, &mut files, 0, &mut tx, &mut guard, b"sub", 100, 4).map(|r| r.2),
+            Err(ErrorCode::NotAFile)
+        );
+        assert_eq!(
+            open_read(&mut fs, &mut files, 0, &mut tx, &mut guard, b"nope", 100, 5).map(|r| r.2),
+            Err(ErrorCode::NotFound)
+        );
+
+        // A channel with no room (the client holds its whole quota):
+        // nothing queued, the handle kept for a later read.
+        tx.poll_releases().unwrap();
+        d.set_quota(PeerId(0), 1).unwrap();
+        let (h, _, n) = open_read(&mut fs, &mut files, 0, &mut tx, &mut guard, b"big.bin", 65536, 6).unwrap();
+        assert_eq!(n, 0);
+        assert!(files.get(0, h).is_ok());
+        assert!(take(&mut rx, 6).is_empty());
     }
 }

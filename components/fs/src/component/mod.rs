@@ -46,7 +46,7 @@ use alloc::vec::Vec;
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
 use fs::budget::{self, Elastic, Model};
-use fs::clients::{queue_range, OpenFiles};
+use fs::clients::{open_read, queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode};
 // The file cache's pool id: derived by the compiler from the assembly.
 use fs::{Config, File, Fs};
@@ -489,46 +489,24 @@ impl Server {
     }
 
     /// `open_read` (FsIoLite.idl4): the handle, the file's stat and the
-    /// bytes queued.
+    /// bytes queued (`fs::clients::open_read`).
     fn open_and_read(&mut self, path: &str, length: u64, tag: u64) -> Result<(u32, fs::Stat, u64), ErrorCode> {
-        let file = match self.fs.open(path.as_bytes()).map_err(ErrorCode::from) {
-            Ok(f) => f,
-            // A directory is told apart (a web server redirects to it or
-            // serves its index); nothing else but a file is to be read.
-            Err(ErrorCode::NotAFile) => {
-                let dir = matches!(self.fs.stat(path.as_bytes()), Ok(st) if st.kind == fs::FileKind::Dir);
-                return Err(if dir { ErrorCode::NotAFile } else { ErrorCode::Denied });
-            }
-            Err(e) => return Err(e),
-        };
-        if TEST_HOOKS && self.fault_next_read {
-            log!("test hook: faulting incarnation {} in a read (client {})", self.epoch, caller() + 1);
-            fault();
-        }
-        let st = file.stat();
         let client = caller();
-        // Open before anything is queued, so that no error can follow
-        // bytes already on the channel; closed again if they are all.
-        let handle = self.files.open(client, file.clone())?;
         let was_broken = self.guards[client].broken().is_some();
-        let queued =
-            queue_range(&mut self.fs, &mut self.clients[client], &mut self.guards[client], &file, 0, length, tag);
+        let r = open_read(
+            &mut self.fs,
+            &mut self.files,
+            client,
+            &mut self.clients[client],
+            &mut self.guards[client],
+            path.as_bytes(),
+            length,
+            tag,
+        );
         if let (false, Some(b)) = (was_broken, self.guards[client].broken()) {
             error!("channel channel{} from client {} broken: {b:?}", client + 1, client + 1);
         }
-        let queued = match queued {
-            Ok(n) => n as u64,
-            // A full channel: the client reads when it has room.
-            Err(ErrorCode::ChannelBusy) => 0,
-            Err(e) => {
-                let _ = self.files.close(client, handle);
-                return Err(e);
-            }
-        };
-        if queued >= st.size {
-            let _ = self.files.close(client, handle);
-        }
-        Ok((handle, st, queued))
+        r
     }
 
     fn list(&mut self, path: &str, tag: u64) -> Result<i64, ErrorCode> {
@@ -603,8 +581,15 @@ impl glue::fs::FsIoLite for Server {
         queued: &mut u64,
     ) -> i64 {
         self.begin();
+        // A read armed by an earlier call faults here (this call may arm
+        // the next one).
+        let armed = TEST_HOOKS && self.fault_next_read;
         if TEST_HOOKS {
             self.fault_hook(path);
+        }
+        if armed {
+            log!("test hook: faulting incarnation {} in a read (client {})", self.epoch, caller() + 1);
+            fault();
         }
         let r = self.open_and_read(path, length, tag).map(|(handle, st, n)| {
             (*size, *mtime, *ino, *generation, *queued) = (st.size, u64::from(st.mtime), st.ino, st.generation, n);
