@@ -32,9 +32,7 @@
 //!   are posted and TDT is written once, and RDT once after refilling.
 //!   Before blocking we ask netstack for its frames, so a round of its own
 //!   (a timer, its client) kicks us. Interrupt throttling (ITR, attribute
-//!   `itr`) bounds the interrupt rate, and the transmit-done interrupt is
-//!   unmasked only while frames are on the ring when we block
-//!   ([`E1000::arm_tx_interrupt`]): QEMU's e1000 has sent them by then.
+//!   `itr`) bounds the interrupt rate.
 //! * **Polling fallback** (attribute `poll = 1`): for a machine whose
 //!   interrupt routing does not work, the e1000's interrupts stay masked
 //!   and the driver runs its pass on every signal of `tick` instead (the
@@ -570,7 +568,6 @@ impl Driver {
                 // wait (its kick, the interrupt, the events page).
                 self.nic.tx_reap();
                 self.publish();
-                self.nic.arm_tx_interrupt();
                 self.wait_while_relinking();
                 continue;
             }
@@ -593,9 +590,6 @@ impl Driver {
                 error!("channel link.A from netstack broken: {e:?} (its releases)");
             }
             self.tx_post();
-            // QEMU's e1000 sends inside the TDT write: what was just posted
-            // is usually done, and its buffers go back in this pass.
-            self.nic.tx_reap();
             let _ = self.link.rx.flush_releases();
             self.nic.rx_refill();
             let now = rdtsc();
@@ -605,7 +599,6 @@ impl Driver {
             if self.nic.rx_ready() || !self.salvaged.is_empty() {
                 continue;
             }
-            self.nic.arm_tx_interrupt();
             // netstack's frames: it kicks us for them while we wait (not
             // while the NIC's ring is full: its interrupt comes then).
             let frames = !self.nic.tx_waiting() && self.from_stack_guard.broken().is_none();

@@ -425,9 +425,6 @@ pub struct E1000<'d, R: RegisterFile, M: Dma> {
     tx_context: Option<(u8, u8)>,
     /// TSO requests are carried out ([`E1000::set_tso`]).
     tso: bool,
-    /// With interrupts: whether the transmit-done cause (TXDW) is unmasked
-    /// ([`E1000::arm_tx_interrupt`]).
-    tx_interrupt: Option<bool>,
     counters: Values<Counter>,
 }
 
@@ -487,7 +484,6 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             tx_pending: None,
             tx_context: None,
             tso: false,
-            tx_interrupt: interrupts.then_some(false),
             counters: Values::new(),
         };
         let (rx_pa, tx_pa) = (nic.rx_ring.phys, nic.tx_ring.phys);
@@ -523,8 +519,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             nic.regs.write(RCTL, RCTL_OURS);
         }
         if interrupts {
-            // TXDW only while frames are on the ring (arm_tx_interrupt).
-            nic.regs.write(IMS, INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC);
+            nic.regs.write(IMS, INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC | INT_TXDW);
         }
         nic.link_up();
         Ok(nic)
@@ -683,29 +678,6 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             n += 1;
         }
         n
-    }
-
-    /// Before the driver blocks: unmasks the transmit-done interrupt
-    /// (TXDW) while frames are on the ring, masks it when none is; IMS or
-    /// IMC is written only when that changes. Reap first.
-    ///
-    /// Why not always on: the driver reaps at every pass, and QEMU's e1000
-    /// sends a frame inside the TDT write, so by the time the driver blocks
-    /// its frames are done and a TXDW interrupt would only wake it to find
-    /// nothing to do (0.7 interrupts per 1 KiB request, each a kernel entry
-    /// and two address-space switches). A device that takes its time keeps
-    /// frames in flight, and then the interrupt is on: whoever waits for
-    /// their buffers (netstack, when its pool runs dry; a frame waiting for
-    /// ring space) is not left waiting. Unmasking a cause the device
-    /// already latched in ICR asserts the interrupt at once, so a frame
-    /// done between the last reap and this call is not missed.
-    pub fn arm_tx_interrupt(&mut self) {
-        let Some(armed) = self.tx_interrupt else { return };
-        let want = !self.tx_inflight.is_empty();
-        if want != armed {
-            self.regs.write(if want { IMS } else { IMC }, INT_TXDW);
-            self.tx_interrupt = Some(want);
-        }
     }
 
     /// Frames posted and not yet reaped.

@@ -137,8 +137,7 @@ fn set_up_gives_the_device_both_rings_and_all_rx_descriptors_but_one() {
     // The receiver is enabled only once its ring is full.
     let pos = |reg: usize| dev.writes.iter().rposition(|w| w.0 == reg).unwrap();
     assert!(pos(RCTL) > pos(RDT));
-    // The transmit-done cause only while frames are on the ring.
-    assert_eq!(dev.read(IMS), INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC);
+    assert_eq!(dev.read(IMS), INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC | INT_TXDW);
     assert_eq!(dev.writes_to(TCTL), [TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD]);
     assert_eq!(dev.writes_to(ITR), [200]);
     assert_eq!(counter(&nic, Counter::LinkUp), 1);
@@ -374,37 +373,6 @@ fn frames_keep_their_buffers_until_the_device_is_done() {
     assert_eq!(nic.tx_reap(), 6);
     assert_eq!((pages_in_use(d, APP_POOL), nic.tx_in_flight()), (0, 0));
     assert_eq!(nic.regs().sent.len(), 10);
-}
-
-#[test]
-fn the_transmit_done_interrupt_is_on_only_while_frames_are_in_flight() {
-    let (d, mut nic) = nic(RING_PAGES + 8);
-    let txdw = |nic: &mut Nic| nic.regs().read(IMS) & INT_TXDW != 0;
-    let mask_writes = |nic: &mut Nic| nic.regs().writes_to(IMS).len() + nic.regs().writes_to(IMC).len();
-    nic.arm_tx_interrupt();
-    assert!(!txdw(&mut nic), "nothing in flight");
-    let mut q = VecDeque::from([(aggregate(d, APP_POOL, &[&frame(1, 500, false)]), TxRequest::Plain)]);
-    post(&mut nic, &mut q);
-    let before = mask_writes(&mut nic);
-    nic.arm_tx_interrupt();
-    assert!(txdw(&mut nic), "a frame the device has not done");
-    nic.arm_tx_interrupt();
-    assert_eq!(mask_writes(&mut nic), before + 1, "written only on a change");
-    // Done while the driver looked away: reaped, then masked again.
-    nic.regs().transmit(usize::MAX);
-    assert_eq!(nic.tx_reap(), 1);
-    nic.arm_tx_interrupt();
-    assert!(!txdw(&mut nic));
-    assert_eq!(mask_writes(&mut nic), before + 2);
-    // Polling: never unmasked.
-    let (d, map) = domain(RING_PAGES + 8);
-    let mut dev = Device::new(map.clone());
-    reset(&mut dev, || {}).unwrap();
-    let mut polled = E1000::new(dev, map, d, RX_POOL, 200, false).unwrap();
-    let mut q = VecDeque::from([(aggregate(d, APP_POOL, &[&frame(2, 500, false)]), TxRequest::Plain)]);
-    post(&mut polled, &mut q);
-    polled.arm_tx_interrupt();
-    assert_eq!(polled.regs().read(IMS), 0);
 }
 
 #[test]
