@@ -13,10 +13,10 @@ import http.client
 import threading
 import time
 from urllib.parse import parse_qs, urlsplit
+import guest_address
 from robot.api import logger
 from robot.api.deco import keyword, library
 
-HOST = "127.0.0.1"
 
 
 def _manifest(path):
@@ -44,10 +44,10 @@ def post_body(client, k):
 
 @library(scope="SUITE", auto_keywords=False)
 class RecoveryClient:
-    """Background load on 127.0.0.1:PORT and what it saw."""
+    """Background load on PORT or HOST:PORT (guest_address) and what it saw."""
 
     def __init__(self, port=8080):
-        self.port = int(port)
+        self.host, self.port = guest_address.parse(port)
         self.threads = []
         self.stop = threading.Event()
         self.lock = threading.Lock()
@@ -115,7 +115,7 @@ class RecoveryClient:
                 try:
                     if conn is None:
                         opened = time.monotonic()
-                        conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
+                        conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
                     start = time.monotonic()
                     if p.startswith("POST "):
                         p = p[5:]
@@ -154,7 +154,7 @@ class RecoveryClient:
         # Connected one after another: QEMU's user networking accepts from
         # a backlog of 1 (see WebClient.concurrent_clients).
         for i in range(int(clients)):
-            conn = http.client.HTTPConnection(HOST, self.port, timeout=timeout)
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=timeout)
             conn.connect()
             t = threading.Thread(target=run, args=(i, conn), daemon=True)
             self.threads.append(t)
@@ -179,7 +179,7 @@ class RecoveryClient:
             started = time.monotonic()
             ok = False
             try:
-                conn = http.client.HTTPConnection(HOST, self.port, timeout=float(timeout))
+                conn = http.client.HTTPConnection(self.host, self.port, timeout=float(timeout))
                 try:
                     conn.request("GET", path)
                     r = conn.getresponse()
@@ -208,7 +208,7 @@ class RecoveryClient:
         """GET `path` on a fresh connection; it must be 200 with the
         manifest's size and SHA-256."""
         files = _manifest(manifest)
-        conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         try:
             conn.request("GET", path)
             r = conn.getresponse()

@@ -39,6 +39,14 @@ def _run(*cmd):
     return r.stdout
 
 
+def _setns(fd):
+    """Moves the calling thread into the network namespace open at `fd`."""
+    libc = ctypes.CDLL(None, use_errno=True)
+    if libc.setns(fd, CLONE_NEWNET) != 0:
+        errno = ctypes.get_errno()
+        raise OSError(errno, f"setns: {os.strerror(errno)}")
+
+
 def _read_response(sock, buf):
     """One HTTP/1.1 response with Content-Length from `sock` (bytes left
     over from the previous one in `buf`): (status, headers, body, rest)."""
@@ -73,6 +81,8 @@ class TapNetwork:
 
     def __init__(self):
         self.ns = None
+        # The namespace `Enter Tap Network` left (an open descriptor).
+        self.home = None
 
     @keyword
     def create_tap_network(self):
@@ -94,10 +104,53 @@ class TapNetwork:
 
     @keyword
     def delete_tap_network(self):
-        """Removes the namespace (and tap0 with it). Safe to call twice."""
+        """Leaves the namespace if in it (`Enter Tap Network`), then removes
+        it (and tap0 with it). Safe to call twice."""
+        self.leave_tap_network()
         ns, self.ns = self.ns, None
         if ns is not None:
             _run("ip", "netns", "del", ns)
+
+    @keyword
+    def enter_tap_network(self):
+        """Moves the calling thread (Robot's) into the namespace: every
+        socket it opens from now on, every thread it starts (a load
+        generator's clients) and every process it spawns (QEMU) is there,
+        so a suite's ordinary client libraries reach the guest at
+        10.0.2.15:80 with the host's Linux TCP stack as their peer. `Leave
+        Tap Network` (the suite teardown) returns it.
+
+        Why not QEMU's user networking for such suites: its port forward
+        listens with a backlog of one, so clients that reconnect together
+        (after a fault fails their requests) overflow the host's accept
+        queue: their SYNs wait a second for a retransmission, or go
+        through SYN cookies and, when those fail, the client sees a reset
+        the guest never sent."""
+        if self.ns is None:
+            raise AssertionError("no TAP network: Create Tap Network first")
+        if self.home is not None:
+            raise AssertionError(f"already in the TAP network {self.ns}")
+        self.home = os.open("/proc/thread-self/ns/net", os.O_RDONLY)
+        fd = os.open(f"/run/netns/{self.ns}", os.O_RDONLY)
+        try:
+            _setns(fd)
+        except OSError:
+            os.close(self.home)
+            self.home = None
+            raise
+        finally:
+            os.close(fd)
+
+    @keyword
+    def leave_tap_network(self):
+        """Returns the calling thread to the namespace it came from (safe
+        to call when it is not in the TAP network)."""
+        home, self.home = self.home, None
+        if home is not None:
+            try:
+                _setns(home)
+            finally:
+                os.close(home)
 
     def _in_ns(self, fn, *args):
         """Runs fn(*args) in a thread that entered the namespace; returns
@@ -108,11 +161,9 @@ class TapNetwork:
 
         def body():
             try:
-                libc = ctypes.CDLL(None, use_errno=True)
                 fd = os.open(f"/run/netns/{self.ns}", os.O_RDONLY)
                 try:
-                    if libc.setns(fd, CLONE_NEWNET) != 0:
-                        raise OSError(ctypes.get_errno(), "setns")
+                    _setns(fd)
                 finally:
                     os.close(fd)
                 result["value"] = fn(*args)

@@ -15,10 +15,10 @@ import socket
 import threading
 import time
 
+import guest_address
 from robot.api import logger
 from robot.api.deco import keyword, library
 
-HOST = "127.0.0.1"
 
 
 def _recv_until_closed(sock, timeout):
@@ -253,10 +253,10 @@ class _Site:
 
 @library(scope="SUITE", auto_keywords=False)
 class WebClient:
-    """Talks HTTP to the guest's web server on 127.0.0.1:PORT."""
+    """Talks HTTP to the guest's web server at PORT or HOST:PORT (guest_address)."""
 
     def __init__(self, port=8080):
-        self.port = int(port)
+        self.host, self.port = guest_address.parse(port)
         self.background = None
         self.site = None
         self.held = None
@@ -274,7 +274,7 @@ class WebClient:
         return self.site.check(path, method, status, headers, body)
 
     def _connect(self, timeout=20):
-        return socket.create_connection((HOST, self.port), timeout=timeout)
+        return socket.create_connection((self.host, self.port), timeout=timeout)
 
     # ---- single requests ------------------------------------------------
 
@@ -297,7 +297,7 @@ class WebClient:
     @keyword
     def fetch(self, path, method="GET", body=None, headers=None, timeout=30):
         """One request on a fresh connection: (status, headers, body)."""
-        conn = http.client.HTTPConnection(HOST, self.port, timeout=float(timeout))
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=float(timeout))
         try:
             hdrs = dict(headers or {})
             conn.request(method, path, body=body.encode() if isinstance(body, str) else body, headers=hdrs)
@@ -502,7 +502,7 @@ class WebClient:
         """`count` requests one after another on one connection, each
         answered before the next; returns the number of 200s."""
         count = int(count)
-        conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
         ok = 0
         try:
             for i in range(count):
@@ -528,7 +528,7 @@ class WebClient:
         on each; keeps them open for `Keep Alive Connections Should Serve`."""
         self.kept = []
         for _ in range(int(count)):
-            conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
             self.kept.append(conn)
             self._kept_request(conn, path)
 
@@ -682,7 +682,7 @@ class WebClient:
             while time.monotonic() < stop[0]:
                 try:
                     if conn is None:
-                        conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+                        conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
                     p = paths[k % len(paths)]
                     k += 1
                     conn.request("GET", p)
@@ -707,7 +707,7 @@ class WebClient:
 
         threads = []
         for i in range(clients):
-            conn = http.client.HTTPConnection(HOST, self.port, timeout=30)
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=30)
             conn.connect()
             threads.append(threading.Thread(target=run, args=(i, conn)))
             threads[-1].start()
@@ -743,7 +743,7 @@ class WebClient:
             while not stop.is_set():
                 try:
                     if conn is None:
-                        conn = http.client.HTTPConnection(HOST, self.port, timeout=60)
+                        conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
                     conn.request("GET", path)
                     r = conn.getresponse()
                     body = r.read()
@@ -764,7 +764,7 @@ class WebClient:
         threads = []
         for i in range(clients):
             # One after another (slirp's listen backlog of 1).
-            conn = http.client.HTTPConnection(HOST, self.port, timeout=60)
+            conn = http.client.HTTPConnection(self.host, self.port, timeout=60)
             conn.connect()
             threads.append(threading.Thread(target=load, args=(i, conn)))
             threads[-1].start()
@@ -821,7 +821,7 @@ class WebClient:
             s = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
             s.setsockopt(socket.SOL_SOCKET, socket.SO_RCVBUF, 1024)
             s.settimeout(30)
-            s.connect((HOST, self.port))
+            s.connect((self.host, self.port))
             s.sendall(req)
             if not s.recv(1, socket.MSG_PEEK):
                 raise AssertionError(f"zero-window connection {i}: closed by the server")

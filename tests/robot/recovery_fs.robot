@@ -19,16 +19,19 @@ Documentation       Self-healing: fs faults under load and is restarted (camkes/
 Library             OperatingSystem
 Library             Collections
 Library             QemuSystem    ${RECOVERY_BUILD_DIR}
-Library             WebClient    ${PORT}
-Library             RecoveryClient    ${PORT}
+Library             TapNetwork
+Library             WebClient    ${GUEST}
+Library             RecoveryClient    ${GUEST}
 Suite Setup         Boot The Recovery Image
-Suite Teardown      Stop System
+Suite Teardown      Run Keywords    Stop System    AND    Delete Tap Network
 Test Teardown       Attach Serial Log If Test Failed
 Test Tags           recovery
 
 *** Variables ***
 ${RECOVERY_BUILD_DIR}    ${CURDIR}/../../build/variants/recovery
-${PORT}             8080
+# The guest as the clients reach it: on a TAP network (Boot The Recovery
+# Image), the host's Linux TCP stack as their peer.
+${GUEST}            10.0.2.15:80
 ${MANIFEST}         ${RECOVERY_BUILD_DIR}/images/site.manifest
 @{STATIC}           /index.html    /file-16k.bin    /style.css    /file-64k.bin    /odd-100000.bin
 ...                 /file-1k.txt    /file-256k.bin    /odd-4097.bin
@@ -42,7 +45,9 @@ ${NEW_CONN_TARGET_MS}    500
 
 *** Keywords ***
 Boot The Recovery Image
-    Start System    --port    ${PORT}:80    --disk    ${RECOVERY_BUILD_DIR}/images/site.img
+    ${ns}=    Create Tap Network
+    Enter Tap Network
+    Start System In Namespace    ${ns}    --tap    tap0    --disk    ${RECOVERY_BUILD_DIR}/images/site.img
     Wait For Serial Line    ^\\[httpd\\] listening on port 80$    timeout=90s
     Wait For Web Server    timeout=90
     Check Bodies Against Site    ${MANIFEST}
