@@ -26,6 +26,21 @@ import time
 DEFAULT_HOST = "127.0.0.1"
 
 
+def host_listen_overflows():
+    """The host kernel's count of connections its listening sockets
+    dropped or sent through SYN cookies because the accept queue was full
+    (TcpExt ListenOverflows). QEMU's port forward listens with a backlog
+    of one: a connection it overflows may reach the guest seconds later,
+    or never, with no fault of the guest's. None if unreadable."""
+    try:
+        with open("/proc/net/netstat") as f:
+            lines = [line.split() for line in f if line.startswith("TcpExt:")]
+        names, values = lines[0], lines[1]
+        return int(values[names.index("ListenOverflows")])
+    except (OSError, IndexError, ValueError):
+        return None
+
+
 def _recv_exact(sock, n):
     chunks = []
     got = 0
@@ -150,13 +165,17 @@ class NetClient:
         closing; all must succeed. Returns connections per second."""
         count = int(count)
         start = time.time()
+        overflows = host_listen_overflows()
         for i in range(count):
             msg = b"connection %d\n" % i
             try:
                 got = self._echo_one(port, msg, timeout)
             except Exception as e:  # noqa: BLE001
+                now = host_listen_overflows()
+                host = "unknown" if None in (now, overflows) else now - overflows
                 raise AssertionError(f"connection {i} of {count} failed: {e!r}; "
-                                     f"guest counters then: {self._diagnosis(port)}") from e
+                                     f"guest counters then: {self._diagnosis(port)}; "
+                                     f"host listen overflows meanwhile: {host}") from e
             if got != msg:
                 raise AssertionError(f"connection {i} of {count}: sent {msg!r}, got {got!r}")
         elapsed = time.time() - start
