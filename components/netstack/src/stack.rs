@@ -743,6 +743,27 @@ impl<'d> NetStack<'d> {
         Ok(self.space_of(c, self.sockets.get::<tcp::Socket>(c.handle)))
     }
 
+    /// Whether a client that has used up its send allowance on `id` is
+    /// worth waking with the space there is now: half of what the
+    /// connection may hold is free, it cannot send any more (the client
+    /// must learn that), or acknowledgements do not bring a visit
+    /// (`NetStack::take_touched` reports freed space for zero-copy
+    /// connections only). Told earlier, a client would be woken for each
+    /// acknowledgement's few KiB: at 1 MiB per response that was 25
+    /// wake-ups of httpd, each an address-space switch each way. Told
+    /// later, what stays queued (the other half) keeps the wire busy
+    /// meanwhile.
+    pub fn send_space_worth_telling(&self, id: ConnId) -> bool {
+        let Ok(i) = self.conn(id) else { return true };
+        let c = &self.conns[i];
+        let s = self.sockets.get::<tcp::Socket>(c.handle);
+        if !c.zero_copy || !s.may_send() {
+            return true;
+        }
+        let limit = s.remote_window().saturating_add(self.slack_of(c, s)).min(s.send_capacity());
+        self.space_of(c, s).saturating_mul(2) >= limit
+    }
+
     /// What a socket may take: its send capacity, and no more than the
     /// peer's advertised window plus the connection's slack queued in all
     /// (unacknowledged and unsent). A peer that stops reading (zero window)

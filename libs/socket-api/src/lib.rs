@@ -357,7 +357,11 @@ pub enum Event {
     /// taken at least the allowance since the last `SendSpace` and holds
     /// nothing back: a client that stops at its allowance and waits for
     /// the next `SendSpace` never waits forever, and what it pulls for a
-    /// slow peer (e.g. from its file cache) stays about one window.
+    /// slow peer (e.g. from its file cache) stays about one window. The
+    /// last two wait, on a connection whose acknowledgements the stack
+    /// follows (zero copy), until half of what the connection may hold is
+    /// free: a client is woken once per half window, not per
+    /// acknowledgement.
     SendSpace {
         /// Connection.
         conn: ConnId,
