@@ -167,13 +167,21 @@ The CGI Maps No Pool With Other Clients' Requests
     END
     List Should Contain Value    ${maps}    cgi_req_pool
     List Should Contain Value    ${maps}    body_pool
-    # A short POST body comes in the same segment as its head, in the
-    # shared pool: it reaches the cgi as a counted copy (echoed intact).
+    # A short POST body that comes in the same segment as its head is in
+    # the shared pool: it reaches the cgi as a counted copy. One that comes
+    # in a segment of its own (how the peer cut the stream is its choice:
+    # QEMU's user networking sometimes splits it) is in netstack's hand-off
+    # pool and goes by reference. Either way it is echoed intact and its
+    # bytes are accounted for.
+    ${j0}=    Stats Json
     ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo    method=POST    body=only-mine
     Should Be Equal As Integers    ${status}    200
     Should End With    ${body}    ${{b"only-mine"}}
     ${j}=    Stats Json
-    Should Be True    ${j}[httpd][cgi_body_bytes_copied] >= 9
+    ${copied}=    Evaluate    ${j}[httpd][cgi_body_bytes_copied] - ${j0}[httpd][cgi_body_bytes_copied]
+    ${by_ref}=    Evaluate    ${j}[httpd][cgi_body_bytes_by_ref] - ${j0}[httpd][cgi_body_bytes_by_ref]
+    Log    body to the cgi: ${copied} bytes copied, ${by_ref} by reference
+    Should Be True    ${copied} + ${by_ref} >= 9
     # Honest traffic: no grant was ever refused.
     Should Be Equal As Integers    ${j}[httpd][rejected_descriptors]    0
     Should Be Equal As Integers    ${j}[netstack][tcp_rejected_descriptors]    0
