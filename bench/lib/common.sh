@@ -24,6 +24,9 @@ bench_setup() {
             h2load) pkg=nghttp2-client ;;
             wrk) pkg=wrk ;;
             perf) pkg=linux-perf ;;
+            dpkg-deb) pkg=dpkg ;;
+            readelf | objcopy) pkg=binutils ;;
+            debugfs) pkg=e2fsprogs ;;
             *) pkg=$t ;;
         esac
         command -v "$t" >/dev/null || {
