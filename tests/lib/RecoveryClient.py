@@ -13,10 +13,10 @@ import http.client
 import threading
 import time
 from urllib.parse import parse_qs, urlsplit
+
 import guest_address
 from robot.api import logger
 from robot.api.deco import keyword, library
-
 
 
 def _manifest(path):

@@ -20,7 +20,6 @@ from robot.api import logger
 from robot.api.deco import keyword, library
 
 
-
 def _recv_until_closed(sock, timeout):
     """Everything the server sends until it closes (or `timeout` passes)."""
     sock.settimeout(timeout)
