@@ -8,8 +8,11 @@ The namespace (``ip netns add``) holds only ``lo`` and ``tap0`` with
 gateway, so the image needs no change: ``Start System In Namespace`` of
 QemuSystem boots it there with ``--tap tap0`` and the clients here connect
 from a thread that has entered the namespace (setns applies to the calling
-thread only). No traffic leaves the namespace; ``Delete Tap Network``
-removes it. Needs root, ``ip`` (iproute2) and /dev/net/tun: without them
+thread only). A suite whose other client libraries should reach the
+guest there (the recovery suites: WebClient and RecoveryClient at
+10.0.2.15:80) calls ``Enter Tap Network``, which moves Robot's own thread
+in, and with it every thread and process it starts. No traffic leaves the
+namespace; ``Delete Tap Network`` leaves and removes it. Needs root, ``ip`` (iproute2) and /dev/net/tun: without them
 the keywords fail and say why.
 """
 
