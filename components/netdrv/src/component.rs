@@ -29,7 +29,8 @@
 //!   netstack is signalled once, if it asked (the link's "signal me" flags:
 //!   it waits for frames, or for its buffers back while its frames wait);
 //!   netstack (higher priority) runs to completion at once, then its frames
-//!   are posted and TDT is written once, and RDT once after refilling.
+//!   are posted and TDT is written once, and RDT once after refilling
+//!   (in batches: `E1000::rx_refill`).
 //!   Before blocking we ask netstack for its frames, so a round of its own
 //!   (a timer, its client) kicks us. Interrupt throttling (ITR, attribute
 //!   `itr`) bounds the interrupt rate.

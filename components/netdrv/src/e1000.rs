@@ -4,7 +4,7 @@
 //!   driver's IO-Lite pool. A completed buffer is sealed at the frame's
 //!   length and handed to the caller as a one-slice aggregate, by reference
 //!   ([`E1000::rx_drain`]); [`E1000::rx_refill`] gives the device a fresh
-//!   buffer for every free descriptor and writes RDT once. Descriptors in
+//!   buffer for every free descriptor and writes RDT once, in batches. Descriptors in
 //!   `[rx_next, rx_tail)` are the device's; nothing outside that range is
 //!   ever read as a frame, and one slot always stays empty (RDT never
 //!   reaches RDH).
@@ -45,6 +45,9 @@ mod tests;
 /// drops frames that arrive while the RX ring is full, and slirp dumps
 /// whole windows at once: a deep ring matters more than anything else here.
 pub const RING: usize = 512;
+/// Fewest free RX descriptors [`E1000::rx_refill`] hands back at once
+/// while the device owns at least half the ring.
+pub const RX_REFILL_BATCH: usize = 32;
 /// RX buffer size (RCTL.BSIZE = 2048).
 pub const RX_BUF: usize = RX_BUFFER_BYTES;
 /// Largest frame transmitted (no jumbo frames; the NIC adds the CRC), but
@@ -638,9 +641,18 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     }
 
     /// Gives the device every free RX descriptor there is a buffer for,
-    /// then writes RDT once.
+    /// then writes RDT once: in batches of at least [`RX_REFILL_BATCH`]
+    /// while the device still owns half the ring (as Linux's e1000 driver
+    /// does), since an RDT write is dear under emulation: written after
+    /// every frame, bench/guestprof found the vCPU stopped right after it
+    /// in 6% of its samples serving 1 KiB requests and 14% serving 1 MiB
+    /// responses (QEMU's e1000 re-polls its backend at each write).
     pub fn rx_refill(&mut self) {
         let old = self.rx_tail;
+        let owned = (self.rx_tail + RING - self.rx_next) % RING;
+        if RING - 1 - owned < RX_REFILL_BATCH && owned >= RING / 2 {
+            return;
+        }
         while (self.rx_tail + 1) % RING != self.rx_next {
             let i = self.rx_tail;
             if self.rx_bufs[i].is_none() {
