@@ -86,7 +86,7 @@ def samples(data, binary):
 
 # Per request, what our components did: counters (component, name).
 ACTIVITY = [("netdrv", "drv_irqs"), ("netdrv", "drv_wakeups_sent"), ("netdrv", "drv_rx_frames"),
-            ("netdrv", "drv_tx_frames"), ("netstack", "tcp_wakeups"), ("netstack", "tcp_polls"),
+            ("netdrv", "drv_tx_frames"), ("netdrv", "drv_rx_tail_writes"), ("netstack", "tcp_wakeups"), ("netstack", "tcp_polls"),
             ("httpd", "wakeups"), ("fs", "cache_hits"), ("fs", "cache_misses"),
             ("netstack", "tcp_busy_cycles"), ("netdrv", "drv_busy_cycles")]
 

@@ -674,6 +674,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         if self.rx_tail != old {
             fence(Ordering::Release);
             self.regs.write(RDT, self.rx_tail as u32);
+            self.counters[Counter::RxTailWrites] += 1;
         }
     }
 

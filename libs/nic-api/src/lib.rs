@@ -284,6 +284,8 @@ counters::counters! {
         /// Frames a dead incarnation's receive ring held untaken, salvaged
         /// (copied, counted in `BytesCopied`) by this one at its start.
         RxSalvaged = "drv_rx_salvaged",
+        /// Writes of the receive tail (RDT): one per refill batch.
+        RxTailWrites = "drv_rx_tail_writes",
     }
 }
 
@@ -381,7 +383,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<DrvCounter>());
-        let names: [&str; 22] = [
+        let names: [&str; 23] = [
             "drv_rx_frames",
             "drv_rx_bytes",
             "drv_rx_dropped",
@@ -404,6 +406,7 @@ mod tests {
             "drv_quarantined_pages",
             "drv_restarts",
             "drv_rx_salvaged",
+            "drv_rx_tail_writes",
         ];
         assert!(DrvCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

@@ -260,6 +260,8 @@ fn rx_descriptors_go_back_in_batches_while_the_device_has_plenty() {
         assert!(free < RX_REFILL_BATCH, "pass {pass}: {free} descriptors held back");
     }
     assert_eq!(writes(&mut nic) - before, 3, "one RDT write per {RX_REFILL_BATCH} frames");
+    // All but set-up's first write (RDT := RDH, an empty ring) are refills.
+    assert_eq!(counter(&nic, Counter::RxTailWrites) as usize, writes(&mut nic) - 1, "every refill's write counted");
     // Below half the ring, every free descriptor goes back at once.
     for _ in 0..RING / 2 + 1 {
         assert!(nic.regs().receive(&frame(seed, 60, false)));
