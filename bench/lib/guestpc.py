@@ -6,20 +6,34 @@ it cannot say which of our components (or the kernel) a TLB refill or a
 translated block belonged to. Stopping the vCPU at random moments and
 reading RIP and CR3 can: the time QEMU spends for a guest instruction
 (translating it, refilling the software TLB for its loads, the device
-emulation of its MMIO write) is time the vCPU does not move past it, so
-where the samples land is where the host's CPU goes, guest-side.
+emulation of its MMIO access, waiting for QEMU's big lock to do that)
+is time the vCPU does not move past it, so where the samples land is
+where the guest's wall-clock time goes. With one client that is what
+sets the request rate; it is not host CPU (bench/profile measures that):
+a vCPU halted in the idle loop, or blocked on the lock while QEMU's main
+loop works on another host core, costs this core nothing.
 
-A sample: `^C` (the vCPU stops at the next translated block's boundary),
-one `g` (RIP) and one `p` (CR3) packet, `c`. A stop costs the guest
-~0.1-1 ms, so the load runs slower while sampled; the shares, not the
-absolute rates, are the result.
+A sample: `^C` (the vCPU stops at the next translated block's boundary:
+after an MMIO access, at the instruction after it), two `p` packets
+(RIP, CR3), `c`. A stop costs the guest ~0.1-1 ms, so the load runs
+slower while sampled; the shares, not the absolute rates, are the result.
 
-Attribution: RIP in the kernel's window (its ELF's symbols) is "kernel";
-a user RIP is looked up in the component ELF whose code at RIP holds the
-bytes the guest has there (the components are all linked at 0x400000,
-so the address alone cannot tell them apart): the bytes are read once
-per (CR3, page) and compared with each ELF's. An idle vCPU (`hlt`) is
-the kernel's idle loop, "kernel: idle".
+The bias to keep in mind: QEMU's gdbstub runs in its main loop, which
+also receives the frames from the TAP device, holding QEMU's big lock.
+A `^C` sent while the main loop is busy is seen only when it is done;
+meanwhile the vCPU runs on until its next MMIO access, which waits for
+that lock. So the instructions right after MMIO accesses (the e1000's
+RDT writes, ICR reads) collect the main loop's busy time as well as
+their own: a hot spot there says "the vCPU waits on device emulation
+here", not that the access itself is slow. Measure a change there with
+bench/profile (host CPU per request, same run), not with these shares.
+
+Attribution: a RIP in the kernel's window is "kernel" (its ELF's
+symbols; the idle loop is `idle_thread`). The components are all linked
+at 0x400000, so a user RIP alone cannot tell them apart: each CR3 (one
+address space, one component) is narrowed down to the ELF whose code
+holds the bytes the guest has at its sampled RIPs (read through the
+stub until one candidate is left; "user?" if none or several remain).
 """
 import bisect
 import os
@@ -88,7 +102,7 @@ class Gdb:
         self.s.sendall(b"$c#63")
 
     def target_registers(self):
-        """Register names in the order of their numbers (target.xml)."""
+        """{register name: number} (target.xml)."""
         def fetch(annex):
             out, off = b"", 0
             while True:
@@ -102,10 +116,17 @@ class Gdb:
 
         # The target's description includes its register sets by name
         # (`xi:include`, a prefix the document leaves unbound: regexes,
-        # not an XML parser).
-        names = []
+        # not an XML parser). A register's number is its `regnum` if it
+        # has one, else one more than the register before it (GDB's rule:
+        # QEMU's file is not in number order).
+        names, n = {}, 0
         for href in re.findall(r'<xi:include href="([^"]+)"', fetch("target.xml")):
-            names += re.findall(r'<reg name="([^"]+)"', fetch(href))
+            text = re.sub(r"<!--.*?-->", "", fetch(href), flags=re.S)  # it comments registers out
+            for attrs in re.findall(r'<reg ([^>]*)>', text):
+                num = re.search(r'regnum="(\d+)"', attrs)
+                n = int(num.group(1)) if num else n
+                names[re.search(r'name="([^"]+)"', attrs).group(1)] = n
+                n += 1
         return names
 
 
@@ -170,39 +191,42 @@ class Sampler:
     def __init__(self, sock, kernel_elf, component_elves):
         self.g = Gdb(sock)
         names = self.g.target_registers()
-        self.rip = names.index("rip")
-        self.cr3 = names.index("cr3")
+        self.rip, self.cr3 = names["rip"], names["cr3"]
         self.kernel = Symbols("kernel", kernel_elf)
         self.components = [Symbols(n, e) for n, e in sorted(component_elves.items())]
-        self.owner = {}  # (cr3, page) -> component name
+        self.candidates = {}  # CR3 -> names of the components it may be
         self.samples = []
         self.g.cont()
 
     def _reg(self, n):
         return le(self.g.command(f"p{n:x}"))
 
-    def _owner(self, cr3, rip):
-        key = (cr3, rip >> 12)
-        if key not in self.owner:
-            mem = self.g.command(f"m{rip:x},10")
-            found = "user?"
-            if mem and not mem.startswith(b"E"):
-                got = bytes.fromhex(mem.decode())
-                for c in self.components:
-                    if c.bytes_at(rip, len(got)) == got:
-                        found = c.name
-                        break
-            self.owner[key] = found
-        return self.owner[key]
+    def _narrow(self, cr3, rip):
+        """Narrows the components CR3 may belong to by the code at RIP:
+        one address space is one component, but a function can sit at the
+        same address with the same bytes in several ELFs (memcpy), so one
+        sample may not decide it; samples at other places do."""
+        left = self.candidates.setdefault(cr3, {c.name for c in self.components})
+        if len(left) <= 1:
+            return
+        mem = self.g.command(f"m{rip:x},20")
+        if not mem or mem.startswith(b"E"):
+            return
+        got = bytes.fromhex(mem.decode())
+        match = {c.name for c in self.components if c.name in left and c.bytes_at(rip, len(got)) == got}
+        if match:
+            self.candidates[cr3] = match
+
+    def owner(self, cr3):
+        left = self.candidates.get(cr3, set())
+        return next(iter(left)) if len(left) == 1 else "user?"
 
     def sample(self):
         self.g.interrupt()
         rip, cr3 = self._reg(self.rip), self._reg(self.cr3)
-        if rip >= 0xFFFF800000000000:
-            comp = "kernel"
-        else:
-            comp = self._owner(cr3, rip)
-        self.samples.append((comp, cr3, rip))
+        if rip < 0xFFFF800000000000:
+            self._narrow(cr3, rip)
+        self.samples.append((cr3, rip))
         self.g.cont()
 
     def run(self, seconds, mean_interval=0.004):
@@ -211,11 +235,15 @@ class Sampler:
             time.sleep(random.expovariate(1 / mean_interval))
             self.sample()
 
+    def _attributed(self):
+        for cr3, rip in self.samples:
+            yield ("kernel" if rip >= 0xFFFF800000000000 else self.owner(cr3)), rip
+
     def report(self, top=25):
         """(component shares, function shares) over the samples."""
         n = len(self.samples) or 1
         by_comp, by_func = {}, {}
-        for comp, _, rip in self.samples:
+        for comp, rip in self._attributed():
             by_comp[comp] = by_comp.get(comp, 0) + 1
             if comp == "kernel":
                 f = self.kernel.function(rip) or f"0x{rip:x}"
@@ -234,7 +262,7 @@ class Sampler:
         address, share, [function at file:line, ...])."""
         n = len(self.samples) or 1
         by_addr = {}
-        for comp, _, rip in self.samples:
+        for comp, rip in self._attributed():
             by_addr[(comp, rip)] = by_addr.get((comp, rip), 0) + 1
         out = []
         for (comp, rip), k in sorted(by_addr.items(), key=lambda x: -x[1])[:top]:

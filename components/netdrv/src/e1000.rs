@@ -643,10 +643,10 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     /// Gives the device every free RX descriptor there is a buffer for,
     /// then writes RDT once: in batches of at least [`RX_REFILL_BATCH`]
     /// while the device still owns half the ring (as Linux's e1000 driver
-    /// does), since an RDT write is dear under emulation: written after
-    /// every frame, bench/guestprof found the vCPU stopped right after it
-    /// in 6% of its samples serving 1 KiB requests and 14% serving 1 MiB
-    /// responses (QEMU's e1000 re-polls its backend at each write).
+    /// does): an RDT write is an exit to QEMU's e1000, which takes its big
+    /// lock and re-polls its backend. Written after every frame (~200 per
+    /// 1 MiB response: the peer's ACKs), it cost 10-14% of the host CPU
+    /// per 1 MiB response (bench/profile, same run).
     pub fn rx_refill(&mut self) {
         let old = self.rx_tail;
         let owned = (self.rx_tail + RING - self.rx_next) % RING;
