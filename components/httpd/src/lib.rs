@@ -31,6 +31,7 @@ extern crate alloc;
 
 pub mod chunked;
 pub mod date;
+pub mod filerefs;
 pub mod hcache;
 pub mod mime;
 pub mod path;
@@ -47,6 +48,7 @@ mod tests;
 
 use alloc::string::String;
 
+pub use filerefs::{FileRefs, FileRefsStats, Limits as FileRefsLimits};
 pub use server::{Action, CgiCall, ConnId, Control, HttpStats, OverWindow, Remote, Server, PART_MAX};
 pub use source::{Clock, FetchedAhead, FileSource, FileStat, Kind, SourceError};
 

@@ -20,14 +20,18 @@
 use component_runtime::warn;
 use fs_api::client::{Client, OpenFile};
 use fs_api::{ErrorCode as FsErr, FileKind};
-use httpd::{FetchedAhead, FileSource, FileStat, Kind, SourceError};
+use httpd::{FetchedAhead, FileRefs, FileRefsStats, FileSource, FileStat, Kind, SourceError};
 use iolite::{Aggregate, Attach, ChannelRx, Copier, Domain};
 
 use super::{glue, FS, MAX_PATH, READ_MAX};
 
-/// An open file of fs, and what `open_read` fetched of it that no read
-/// has taken yet.
-pub struct FsFile(OpenFile, FetchedAhead<'static>);
+/// A file being served: one open at fs (with what `open_read` fetched of
+/// it that no read has taken yet), or one the file cache's references
+/// kept here hold whole (`FileRefs`: no call to fs at all).
+pub enum FsFile {
+    Open(OpenFile, FetchedAhead<'static>),
+    Kept(Aggregate<'static>),
+}
 
 /// fs's calls through the RPC glue.
 pub struct Glue {
@@ -57,7 +61,11 @@ pub fn attach(d: &'static Domain) -> ChannelRx<'static> {
 /// After a death of fs: forget what the dead incarnation granted us (what
 /// we still use is tainted until it comes back from netstack), take its
 /// slot back for the new one, and attach to the channel it set up.
-fn reattach(d: &'static Domain, rx: &mut ChannelRx<'static>) {
+fn reattach(d: &'static Domain, rx: &mut ChannelRx<'static>, refs: &mut FileRefs<'static>) {
+    // What we keep of the dead incarnation's buffers goes first: the death
+    // is confirmed only once we hold none of them (and the new incarnation
+    // may read a disk that changed meanwhile).
+    refs.clear();
     let _ = d.peer_failed(FS);
     let _ = d.peer_restarted(FS);
     *rx = attach(d);
@@ -74,14 +82,22 @@ pub struct FsSource {
     pub(super) copied: u64,
     /// The calls, surviving restarts of fs.
     pub(super) client: Client<Glue>,
+    /// Whole small files by reference (`httpd::filerefs`); its limits are
+    /// zero where file data is copied at our end (posix).
+    pub(super) refs: FileRefs<'static>,
 }
 
 impl FsSource {
     /// Reconnects now if fs died (the component calls it when the events
     /// page says so, so that the taint is counted before it confirms).
     pub fn reconnect(&mut self) -> bool {
-        let (d, rx) = (self.d, &mut self.rx);
-        self.client.reconnect(&mut || reattach(d, rx))
+        let (d, rx, refs) = (self.d, &mut self.rx, &mut self.refs);
+        self.client.reconnect(&mut || reattach(d, rx, refs))
+    }
+
+    /// The kept files' counters, count and bytes.
+    pub fn refs(&self) -> (FileRefsStats, usize, usize) {
+        (self.refs.stats(), self.refs.len(), self.refs.bytes())
     }
 }
 
@@ -124,40 +140,65 @@ impl FileSource<'static> for FsSource {
         if kind == Kind::Other {
             return Err(SourceError::Forbidden);
         }
-        let (d, rx) = (self.d, &mut self.rx);
-        let file = self.client.open(path, &mut || reattach(d, rx)).map_err(|e| fs_error(e.ret(), false))?;
+        let (d, rx, refs) = (self.d, &mut self.rx, &mut self.refs);
+        let file = self.client.open(path, &mut || reattach(d, rx, refs)).map_err(|e| fs_error(e.ret(), false))?;
         let size = file.size();
-        Ok((FsFile(file, FetchedAhead::none()), FileStat { ino, generation, mtime, size, kind }))
+        Ok((FsFile::Open(file, FetchedAhead::none()), FileStat { ino, generation, mtime, size, kind }))
     }
 
     fn open_to_read(&mut self, path: &str, first: usize) -> Result<(FsFile, FileStat), SourceError> {
         if super::TEST_HOOKS && path == "/.fault/httpd" || path.len() > MAX_PATH {
             return self.open(path);
         }
+        if let Some((stat, agg)) = self.refs.get(path) {
+            return Ok((FsFile::Kept(agg), stat));
+        }
         self.tag += 1;
         let tag = self.tag;
-        let (d, rx) = (self.d, &mut self.rx);
+        let (d, rx, refs) = (self.d, &mut self.rx, &mut self.refs);
         let len = (first as u64).min(READ_MAX);
-        let (file, o) = self.client.open_read(path, len, tag, &mut || reattach(d, rx)).map_err(|e| match e {
+        let opened = self.client.open_read(path, len, tag, &mut || reattach(d, rx, refs));
+        let (file, o) = opened.map_err(|e| match e {
             FsErr::NotAFile => SourceError::IsDirectory,
-            e => fs_error(e.ret(), false),
+            e => {
+                let e = fs_error(e.ret(), false);
+                if e == SourceError::Busy {
+                    // fs is short of buffers or handles: let go of the
+                    // pages we keep, so its cache can reuse them.
+                    self.refs.clear();
+                }
+                e
+            }
         })?;
         let fetched = self.receive(tag, o.queued);
         let stat = FileStat { ino: o.ino, generation: o.generation, mtime: o.mtime, size: o.size, kind: Kind::File };
+        if let Ok(a) = &fetched {
+            // Kept only if it came whole (`put` checks the size).
+            self.refs.put(path, stat, a);
+        }
         // What did not arrive (fs died meanwhile) is read again at its turn.
         let fetched = fetched.map_or_else(|_| FetchedAhead::none(), |a| FetchedAhead::new(0, a));
-        Ok((FsFile(file, fetched), stat))
+        Ok((FsFile::Open(file, fetched), stat))
     }
 
     fn read(&mut self, file: &FsFile, offset: u64, max: usize) -> Result<Aggregate<'static>, SourceError> {
-        if let Some(fetched) = file.1.take(offset, max) {
+        let (file, fetched) = match file {
+            FsFile::Kept(agg) => {
+                // By reference, a new hold on the same buffers.
+                let start = usize::try_from(offset).unwrap_or(usize::MAX).min(agg.len());
+                let len = max.min(agg.len() - start);
+                return agg.range(start, len).map_err(|_| SourceError::Busy);
+            }
+            FsFile::Open(file, fetched) => (file, fetched),
+        };
+        if let Some(fetched) = fetched.take(offset, max) {
             return Ok(fetched);
         }
         self.tag += 1;
         let tag = self.tag;
         let len = (max as u64).min(READ_MAX);
-        let (d, rx) = (self.d, &mut self.rx);
-        let n = match self.client.read(&file.0, offset, len, tag, &mut || reattach(d, rx)) {
+        let (d, rx, refs) = (self.d, &mut self.rx, &mut self.refs);
+        let n = match self.client.read(file, offset, len, tag, &mut || reattach(d, rx, refs)) {
             Ok(n) => n,
             Err(e) => return Err(fs_error(e.ret(), false)),
         };
@@ -165,7 +206,9 @@ impl FileSource<'static> for FsSource {
     }
 
     fn close(&mut self, file: FsFile) {
-        self.client.close(file.0);
+        if let FsFile::Open(file, _) = file {
+            self.client.close(file);
+        }
     }
 }
 

@@ -60,7 +60,7 @@ use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
-use httpd::{Action, Clock, Config, ConnId as HConn, Remote, Server};
+use httpd::{Action, Clock, Config, ConnId as HConn, FileRefs, FileRefsLimits, Remote, Server};
 use iolite::duplex::Control;
 use iolite::{
     Aggregate, Boundary, Copier, CopyMode, Domain, Duplex, DuplexAttach, Guard, Next, PeerId, Trust, Want,
@@ -369,7 +369,15 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     let sys_events = component_runtime::events::Watcher::new();
     let fs_index = sys_events.as_ref().and_then(|w| w.page().index_of(FS_INSTANCE));
     let client = fs_api::client::Client::new(fs::Glue { fs_index });
-    let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0, client };
+    // Whole small files by reference, where fs's buffers reach us by
+    // reference: up to 64 of them, 64 KiB each, `file_refs_bytes` in all.
+    let refs_bytes = if copier.copies() { 0 } else { glue::attributes::FILE_REFS_BYTES as usize };
+    let refs = FileRefs::new(FileRefsLimits {
+        entries: if refs_bytes == 0 { 0 } else { 64 },
+        bytes: refs_bytes,
+        file: 64 * 1024,
+    });
+    let src = FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0, client, refs };
 
     let cfg = Config {
         server_port: PORT,
@@ -1553,6 +1561,13 @@ impl Httpd {
         let fs = self.srv.source_mut().client.stats();
         c.set("fs_reconnects", fs.reconnects);
         c.set("fs_reopens", fs.reopens);
+        let (refs, kept, kept_bytes) = self.srv.source_mut().refs();
+        c.set("file_refs_hits", refs.hits);
+        c.set("file_refs_inserts", refs.inserts);
+        c.set("file_refs_evictions", refs.evictions);
+        c.set("file_refs_clears", refs.clears);
+        c.set("file_refs_kept", kept as u64);
+        c.set("file_refs_bytes", kept_bytes as u64);
         c.set("fs_retries", fs.retries);
         c.set("cgi_restarts", self.cgi_restarts);
         c.set("netstack_restarts", self.netstack_restarts);
