@@ -45,8 +45,8 @@ mod tests;
 /// drops frames that arrive while the RX ring is full, and slirp dumps
 /// whole windows at once: a deep ring matters more than anything else here.
 pub const RING: usize = 512;
-/// Fewest free RX descriptors [`E1000::rx_refill`] hands back at once
-/// while the device owns at least half the ring.
+/// Fewest RX descriptors [`E1000::rx_refill`] hands to the device at once
+/// while it owns at least half the ring.
 pub const RX_REFILL_BATCH: usize = 32;
 /// RX buffer size (RCTL.BSIZE = 2048).
 pub const RX_BUF: usize = RX_BUFFER_BYTES;
@@ -415,6 +415,10 @@ pub struct E1000<'d, R: RegisterFile, M: Dma> {
     rx_next: usize,
     /// The RDT value: descriptors [rx_next, rx_tail) belong to the device.
     rx_tail: usize,
+    /// Descriptors [rx_tail, rx_prepared) have a buffer and a cleared
+    /// status but are not the device's yet (`rx_refill` hands them over
+    /// in batches).
+    rx_prepared: usize,
     /// Inside a frame that spans descriptors: dropped up to its end.
     rx_discarding: bool,
     /// Next free TX descriptor (the TDT value once written).
@@ -480,6 +484,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             rx_bufs: (0..RING).map(|_| None).collect(),
             rx_next: rx_start,
             rx_tail: rx_start,
+            rx_prepared: rx_start,
             rx_discarding: false,
             tx_tail: tx_start,
             tx_used: 0,
@@ -640,21 +645,18 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         n
     }
 
-    /// Gives the device every free RX descriptor there is a buffer for,
-    /// then writes RDT once: in batches of at least [`RX_REFILL_BATCH`]
-    /// while the device still owns half the ring (as Linux's e1000 driver
-    /// does): an RDT write is an exit to QEMU's e1000, which takes its big
-    /// lock and re-polls its backend. Written after every frame (~200 per
-    /// 1 MiB response: the peer's ACKs), it cost 10-14% of the host CPU
-    /// per 1 MiB response (bench/profile, same run).
+    /// Gives every free RX descriptor a buffer, then hands them to the
+    /// device with one RDT write: in batches of at least
+    /// [`RX_REFILL_BATCH`] while the device still owns half the ring (as
+    /// Linux's e1000 driver batches its tail writes), since an RDT write
+    /// is an exit to QEMU's e1000, which takes its big lock and re-polls
+    /// its backend. Written after every frame (~200 per 1 MiB response:
+    /// the peer's ACKs), it cost 10-14% of the host CPU per 1 MiB response
+    /// (bench/profile, same run). The buffers are allocated at once either
+    /// way: the pool's use does not depend on when the write comes.
     pub fn rx_refill(&mut self) {
-        let old = self.rx_tail;
-        let owned = (self.rx_tail + RING - self.rx_next) % RING;
-        if RING - 1 - owned < RX_REFILL_BATCH && owned >= RING / 2 {
-            return;
-        }
-        while (self.rx_tail + 1) % RING != self.rx_next {
-            let i = self.rx_tail;
+        while (self.rx_prepared + 1) % RING != self.rx_next {
+            let i = self.rx_prepared;
             if self.rx_bufs[i].is_none() {
                 match self.d.alloc(self.rx_pool, RX_BUF) {
                     Ok(b) => self.rx_bufs[i] = Some(b),
@@ -669,10 +671,13 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             let pa = self.dma.physical(va).expect("the RX pool is a dataport");
             // Not the device's (outside [rx_next, rx_tail)); status cleared.
             self.rx_ring.write(i, [pa, 0]);
-            self.rx_tail = (i + 1) % RING;
+            self.rx_prepared = (i + 1) % RING;
         }
-        if self.rx_tail != old {
+        let waiting = (self.rx_prepared + RING - self.rx_tail) % RING;
+        let owned = (self.rx_tail + RING - self.rx_next) % RING;
+        if waiting > 0 && (waiting >= RX_REFILL_BATCH || owned < RING / 2) {
             fence(Ordering::Release);
+            self.rx_tail = self.rx_prepared;
             self.regs.write(RDT, self.rx_tail as u32);
             self.counters[Counter::RxTailWrites] += 1;
         }

@@ -238,9 +238,10 @@ fn the_rx_ring_wraps_and_is_refilled_once_per_pass() {
 
 #[test]
 fn rx_descriptors_go_back_in_batches_while_the_device_has_plenty() {
-    let (_, mut nic) = nic(RING_PAGES + RING as u32);
+    let (d, mut nic) = nic(RING_PAGES + RING as u32);
     let writes = |nic: &mut Nic| nic.regs().writes_to(RDT).len();
     let (mut seed, before) = (0u64, writes(&mut nic));
+    let in_use = pages_in_use(d, RX_POOL);
     // One frame per pass, as a request-response client sends them: the
     // device keeps all but a few descriptors, so RDT is written once per
     // batch, not once per frame.
@@ -258,6 +259,7 @@ fn rx_descriptors_go_back_in_batches_while_the_device_has_plenty() {
         nic.rx_refill();
         let free = RING - 1 - nic.regs().rx_free();
         assert!(free < RX_REFILL_BATCH, "pass {pass}: {free} descriptors held back");
+        assert_eq!(pages_in_use(d, RX_POOL), in_use, "pass {pass}: every slot keeps a buffer");
     }
     assert_eq!(writes(&mut nic) - before, 3, "one RDT write per {RX_REFILL_BATCH} frames");
     // All but set-up's first write (RDT := RDH, an empty ring) are refills.
@@ -343,16 +345,15 @@ fn bad_write_backs_are_dropped_and_their_buffers_reused() {
     assert_eq!(counter(&nic, Counter::RxDropped), 4, "one per dropped frame");
     drop(got);
     nic.rx_refill();
-    // Six descriptors are free, fewer than a refill batch: the dropped
-    // frames' buffers wait in their slots, only the good one's went back
-    // to the pool.
-    assert_eq!(pages_in_use(d, RX_POOL), in_use - 1, "dropped buffers kept for reuse, none leaked");
+    // Every slot has its buffer again (the dropped frames' their own);
+    // six descriptors, fewer than a batch, wait to be handed over.
+    assert_eq!(pages_in_use(d, RX_POOL), in_use, "dropped buffers went back to the ring, none leaked");
     for f in 0..RX_REFILL_BATCH as u64 {
         assert!(nic.regs().receive(&frame(10 + f, 100, false)));
     }
     drop(drain(&mut nic));
     nic.rx_refill();
-    assert_eq!(pages_in_use(d, RX_POOL), in_use, "the dropped frames' buffers went back to the ring");
+    assert_eq!(pages_in_use(d, RX_POOL), in_use);
     assert_eq!(nic.regs().rx_free(), RING - 1);
 }
 
