@@ -5,7 +5,6 @@ the samples per component and per function.
 
 usage: guestprof.py OUT SECONDS CLIENTS PATH SYSTEM...
 """
-import json
 import os
 import sys
 import tempfile
@@ -61,9 +60,4 @@ for r in results:
         for fr in frames[:4]:
             lines.append(f"              {fr}")
     lines.append("")
-text = "\n".join(lines)
-print(text)
-with open(out + ".txt", "w") as f:
-    f.write(text + "\n")
-with open(out + ".json", "w") as f:
-    json.dump({"clients": clients, "path": path, "seconds": seconds, "results": results}, f, indent=1)
+B.write_report(out, lines, {"clients": clients, "path": path, "seconds": seconds, "results": results})

@@ -356,6 +356,17 @@ def cell(values):
             "spread": (max(vs) - min(vs)) / med * 100 if med else 0.0}
 
 
+def write_report(out, lines, data):
+    """Prints the report `lines` and writes them to OUT.txt, `data` to
+    OUT.json."""
+    text = "\n".join(lines)
+    print(text)
+    with open(out + ".txt", "w") as f:
+        f.write(text + "\n")
+    with open(out + ".json", "w") as f:
+        json.dump(data, f, indent=1)
+
+
 def pyplot():
     """matplotlib.pyplot (Agg), or None when it is not in the venv."""
     try:

@@ -27,7 +27,6 @@ against its symbol table; a sample whose label is in no map is "other").
 """
 import bisect
 import collections
-import json
 import os
 import re
 import subprocess
@@ -146,9 +145,4 @@ for r in results:
     lines += ["", f"{r['system']}: top labels (~name: a static function after the exported symbol name)"]
     for label, k in r["top"]:
         lines.append(f"  {k * 100:5.1f}%  {label}")
-text = "\n".join(lines)
-print(text)
-with open(out + ".txt", "w") as f:
-    f.write(text + "\n")
-with open(out + ".json", "w") as f:
-    json.dump({"clients": clients, "path": path, "seconds": seconds, "results": results}, f, indent=1)
+B.write_report(out, lines, {"clients": clients, "path": path, "seconds": seconds, "results": results})
