@@ -27,6 +27,8 @@ pub mod glue {
         pub const CGI_CHAN_REFS: &[&str] = &["cgi_pool", "file_pool", "cgi_req_pool", "body_pool"];
         /// `attribute int port;`
         pub const PORT: i64 = 80;
+        /// `attribute int file_refs_bytes;`
+        pub const FILE_REFS_BYTES: i64 = 1048576;
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }
