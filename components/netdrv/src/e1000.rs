@@ -4,10 +4,10 @@
 //!   driver's IO-Lite pool. A completed buffer is sealed at the frame's
 //!   length and handed to the caller as a one-slice aggregate, by reference
 //!   ([`E1000::rx_drain`]); [`E1000::rx_refill`] gives the device a fresh
-//!   buffer for every free descriptor and writes RDT once, in batches. Descriptors in
-//!   `[rx_next, rx_tail)` are the device's; nothing outside that range is
-//!   ever read as a frame, and one slot always stays empty (RDT never
-//!   reaches RDH).
+//!   buffer for every free descriptor and hands them over with one RDT
+//!   write per batch. Descriptors in `[rx_next, rx_tail)` are the
+//!   device's; nothing outside that range is ever read as a frame, and
+//!   one slot always stays empty (RDT never reaches RDH).
 //! * **Transmit:** an aggregate (a header slice and payload slices in any
 //!   mapped pool) becomes one data descriptor per slice at the slice's
 //!   physical address, so payload is never copied ([`E1000::tx_post`]). A
