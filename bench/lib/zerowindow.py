@@ -27,7 +27,7 @@ B.tap_up()
 # The gauges of memory netstack and httpd hold (and the fs pool, which the
 # held connections' file pages are in), with what "back" tolerates: httpd
 # packs response headers into shared pages (the page being filled stays),
-# the heaps keep tables at the size they grew to (tests/robot/web.robot's
+# the heaps keep tables at the size they grew to (tests/robot/web_tap.robot's
 # "Memory Should Be Back To" uses the same slack).
 GAUGES = [
     ("netstack", "tcp_connections", 0), ("netstack", "tcp_socket_bytes", 0),
@@ -439,7 +439,7 @@ for s in systems:
     if s != "linux":
         nb = [r.get("not_back") for r in runs(s) if r.get("not_back")]
         lines.append(f"  not back after 60 s: {nb}" if nb else "  every gauge back to its level before (within the"
-                     " slack of tests/robot/web.robot) in every round")
+                     " slack of tests/robot/web_tap.robot) in every round")
 lines.append("")
 unit = "guest instructions (-icount shift=0)" if icount else "TSC cycles (host time under TCG: noisy)"
 lines.append(f"work per normal request (medians over rounds; busy = {unit}): alone before / with the held"

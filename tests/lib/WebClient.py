@@ -807,12 +807,13 @@ class WebClient:
     def open_zero_window_connections(self, count, path="/file-1m.bin", requests=3):
         """Opens `count` connections that each pipeline `requests` GETs of
         `path` and never read them (a 1 KiB receive buffer, set before
-        connecting), one after another. The host's own buffers take up to
-        ~2 MB of a connection the client does not read (slirp's socket:
-        Linux grows its send buffer), so 3 MiB make the guest see a zero
-        window. Each is open at the guest before the next starts (its first
-        byte is peeked at, not read): slirp's listen backlog of 1 would
-        drop a SYN sent sooner. They stay open until `Close Zero Window
+        connecting), one after another. On a TAP network that buffer is
+        the window the guest sees; through QEMU's user networking the
+        host's own buffers take up to ~2 MB first (slirp's socket: Linux
+        grows its send buffer), so 3 MiB make the guest see a zero window
+        either way. Each is open at the guest before the next starts (its
+        first byte is peeked at, not read): slirp's listen backlog of 1
+        would drop a SYN sent sooner. They stay open until `Close Zero Window
         Connections`."""
         self.zero_window = getattr(self, "zero_window", [])
         req = f"GET {path} HTTP/1.1\r\nHost: t\r\n\r\n".encode() * int(requests)
