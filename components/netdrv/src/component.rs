@@ -30,10 +30,7 @@
 //!   it waits for frames, or for its buffers back while its frames wait);
 //!   netstack (higher priority) runs to completion at once, then its frames
 //!   are posted and TDT is written once, and RDT once after refilling
-//!   (in batches: `E1000::rx_refill`). The transmit-done interrupt is
-//!   unmasked only while frames are on the ring (`E1000::tx_reap`):
-//!   QEMU's e1000 sends within the TDT write, so the post reaps its own
-//!   frames and a response costs no interrupt of its own.
+//!   (in batches: `E1000::rx_refill`).
 //!   Before blocking we ask netstack for its frames, so a round of its own
 //!   (a timer, its client) kicks us. Interrupt throttling (ITR, attribute
 //!   `itr`) bounds the interrupt rate.
@@ -594,15 +591,7 @@ impl Driver {
                 error!("channel link.A from netstack broken: {e:?} (its releases)");
             }
             self.tx_post();
-            // The post reaped what the device sent at once (QEMU's e1000
-            // sends within the TDT write), and no transmit-done interrupt
-            // comes for that: if netstack waits for those buffers, now.
-            if self.link.flush() {
-                self.nic.count(Counter::Wakeups, 1);
-                let t = rdtsc();
-                glue::wake::emit();
-                nested += rdtsc().wrapping_sub(t);
-            }
+            let _ = self.link.rx.flush_releases();
             self.nic.rx_refill();
             let now = rdtsc();
             self.nic.count(Counter::BusyCycles, now.wrapping_sub(woke).saturating_sub(nested));

@@ -432,11 +432,6 @@ pub struct E1000<'d, R: RegisterFile, M: Dma> {
     tx_context: Option<(u8, u8)>,
     /// TSO requests are carried out ([`E1000::set_tso`]).
     tso: bool,
-    /// The driver takes interrupts (not polling).
-    interrupts: bool,
-    /// The transmit-done cause (TXDW) is unmasked: only while frames are
-    /// on the ring or wait for room ([`E1000::tx_interrupt_as_needed`]).
-    tx_interrupt: bool,
     counters: Values<Counter>,
 }
 
@@ -497,8 +492,6 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             tx_pending: None,
             tx_context: None,
             tso: false,
-            interrupts,
-            tx_interrupt: false,
             counters: Values::new(),
         };
         let (rx_pa, tx_pa) = (nic.rx_ring.phys, nic.tx_ring.phys);
@@ -534,8 +527,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             nic.regs.write(RCTL, RCTL_OURS);
         }
         if interrupts {
-            // TXDW only while something is in flight (`tx_interrupt_as_needed`).
-            nic.regs.write(IMS, INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC);
+            nic.regs.write(IMS, INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC | INT_TXDW);
         }
         nic.link_up();
         Ok(nic)
@@ -703,25 +695,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             self.tx_inflight.pop_front();
             n += 1;
         }
-        self.tx_interrupt_as_needed();
         n
-    }
-
-    /// Unmasks the transmit-done interrupt while the driver has something
-    /// to wait for (frames on the ring, or one waiting for room) and masks
-    /// it once not. QEMU's e1000 transmits within the TDT write, so right
-    /// after a post the ring is usually empty again: an unmasked TXDW
-    /// would then wake the driver once per response for nothing (an
-    /// interrupt, two address-space switches, an ICR read), while a
-    /// masked cause still latches in ICR and goes with the next read.
-    /// A device that takes its time gets the interrupt and costs two
-    /// register writes per burst.
-    fn tx_interrupt_as_needed(&mut self) {
-        let wanted = self.interrupts && (!self.tx_inflight.is_empty() || self.tx_pending.is_some());
-        if wanted != self.tx_interrupt {
-            self.regs.write(if wanted { IMS } else { IMC }, INT_TXDW);
-            self.tx_interrupt = wanted;
-        }
     }
 
     /// Frames posted and not yet reaped.
@@ -735,8 +709,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     }
 
     /// Posts the waiting frame, then what `pull` yields, until the ring is
-    /// full or `pull` has nothing; writes TDT once, then reaps what the
-    /// device finished meanwhile ([`E1000::tx_reap`]). Invalid frames are
+    /// full or `pull` has nothing; writes TDT once. Invalid frames are
     /// counted and dropped; a frame that does not fit waits, whole.
     pub fn tx_post(&mut self, mut pull: impl FnMut() -> Pull<'d>) {
         let start_tail = self.tx_tail;
@@ -871,7 +844,6 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             fence(Ordering::Release);
             self.regs.write(TDT, self.tx_tail as u32);
         }
-        self.tx_reap();
     }
 
     fn put_tx(&mut self, words: [u64; 2]) {

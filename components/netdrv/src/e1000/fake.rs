@@ -99,9 +99,6 @@ pub struct Device {
     pub lie: Option<(usize, u32)>,
     /// Hostile: CTRL.RST never clears.
     pub stuck_reset: bool,
-    /// Transmits everything posted within the TDT write, as QEMU's e1000
-    /// does (otherwise only on [`Device::transmit`]).
-    pub transmit_at_tail: bool,
     /// Every TX descriptor processed, as read, in order.
     pub tx_descriptors: Vec<[u64; 2]>,
     context: Option<(u8, u8)>,
@@ -123,7 +120,6 @@ impl Device {
             overruns: 0,
             lie: None,
             stuck_reset: false,
-            transmit_at_tail: false,
             tx_descriptors: Vec::new(),
             context: None,
             tso: None,
@@ -373,12 +369,6 @@ impl RegisterFile for Device {
             IMS => self.set(IMS, self.get(IMS) | value),
             IMC => self.set(IMS, self.get(IMS) & !value),
             ICS => self.raise(value),
-            TDT => {
-                self.set(TDT, value);
-                if self.transmit_at_tail {
-                    self.transmit(usize::MAX);
-                }
-            }
             _ => self.set(offset, value),
         }
     }
