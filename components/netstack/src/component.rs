@@ -107,6 +107,8 @@ const MAX_PENDING: usize = socket_api::SEND_CREDIT as usize;
 const EVENTS_CAP: usize = 1024;
 /// Bytes a connection may queue beyond its peer's advertised window.
 const SEND_SLACK: usize = 64 * 1024;
+/// A zero-copy connection's send window (see where it is set).
+const ZERO_COPY_SEND_WINDOW: usize = 512 * 1024;
 /// The stack's NIC: netdrv through the link region.
 struct Port {
     /// The link dataport, set up again when netdrv dies.
@@ -704,7 +706,15 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         "software" => TxChecksum::Software,
         _ => TxChecksum::Cached,
     };
-    cfg.send_window = 128 * 1024;
+    // A zero-copy send queue holds references into the file cache, not
+    // bytes of our heap: a larger window costs no memory here and lets
+    // httpd fill it in fewer, larger rounds (each a wake-up of httpd, a
+    // read from fs and their address-space switches). A copy mode's ring
+    // is heap, sized per peer within this.
+    cfg.send_window = match cfg.copy_mode {
+        iolite::CopyMode::IoLite => ZERO_COPY_SEND_WINDOW,
+        _ => 128 * 1024,
+    };
     // Smaller than the library's default: slirp sends a whole window at
     // once, and the RX ring must absorb the windows of every connection.
     cfg.recv_window = 32 * 1024;
