@@ -208,7 +208,7 @@ fn scenario(held: usize, responses: usize, window: usize) -> Outcome {
     let mut a = NetStack::new(da, client_cfg, 0);
     // The server: the component's configuration (component.rs).
     let mut server_cfg = cfg(2, 16, CopyMode::IoLite, TxChecksum::Cached);
-    server_cfg.send_window = 128 * 1024;
+    server_cfg.send_window = 512 * 1024;
     server_cfg.recv_window = 32 * 1024;
     server_cfg.send_slack = 64 * 1024;
     server_cfg.socket_memory = 10 << 20;
