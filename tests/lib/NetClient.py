@@ -191,8 +191,9 @@ class NetClient:
         keys = ("connections", "closed", "bytes_echoed", "echo_errors", "tcp_connections",
                 "tcp_connections_accepted", "tcp_rx_frames", "tcp_tx_frames", "tcp_wakeups", "tcp_polls",
                 "tcp_client_requests", "tcp_client_events", "tcp_events_deferred", "tcp_sends_refused",
-                "tcp_accept_deferred", "tcp_tx_deferred", "tcp_tx_withheld", "drv_rx_frames", "drv_tx_frames",
-                "drv_irqs", "drv_wakeups_sent", "drv_rx_dropped", "drv_rx_ring_empty")
+                "tcp_accept_deferred", "tcp_syn_dropped_backlog_full", "tcp_tx_deferred", "tcp_tx_withheld",
+                "drv_rx_frames", "drv_tx_frames", "drv_irqs", "drv_wakeups_sent", "drv_rx_dropped",
+                "drv_rx_ring_empty")
         return {k: st[k] for k in keys if k in st}
 
     def stats(self, port):
