@@ -100,6 +100,10 @@ pub struct Config {
     pub request_timeout_ms: u64,
     /// A CGI must answer within this, else 504.
     pub cgi_timeout_ms: u64,
+    /// A static request whose file the source cannot open for now (fs out
+    /// of buffers or handles: clients hold its pages) waits this long for
+    /// them, then gets 503.
+    pub source_wait_ms: u64,
     /// Most queued responses per connection before pipelined input waits.
     pub max_pipeline: usize,
     /// Most unparsed input bytes per connection; more closes it.
@@ -133,6 +137,7 @@ impl Default for Config {
             send_timeout_ms: 60_000,
             request_timeout_ms: 10_000,
             cgi_timeout_ms: 5_000,
+            source_wait_ms: 10_000,
             max_pipeline: 16,
             max_buffered: 256 * 1024,
             read_chunk: 256 * 1024,

@@ -83,6 +83,8 @@ pub struct MemSite<'d> {
     /// Reads to refuse with `Busy` before answering again (fs out of
     /// buffers for now).
     pub busy_reads: u32,
+    /// Opens to refuse with `Busy` before answering again.
+    pub busy_opens: u32,
     /// Calls that reached the files: opens and the reads not answered by
     /// what an `open_to_read` fetched (fs's RPCs, on target).
     pub calls: Rc<Cell<u64>>,
@@ -99,6 +101,7 @@ impl<'d> MemSite<'d> {
             open: Rc::new(Cell::new(0)),
             fail: None,
             busy_reads: 0,
+            busy_opens: 0,
             calls: Rc::new(Cell::new(0)),
             next_ino: 12,
         }
@@ -165,6 +168,10 @@ impl<'d> FileSource<'d> for MemSite<'d> {
 
     fn open(&mut self, path: &str) -> Result<(Open<'d>, FileStat), SourceError> {
         self.calls.set(self.calls.get() + 1);
+        if self.busy_opens > 0 {
+            self.busy_opens -= 1;
+            return Err(SourceError::Busy);
+        }
         if let Some((p, e)) = &self.fail {
             if p == path {
                 return Err(*e);

@@ -1581,6 +1581,8 @@ impl Httpd {
         c.set("idle_evictions", st.idle_evictions);
         c.set("send_timeouts", st.send_timeouts);
         c.set("file_reads_deferred", st.file_reads_deferred);
+        c.set("file_opens_deferred", st.file_opens_deferred);
+        c.set("file_opens_expired", st.file_opens_expired);
         c.set("connections_open", self.by_srv.len() as u64);
         c.set("connections_send_full", self.net_full.len() as u64);
         c.set("heap_used", heap_used() as u64);

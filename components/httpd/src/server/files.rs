@@ -8,6 +8,7 @@
 //! output is pulled piece by piece ([`Core::pull_file`]) as the caller
 //! takes the output, by reference.
 
+use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
@@ -65,6 +66,16 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         };
         let ((f, st), path) = match opened {
             Ok(o) => o,
+            Err(SourceError::Busy) => {
+                // Transient: its pages come back as clients read. The
+                // request waits for them rather than failing (see
+                // `Out::Retry`); `next_within` keeps its first `since`.
+                self.stats.file_opens_deferred += 1;
+                let since = self.clock.now_ms();
+                let req = Box::new(req.clone());
+                conn.outq.push_back(Out::Retry { req, path: String::from(path), mode, since });
+                return;
+            }
             Err(e) => {
                 self.push_simple(conn, e.status(), head, mode, "");
                 return;

@@ -87,7 +87,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     // slow reader is a long time: a client that pipelines
                     // many file requests must not take fs's file table).
                     if conn.outq.len() >= self.cfg.max_pipeline
-                        || conn.outq.iter().any(|o| matches!(o, Out::File { .. }))
+                        || conn.outq.iter().any(|o| matches!(o, Out::File { .. } | Out::Retry { .. }))
                     {
                         return;
                     }

@@ -31,6 +31,7 @@ mod upload;
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
+use alloc::string::String;
 use alloc::vec::Vec;
 use core::fmt::Write;
 
@@ -165,6 +166,12 @@ pub struct HttpStats {
     /// File reads the source refused for now (busy): the response waits
     /// and is read again later instead of being cut short.
     pub file_reads_deferred: u64,
+    /// Opens of a static file the source refused for now (busy): the
+    /// request waits and is tried again (`Config::source_wait_ms`).
+    pub file_opens_deferred: u64,
+    /// Requests answered 503 because the source stayed busy for
+    /// `Config::source_wait_ms`.
+    pub file_opens_expired: u64,
     /// Requests that timed out while arriving (408).
     pub request_timeouts: u64,
     /// Idle keep-alive connections closed.
@@ -252,6 +259,17 @@ enum Out<'d, F> {
         parts: VecDeque<(Aggregate<'d>, u64, u64)>,
     },
     Cgi(CgiCall<'d>),
+    /// A static request whose file the source could not open for now (fs
+    /// short of buffers or handles while clients hold its pages: they come
+    /// back as the clients read). Tried again when pulled; 503 once it
+    /// has waited `Config::source_wait_ms` since `since`. Always last in
+    /// the queue: nothing after it is parsed until it is answered.
+    Retry {
+        req: Box<Request>,
+        path: String,
+        mode: ConnMode,
+        since: u64,
+    },
     /// The rest of a streamed CGI body: the parts in `State::Stream`, as
     /// they come.
     Stream,
@@ -621,7 +639,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     /// Whether `c`'s output waits for its file source (a read was busy):
     /// call [`Server::next`] for it again later (when buffers come back).
     pub fn waits_for_source(&self, c: ConnId) -> bool {
-        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.outq.front(), Some(Out::File { .. })))
+        self.conns.get(&c.0).is_some_and(|conn| matches!(conn.outq.front(), Some(Out::File { .. } | Out::Retry { .. })))
     }
 
     /// Whether [`Server::next`] has something for `c`.
@@ -721,6 +739,10 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         conn.last_active = core.clock.now_ms();
         if conn.outq.is_empty() {
             core.process(conn);
+            if matches!(conn.outq.front(), Some(Out::Retry { .. })) {
+                // Refused just now: tried again on a later pull.
+                return None;
+            }
         }
         // Body parts go first: the answer may wait for them.
         if let Some(a) = core.upload_next(conn) {
@@ -755,6 +777,21 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 Pulled::Wait => return None,
                 Pulled::Ended => return self.next_within(c, max),
             },
+            Out::Retry { req, path, mode, since } => {
+                if core.clock.now_ms().saturating_sub(since) >= core.cfg.source_wait_ms {
+                    core.stats.file_opens_expired += 1;
+                    core.push_simple(conn, 503, req.method == Method::Head, mode, "");
+                } else {
+                    // The queue was empty behind it: whatever this queues
+                    // (the answer, or the request again) keeps its turn.
+                    core.serve_static(conn, &req, &path, mode);
+                    if let Some(Out::Retry { since: again, .. }) = conn.outq.back_mut() {
+                        *again = since;
+                        return None;
+                    }
+                }
+                return self.next_within(c, max);
+            }
             file @ Out::File { .. } => {
                 conn.outq.push_front(file);
                 match core.pull_file(conn, max) {

@@ -135,12 +135,7 @@ fn index_html_for_directories_and_redirects() {
 fn source_errors_map_to_statuses() {
     let d = domain();
     let mut h = Harness::new(d);
-    for (e, status) in [
-        (SourceError::Forbidden, 403),
-        (SourceError::Busy, 503),
-        (SourceError::Failed, 500),
-        (SourceError::NotFound, 404),
-    ] {
+    for (e, status) in [(SourceError::Forbidden, 403), (SourceError::Failed, 500), (SourceError::NotFound, 404)] {
         h.srv.source_mut().fail = Some(("/style.css".into(), e));
         let (r, closed) = h.roundtrip(&req("/style.css", ""));
         assert_eq!(r[0].status, status);
@@ -786,6 +781,67 @@ fn a_busy_file_source_delays_the_body_instead_of_cutting_it() {
     assert_eq!(r.len(), 1);
     assert_eq!(r[0].status, 200);
     assert!(r[0].body == data, "body of {} bytes, not the file's", r[0].body.len());
+}
+
+/// fs short of buffers at the open (clients hold its pages) is a wait,
+/// not an error: the request is tried again as the component pumps the
+/// connection, and the answer keeps its place among pipelined ones.
+#[test]
+fn a_busy_source_at_the_open_delays_the_request_instead_of_failing_it() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    h.srv.source_mut().busy_opens = 3;
+    h.send(c, &[req("/file-64k.bin", ""), req("/style.css", "")].concat());
+    let mut got = Vec::new();
+    let mut waits = 0;
+    loop {
+        let dr = h.drain(c);
+        assert!(!dr.closed);
+        got.extend(dr.bytes);
+        if !h.srv.waits_for_source(c) {
+            break;
+        }
+        assert!(got.is_empty(), "nothing goes out before the waiting answer");
+        waits += 1;
+        h.advance(100);
+        assert!(waits < 10);
+    }
+    assert!(waits >= 2, "the answer waited ({waits} pulls)");
+    assert_eq!(h.srv.stats().file_opens_deferred, 3);
+    assert_eq!(h.srv.stats().file_opens_expired, 0);
+    let r = parse_responses(&got, &|_| false);
+    assert_eq!(r.iter().map(|r| r.status).collect::<Vec<_>>(), [200, 200]);
+    assert!(r[0].body == content(65536, 2), "the file's bytes, in order");
+    assert_eq!(r[1].body, b"body { color: #222 }\n");
+}
+
+/// A source that stays busy costs the request a 503 after
+/// `source_wait_ms`, not the connection: the next request is served.
+#[test]
+fn a_source_busy_for_too_long_gets_503_and_the_connection_goes_on() {
+    let d = domain();
+    let mut h = Harness::with_config(d, Config { source_wait_ms: 2000, ..Config::default() });
+    let c = h.connect();
+    h.srv.source_mut().busy_opens = u32::MAX;
+    h.send(c, &req("/file-1k.txt", ""));
+    for _ in 0..19 {
+        let dr = h.drain(c);
+        assert!(dr.bytes.is_empty() && !dr.closed);
+        assert!(h.srv.waits_for_source(c));
+        h.advance(100);
+    }
+    h.advance(100);
+    let dr = h.drain(c);
+    let r = parse_responses(&dr.bytes, &|_| false);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].status, 503);
+    assert!(!dr.closed);
+    assert_eq!(h.srv.stats().file_opens_expired, 1);
+    h.srv.source_mut().busy_opens = 0;
+    h.send(c, &req("/file-1k.txt", ""));
+    let r = parse_responses(&h.drain(c).bytes, &|_| false);
+    assert_eq!((r[0].status, r[0].body.as_slice()), (200, &content(1024, 1)[..]));
 }
 
 /// A CGI request pipelined behind a response the client does not take
