@@ -262,8 +262,8 @@ enum Out<'d, F> {
     /// A static request whose file the source could not open for now (fs
     /// short of buffers or handles while clients hold its pages: they come
     /// back as the clients read). Tried again when pulled; 503 once it
-    /// has waited `Config::source_wait_ms` since `since`. Always last in
-    /// the queue: nothing after it is parsed until it is answered.
+    /// has waited `Config::source_wait_ms` since `since`. Nothing after it
+    /// is parsed until it is answered (only a `Close` may follow it).
     Retry {
         req: Box<Request>,
         path: String,
@@ -778,17 +778,25 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 Pulled::Ended => return self.next_within(c, max),
             },
             Out::Retry { req, path, mode, since } => {
+                // Its answer (or the request again) takes its place: what
+                // was queued behind it (a `Close`) stays behind.
+                let behind = core::mem::take(&mut conn.outq);
                 if core.clock.now_ms().saturating_sub(since) >= core.cfg.source_wait_ms {
                     core.stats.file_opens_expired += 1;
                     core.push_simple(conn, 503, req.method == Method::Head, mode, "");
                 } else {
-                    // The queue was empty behind it: whatever this queues
-                    // (the answer, or the request again) keeps its turn.
                     core.serve_static(conn, &req, &path, mode);
-                    if let Some(Out::Retry { since: again, .. }) = conn.outq.back_mut() {
+                }
+                let refused = match conn.outq.back_mut() {
+                    Some(Out::Retry { since: again, .. }) => {
                         *again = since;
-                        return None;
+                        true
                     }
+                    _ => false,
+                };
+                conn.outq.extend(behind);
+                if refused {
+                    return None;
                 }
                 return self.next_within(c, max);
             }

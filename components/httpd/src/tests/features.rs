@@ -816,6 +816,37 @@ fn a_busy_source_at_the_open_delays_the_request_instead_of_failing_it() {
     assert_eq!(r[1].body, b"body { color: #222 }\n");
 }
 
+/// A CGI's local redirect to a file fs cannot open for now, on a
+/// connection that closes after it: the file's answer still comes before
+/// the close.
+#[test]
+fn a_local_redirect_to_a_busy_file_is_answered_before_the_close() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    let c = h.connect();
+    h.send(c, b"GET /cgi-bin/x HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n");
+    let k = h.drain(c).cgi.pop().expect("the call");
+    h.srv.source_mut().busy_opens = 2;
+    h.srv.cgi_reply(c, k.id, Ok(make(d, CGI_POOL, b"Location: /file-64k.bin\r\n\r\n")));
+    let mut got = Vec::new();
+    let mut closed = false;
+    for _ in 0..10 {
+        let dr = h.drain(c);
+        got.extend(dr.bytes);
+        if dr.closed {
+            closed = true;
+            break;
+        }
+        h.advance(100);
+    }
+    assert!(closed, "the connection closes after the answer");
+    let r = parse_responses(&got, &|_| false);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].status, 200);
+    assert!(r[0].body == content(65536, 2), "the file's bytes");
+    assert_eq!(h.srv.stats().file_opens_deferred, 2);
+}
+
 /// A source that stays busy costs the request a 503 after
 /// `source_wait_ms`, not the connection: the next request is served.
 #[test]
