@@ -636,8 +636,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         self.core.process(conn);
     }
 
-    /// Whether `c`'s output waits for its file source (a read was busy):
-    /// call [`Server::next`] for it again later (when buffers come back).
+    /// Whether `c`'s output waits for its file source (a read or an open
+    /// was busy): call [`Server::next`] for it again later (when buffers
+    /// come back).
     pub fn waits_for_source(&self, c: ConnId) -> bool {
         self.conns.get(&c.0).is_some_and(|conn| matches!(conn.outq.front(), Some(Out::File { .. } | Out::Retry { .. })))
     }
