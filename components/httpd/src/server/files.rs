@@ -17,7 +17,7 @@ use alloc::vec::Vec;
 use cgi_api::output::reason;
 use iolite::Aggregate;
 
-use super::{Conn, ConnMode, Core, Out, ALLOW_STATIC};
+use super::{Conn, ConnMode, Core, Out, Ticket, ALLOW_STATIC};
 use crate::date;
 use crate::hcache::Lookup;
 use crate::mime::content_type;
@@ -32,6 +32,20 @@ fn etag(st: &FileStat) -> String {
 }
 impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     pub(super) fn serve_static(&mut self, conn: &mut Conn<'d, S::File>, req: &Request, path: &str, mode: ConnMode) {
+        self.serve_static_waited(conn, req, path, mode, None);
+    }
+
+    /// As `serve_static`, for a request that has waited for the file
+    /// source with `ticket` (see `Out::Retry`). A new request queues behind
+    /// any that wait, without trying the source.
+    pub(super) fn serve_static_waited(
+        &mut self,
+        conn: &mut Conn<'d, S::File>,
+        req: &Request,
+        path: &str,
+        mode: ConnMode,
+        ticket: Option<Ticket>,
+    ) {
         let head = req.method == Method::Head;
         if !matches!(req.method, Method::Get | Method::Head) {
             self.push_simple(conn, 405, false, mode, &format!("Allow: {ALLOW_STATIC}\r\n"));
@@ -44,7 +58,21 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             && ["range", "if-match", "if-none-match", "if-modified-since", "if-unmodified-since"]
                 .iter()
                 .all(|h| req.header(h).is_none());
+        // Not for one that waited for the source: the first read wants
+        // `read_chunk` (256 KiB) of fs's buffers at once, and while
+        // responses under way read smaller pieces as their clients take
+        // them, the freed pages went to those and such an open waited
+        // until it expired (503). A plain open needs no buffer; the body
+        // is then read as any other.
+        let plain = plain && ticket.is_none();
         let first = if plain { self.cfg.read_chunk } else { 0 };
+        if ticket.is_none() && !self.waiting.is_empty() {
+            self.stats.file_opens_deferred += 1;
+            let (since, ticket) = (self.clock.now_ms(), self.waiting.join());
+            let req = Box::new(req.clone());
+            conn.outq.push_back(Out::Retry { req, path: String::from(path), mode, since, ticket });
+            return;
+        }
         let open = |src: &mut S, p: &str| if plain { src.open_to_read(p, first) } else { src.open(p) };
         let opened = match open(&mut self.src, path) {
             Err(SourceError::IsDirectory) if !path.ends_with('/') => {
@@ -72,8 +100,9 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 // `Out::Retry`); `next_within` keeps its first `since`.
                 self.stats.file_opens_deferred += 1;
                 let since = self.clock.now_ms();
+                let ticket = ticket.unwrap_or_else(|| self.waiting.join());
                 let req = Box::new(req.clone());
-                conn.outq.push_back(Out::Retry { req, path: String::from(path), mode, since });
+                conn.outq.push_back(Out::Retry { req, path: String::from(path), mode, since, ticket });
                 return;
             }
             Err(e) => {

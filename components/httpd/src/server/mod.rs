@@ -29,10 +29,13 @@ mod queue;
 mod upload;
 
 use alloc::boxed::Box;
+use alloc::collections::BTreeSet;
 use alloc::collections::{BTreeMap, VecDeque};
 use alloc::format;
+use alloc::rc::Rc;
 use alloc::string::String;
 use alloc::vec::Vec;
+use core::cell::{Cell, RefCell};
 use core::fmt::Write;
 
 use cgi_api::output::reason;
@@ -166,8 +169,9 @@ pub struct HttpStats {
     /// File reads the source refused for now (busy): the response waits
     /// and is read again later instead of being cut short.
     pub file_reads_deferred: u64,
-    /// Opens of a static file the source refused for now (busy): the
-    /// request waits and is tried again (`Config::source_wait_ms`).
+    /// Times a static request waited for the file source: refused for
+    /// now (busy), or queued behind requests that were (the oldest try
+    /// first). It is tried again later (`Config::source_wait_ms`).
     pub file_opens_deferred: u64,
     /// Requests answered 503 because the source stayed busy for
     /// `Config::source_wait_ms`.
@@ -269,6 +273,7 @@ enum Out<'d, F> {
         path: String,
         mode: ConnMode,
         since: u64,
+        ticket: Ticket,
     },
     /// The rest of a streamed CGI body: the parts in `State::Stream`, as
     /// they come.
@@ -322,6 +327,50 @@ struct Core<'d, S: FileSource<'d>, C> {
     controls: Vec<Control>,
     /// CGI calls held while the cgi is away (see `queue`).
     gap: GapQueue<'d>,
+    /// Static requests waiting for the file source (`Out::Retry`).
+    waiting: SourceQueue,
+}
+
+/// How many of the oldest requests waiting for the file source may try
+/// it: the pages that come back go to them, not to the newest request
+/// or the lowest connection number (the component pumps connections in
+/// that order), which once kept one waiting for 10 s and a 503.
+const SOURCE_TRIERS: usize = 8;
+
+/// The static requests waiting for the file source, by ticket (oldest
+/// first). A ticket leaves the queue when dropped: answered, expired, or
+/// its connection gone.
+#[derive(Default, Clone)]
+struct SourceQueue(Rc<RefCell<BTreeSet<u64>>>, Rc<Cell<u64>>);
+
+/// A place in the [`SourceQueue`].
+struct Ticket {
+    n: u64,
+    queue: SourceQueue,
+}
+
+impl SourceQueue {
+    fn is_empty(&self) -> bool {
+        self.0.borrow().is_empty()
+    }
+
+    fn join(&self) -> Ticket {
+        let n = self.1.get();
+        self.1.set(n + 1);
+        self.0.borrow_mut().insert(n);
+        Ticket { n, queue: self.clone() }
+    }
+
+    /// Whether `t` is among the oldest `SOURCE_TRIERS`.
+    fn may_try(&self, t: &Ticket) -> bool {
+        self.0.borrow().iter().take(SOURCE_TRIERS).any(|&n| n == t.n)
+    }
+}
+
+impl Drop for Ticket {
+    fn drop(&mut self) {
+        self.queue.0.borrow_mut().remove(&self.n);
+    }
 }
 
 /// The HTTP server state machine (see the module docs).
@@ -461,6 +510,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 next_boundary: 0,
                 controls: Vec::new(),
                 gap: GapQueue::default(),
+                waiting: SourceQueue::default(),
             },
             conns: BTreeMap::new(),
             next_conn: 1,
@@ -778,15 +828,22 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 Pulled::Wait => return None,
                 Pulled::Ended => return self.next_within(c, max),
             },
-            Out::Retry { req, path, mode, since } => {
+            Out::Retry { req, path, mode, since, ticket } => {
+                let expired = core.clock.now_ms().saturating_sub(since) >= core.cfg.source_wait_ms;
+                if !expired && !core.waiting.may_try(&ticket) {
+                    // Older ones first.
+                    conn.outq.push_front(Out::Retry { req, path, mode, since, ticket });
+                    return None;
+                }
                 // Its answer (or the request again) takes its place: what
                 // was queued behind it (a `Close`) stays behind.
                 let behind = core::mem::take(&mut conn.outq);
-                if core.clock.now_ms().saturating_sub(since) >= core.cfg.source_wait_ms {
+                if expired {
                     core.stats.file_opens_expired += 1;
+                    drop(ticket);
                     core.push_simple(conn, 503, req.method == Method::Head, mode, "");
                 } else {
-                    core.serve_static(conn, &req, &path, mode);
+                    core.serve_static_waited(conn, &req, &path, mode, Some(ticket));
                 }
                 let refused = match conn.outq.back_mut() {
                     Some(Out::Retry { since: again, .. }) => {

@@ -847,6 +847,45 @@ fn a_local_redirect_to_a_busy_file_is_answered_before_the_close() {
     assert_eq!(h.srv.stats().file_opens_deferred, 2);
 }
 
+/// While requests wait for a busy source, a new one queues behind them
+/// without trying the source, and only the oldest few try: the pages that
+/// come back go to those that waited longest, whatever order the
+/// connections are pumped in.
+#[test]
+fn requests_waiting_for_the_source_are_served_oldest_first() {
+    let d = domain();
+    let mut h = Harness::new(d);
+    h.srv.source_mut().busy_opens = u32::MAX;
+    let conns: Vec<_> = (0..12).map(|_| h.connect()).collect();
+    let calls = h.srv.source_mut().calls.get();
+    for &c in &conns {
+        h.send(c, &req("/file-1k.txt", ""));
+    }
+    assert_eq!(h.srv.source_mut().calls.get(), calls + 1, "only the first tried the source");
+    assert!(conns.iter().all(|&c| h.srv.waits_for_source(c)));
+    h.srv.source_mut().busy_opens = 0;
+    // The newest is pumped first, but it is not among the oldest eight.
+    let mut got = vec![Vec::new(); conns.len()];
+    let dr = h.drain(conns[11]);
+    assert!(dr.bytes.is_empty() && h.srv.waits_for_source(conns[11]));
+    for (i, &c) in conns.iter().enumerate().rev() {
+        got[i].extend(h.drain(c).bytes);
+    }
+    let answered: Vec<bool> = got.iter().map(|b| !b.is_empty()).collect();
+    assert_eq!(answered, [vec![true; 8], vec![false; 4]].concat(), "the oldest eight first");
+    // Then the four, now among the oldest waiting.
+    for (i, &c) in conns.iter().enumerate() {
+        got[i].extend(h.drain(c).bytes);
+    }
+    for b in &got {
+        let r = parse_responses(b, &|_| false);
+        assert_eq!((r.len(), r[0].status), (1, 200));
+        assert!(r[0].body == content(1024, 1), "byte-exact");
+    }
+    assert!(conns.iter().all(|&c| !h.srv.waits_for_source(c)));
+    assert_eq!(h.srv.stats().file_opens_expired, 0);
+}
+
 /// A source that stays busy costs the request a 503 after
 /// `source_wait_ms`, not the connection: the next request is served.
 #[test]
