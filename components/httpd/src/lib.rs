@@ -108,6 +108,22 @@ pub struct Config {
     pub max_pipeline: usize,
     /// Most unparsed input bytes per connection; more closes it.
     pub max_buffered: usize,
+    /// Least average rate, in bytes per second, at which a request (its
+    /// head, a whole body with it, or a streamed body while the cgi waits
+    /// for it) must arrive once it has been arriving for `rate_grace_ms`;
+    /// a slower one gets 408 and the connection closes (0: no minimum).
+    /// `request_timeout_ms` still bounds the whole head and body: a peer
+    /// that trickles its head fast enough still has only that long.
+    pub min_input_rate: u64,
+    /// How long a request may arrive at any rate before `min_input_rate`
+    /// applies (a head sent in pieces over a slow link).
+    pub rate_grace_ms: u64,
+    /// Most slices a connection's unparsed input may take while its
+    /// request head is incomplete; beyond, the input is copied into one
+    /// buffer of the server's pool (`input_bytes_flattened`) and the
+    /// transport's buffers go back: a peer that sends its head in many
+    /// pieces holds one buffer here, not one per piece.
+    pub max_input_slices: usize,
     /// Largest file read per [`FileSource::read`] call.
     pub read_chunk: usize,
     /// Cached response headers (0 disables the cache).
@@ -140,6 +156,9 @@ impl Default for Config {
             source_wait_ms: 10_000,
             max_pipeline: 16,
             max_buffered: 256 * 1024,
+            min_input_rate: 256,
+            rate_grace_ms: 3_000,
+            max_input_slices: 32,
             read_chunk: 256 * 1024,
             header_cache_entries: 128,
             max_cgi_redirects: 4,

@@ -10,5 +10,6 @@ pub use crate::{Action, CgiCall, Config, ConnId, Remote, SourceError};
 mod features;
 mod protocol;
 mod queue;
+mod slow_input;
 mod streaming;
 mod uploads;

@@ -725,6 +725,13 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // and bookkeeping (held-back sends and events are bounded too).
     cfg.socket_memory = glue::attributes::SOCKET_BUDGET as usize;
     cfg.time_wait_cap = glue::attributes::TIME_WAIT_CAP as usize;
+    cfg.rx_conn_pages = match glue::attributes::RX_CONN_PAGES {
+        n @ 1..=65536 => n as usize,
+        n => {
+            warn!("rx_conn_pages = {n} is not 1..=65536: {} used", cfg.rx_conn_pages);
+            cfg.rx_conn_pages
+        }
+    };
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     if cfg.tso {
@@ -1001,6 +1008,9 @@ impl Node {
             room: held && to_drv,
         };
         let mut ready = self.port.link.arm(link);
+        // A connection whose input waits for its received pages to come
+        // back is resumed by its client's releases: ask to be woken by them.
+        let starving = starving || self.stack.rx_waiting_for_pages();
         for c in self.slots.iter_mut().filter_map(|s| s.client.as_mut()) {
             ready |= c.arm(starving);
         }
@@ -1145,6 +1155,10 @@ impl Node {
                 S::Restarts => self.restarts,
                 S::QuarantinedPages => quarantined_pages(self.d) as u64,
                 S::SynDroppedBacklogFull => s.syn_dropped_backlog_full,
+                // Receive-side bounds in pages.
+                S::RxCoalescedBytes => s.rx_coalesced_bytes,
+                S::RxPausedConnPages => s.rx_paused_conn_pages,
+                S::RxOpenPagesSwept => s.rx_open_pages_swept,
             };
         }
         self.stats.publish(&v);

@@ -136,6 +136,17 @@ pub struct Config {
     /// `tcp_max_tw_buckets`; TIME-WAIT only guards against a delayed
     /// duplicate of the old connection, and its last ACK was sent.
     pub time_wait_cap: usize,
+    /// Most pages of the receive pools (`rx_pool`, `hand_off_pool`) that
+    /// one connection's delivered data may keep in use (default 24: a
+    /// whole request body of 64 KiB behind a full head). The pages count
+    /// until the client has released everything in them. While a
+    /// connection holds its share the stack leaves its input in TCP (its
+    /// window closes on the peer) and delivers again once the client gave
+    /// pages back: a peer that trickles a request no client completes
+    /// cannot take the pool other connections receive into. Small chunks
+    /// share a page of their connection, so 1-byte segments cost a page
+    /// per 4096 of them, not a page each.
+    pub rx_conn_pages: usize,
 }
 
 impl Config {
@@ -167,6 +178,7 @@ impl Config {
             nagle: false,
             socket_memory: 8 << 20,
             time_wait_cap: 64,
+            rx_conn_pages: 24,
         }
     }
 }
@@ -275,6 +287,17 @@ pub struct NetStats {
     /// due timer touched (all of them only after a frame that could not
     /// be attributed), not every one per poll.
     pub poll_visits: u64,
+
+    // Receive-side bounds in pages ([`Config::rx_conn_pages`]).
+    /// Received bytes delivered into a page their connection already had
+    /// partly filled (each chunk used to take a page of its own).
+    pub rx_coalesced_bytes: u64,
+    /// Times a connection's input was left in TCP because its delivered,
+    /// unreleased data held its share of pages.
+    pub rx_paused_conn_pages: u64,
+    /// Partly filled receive pages given up because nothing but the stack
+    /// held them any more (idle connections keep no page).
+    pub rx_open_pages_swept: u64,
 }
 
 impl NetStats {

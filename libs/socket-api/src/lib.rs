@@ -642,6 +642,16 @@ counters::counters! {
         /// Connection requests (SYNs) dropped because every listening
         /// socket of their port was taken (the client retransmits).
         SynDroppedBacklogFull = "tcp_syn_dropped_backlog_full",
+        // Receive-side bounds in pages (netstack `Config::rx_conn_pages`).
+        /// Received bytes delivered into a page their connection had
+        /// partly filled (tiny segments share pages).
+        RxCoalescedBytes = "tcp_rx_coalesced_bytes",
+        /// Times a connection's input stayed in TCP because its unreleased
+        /// received data held its share of pages.
+        RxPausedConnPages = "tcp_rx_paused_conn_pages",
+        /// Partly filled receive pages given back once only netstack held
+        /// them.
+        RxOpenPagesSwept = "tcp_rx_open_pages_swept",
     }
 }
 
@@ -730,7 +740,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 72] = [
+        let names: [&str; 75] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -803,6 +813,9 @@ mod tests {
             "tcp_restarts",
             "tcp_quarantined_pages",
             "tcp_syn_dropped_backlog_full",
+            "tcp_rx_coalesced_bytes",
+            "tcp_rx_paused_conn_pages",
+            "tcp_rx_open_pages_swept",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

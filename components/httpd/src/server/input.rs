@@ -99,7 +99,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                         }
                         return;
                     }
-                    conn.req_start.get_or_insert(now);
+                    if conn.req_start.is_none() {
+                        // Its bytes so far are those buffered now.
+                        conn.req_start = Some(now);
+                        conn.req_base = conn.received - conn.inq_len as u64;
+                    }
                     match parse_head(&conn.scan, &self.cfg.limits) {
                         Head::Partial => {
                             if conn.eof {
@@ -247,6 +251,8 @@ impl<'d, F> Conn<'d, F> {
             outq: VecDeque::new(),
             state: State::Reading,
             req_start: None,
+            received: 0,
+            req_base: 0,
             last_active: now,
             remote,
             eof: false,

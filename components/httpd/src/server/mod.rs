@@ -221,6 +221,20 @@ pub struct HttpStats {
     /// Held requests answered 503 because the cgi did not come back within
     /// `cgi_queue_timeout_ms`.
     pub cgi_queue_expired: u64,
+
+    // Slow and fragmented input (`Config::min_input_rate`,
+    // `Config::max_input_slices`); each 408 here is in `request_timeouts`.
+    /// Request heads not complete within `request_timeout_ms` (408).
+    pub head_timeouts_408: u64,
+    /// Requests whose head arrived slower than `min_input_rate` (408).
+    pub head_too_slow: u64,
+    /// Request bodies that arrived slower than `min_input_rate` (408).
+    pub body_too_slow: u64,
+    /// Times a pending head's input was copied into one buffer (it had
+    /// more than `max_input_slices` slices).
+    pub input_flattens: u64,
+    /// Bytes copied by those flattenings.
+    pub input_bytes_flattened: u64,
 }
 
 #[derive(Clone, Copy, PartialEq, Eq)]
@@ -301,6 +315,11 @@ struct Conn<'d, F> {
     outq: VecDeque<Out<'d, F>>,
     state: State<'d>,
     req_start: Option<u64>,
+    /// Bytes received on the connection in all, and how many of them had
+    /// arrived before the current request's first byte (set with
+    /// `req_start`): the request's bytes so far are the difference.
+    received: u64,
+    req_base: u64,
     last_active: u64,
     remote: Option<Remote>,
     eof: bool,
@@ -456,6 +475,42 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         conn.state = State::Closing;
     }
 
+    /// Whether `bytes` arriving in `elapsed` ms is slower than
+    /// `min_input_rate`, once past `rate_grace_ms`.
+    fn too_slow(&self, bytes: u64, elapsed: u64) -> bool {
+        let rate = self.cfg.min_input_rate;
+        rate > 0 && elapsed >= self.cfg.rate_grace_ms && bytes.saturating_mul(1000) < rate.saturating_mul(elapsed)
+    }
+
+    /// A pending head's input in more than `max_input_slices` slices is
+    /// copied into one buffer of our pool (counted), and the transport's
+    /// buffers go back. Only while everything buffered can be the head
+    /// (no more than the parser looks at): a larger input is refused by
+    /// the parser's limits anyway.
+    fn bound_head_input(&mut self, conn: &mut Conn<'d, S::File>) {
+        if !matches!(conn.state, State::Reading) || conn.inq_len > self.cfg.scan_cap() {
+            return;
+        }
+        let slices: usize = conn.inq.iter().map(Aggregate::slice_count).sum();
+        if slices <= self.cfg.max_input_slices.max(1) {
+            return;
+        }
+        let n = conn.inq_len;
+        let Ok(mut b) = self.d.alloc(self.pool, n) else { return };
+        let mut at = 0;
+        for a in &conn.inq {
+            at += a.read_at(0, &mut b.writable()[at..at + a.len()]);
+        }
+        if at != n {
+            return;
+        }
+        let Ok(one) = b.seal(n) else { return };
+        self.stats.input_flattens += 1;
+        self.stats.input_bytes_flattened += n as u64;
+        conn.inq.clear();
+        conn.inq.push_back(one);
+    }
+
     fn handle(&mut self, conn: &mut Conn<'d, S::File>, req: Request, body: Option<Aggregate<'d>>) {
         let mode = ConnMode::of(&req);
         let path = &req.target.path;
@@ -567,6 +622,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             .with("cgi_queue_expired", s.cgi_queue_expired)
             .with("request_timeouts", s.request_timeouts)
             .with("idle_closes", s.idle_closes)
+            .with("head_timeouts_408", s.head_timeouts_408)
+            .with("head_too_slow", s.head_too_slow)
+            .with("body_too_slow", s.body_too_slow)
+            .with("input_flattens", s.input_flattens)
+            .with("input_bytes_flattened", s.input_bytes_flattened)
             .with_iolite(&self.core.d.stats())
     }
 
@@ -666,10 +726,22 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             return;
         }
         conn.inq_len += data.len();
-        conn.inq.push_back(data);
+        conn.received += data.len() as u64;
+        // Appended to the last aggregate where it fits: pieces that
+        // continue each other in the transport's buffer (tiny segments
+        // netstack put in one page) become one slice.
+        match conn.inq.back_mut() {
+            Some(last) => {
+                if let Err((_, data)) = last.append(data) {
+                    conn.inq.push_back(data);
+                }
+            }
+            None => conn.inq.push_back(data),
+        }
         // A body being received is taken by reference, never parsed (a
         // chunked one's framing is read as it is needed).
         if !matches!(conn.state, State::Body(_) | State::Chunked(_)) && conn.upload.is_none() {
+            self.core.bound_head_input(conn);
             conn.refill(self.core.cfg.scan_cap(), &mut self.core.stats);
         }
         self.core.process(conn);
@@ -1114,6 +1186,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 ready.push(ConnId(id));
                 continue;
             }
+            if self.core.upload_too_slow(conn, now) {
+                // It arrives, but slower than `min_input_rate`.
+                self.core.stats.request_timeouts += 1;
+                self.core.stats.body_too_slow += 1;
+                self.core.upload_fail(conn, Some(408));
+                ready.push(ConnId(id));
+                continue;
+            }
             match (&mut conn.state, &conn.upload) {
                 (State::Cgi(w), Some(u)) if !u.cgi_owes() && w.deadline != u64::MAX => {
                     // It has consumed all we gave it and waits for the
@@ -1168,8 +1248,23 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                     conn.state = State::Closing;
                 }
                 State::Reading | State::Body(_) | State::Chunked(_) => {
-                    if conn.req_start.is_some_and(|t| now.saturating_sub(t) >= cfg_req) {
+                    let head = matches!(conn.state, State::Reading);
+                    let elapsed = conn.req_start.map(|t| now.saturating_sub(t));
+                    let bytes = conn.received - conn.req_base;
+                    if elapsed.is_some_and(|e| e >= cfg_req) {
                         self.core.stats.request_timeouts += 1;
+                        self.core.stats.head_timeouts_408 += u64::from(head);
+                        self.core.reject(conn, 408, false);
+                    } else if elapsed.is_some_and(|e| self.core.too_slow(bytes, e)) {
+                        // Arriving, but slower than any client needs: a
+                        // peer that holds the connection (and its buffers)
+                        // with a byte now and then.
+                        self.core.stats.request_timeouts += 1;
+                        if head {
+                            self.core.stats.head_too_slow += 1;
+                        } else {
+                            self.core.stats.body_too_slow += 1;
+                        }
                         self.core.reject(conn, 408, false);
                     } else if conn.outq.is_empty()
                         && conn.inq_len == 0

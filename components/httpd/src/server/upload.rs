@@ -62,6 +62,11 @@ pub(super) struct Upload<'d> {
     discard: bool,
     /// When the client last sent body bytes (or the upload began).
     last_progress: u64,
+    /// Since when, and how many bytes of it, the body has been arriving
+    /// while the cgi waits for it (`Config::min_input_rate`); starts again
+    /// whenever the cgi's window is full (then the cgi is the slow one).
+    rate_since: u64,
+    rate_bytes: u64,
 }
 
 impl<'d> Upload<'d> {
@@ -76,6 +81,8 @@ impl<'d> Upload<'d> {
             ended: false,
             discard: false,
             last_progress: now,
+            rate_since: now,
+            rate_bytes: 0,
         }
     }
 
@@ -159,6 +166,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                     let got = part.len() as u64;
                     let up = conn.upload.as_mut().expect("checked above");
                     up.last_progress = now;
+                    up.rate_bytes += got;
                     match &mut up.kind {
                         BodyKind::Length { left } => *left -= got,
                         BodyKind::Chunked(dec) => dec.took(got),
@@ -251,6 +259,18 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         conn.upload
             .as_ref()
             .is_some_and(|u| u.waits_for_client() && now.saturating_sub(u.last_progress) >= self.cfg.request_timeout_ms)
+    }
+
+    /// Whether the body arrives slower than `min_input_rate` while the
+    /// cgi waits for it (the measure starts again while it does not).
+    pub(super) fn upload_too_slow(&self, conn: &mut Conn<'d, S::File>, now: u64) -> bool {
+        let Some(u) = conn.upload.as_mut() else { return false };
+        if !u.waits_for_client() {
+            u.rate_since = now;
+            u.rate_bytes = 0;
+            return false;
+        }
+        self.too_slow(u.rate_bytes, now.saturating_sub(u.rate_since))
     }
 
     /// The body cannot be completed (`status`: the answer to give if the

@@ -1062,6 +1062,7 @@ mod back_pressure;
 mod dhcp;
 mod hand_off;
 mod relink;
+mod rx_bounds;
 mod stale;
 mod timers;
 mod tso;

@@ -29,6 +29,14 @@ pub mod glue {
         pub const PORT: i64 = 80;
         /// `attribute int file_refs_bytes;`
         pub const FILE_REFS_BYTES: i64 = 1048576;
+        /// `attribute int request_timeout_ms;`
+        pub const REQUEST_TIMEOUT_MS: i64 = 10000;
+        /// `attribute int min_input_rate;`
+        pub const MIN_INPUT_RATE: i64 = 256;
+        /// `attribute int rate_grace_ms;`
+        pub const RATE_GRACE_MS: i64 = 3000;
+        /// `attribute int max_input_slices;`
+        pub const MAX_INPUT_SLICES: i64 = 32;
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }

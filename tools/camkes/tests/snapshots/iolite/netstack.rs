@@ -49,6 +49,8 @@ pub mod glue {
         pub const SOCKET_BUDGET: i64 = 16777216;
         /// `attribute int time_wait_cap;`
         pub const TIME_WAIT_CAP: i64 = 64;
+        /// `attribute int rx_conn_pages;`
+        pub const RX_CONN_PAGES: i64 = 24;
     }
 
     /// The IO-Lite pools this component maps, with the ids the compiler
