@@ -660,6 +660,22 @@ impl<'d> NetStack<'d> {
         Ok(())
     }
 
+    /// `port`'s backlog now: its sockets in LISTEN (free), in
+    /// SYN-RECEIVED (half-open) and established ones not accepted yet.
+    pub fn backlog(&self, port: u16) -> Option<(usize, usize, usize)> {
+        let l = self.listeners.iter().find(|l| l.port == port)?;
+        let mut n = (0, 0, 0);
+        for &h in &l.backlog {
+            match self.sockets.get::<tcp::Socket>(h).state() {
+                TcpState::Listen => n.0 += 1,
+                TcpState::SynReceived => n.1 += 1,
+                TcpState::Closed => {}
+                _ => n.2 += 1,
+            }
+        }
+        Some(n)
+    }
+
     /// Stops listening on `port` (pending, not accepted connections are reset).
     pub fn unlisten(&mut self, port: u16) -> Result<(), NetError> {
         let i = self.listeners.iter().position(|l| l.port == port).ok_or(NetError::NotFound)?;

@@ -1058,6 +1058,7 @@ fn copy_mode_send_rings_are_sized_by_the_peers_window() {
     assert_eq!(rings, [16 * 1024, 128 * 1024]);
 }
 
+mod admission;
 mod back_pressure;
 mod dhcp;
 mod hand_off;
