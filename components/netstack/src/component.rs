@@ -725,6 +725,15 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // and bookkeeping (held-back sends and events are bounded too).
     cfg.socket_memory = glue::attributes::SOCKET_BUDGET as usize;
     cfg.time_wait_cap = glue::attributes::TIME_WAIT_CAP as usize;
+    // Admission (README, "Admission"): the assembly's policy.
+    cfg.syn_recv_timeout_ms = glue::attributes::SYN_RECV_TIMEOUT_MS as u64;
+    cfg.half_open_budget = glue::attributes::HALF_OPEN_BUDGET as usize;
+    cfg.per_address_half_open = glue::attributes::PER_ADDRESS_HALF_OPEN as usize;
+    cfg.per_address_connections = glue::attributes::PER_ADDRESS_CONNECTIONS as usize;
+    // Initial sequence numbers and the SYN cookies' key: not the
+    // library's constant, which anyone could read (the TSC at this point
+    // of the boot differs from run to run).
+    cfg.random_seed ^= time::rdtsc().rotate_left(17);
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     if cfg.tso {
@@ -1145,6 +1154,12 @@ impl Node {
                 S::Restarts => self.restarts,
                 S::QuarantinedPages => quarantined_pages(self.d) as u64,
                 S::SynDroppedBacklogFull => s.syn_dropped_backlog_full,
+                S::BacklogRecycled => s.backlog_recycled,
+                S::SynRecvTimeouts => s.syn_recv_timeouts,
+                S::SynCookiesSent => s.syn_cookies_sent,
+                S::SynCookiesValidated => s.syn_cookies_validated,
+                S::SynCookiesRejected => s.syn_cookies_rejected,
+                S::SynDroppedPerAddress => s.syn_dropped_per_address,
             };
         }
         self.stats.publish(&v);

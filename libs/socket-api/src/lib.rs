@@ -642,6 +642,21 @@ counters::counters! {
         /// Connection requests (SYNs) dropped because every listening
         /// socket of their port was taken (the client retransmits).
         SynDroppedBacklogFull = "tcp_syn_dropped_backlog_full",
+        /// Backlog sockets that closed before they were accepted (reset
+        /// after the handshake, timed out), replaced by listening ones.
+        BacklogRecycled = "tcp_backlog_recycled",
+        /// Backlog sockets that waited out `syn_recv_timeout_ms` in
+        /// SYN-RECEIVED, replaced by listening ones.
+        SynRecvTimeouts = "tcp_syn_recv_timeouts",
+        /// SYNs answered with a SYN cookie (beyond the half-open budgets).
+        SynCookiesSent = "tcp_syn_cookies_sent",
+        /// ACKs whose SYN cookie checked out.
+        SynCookiesValidated = "tcp_syn_cookies_validated",
+        /// ACKs taken for a cookie's whose cookie was bad (reset).
+        SynCookiesRejected = "tcp_syn_cookies_rejected",
+        /// SYNs dropped because their sender held its share of sockets
+        /// (`per_address_connections`).
+        SynDroppedPerAddress = "tcp_syn_dropped_per_address",
     }
 }
 
@@ -730,7 +745,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 72] = [
+        let names: [&str; 78] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -803,6 +818,12 @@ mod tests {
             "tcp_restarts",
             "tcp_quarantined_pages",
             "tcp_syn_dropped_backlog_full",
+            "tcp_backlog_recycled",
+            "tcp_syn_recv_timeouts",
+            "tcp_syn_cookies_sent",
+            "tcp_syn_cookies_validated",
+            "tcp_syn_cookies_rejected",
+            "tcp_syn_dropped_per_address",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
