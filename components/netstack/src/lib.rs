@@ -233,8 +233,9 @@ pub struct NetStats {
     /// pool was full (back-pressure: the segments went out later, nothing
     /// was dropped).
     pub tx_deferred: u64,
-    /// SYNs dropped because every listening socket of their port was taken
-    /// (the device layer's `listen_room`): the client retransmits them.
+    /// SYNs (and cookie ACKs) dropped because their listener's accept
+    /// queue was full (established connections not accepted yet, or no
+    /// memory for a cookie's socket): the client retransmits them.
     pub syn_dropped_backlog_full: u64,
     /// Times an established connection was left in the backlog for lack of
     /// memory for its send ring (copy modes; accepted on a later try).

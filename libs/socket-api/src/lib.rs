@@ -639,8 +639,8 @@ counters::counters! {
         /// Pages of our pools (headers, received data) a dead incarnation
         /// left in use, not reused until its death is settled.
         QuarantinedPages = "tcp_quarantined_pages",
-        /// Connection requests (SYNs) dropped because every listening
-        /// socket of their port was taken (the client retransmits).
+        /// Connection requests (SYNs, cookie ACKs) dropped because their
+        /// listener's accept queue was full (the client retransmits).
         SynDroppedBacklogFull = "tcp_syn_dropped_backlog_full",
         /// Backlog sockets that closed before they were accepted (reset
         /// after the handshake, timed out), replaced by listening ones.
