@@ -725,13 +725,17 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     // and bookkeeping (held-back sends and events are bounded too).
     cfg.socket_memory = glue::attributes::SOCKET_BUDGET as usize;
     cfg.time_wait_cap = glue::attributes::TIME_WAIT_CAP as usize;
-    cfg.rx_conn_pages = match glue::attributes::RX_CONN_PAGES {
-        n @ 1..=65536 => n as usize,
-        n => {
-            warn!("rx_conn_pages = {n} is not 1..=65536: {} used", cfg.rx_conn_pages);
-            cfg.rx_conn_pages
-        }
-    };
+    // Bounded by the compiler (1..=65536), like the admission settings.
+    cfg.rx_conn_pages = glue::attributes::RX_CONN_PAGES as usize;
+    // Admission (README, "Admission"): the assembly's policy.
+    cfg.syn_recv_timeout_ms = glue::attributes::SYN_RECV_TIMEOUT_MS as u64;
+    cfg.half_open_budget = glue::attributes::HALF_OPEN_BUDGET as usize;
+    cfg.per_address_half_open = glue::attributes::PER_ADDRESS_HALF_OPEN as usize;
+    cfg.per_address_connections = glue::attributes::PER_ADDRESS_CONNECTIONS as usize;
+    // Initial sequence numbers and the SYN cookies' key: not the
+    // library's constant, which anyone could read (the TSC at this point
+    // of the boot differs from run to run).
+    cfg.random_seed ^= time::rdtsc().rotate_left(17);
     cfg.send_slack = SEND_SLACK;
     let stack = NetStack::new(d, cfg.clone(), now_ms());
     if cfg.tso {
@@ -1159,6 +1163,12 @@ impl Node {
                 S::RxCoalescedBytes => s.rx_coalesced_bytes,
                 S::RxPausedConnPages => s.rx_paused_conn_pages,
                 S::RxOpenPagesSwept => s.rx_open_pages_swept,
+                S::BacklogRecycled => s.backlog_recycled,
+                S::SynRecvTimeouts => s.syn_recv_timeouts,
+                S::SynCookiesSent => s.syn_cookies_sent,
+                S::SynCookiesValidated => s.syn_cookies_validated,
+                S::SynCookiesRejected => s.syn_cookies_rejected,
+                S::SynDroppedPerAddress => s.syn_dropped_per_address,
             };
         }
         self.stats.publish(&v);

@@ -27,6 +27,7 @@ extern crate alloc;
 #[cfg(test)]
 extern crate std;
 
+mod admission;
 pub mod api;
 pub mod client;
 pub mod csum;
@@ -147,6 +148,22 @@ pub struct Config {
     /// share a page of their connection, so 1-byte segments cost a page
     /// per 4096 of them, not a page each.
     pub rx_conn_pages: usize,
+    /// How long a connection request may wait in SYN-RECEIVED for the
+    /// peer's ACK (default 3000 ms; smoltcp alone: its 60 s timeout).
+    /// Beyond it the socket goes back to the listener, silently (the peer
+    /// never answered: a spoofed source, or a client that left).
+    pub syn_recv_timeout_ms: u64,
+    /// Sockets of one listener that may sit in SYN-RECEIVED (default 32),
+    /// apart from its backlog: SYNs beyond it are answered with SYN
+    /// cookies, so half-open requests never take the sockets of
+    /// connections that complete.
+    pub half_open_budget: usize,
+    /// Sockets in SYN-RECEIVED one remote address may hold (default 16);
+    /// beyond it its SYNs get cookies.
+    pub per_address_half_open: usize,
+    /// Sockets one remote address may hold, connections and backlog
+    /// together (default 256); beyond it its SYNs are dropped.
+    pub per_address_connections: usize,
 }
 
 impl Config {
@@ -179,6 +196,10 @@ impl Config {
             socket_memory: 8 << 20,
             time_wait_cap: 64,
             rx_conn_pages: 24,
+            syn_recv_timeout_ms: 3000,
+            half_open_budget: 32,
+            per_address_half_open: 16,
+            per_address_connections: 256,
         }
     }
 }
@@ -224,8 +245,9 @@ pub struct NetStats {
     /// pool was full (back-pressure: the segments went out later, nothing
     /// was dropped).
     pub tx_deferred: u64,
-    /// SYNs dropped because every listening socket of their port was taken
-    /// (the device layer's `listen_room`): the client retransmits them.
+    /// SYNs (and cookie ACKs) dropped because their listener's accept
+    /// queue was full (established connections not accepted yet, or no
+    /// memory for a cookie's socket): the client retransmits them.
     pub syn_dropped_backlog_full: u64,
     /// Times an established connection was left in the backlog for lack of
     /// memory for its send ring (copy modes; accepted on a later try).
@@ -298,6 +320,23 @@ pub struct NetStats {
     /// Partly filled receive pages given up because nothing but the stack
     /// held them any more (idle connections keep no page).
     pub rx_open_pages_swept: u64,
+    /// Backlog sockets that closed before they were accepted (a reset
+    /// after the handshake, any timeout), replaced by fresh listening
+    /// ones.
+    pub backlog_recycled: u64,
+    /// Backlog sockets that waited [`Config::syn_recv_timeout_ms`] in
+    /// SYN-RECEIVED and were replaced by fresh listening ones.
+    pub syn_recv_timeouts: u64,
+    /// SYNs answered with a SYN cookie (no socket).
+    pub syn_cookies_sent: u64,
+    /// ACKs that carried a good cookie.
+    pub syn_cookies_validated: u64,
+    /// ACKs taken for cookies (one was sent recently, no socket had their
+    /// 4-tuple) whose cookie was bad: smoltcp answers them with a reset.
+    pub syn_cookies_rejected: u64,
+    /// SYNs (and cookie ACKs) dropped because their sender held
+    /// [`Config::per_address_connections`] sockets already.
+    pub syn_dropped_per_address: u64,
 }
 
 impl NetStats {

@@ -9,6 +9,7 @@ use smoltcp::socket::{dhcpv4, tcp};
 use smoltcp::time::{Duration, Instant};
 use smoltcp::wire::{DhcpRepr, EthernetAddress, HardwareAddress, IpAddress, IpCidr, IpEndpoint, Ipv4Address, Ipv4Cidr};
 
+use crate::admission::{Admission, Limits, PortRoom};
 use crate::csum::{CacheStats, ChecksumCache};
 use crate::device::Dev;
 use crate::frame::NicPort;
@@ -353,8 +354,13 @@ struct Listener {
     /// Sockets listening or holding connections not yet accepted.
     backlog: Vec<SocketHandle>,
     /// How many `backlog` should have; fewer while memory is short
-    /// (topped up by `refill_listeners`).
+    /// (topped up by `refill_listeners`). Sockets made for SYN cookies
+    /// take the place of listening ones; the backlog exceeds it only
+    /// while none is free.
     want: usize,
+    /// When each of its sockets in SYN-RECEIVED was first seen there
+    /// (`Config::syn_recv_timeout_ms`).
+    half_open_since: BTreeMap<SocketHandle, u64>,
 }
 
 /// A zeroed ring of `n` bytes, or `None` if the heap cannot give it now
@@ -393,9 +399,9 @@ pub struct NetStack<'d> {
     /// `Conn::time_wait_order` (oldest first; `Config::time_wait_cap`).
     time_wait_set: BTreeSet<(u64, SocketHandle)>,
     listeners: Vec<Listener>,
-    /// Per listened port, listening sockets free at the start of a poll
-    /// (the device layer's `Dev::listen_room`; kept to reuse its memory).
-    listen_room: Vec<(u16, usize)>,
+    /// Admission of connection requests: the backlogs as each poll
+    /// starts, per-address use, SYN cookies (see `admission`).
+    adm: Admission<'d>,
     dhcp: Option<SocketHandle>,
     /// A lease obtained (Some) or lost (None) since the last
     /// [`NetStack::take_dhcp_change`].
@@ -514,6 +520,12 @@ impl<'d> NetStack<'d> {
             }
         }
         let cache = ChecksumCache::new(cfg.csum_cache_entries, cfg.csum_block_shift);
+        let limits = Limits {
+            half_open: cfg.half_open_budget,
+            per_address_half_open: cfg.per_address_half_open,
+            per_address_connections: cfg.per_address_connections,
+        };
+        let adm = Admission::new(cfg.random_seed, limits);
         Self {
             d,
             cfg,
@@ -528,7 +540,7 @@ impl<'d> NetStack<'d> {
             visit: Vec::new(),
             time_wait_set: BTreeSet::new(),
             listeners: Vec::new(),
-            listen_room: Vec::new(),
+            adm,
             dhcp,
             dhcp_change: None,
             cache,
@@ -662,7 +674,7 @@ impl<'d> NetStack<'d> {
         if self.listeners.iter().any(|l| l.port == port) {
             return Err(NetError::AddressInUse);
         }
-        let mut l = Listener { port, backlog: Vec::new(), want: backlog };
+        let mut l = Listener { port, backlog: Vec::new(), want: backlog, half_open_since: BTreeMap::new() };
         // At least one socket now, or the port is not listened on at all.
         let Some(mut s) = self.new_socket(false) else { return Err(NetError::NoMemory) };
         s.listen(port).map_err(|_| NetError::InvalidArgument)?;
@@ -670,6 +682,22 @@ impl<'d> NetStack<'d> {
         self.listeners.push(l);
         self.refill_listeners();
         Ok(())
+    }
+
+    /// `port`'s backlog now: its sockets in LISTEN (free), in
+    /// SYN-RECEIVED (half-open) and established ones not accepted yet.
+    pub fn backlog(&self, port: u16) -> Option<(usize, usize, usize)> {
+        let l = self.listeners.iter().find(|l| l.port == port)?;
+        let mut n = (0, 0, 0);
+        for &h in &l.backlog {
+            match self.sockets.get::<tcp::Socket>(h).state() {
+                TcpState::Listen => n.0 += 1,
+                TcpState::SynReceived => n.1 += 1,
+                TcpState::Closed => {}
+                _ => n.2 += 1,
+            }
+        }
+        Some(n)
     }
 
     /// Stops listening on `port` (pending, not accepted connections are reset).
@@ -699,6 +727,7 @@ impl<'d> NetStack<'d> {
             return None;
         }
         let handle = self.listeners[li].backlog.swap_remove(bi);
+        self.listeners[li].half_open_since.remove(&handle);
         self.refill_listeners();
         Some(self.add_conn(handle))
     }
@@ -711,6 +740,7 @@ impl<'d> NetStack<'d> {
         self.handle_index.insert(handle, self.conns.len());
         if let Some(t) = tuple_of(s) {
             self.tuple_index.insert(t, self.conns.len());
+            self.adm.count_conn(t.2, true);
         }
         self.dirty.push(handle);
         self.conns.push(Conn {
@@ -1123,16 +1153,37 @@ impl<'d> NetStack<'d> {
     /// connections. Returns whether any socket changed state.
     pub fn poll<P: NicPort<'d>>(&mut self, now_ms: u64, port: &mut P) -> bool {
         let now = Instant::from_millis(now_ms as i64);
+        self.adm.now_ms = now_ms;
+        self.tx_blocked = false;
+        let mut changed = false;
+        // The ACKs of good SYN cookies are set aside by the device layer
+        // (their sockets cannot be made while smoltcp has the socket set);
+        // their sockets are made after the interface's poll and smoltcp
+        // takes the ACKs, and the data they may carry, in a second one
+        // (so no byte of them is lost or waits for a retransmission).
+        for round in 0..3 {
+            if !self.adm.cookie_acks.is_empty() {
+                self.make_cookie_sockets();
+            }
+            if round > 0 && self.adm.inject.is_empty() {
+                break;
+            }
+            self.measure_backlogs();
+            changed |= self.poll_iface(now, port);
+            if self.adm.cookie_acks.is_empty() {
+                break;
+            }
+        }
+        self.after_poll();
+        changed
+    }
+
+    /// One `Interface::poll` through the device layer.
+    fn poll_iface<P: NicPort<'d>>(&mut self, now: Instant, port: &mut P) -> bool {
         // Every connection's `seq_base` and `tuple` are as of the end of the
         // last poll (`after_poll`), which is what the device layer needs:
         // only a poll acknowledges data, and the queue was trimmed to match.
-        // Listening sockets free for new connections now (a SYN received
-        // this poll takes one).
-        self.listen_room.clear();
-        for l in &self.listeners {
-            let free = l.backlog.iter().filter(|&&h| self.sockets.get::<tcp::Socket>(h).state() == tcp::State::Listen);
-            self.listen_room.push((l.port, free.count()));
-        }
+        let addr = self.address();
         let mut dev = Dev {
             d: self.d,
             port,
@@ -1153,16 +1204,163 @@ impl<'d> NetStack<'d> {
             dirty: &mut self.dirty,
             dirty_all: false,
             last_conn: None,
-            listen_room: &mut self.listen_room,
+            adm: &mut self.adm,
+            mac: self.cfg.mac,
+            addr,
+            recv_window: self.cfg.recv_window,
         };
         let changed = self.iface.poll(now, &mut dev, &mut self.sockets) != PollResult::None;
-        self.tx_blocked = dev.blocked;
+        self.tx_blocked |= dev.blocked;
         self.dirty_all |= dev.dirty_all;
         if let Some(s) = dev.stale {
             self.last_stale = Some(s);
         }
-        self.after_poll();
         changed
+    }
+
+    /// The listeners' backlogs as a poll starts, for the device layer's
+    /// admission (`Dev::admit`): per port its free (LISTEN), half-open
+    /// (SYN-RECEIVED) and established sockets, per remote address what it
+    /// holds there, and their 4-tuples. A SYN received this poll moves
+    /// the counts.
+    fn measure_backlogs(&mut self) {
+        let a = &mut self.adm;
+        a.rooms.clear();
+        a.backlog_use.clear();
+        a.backlog_tuples.clear();
+        for l in &self.listeners {
+            let mut room = PortRoom { port: l.port, free: 0, half_open: 0, ready: 0, want: l.want };
+            for &h in &l.backlog {
+                let s = self.sockets.get::<tcp::Socket>(h);
+                let half_open = match s.state() {
+                    TcpState::Listen => {
+                        room.free += 1;
+                        continue;
+                    }
+                    TcpState::Closed => continue,
+                    TcpState::SynReceived => true,
+                    _ => false,
+                };
+                room.half_open += half_open as usize;
+                room.ready += !half_open as usize;
+                if let Some(t) = tuple_of(s) {
+                    a.backlog_tuples.insert(t);
+                    let u = a.backlog_use.entry(t.2).or_default();
+                    u.held += 1;
+                    u.half_open += half_open as usize;
+                }
+            }
+            a.rooms.push(room);
+        }
+    }
+
+    /// Whether a backlog socket has 4-tuple `t`.
+    fn in_backlog(&self, t: &Tuple) -> bool {
+        self.listeners
+            .iter()
+            .flat_map(|l| &l.backlog)
+            .any(|&h| tuple_of(self.sockets.get::<tcp::Socket>(h)).as_ref() == Some(t))
+    }
+
+    /// Makes the sockets of the cookie ACKs the device layer set aside
+    /// (`Admission::cookie_acks`), established (smoltcp patch 0011), in
+    /// their listener's backlog in place of a listening socket, and queues
+    /// the ACKs for smoltcp. One whose listener's accept queue is full,
+    /// whose sender holds its share of sockets already, or for which no
+    /// socket fits the memory budget is dropped: the peer resends its
+    /// data (or ACK), which carries the cookie again, and gets in later
+    /// (Linux's listen overflow).
+    fn make_cookie_sockets(&mut self) {
+        for (frame, h) in core::mem::take(&mut self.adm.cookie_acks) {
+            let (Some(local), Some(remote)) = (ipv4_of(h.local.addr), ipv4_of(h.remote.addr)) else { continue };
+            let t: Tuple = (local, h.local.port, remote, h.remote.port);
+            // A duplicate of one made this poll: the socket's now.
+            if self.tuple_index.contains_key(&t) || self.in_backlog(&t) {
+                self.adm.inject.push_back(frame);
+                continue;
+            }
+            let Some(li) = self.listeners.iter().position(|l| l.port == h.local.port) else {
+                // Not listened on any more: smoltcp resets it.
+                self.adm.inject.push_back(frame);
+                continue;
+            };
+            if self.adm.held_by(remote) >= self.cfg.per_address_connections {
+                self.stats.syn_dropped_per_address += 1;
+                continue;
+            }
+            let l = &self.listeners[li];
+            let ready = l
+                .backlog
+                .iter()
+                .filter(|&&b| {
+                    let st = self.sockets.get::<tcp::Socket>(b).state();
+                    !matches!(st, TcpState::Listen | TcpState::SynReceived | TcpState::Closed)
+                })
+                .count();
+            if ready >= l.want {
+                self.stats.syn_dropped_backlog_full += 1;
+                continue;
+            }
+            let Some(mut s) = self.new_socket(false) else {
+                self.stats.syn_dropped_backlog_full += 1;
+                continue;
+            };
+            if s.establish_from_cookie(self.iface.context(), &h).is_err() {
+                continue;
+            }
+            let handle = self.sockets.add(s);
+            let l = &mut self.listeners[li];
+            l.backlog.push(handle);
+            if l.backlog.len() > l.want {
+                let free =
+                    l.backlog.iter().position(|&b| self.sockets.get::<tcp::Socket>(b).state() == TcpState::Listen);
+                if let Some(bi) = free {
+                    let b = l.backlog.swap_remove(bi);
+                    self.sockets.remove(b);
+                }
+            }
+            let u = self.adm.backlog_use.entry(remote).or_default();
+            u.held += 1;
+            self.adm.backlog_tuples.insert(t);
+            self.adm.inject.push_back(frame);
+        }
+    }
+
+    /// Takes out of the backlogs the sockets that closed before they were
+    /// accepted (a reset after the handshake, a timeout: `backlog_recycled`)
+    /// and those that waited `Config::syn_recv_timeout_ms` in SYN-RECEIVED
+    /// (`syn_recv_timeouts`; silently, as Linux drops a request whose
+    /// SYN-ACKs went unanswered); `refill_listeners` puts fresh listening
+    /// sockets in their place. Without it they stayed in the backlog for
+    /// good, and a few dozen lost handshakes closed the port.
+    fn tend_listeners(&mut self) {
+        let now = self.adm.now_ms;
+        for l in self.listeners.iter_mut() {
+            let mut i = 0;
+            while i < l.backlog.len() {
+                let h = l.backlog[i];
+                let state = self.sockets.get::<tcp::Socket>(h).state();
+                let expired = if state == TcpState::SynReceived {
+                    let since = *l.half_open_since.entry(h).or_insert(now);
+                    now.saturating_sub(since) >= self.cfg.syn_recv_timeout_ms
+                } else {
+                    l.half_open_since.remove(&h);
+                    false
+                };
+                if state != TcpState::Closed && !expired {
+                    i += 1;
+                    continue;
+                }
+                if expired {
+                    self.stats.syn_recv_timeouts += 1;
+                } else {
+                    self.stats.backlog_recycled += 1;
+                }
+                l.half_open_since.remove(&h);
+                l.backlog.swap_remove(i);
+                self.sockets.remove(h);
+            }
+        }
     }
 
     /// Every connection with something unacknowledged resends it from the
@@ -1246,6 +1444,7 @@ impl<'d> NetStack<'d> {
                 match c.tuple {
                     Some(t) => {
                         self.tuple_index.insert(t, i);
+                        self.adm.count_conn(t.2, true);
                     }
                     // Looked at again after the next poll, until known.
                     None => self.dirty.push(c.handle),
@@ -1294,6 +1493,9 @@ impl<'d> NetStack<'d> {
             }
             self.touched_all = true;
         }
+        // Backlog sockets that died before they were accepted, or waited
+        // too long in SYN-RECEIVED, make room for fresh ones.
+        self.tend_listeners();
         // Rings freed by closed connections let waiting listeners grow back.
         self.refill_listeners();
         self.sweep_rx();
@@ -1349,6 +1551,9 @@ impl<'d> NetStack<'d> {
         }
         self.conn_index.remove(&c.id);
         self.handle_index.remove(&c.handle);
+        if let Some(t) = c.tuple {
+            self.adm.count_conn(t.2, false);
+        }
         if let Some(t) = c.tuple.filter(|t| self.tuple_index.get(t) == Some(&i)) {
             self.tuple_index.remove(&t);
         }
@@ -1395,7 +1600,15 @@ impl<'d> NetStack<'d> {
     /// Milliseconds until the stack wants [`NetStack::poll`] again (`None`:
     /// only when a frame arrives or the application acts).
     pub fn poll_delay(&mut self, now_ms: u64) -> Option<u64> {
-        self.iface.poll_delay(Instant::from_millis(now_ms as i64), &self.sockets).map(|d| d.total_millis())
+        let tcp = self.iface.poll_delay(Instant::from_millis(now_ms as i64), &self.sockets).map(|d| d.total_millis());
+        // The first SYN-RECEIVED socket to time out (`tend_listeners`).
+        let timeout = self.cfg.syn_recv_timeout_ms;
+        let half_open = self.listeners.iter().flat_map(|l| l.half_open_since.values()).min();
+        let syn = half_open.map(|&since| since.saturating_add(timeout).saturating_sub(now_ms));
+        match (tcp, syn) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
     }
 
     /// The stack's counters.

@@ -639,8 +639,8 @@ counters::counters! {
         /// Pages of our pools (headers, received data) a dead incarnation
         /// left in use, not reused until its death is settled.
         QuarantinedPages = "tcp_quarantined_pages",
-        /// Connection requests (SYNs) dropped because every listening
-        /// socket of their port was taken (the client retransmits).
+        /// Connection requests (SYNs, cookie ACKs) dropped because their
+        /// listener's accept queue was full (the client retransmits).
         SynDroppedBacklogFull = "tcp_syn_dropped_backlog_full",
         // Receive-side bounds in pages (netstack `Config::rx_conn_pages`).
         /// Received bytes delivered into a page their connection had
@@ -652,6 +652,21 @@ counters::counters! {
         /// Partly filled receive pages given back once only netstack held
         /// them.
         RxOpenPagesSwept = "tcp_rx_open_pages_swept",
+        /// Backlog sockets that closed before they were accepted (reset
+        /// after the handshake, timed out), replaced by listening ones.
+        BacklogRecycled = "tcp_backlog_recycled",
+        /// Backlog sockets that waited out `syn_recv_timeout_ms` in
+        /// SYN-RECEIVED, replaced by listening ones.
+        SynRecvTimeouts = "tcp_syn_recv_timeouts",
+        /// SYNs answered with a SYN cookie (beyond the half-open budgets).
+        SynCookiesSent = "tcp_syn_cookies_sent",
+        /// ACKs whose SYN cookie checked out.
+        SynCookiesValidated = "tcp_syn_cookies_validated",
+        /// ACKs taken for a cookie's whose cookie was bad (reset).
+        SynCookiesRejected = "tcp_syn_cookies_rejected",
+        /// SYNs dropped because their sender held its share of sockets
+        /// (`per_address_connections`).
+        SynDroppedPerAddress = "tcp_syn_dropped_per_address",
     }
 }
 
@@ -740,7 +755,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 75] = [
+        let names: [&str; 81] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -816,6 +831,12 @@ mod tests {
             "tcp_rx_coalesced_bytes",
             "tcp_rx_paused_conn_pages",
             "tcp_rx_open_pages_swept",
+            "tcp_backlog_recycled",
+            "tcp_syn_recv_timeouts",
+            "tcp_syn_cookies_sent",
+            "tcp_syn_cookies_validated",
+            "tcp_syn_cookies_rejected",
+            "tcp_syn_dropped_per_address",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

@@ -67,6 +67,25 @@ fn attribute_values_out_of_their_types_range_are_refused() {
 }
 
 #[test]
+fn policy_values_out_of_their_bounds_are_refused_where_written() {
+    // netstack's admission settings (POLICY_BOUNDS in check/settings.rs).
+    let netstack = |default: &str, setting: &str| {
+        format!(
+            "import <std_connector.camkes>;\ncomponent Netstack {{ control; attribute int half_open_budget{default}; attribute int syn_recv_timeout_ms = 3000; }}\nassembly {{ composition {{ component Netstack n; }} configuration {{ {setting} }} }}\n"
+        )
+    };
+    let e = compile(&netstack("", "n.half_open_budget = 65;")).expect_err("above");
+    assert_eq!(e.message, "'n.half_open_budget' = 65 is out of its bounds (0..=64)");
+    assert_eq!(e.line_col(), "3:87");
+    let e = compile(&netstack("", "n.half_open_budget = 4; n.syn_recv_timeout_ms = 0;")).expect_err("below");
+    assert_eq!(e.message, "'n.syn_recv_timeout_ms' = 0 is out of its bounds (100..=600000)");
+    let e = compile(&netstack(" = 99", "n.half_open_budget = 4;")).expect_err("default");
+    assert_eq!(e.message, "the default of 'half_open_budget' = 99 is out of its bounds (0..=64)");
+    assert_eq!(e.line_col(), "2:64");
+    compile(&netstack("", "n.half_open_budget = 0; n.syn_recv_timeout_ms = 600000;")).unwrap_or_else(|e| panic!("{e}"));
+}
+
+#[test]
 fn the_extremes_of_each_type_become_constants_that_compile() {
     let out = compile(&attributes(
         "a.i = -2147483648; a.s = -0x8000000000000000; a.u = 0xffffffffffffffff; a.vs = [0, 0xffffffffffffffff];",

@@ -323,17 +323,6 @@ struct Httpd {
     own_quarantine: Option<u64>,
 }
 
-/// An assembly setting in `min..=max`, or `default` (reported) if not.
-fn setting(name: &str, value: i64, min: u64, max: u64, default: u64) -> u64 {
-    match u64::try_from(value) {
-        Ok(v) if (min..=max).contains(&v) => v,
-        _ => {
-            warn!("{name} = {value} is not {min}..={max}: {default} used");
-            default
-        }
-    }
-}
-
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     init_heap();
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
@@ -399,12 +388,12 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         // death settles; each call also needs room for its environment).
         cgi_queue_max: cgi_api::chan::FWD_CAP,
         cgi_queue_bytes: glue::cgi_req_pool::SIZE / 2,
-        // Slow and fragmented input: the assembly's policy, within sane
-        // bounds (a bad value is reported and the default kept).
-        request_timeout_ms: setting("request_timeout_ms", glue::attributes::REQUEST_TIMEOUT_MS, 100, 3_600_000, 10_000),
-        min_input_rate: setting("min_input_rate", glue::attributes::MIN_INPUT_RATE, 0, 1 << 30, 256),
-        rate_grace_ms: setting("rate_grace_ms", glue::attributes::RATE_GRACE_MS, 0, 3_600_000, 3_000),
-        max_input_slices: setting("max_input_slices", glue::attributes::MAX_INPUT_SLICES, 1, 4096, 32) as usize,
+        // Slow and fragmented input: the assembly's policy, within the
+        // bounds the assembly compiler enforces (its `POLICY_BOUNDS`).
+        request_timeout_ms: glue::attributes::REQUEST_TIMEOUT_MS as u64,
+        min_input_rate: glue::attributes::MIN_INPUT_RATE as u64,
+        rate_grace_ms: glue::attributes::RATE_GRACE_MS as u64,
+        max_input_slices: glue::attributes::MAX_INPUT_SLICES as usize,
         ..Config::default()
     };
     // SAFETY: the clock dataport, mapped read-only for our lifetime.

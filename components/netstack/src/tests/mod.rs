@@ -1058,6 +1058,7 @@ fn copy_mode_send_rings_are_sized_by_the_peers_window() {
     assert_eq!(rings, [16 * 1024, 128 * 1024]);
 }
 
+mod admission;
 mod back_pressure;
 mod dhcp;
 mod hand_off;
@@ -1070,26 +1071,51 @@ mod tso;
 #[test]
 fn a_burst_of_connections_beyond_the_backlog_waits_and_gets_in() {
     // Twelve clients at once against a backlog of 4 that the server accepts
-    // from: the SYNs beyond the free listening sockets are dropped, not
-    // reset (smoltcp alone would answer them with RST: "connection
-    // refused"), and their retransmissions get in once the server accepted.
+    // from, each sending its request at once: nobody is reset (smoltcp
+    // alone would answer the SYNs beyond the listening sockets with RST:
+    // "connection refused"). The SYNs beyond the free listening sockets
+    // get SYN cookies (the 4 in SYN-RECEIVED might be a flood's); their
+    // ACKs find the accept queue full and are dropped, and the requests,
+    // which carry the cookie again, get in once the server accepted.
     let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
     n.b.listen(80, 4).unwrap();
     let clients: Vec<ConnId> = (0..12).map(|i| n.a.connect(([10, 0, 2, 16], 80), 49152 + i).unwrap()).collect();
-    let mut accepted = 0;
+    let mut sent = [false; 12];
+    // Per client port, what the server received on its connection.
+    let mut got: std::collections::BTreeMap<u16, Vec<u8>> = Default::default();
+    let mut accepted = Vec::new();
     for _ in 0..200_000 {
         n.step();
-        while n.b.accept(80).is_some() {
-            accepted += 1;
+        for (i, &c) in clients.iter().enumerate() {
+            if !sent[i] && n.a.state(c) == Ok(TcpState::Established) {
+                let req = std::format!("GET /{i} HTTP/1.1\r\n\r\n");
+                n.a.send(c, make(n.da, req.as_bytes())).unwrap();
+                sent[i] = true;
+            }
+        }
+        while let Some(cb) = n.b.accept(80) {
+            accepted.push(cb);
+        }
+        for &cb in &accepted {
+            let port = n.b.peer(cb).unwrap().1;
+            while let Ok(Recv::Data(d)) = n.b.recv(cb, usize::MAX) {
+                d.slices().for_each(|s| got.entry(port).or_default().extend_from_slice(s));
+            }
         }
         let states: Vec<TcpState> = clients.iter().map(|&c| n.a.state(c).unwrap_or(TcpState::Closed)).collect();
         assert!(!states.contains(&TcpState::Closed), "a client was reset: {states:?}");
-        if accepted == 12 && states.iter().all(|&s| s == TcpState::Established) {
+        if got.len() == 12 && got.values().all(|v| v.ends_with(b"\r\n\r\n")) {
             break;
         }
     }
-    assert_eq!(accepted, 12);
-    assert!(n.b.stats().syn_dropped_backlog_full > 0, "the burst did exceed the backlog");
-    // Within a few SYN retransmissions (1 s, then 2 s, ...), not minutes.
+    assert_eq!(accepted.len(), 12);
+    for i in 0..12u16 {
+        assert_eq!(got[&(49152 + i)], std::format!("GET /{i} HTTP/1.1\r\n\r\n").as_bytes(), "client {i}");
+    }
+    let st = n.b.stats();
+    assert!(st.syn_cookies_sent >= 8 && st.syn_cookies_validated >= 8, "{st:?}");
+    assert!(st.syn_dropped_backlog_full > 0, "the burst did exceed the backlog");
+    assert_eq!(st.syn_cookies_rejected, 0);
+    // Within a few retransmissions (1 s, then 2 s, ...), not minutes.
     assert!(n.now < 15_000, "took {} ms", n.now);
 }

@@ -7,7 +7,7 @@
 use super::model::{
     snake_case, ComponentType, ConnectionInfo, ConnectorKind, EndKind, EndRef, InstanceConfig, InstanceInfo,
 };
-use super::settings::type_check;
+use super::settings::{policy_check, type_check};
 use super::{Checker, Defined};
 use crate::ast::{self, DataportType, EndSide, InterfaceKind, Item, Name};
 use crate::diag::{err, Pos, Result};
@@ -188,7 +188,9 @@ impl Checker {
                 return err(&a.name.pos, format!("duplicate attribute '{}' (first declared at {first})", a.name.text));
             }
             if let Some(default) = &a.default {
-                type_check(a, default, &format!("the default of '{}'", a.name.text))?;
+                let label = format!("the default of '{}'", a.name.text);
+                type_check(a, default, &label)?;
+                policy_check(&c.name.text, a, default, &label)?;
             }
         }
         // A redefinition is reported as one before its (equal) folder name.

@@ -193,6 +193,38 @@ fn int_range(ty: &str) -> (i128, i128) {
     }
 }
 
+/// Bounds of component attributes that are policy (limits, timeouts),
+/// beyond their C type's: (component, attribute, least, most). A value
+/// outside them is refused where it is written (the setting, the
+/// default or `--set`), not found wrong at run time.
+const POLICY_BOUNDS: &[(&str, &str, i128, i128)] = &[
+    // netstack's admission of connection requests (its README, "Admission").
+    ("Netstack", "syn_recv_timeout_ms", 100, 600_000),
+    ("Netstack", "half_open_budget", 0, 64),
+    ("Netstack", "per_address_half_open", 0, 64),
+    ("Netstack", "per_address_connections", 1, 1 << 20),
+    // Received pages one connection may keep (netstack README, "Received
+    // pages, not only bytes, are bounded").
+    ("Netstack", "rx_conn_pages", 1, 65_536),
+    // httpd's slow input (its README, "Slow and fragmented input").
+    ("Httpd", "request_timeout_ms", 100, 3_600_000),
+    ("Httpd", "min_input_rate", 0, 1 << 30),
+    ("Httpd", "rate_grace_ms", 0, 3_600_000),
+    ("Httpd", "max_input_slices", 1, 4096),
+];
+
+/// Checks `value` of attribute `decl` of component `component` against
+/// [`POLICY_BOUNDS`] (after [`type_check`]).
+pub(super) fn policy_check(component: &str, decl: &ast::AttributeDecl, value: &Value, label: &str) -> Result<()> {
+    let ValueKind::Int(n) = value.kind else { return Ok(()) };
+    match POLICY_BOUNDS.iter().find(|b| b.0 == component && b.1 == decl.name.text) {
+        Some(&(_, _, min, max)) if !(min..=max).contains(&n) => {
+            err(&value.pos, format!("{label} = {n} is out of its bounds ({min}..={max})"))
+        }
+        _ => Ok(()),
+    }
+}
+
 pub(super) fn type_check(decl: &ast::AttributeDecl, value: &Value, label: &str) -> Result<()> {
     let in_range = |v: &Value| -> Result<()> {
         let ValueKind::Int(n) = v.kind else { return Ok(()) };
@@ -315,6 +347,7 @@ impl Checker {
         }
         if let Some(decl) = component.decl.attributes.iter().find(|a| a.name.text == attr) {
             type_check(decl, &s.value, &label)?;
+            policy_check(&component.decl.name.text, decl, &s.value, &label)?;
             self.system.instances[instance].config.attributes.insert(attr.to_string(), s.value.clone());
             return Ok(());
         }

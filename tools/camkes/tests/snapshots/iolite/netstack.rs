@@ -51,6 +51,14 @@ pub mod glue {
         pub const TIME_WAIT_CAP: i64 = 64;
         /// `attribute int rx_conn_pages;`
         pub const RX_CONN_PAGES: i64 = 24;
+        /// `attribute int syn_recv_timeout_ms;`
+        pub const SYN_RECV_TIMEOUT_MS: i64 = 3000;
+        /// `attribute int half_open_budget;`
+        pub const HALF_OPEN_BUDGET: i64 = 32;
+        /// `attribute int per_address_half_open;`
+        pub const PER_ADDRESS_HALF_OPEN: i64 = 16;
+        /// `attribute int per_address_connections;`
+        pub const PER_ADDRESS_CONNECTIONS: i64 = 256;
     }
 
     /// The IO-Lite pools this component maps, with the ids the compiler
