@@ -598,8 +598,9 @@ counters::counters! {
         Client2Requests = "tcp_client2_requests",
         /// Events to the second client.
         Client2Events = "tcp_client2_events",
-        /// The second client's messages refused one by one (references
-        /// outside its grant list): its channel stayed up.
+        /// The second client's messages refused one by one (its quota of
+        /// our buffers): its channel stayed up. A forged reference breaks
+        /// the channel instead (`tcp_channels_broken`).
         Client2Refused = "tcp_client2_refused",
         /// The second client's descriptors rejected, whatever the reason.
         Client2Rejected = "tcp_client2_rejected",

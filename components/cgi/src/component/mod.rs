@@ -934,11 +934,11 @@ fn raw_reply_ring() -> Option<iolite::ring::RingProducer<AggDesc>> {
 /// the ring (the typed API cannot build them): pools `A`, `B`, ... (ids of
 /// pools that are not ours, as an attacker reads them from the system's
 /// description: the test names httpd's application pool and netstack's
-/// socket pool, which httpd maps and our grant list leaves out, so they
-/// are refused and counted), then a wrong generation of a live buffer of
-/// our own pool, guessed generations of httpd's request pool and of fs's
-/// file pool, an out-of-range buffer, an out-of-range length, and too many
-/// slices (each breaks the channel; httpd reads up to the first of them).
+/// socket pool, which httpd maps and our grant list leaves out), then a
+/// wrong generation of a live buffer of our own pool, guessed generations
+/// of httpd's request pool and of fs's file pool, an out-of-range buffer,
+/// an out-of-range length, and too many slices. Each breaks the channel;
+/// httpd reads up to the first of them.
 fn hostile_forge(d: &'static Domain, id: u32, pools: &str) {
     let Some(mut ring) = raw_reply_ring() else { return };
     MUTED.store(true, Ordering::Relaxed);
