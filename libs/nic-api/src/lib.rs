@@ -286,6 +286,13 @@ counters::counters! {
         RxSalvaged = "drv_rx_salvaged",
         /// Writes of the receive tail (RDT): one per refill batch.
         RxTailWrites = "drv_rx_tail_writes",
+        /// Take-overs of a running device that stopped the dead
+        /// incarnation's transmitter (drained, then disabled) before
+        /// netstack may reuse the frames it had lent it.
+        TxQuiesced = "drv_tx_quiesced",
+        /// Transmit descriptors a dead incarnation had posted that the
+        /// device had not sent when it was stopped (never sent; TCP resends).
+        TxAbandoned = "drv_tx_abandoned",
     }
 }
 

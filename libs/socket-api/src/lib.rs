@@ -640,6 +640,10 @@ counters::counters! {
         /// Pages of our pools (headers, received data) a dead incarnation
         /// left in use, not reused until its death is settled.
         QuarantinedPages = "tcp_quarantined_pages",
+        /// netdrv deaths settled before its new incarnation had stopped the
+        /// device (published its MAC address): the frames lent to the dead
+        /// one were released only then, never while the NIC could read them.
+        DrvReleasesDeferred = "tcp_drv_releases_deferred",
         /// Connection requests (SYNs) dropped because every listening
         /// socket of their port was taken (the client retransmits).
         SynDroppedBacklogFull = "tcp_syn_dropped_backlog_full",
