@@ -367,9 +367,11 @@ fn collect() -> Counters {
     };
     all.components.extend(counter_page::<StackCounter>("netstack", stk));
     all.components.extend(counter_page::<DrvCounter>("netdrv", drv));
-    let mut v = [0u64; 12];
-    let [hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce] = &mut v;
-    if glue::fs::stats(hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce) == 0 {
+    let mut v = [0u64; 14];
+    let [hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce, waits, released] = &mut v;
+    if glue::fs::stats(hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce, waits, released)
+        == 0
+    {
         all.push(
             Component::new("fs")
                 .with("cache_hits", v[0])
@@ -383,7 +385,9 @@ fn collect() -> Counters {
                 .with("pool_pages_in_use", v[8])
                 .with("data_bytes", v[9])
                 .with("dma_bytes", v[10])
-                .with("bounce_bytes", v[11]),
+                .with("bounce_bytes", v[11])
+                .with("reset_waits", v[12])
+                .with("reset_released", v[13]),
         );
     }
     // The supervisor's view, from the system events page: deaths per
