@@ -76,7 +76,13 @@ impl Wait {
             // wider of the two, for every record.
             (a, Some(b)) => {
                 let of = |w: &Wait, i: usize| match w {
-                    Wait::Own { record, death } => (*record == i).then_some(*death).unwrap_or(0),
+                    Wait::Own { record, death } => {
+                        if *record == i {
+                            *death
+                        } else {
+                            0
+                        }
+                    }
                     Wait::Every(d) => d.get(i).copied().unwrap_or(0),
                 };
                 let n = [&a, &b]

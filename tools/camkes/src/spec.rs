@@ -10,9 +10,9 @@ use crate::diag::{err, Result};
 use std::collections::HashMap;
 use system_spec::{
     frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, LogRingEnd, LogRingSource, LogServer, Mapping,
-    ObjectId, ObjectKind, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY,
-    DEFAULT_CONFIRM_DEATH_MS, DEFAULT_RESTART_BACKOFF_MS, DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE,
-    FIRST_INTERFACE_SLOT, LOG_RING_SIZE, PAGE_SIZE,
+    ObjectId, ObjectKind, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS,
+    DEFAULT_CONFIRM_DEATH_MS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS, DEFAULT_RESTART_LIMIT,
+    DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, LOG_RING_SIZE, PAGE_SIZE,
 };
 
 /// Where a component type's interfaces live: the same for every instance.

@@ -183,7 +183,8 @@ fn iolite_system_compiles() {
     // a death in.
     let untrusted: Vec<_> = spec.components.iter().filter(|c| c.untrusted).map(|c| c.name.as_str()).collect();
     assert_eq!(untrusted, ["cgi"]);
-    let bounds: Vec<_> = spec.components.iter().filter(|c| c.events).map(|c| (c.name.as_str(), c.confirm_death_ms)).collect();
+    let bounds: Vec<_> =
+        spec.components.iter().filter(|c| c.events).map(|c| (c.name.as_str(), c.confirm_death_ms)).collect();
     assert!(bounds.iter().all(|&(_, ms)| ms == 2000), "{bounds:?}");
     // The console: log alone holds COM1 and reads one ring per other
     // component, each ring mapped by no one as a dataport.

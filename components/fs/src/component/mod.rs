@@ -47,8 +47,8 @@ use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
 use fs::budget::{self, Elastic, Model};
 use fs::clients::{open_read, queue_range, OpenFiles};
-use fs::quarantine::{Quarantines, Wait};
 use fs::proto::{self, ErrorCode};
+use fs::quarantine::{Quarantines, Wait};
 // The file cache's pool id: derived by the compiler from the assembly.
 use fs::{Config, File, Fs};
 use glue::pools::FILE_POOL;

@@ -1010,4 +1010,3 @@ fn a_take_over_stops_the_device_reading_what_the_dead_incarnation_posted() {
     let sent: Vec<&[u8]> = nic.regs().sent.iter().map(|s| &s.bytes[..]).collect();
     assert_eq!(sent, [&first[..], &next[..]]);
 }
-
