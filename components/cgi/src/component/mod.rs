@@ -399,6 +399,7 @@ fn collect() -> Counters {
         for i in 0..page.len() {
             if let Some(name) = page.name(i) {
                 sup.set(&alloc::format!("deaths_{name}"), page.state(i).0);
+                sup.set(&alloc::format!("settled_{name}"), page.state(i).1);
             }
         }
         all.push(sup);
@@ -718,7 +719,7 @@ impl DeathWatch {
             let page = w.page();
             for (component, death) in w.deaths() {
                 if matches!(page.name(component), Some("netdrv" | "netstack")) {
-                    component_runtime::events::confirm_settled(component, death);
+                    confirm(component, death);
                 }
             }
         }
@@ -764,13 +765,13 @@ impl FsWatch {
                     d.tainted(FS).unwrap_or(0)
                 );
             } else {
-                component_runtime::events::confirm_settled(component, death);
+                confirm(component, death);
             }
         }
         if let (Some(death), Some(index)) = (self.unconfirmed, self.fs_index) {
             if d.tainted(FS).unwrap_or(0) == 0 {
                 self.unconfirmed = None;
-                component_runtime::events::confirm_settled(index, death);
+                confirm(index, death);
             }
         }
     }
@@ -833,6 +834,17 @@ fn test_hook(
     env: &Env,
 ) -> Option<(u32, Aggregate<'static>, bool)> {
     Some(match script {
+        "/cgi-bin/noconfirm" => {
+            // This incarnation confirms no death from now on: the
+            // supervisor must not wait for it for ever (it restarts an
+            // untrusted subscriber that does not confirm in time).
+            NO_CONFIRM.store(true, Ordering::Relaxed);
+            log!("test hook: confirming no death from now on");
+            match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\nno confirmations\n")) {
+                Ok(a) => (id, a, true),
+                Err(_) => (id, Aggregate::new(d), false),
+            }
+        }
         "/cgi-bin/crash" => {
             log!("crash requested");
             panic!("/cgi-bin/crash: crashing on purpose");
@@ -917,6 +929,17 @@ fn test_hook(
         }
         _ => return None,
     })
+}
+
+/// Set by `/cgi-bin/noconfirm` (test hook): this incarnation confirms no
+/// death any more, as a hostile cgi that holds the death protocol up.
+static NO_CONFIRM: AtomicBool = AtomicBool::new(false);
+
+/// Confirms a death unless the test hook forbade it (`NO_CONFIRM`).
+fn confirm(component: usize, death: u64) {
+    if !(TEST_HOOKS && NO_CONFIRM.load(Ordering::Relaxed)) {
+        component_runtime::events::confirm_settled(component, death);
+    }
 }
 
 /// Set by `/cgi-bin/hostile` once it has written the reply ring directly:
