@@ -23,8 +23,9 @@
 //! * Incarnations 1 to 6, one each: a descriptor claiming 2^31 slices; a
 //!   slice of a pool nobody maps; an impossible tail of the event ring;
 //!   an impossible head of its release ring; an impossible tail of the
-//!   ring netstack returns holds on, then a descriptor whose holds must go
-//!   back there; `Send`s whose slices name the pools netstack maps (its
+//!   ring netstack returns holds on, then a descriptor whose holds would
+//!   go back there (it names a pool outside our grant list, which now
+//!   breaks the channel first); `Send`s whose slices name the pools netstack maps (its
 //!   grant list has none) with guessed generations, out-of-range buffers,
 //!   offsets and lengths (the first breaks the channel).
 //! * Incarnation 7 and later: an honest client on `port` (it releases
