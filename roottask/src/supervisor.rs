@@ -29,6 +29,21 @@
 //! death is *settled*: the page says so and the peers and the new
 //! incarnation are signalled, which ends their quarantines.
 //!
+//! **Nobody holds a death hostage**: each subscriber has
+//! `confirm_death_ms` (its assembly setting, default 2 s) from the death's
+//! publication to confirm it; the clock's tick checks
+//! (`component_runtime::events::late`). An untrusted one (the cgi:
+//! `untrusted = true`) that has not confirmed is treated as dead itself:
+//! `[supervisor] cgi did not confirm the death of fs within 2000 ms:
+//! restarting it` (or stopping it, if not restartable). Its death drops
+//! what it holds (its peers quarantine and settle it as any other), and the
+//! first death then waits for that one to settle instead. A trusted one is
+//! reported by name once per death and waited for: it may still read the
+//! pages (the NIC may still DMA from them through it), and reusing a page
+//! a live holder reads is the one thing the protocol must never do, so
+//! the pages stay out of use until it confirms or dies. Without a clock
+//! (no RTC) there is no bound.
+//!
 //! **Callers of a dead server**: when a restartable component that serves
 //! an endpoint dies (fs), its live RPC clients are resumed
 //! (`release_callers`): one blocked in a call to it would otherwise wait
@@ -96,6 +111,11 @@ struct Life {
     /// (peer, its death): peers that died while pending; settled only
     /// after their own death is.
     waits_for: Vec<(usize, u64)>,
+    /// When the latest death was published (ms): the pending peers'
+    /// `confirm_death_ms` runs from here.
+    died_at: u64,
+    /// Trusted pending peers already reported late for the latest death.
+    late_reported: Vec<usize>,
     /// Times (ms) of the deaths within the restart window.
     failures: VecDeque<u64>,
     /// A restart waiting out its back-off: when (ms).
@@ -243,6 +263,66 @@ impl Supervisor<'_, '_> {
         self.poll_console();
         #[cfg(feature = "debug")]
         self.check_liveness();
+        self.check_confirmations();
+    }
+
+    /// Deals with every subscriber that has not confirmed a death within
+    /// its `confirm_death_ms`: the untrusted are treated as dead, the
+    /// trusted reported (module docs, "Nobody holds a death hostage").
+    fn check_confirmations(&mut self) {
+        use component_runtime::events::{late, Late};
+        let now = now_ms();
+        for position in 0..self.lives.len() {
+            let life = &self.lives[position];
+            if life.settled >= life.deaths || life.pending.is_empty() {
+                continue;
+            }
+            let waited = now.saturating_sub(life.died_at);
+            for q in life.pending.clone() {
+                // An earlier verdict in this pass may have changed the list.
+                if !self.lives[position].pending.contains(&q) {
+                    continue;
+                }
+                let c = self.system.component(q);
+                let (bound, untrusted) = (c.confirm_death_ms, c.untrusted);
+                let restartable = self.system.instances[q].restartable;
+                let reported = self.lives[position].late_reported.contains(&q);
+                let verdict = late(waited, bound, untrusted, restartable, reported);
+                if verdict == Late::Wait {
+                    continue;
+                }
+                let dead = self.system.instances[position].name.clone();
+                let who = self.system.instances[q].name.clone();
+                let death = self.lives[position].deaths;
+                match verdict {
+                    Late::Restart => {
+                        log!("{who} did not confirm the death of {dead} within {bound} ms: restarting it");
+                        if let Some(tcb) = self.system.instances[q].tcb {
+                            let _ = sel4::tcb_suspend(tcb);
+                        }
+                        self.died(q);
+                        self.schedule_restart(q);
+                    }
+                    Late::Stop => {
+                        match self.system.stop(q) {
+                            Ok(()) => error!(
+                                "{who} did not confirm the death of {dead} within {bound} ms: stopped (untrusted, not restartable)"
+                            ),
+                            Err(e) => error!("could not stop component {who}: {e}"),
+                        }
+                        self.died(q);
+                    }
+                    Late::Report => {
+                        error!(
+                            "{who} did not confirm death {death} of {dead} within {bound} ms: trusted, so its pages stay out of use until it does"
+                        );
+                        self.lives[position].late_reported.push(q);
+                    }
+                    Late::Wait => {}
+                }
+            }
+        }
+        self.run_due_restarts();
     }
 
     /// Samples every watched component; restarts (or reports) the stuck.
@@ -365,6 +445,8 @@ impl Supervisor<'_, '_> {
         let death = life.deaths;
         life.pending = self.system.event_peers(position);
         life.waits_for.clear();
+        life.died_at = now_ms();
+        life.late_reported.clear();
         // Peers waiting for this one to confirm now wait for its death to
         // settle instead (it can confirm nothing any more).
         for (p, other) in self.lives.iter_mut().enumerate() {

@@ -26,6 +26,7 @@ pub mod device;
 pub mod error;
 pub mod ext2;
 pub mod path;
+pub mod quarantine;
 /// The client protocol, which lives in its own crate (`fs_api`): clients
 /// depend on that, never on this implementation.
 pub use fs_api as proto;

@@ -4,7 +4,8 @@
 //! every `recv` fail the same way without consuming anything, and a receive
 //! loop that treats the error as "try again" spins for ever at its priority;
 //! a malformed descriptor (a slice outside a pool, a forged generation, too
-//! many slices) is a protocol violation by the sender. Both are the peer's
+//! many slices, a pool outside the sender's grant list, a buffer of ours
+//! we never lent it) is a protocol violation by the sender. Both are the peer's
 //! fault, and the peer must pay for them, not the receiver: a [`Guard`]
 //! marks the channel broken at the first such error, says so once (the
 //! caller reports it by name), and from then on the channel is never read
@@ -25,6 +26,8 @@ pub fn peer_fault(e: Error) -> bool {
             | Error::BadBuffer
             | Error::GenerationMismatch
             | Error::OutOfBounds
+            | Error::ForeignPool
+            | Error::NotGranted
             | Error::TooManySlices
             | Error::BadPeer
             | Error::UnknownPool
@@ -225,6 +228,60 @@ mod tests {
         // buffer is free again once it applies the releases.
         let _ = tx.poll_releases();
         assert_eq!(a.pool_stats(1).unwrap().buffers_in_use, 0);
+    }
+
+    #[test]
+    fn a_pool_outside_the_senders_grant_list_breaks_the_channel() {
+        let (a, b, mut tx, mut rx, _shared) = pair();
+        // The sender may reference pool 2 only (the receiver's own): its
+        // pool 1 is not in the list, although the receiver maps it.
+        let _r2 = own(b, 2, 4);
+        b.set_peer_pools(PeerId(0), &[2]).unwrap();
+        let mut g = Guard::new();
+        tx.send(make(a, 1, b"outside"), 1, 0).unwrap();
+        tx.send(make(a, 1, b"after"), 2, 0).unwrap();
+        assert!(matches!(g.recv(&mut rx), Next::Broke(Error::ForeignPool)));
+        assert_eq!(b.stats().rejected_foreign_pool, 1);
+        // Broken for good: the message after it is not read, even once
+        // the list would allow it.
+        b.set_peer_pools(PeerId(0), &[1]).unwrap();
+        assert!(matches!(g.recv(&mut rx), Next::Idle));
+        assert_eq!(g.broken(), Some(Error::ForeignPool));
+        let back = g.send(&mut tx, make(a, 1, b"x"), 3, 0);
+        assert!(matches!(back, Err((Error::PeerDown, ref agg, None)) if agg.eq_bytes(b"x")));
+        drop(back);
+        // The refused descriptor's hold went back; the unread one is the
+        // sender's to recover at the peer's death (it is still lent).
+        let _ = tx.poll_releases();
+        assert_eq!(a.pool_stats(1).unwrap().buffers_in_use, 1);
+    }
+
+    #[test]
+    fn a_buffer_of_ours_we_never_lent_breaks_the_channel() {
+        let (a, b, mut tx, mut rx, shared) = pair();
+        // The receiver owns pool 2, the sender maps it and may reference
+        // it (a buffer lent to it could come back), but was lent nothing.
+        let r2 = own(b, 2, 4);
+        map(a, 2, r2);
+        b.set_peer_pools(PeerId(0), &[1, 2]).unwrap();
+        let kept = make(b, 2, b"the receiver's own bytes");
+        let s = kept.descs()[0];
+        let mut g = Guard::new();
+        tx.send(make(a, 1, b"honest"), 1, 0).unwrap();
+        // The sender rewrites the published slice to name the buffer,
+        // right generation and bounds (slot 0 at 192: nslices, flags, tag,
+        // then pool, buf, gen, off, len).
+        for (k, v) in [s.pool, s.buf, s.gen, s.off, s.len].into_iter().enumerate() {
+            // SAFETY: slot 0's first slice; single-threaded test.
+            unsafe { word(shared, 192 + 16 + 4 * k).write_volatile(v) };
+        }
+        assert!(matches!(g.recv(&mut rx), Next::Broke(Error::NotGranted)));
+        assert_eq!(b.stats().rejected_not_granted, 1);
+        assert!(matches!(g.recv(&mut rx), Next::Idle));
+        // Nothing changed at the receiver: its buffer is still its own,
+        // byte for byte, held once.
+        assert!(kept.eq_bytes(b"the receiver's own bytes"));
+        assert_eq!(b.pool_stats(2).unwrap().buffers_in_use, 1);
     }
 
     #[test]

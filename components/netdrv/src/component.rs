@@ -256,9 +256,21 @@ impl Driver {
         // as the dead incarnation left it ---
         let restarts = start.restarts;
         let taken_over = TAKEOVER && restarts > 0 && e1000::running(&regs);
+        // A take-over stops the dead incarnation's transmitter first
+        // (`e1000::quiesce_tx`): only then may netstack reuse the frames it
+        // had lent it, which it does once we published our MAC address
+        // below and the death is settled. A reset stops it too.
+        let mut tx_abandoned = None;
         let mac = if taken_over {
             log!("restart {restarts}: taking the running e1000 over (no reset)");
-            e1000::take_over(&mut regs)
+            e1000::take_over(&mut regs).map(|t| {
+                log!(
+                    "restart {restarts}: transmitter stopped, {} descriptors the dead incarnation posted not sent",
+                    t.tx_abandoned
+                );
+                tx_abandoned = Some(t.tx_abandoned);
+                t.mac
+            })
         } else {
             e1000::reset(&mut regs, sel4::yield_now)
         };
@@ -377,6 +389,10 @@ impl Driver {
         });
         nic.set_tso(TSO);
         nic.count(Counter::RxSalvaged, salvaged.len() as u64);
+        if let Some(n) = tx_abandoned {
+            nic.count(Counter::TxQuiesced, 1);
+            nic.count(Counter::TxAbandoned, n as u64);
+        }
         let up = nic.link_up();
         let m = mac;
         let words = link.control();

@@ -212,15 +212,33 @@ pub fn running<R: RegisterFile>(regs: &R) -> bool {
     regs.read(RCTL) == RCTL_OURS && regs.read(RDLEN) == len && regs.read(TDLEN) == len
 }
 
+/// How often [`quiesce_tx`] reads TDH while the device sends what the dead
+/// incarnation posted, before it stops the transmitter anyway (an MMIO read
+/// takes about a microsecond on hardware: a few ms in all; QEMU's e1000
+/// sends inside the TDT write, so there it is done at the first read).
+pub const TX_DRAIN_POLLS: usize = 4096;
+
+/// What [`take_over`] found.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct TakenOver {
+    /// The MAC address.
+    pub mac: [u8; 6],
+    /// Transmit descriptors the dead incarnation had posted that the
+    /// device had not sent when the transmitter was stopped: never sent.
+    pub tx_abandoned: usize,
+}
+
 /// Takes over a device an earlier incarnation left [`running`], without a
 /// reset and without writing RCTL; returns the MAC address. Interrupts
-/// are masked and their causes cleared; the receive ring is emptied
-/// (RDH := RDT: the device owns no descriptor from here on, and the dead
-/// incarnation's buffers, quarantined in our pool, get nothing more; what
-/// they hold untaken is for [`salvage_rx`]), and
-/// so is the transmit ring (TDH := TDT). [`E1000::resume`] then moves both
-/// rings to fresh pages, starting at the tails found here, so head and
-/// tail stay equal until the new receive ring is full.
+/// are masked and their causes cleared; the transmitter is quiesced
+/// ([`quiesce_tx`]: the device reads no transmit descriptor of the dead
+/// incarnation, nor the frames they name, from here on); the receive ring
+/// is emptied (RDH := RDT: the device owns no descriptor from here on, and
+/// the dead incarnation's buffers, quarantined in our pool, get nothing
+/// more; what they hold untaken is for [`salvage_rx`]). [`E1000::resume`]
+/// then moves both rings to fresh pages, starting at the tails found
+/// here, so head and tail stay equal until the new receive ring is full,
+/// and enables the transmitter again.
 ///
 /// Why not a reset: the receiver's enable (RCTL) would have to be written
 /// again, and QEMU's e1000 then holds every received frame for one second
@@ -232,16 +250,37 @@ pub fn running<R: RegisterFile>(regs: &R) -> bool {
 /// while the receiver is disabled, and it may have prefetched
 /// descriptors, so there a restart must clear RCTL.EN (or reset) first;
 /// that costs nothing like QEMU's second there.
-pub fn take_over<R: RegisterFile>(regs: &mut R) -> Result<[u8; 6], InitError> {
+pub fn take_over<R: RegisterFile>(regs: &mut R) -> Result<TakenOver, InitError> {
     regs.write(IMC, !0);
     let _ = regs.read(ICR);
+    let tx_abandoned = quiesce_tx(regs);
     // Only the driver writes the tails, and the dead incarnation no longer
-    // does: they are stable, the heads move up to them.
+    // does: they are stable, the head moves up to it.
     let rdt = regs.read(RDT) % RING as u32;
     regs.write(RDH, rdt);
-    let tdt = regs.read(TDT) % RING as u32;
+    let mac = mac(regs).ok_or(InitError::NoMac)?;
+    Ok(TakenOver { mac, tx_abandoned })
+}
+
+/// Stops the device reading the dead incarnation's transmit ring: lets it
+/// send what was posted (TDH reaching TDT, at most [`TX_DRAIN_POLLS`]
+/// reads), then disables the transmitter (TCTL.EN) and empties the ring
+/// (TDH := TDT); returns how many posted descriptors were not sent. Only
+/// after this may the frames the dead incarnation lent the device be
+/// reused: netstack releases them when the new incarnation is attached
+/// (it publishes its MAC address after this) and the death is settled.
+pub fn quiesce_tx<R: RegisterFile>(regs: &mut R) -> usize {
+    let n = RING as u32;
+    let tdt = regs.read(TDT) % n;
+    let mut polls = 0;
+    while regs.read(TDH) % n != tdt && polls < TX_DRAIN_POLLS {
+        polls += 1;
+        core::hint::spin_loop();
+    }
+    regs.write(TCTL, regs.read(TCTL) & !TCTL_EN);
+    let tdh = regs.read(TDH) % n;
     regs.write(TDH, tdt);
-    mac(regs).ok_or(InitError::NoMac)
+    ((tdt + n - tdh) % n) as usize
 }
 
 /// The driver's own pool as the device sees it: where it is mapped and

@@ -61,8 +61,8 @@ pub struct ClientStats {
     pub events: u64,
     /// Connections accepted for it.
     pub accepted: u64,
-    /// Messages refused one by one (forged references outside its grant
-    /// list, quota): the channel stayed up.
+    /// Messages refused one by one (quota, a peer going down): the
+    /// channel stayed up. A forged reference breaks it instead.
     pub refused: u64,
 }
 
@@ -439,14 +439,15 @@ mod tests {
     }
 
     #[test]
-    fn forged_references_cost_one_message_and_impossible_ones_the_channel() {
+    fn a_forged_reference_costs_the_client_its_channel() {
         let (mut n, mut c, _ce, region) = setup(64);
         let db = n.b.domain();
         let before = db.stats();
         let mut ring = raw_requests(region);
         // Slices of pools the stack maps but the client may not reference
         // (the test client's grant list is empty), with guessed
-        // generations, out-of-range buffers and lengths.
+        // generations, out-of-range buffers and lengths: the first one
+        // breaks the channel, the others are never read.
         let forged = [(1, 0, 1, 0, 4096), (2, u32::MAX, 7, 0, 1), (3, 0, 0x5eed, u32::MAX - 8, 4096)];
         db.set_peer_pools(CLIENT, &[]).unwrap();
         for (pool, buf, gen, off, len) in forged {
@@ -454,18 +455,16 @@ mod tests {
             d.slices[0] = SliceDesc { pool, buf, gen, off, len };
             ring.push(d).unwrap();
         }
-        assert!(round(&mut n, &mut c).is_empty(), "refused one by one");
-        assert_eq!(c.stats().refused, 3);
-        assert_eq!(db.stats().rejected_foreign_pool - before.rejected_foreign_pool, 3);
-        assert_eq!(c.broken(), None);
-        // A slice count past the descriptor, and a pool nobody maps.
-        ring.push(AggDesc { nslices: 1000, ..AggDesc::default() }).unwrap();
         let faults = round(&mut n, &mut c);
-        assert_eq!(faults, [Fault { channel: Channel::Requests, why: Error::TooManySlices, releases: false }]);
-        let mut d = AggDesc { nslices: 1, ..AggDesc::default() };
-        d.slices[0] = SliceDesc { pool: 0xdead, buf: 0, gen: 1, off: 0, len: 1 };
-        ring.push(d).unwrap();
+        assert_eq!(faults, [Fault { channel: Channel::Requests, why: Error::ForeignPool, releases: false }]);
+        assert_eq!(c.stats().refused, 0);
+        assert_eq!(db.stats().rejected_foreign_pool - before.rejected_foreign_pool, 1);
+        assert_eq!(c.broken(), Some((Channel::Requests, Error::ForeignPool)));
+        assert!(c.cut_off(&mut n.b).is_some(), "the client is cut off");
+        // Nothing more is read from it, however sane.
+        ring.push(AggDesc { nslices: 1000, ..AggDesc::default() }).unwrap();
         assert!(round(&mut n, &mut c).is_empty(), "not read again");
+        assert_eq!(db.stats().rejected_descriptors - before.rejected_descriptors, 1);
     }
 
     #[test]
@@ -499,9 +498,8 @@ mod tests {
             probe(&|s| SliceDesc { off: 0, len: 1 << 20, ..s }),
             (Some((Channel::Requests, Error::OutOfBounds)), 0, true)
         );
-        // The right generation of a buffer it was never lent: refused, and
-        // that costs it the one message.
-        assert_eq!(probe(&|s| s), (None, 1, false));
+        // The right generation of a buffer it was never lent: the same.
+        assert_eq!(probe(&|s| s), (Some((Channel::Requests, Error::NotGranted)), 0, true));
     }
 
     #[test]

@@ -214,6 +214,12 @@ struct DrvLife {
     /// its MAC address yet; since when (ms).
     awaiting: Option<u64>,
     restarts: u64,
+    /// The latest death is settled, but the new incarnation has not yet
+    /// stopped the device (it publishes its MAC address after that): the
+    /// frames lent to the dead one wait, since the NIC may still read them.
+    settled_unquiesced: bool,
+    /// Deaths whose release had to wait so (`tcp_drv_releases_deferred`).
+    releases_deferred: u64,
 }
 
 /// One client region we serve (`client`, and `client2` where the
@@ -898,8 +904,12 @@ impl Node {
                 }
                 events::Event::Settled { component, death } if Some(component) == self.drv.index => {
                     if death == self.drv.death {
-                        let n = self.d.peer_settled(NETDRV).unwrap_or(0);
-                        log!("netdrv death {death} settled: {n} buffers lent to it released");
+                        self.drv.settled_unquiesced = true;
+                        if self.drv.awaiting.is_some() {
+                            self.drv.releases_deferred += 1;
+                            log!("netdrv death {death} settled: what was lent to it waits until the new incarnation stopped the device");
+                        }
+                        self.release_drv_frames();
                     }
                 }
                 events::Event::Died { component, death } => {
@@ -975,6 +985,7 @@ impl Node {
         self.port.tx_guard = Guard::new();
         let _ = self.d.peer_restarted(NETDRV);
         self.drv.death = death;
+        self.drv.settled_unquiesced = false;
         self.drv.unconfirmed = true;
         self.drv.awaiting = Some(now_ms());
         self.drv.restarts += 1;
@@ -983,15 +994,34 @@ impl Node {
         );
     }
 
+    /// The frames we lent a dead netdrv go back to their pools only when
+    /// both its death is settled and its new incarnation has stopped the
+    /// device reading the dead one's rings (`e1000::quiesce_tx`, before it
+    /// publishes its MAC address): a NIC that DMAs later (real hardware;
+    /// QEMU sends inside the TDT write) would otherwise read pages already
+    /// reused. A netdrv held down never comes back: its frames stay out
+    /// of use (the device may still hold them).
+    fn release_drv_frames(&mut self) {
+        if !self.drv.settled_unquiesced || self.drv.awaiting.is_some() {
+            return;
+        }
+        self.drv.settled_unquiesced = false;
+        let n = self.d.peer_settled(NETDRV).unwrap_or(0);
+        log!("netdrv death {} settled: {n} buffers lent to it released", self.drv.death);
+    }
+
     /// Once netdrv's new incarnation is attached (its MAC address is on
-    /// the link again): every connection resends what the dead one may
-    /// have lost, now rather than after the RTO.
+    /// the link again, published after it stopped the device): every
+    /// connection resends what the dead one may have lost, now rather
+    /// than after the RTO, and the frames lent to the dead one may go
+    /// back once its death is settled too.
     fn check_driver(&mut self) {
         let Some(since) = self.drv.awaiting else { return };
         if self.port.link.control().word(nic_api::WORD_MAC).load(Ordering::Acquire) >> 63 == 0 {
             return;
         }
         self.drv.awaiting = None;
+        self.release_drv_frames();
         let n = self.stack.retransmit_now();
         self.kick_drv = true;
         log!("netdrv back after {} ms: {n} connections resend what is unacknowledged", now_ms().saturating_sub(since));
@@ -1158,6 +1188,7 @@ impl Node {
                 S::RxHandOffFallbackBytes => s.rx_hand_off_fallback,
                 S::Restarts => self.restarts,
                 S::QuarantinedPages => quarantined_pages(self.d) as u64,
+                S::DrvReleasesDeferred => self.drv.releases_deferred,
                 S::SynDroppedBacklogFull => s.syn_dropped_backlog_full,
                 // Receive-side bounds in pages.
                 S::RxCoalescedBytes => s.rx_coalesced_bytes,

@@ -25,6 +25,15 @@
 //! on `Settled` drops the quarantine (`Domain::peer_settled`). The
 //! restarted component itself keeps its pool pages of the dead incarnation
 //! quarantined until its own death is settled (`Domain::end_quarantine`).
+//!
+//! **Nobody holds a death hostage**: a subscriber has
+//! `<instance>.confirm_death_ms` (default 2 s) to confirm. One that does
+//! not is judged by [`late`]: an untrusted one (`<instance>.untrusted`)
+//! is treated as dead itself (restarted, or stopped if it is not
+//! restartable): its death drops its holds, and the first death then
+//! waits only for that one to settle. A trusted one is reported by name
+//! once and waited for: it may still read the pages, and reusing them
+//! under it would be worse than keeping them out of use.
 
 use core::sync::atomic::{AtomicU64, Ordering};
 
@@ -228,4 +237,59 @@ pub fn confirm_settled(component: usize, death: u64) {
     }
     let info = sel4::MessageInfo::new(SUPERVISOR_SETTLED_LABEL, 0, 0, 2);
     sel4::send(slot, info, [component as u64, death, 0, 0]);
+}
+
+/// What the supervisor does about a subscriber that has not confirmed a
+/// peer's death yet ([`late`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Late {
+    /// Within its bound, or already reported: nothing.
+    Wait,
+    /// Untrusted and restartable: treat it as dead and restart it.
+    Restart,
+    /// Untrusted, not restartable: treat it as dead and stop it.
+    Stop,
+    /// Trusted: report it by name (once per death) and go on waiting.
+    Report,
+}
+
+/// The verdict on a subscriber that has waited `waited_ms` without
+/// confirming a death, given its bound (`confirm_death_ms`), whether it is
+/// untrusted and restartable, and whether it was reported for this death
+/// already.
+pub fn late(waited_ms: u64, bound_ms: u32, untrusted: bool, restartable: bool, reported: bool) -> Late {
+    match (waited_ms >= u64::from(bound_ms), untrusted, restartable) {
+        (false, _, _) => Late::Wait,
+        (true, true, true) => Late::Restart,
+        (true, true, false) => Late::Stop,
+        (true, false, _) if reported => Late::Wait,
+        (true, false, _) => Late::Report,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_subscriber_within_its_bound_is_left_alone() {
+        for (untrusted, restartable, reported) in [(true, true, false), (false, true, false), (true, false, true)] {
+            assert_eq!(late(0, 2000, untrusted, restartable, reported), Late::Wait);
+            assert_eq!(late(1999, 2000, untrusted, restartable, reported), Late::Wait);
+        }
+    }
+
+    #[test]
+    fn an_untrusted_late_subscriber_is_treated_as_dead() {
+        assert_eq!(late(2000, 2000, true, true, false), Late::Restart);
+        assert_eq!(late(u64::MAX, 1, true, true, false), Late::Restart);
+        assert_eq!(late(2000, 2000, true, false, false), Late::Stop);
+    }
+
+    #[test]
+    fn a_trusted_late_subscriber_is_reported_once_and_waited_for() {
+        assert_eq!(late(2000, 2000, false, true, false), Late::Report);
+        assert_eq!(late(2000, 2000, false, false, false), Late::Report);
+        assert_eq!(late(9000, 2000, false, true, true), Late::Wait, "once per death");
+    }
 }

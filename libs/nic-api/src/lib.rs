@@ -286,6 +286,13 @@ counters::counters! {
         RxSalvaged = "drv_rx_salvaged",
         /// Writes of the receive tail (RDT): one per refill batch.
         RxTailWrites = "drv_rx_tail_writes",
+        /// Take-overs of a running device that stopped the dead
+        /// incarnation's transmitter (drained, then disabled) before
+        /// netstack may reuse the frames it had lent it.
+        TxQuiesced = "drv_tx_quiesced",
+        /// Transmit descriptors a dead incarnation had posted that the
+        /// device had not sent when it was stopped (never sent; TCP resends).
+        TxAbandoned = "drv_tx_abandoned",
     }
 }
 
@@ -383,7 +390,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<DrvCounter>());
-        let names: [&str; 23] = [
+        let names: [&str; 25] = [
             "drv_rx_frames",
             "drv_rx_bytes",
             "drv_rx_dropped",
@@ -407,6 +414,8 @@ mod tests {
             "drv_restarts",
             "drv_rx_salvaged",
             "drv_rx_tail_writes",
+            "drv_tx_quiesced",
+            "drv_tx_abandoned",
         ];
         assert!(DrvCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

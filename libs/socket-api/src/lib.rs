@@ -598,8 +598,9 @@ counters::counters! {
         Client2Requests = "tcp_client2_requests",
         /// Events to the second client.
         Client2Events = "tcp_client2_events",
-        /// The second client's messages refused one by one (references
-        /// outside its grant list): its channel stayed up.
+        /// The second client's messages refused one by one (its quota of
+        /// our buffers): its channel stayed up. A forged reference breaks
+        /// the channel instead (`tcp_channels_broken`).
         Client2Refused = "tcp_client2_refused",
         /// The second client's descriptors rejected, whatever the reason.
         Client2Rejected = "tcp_client2_rejected",
@@ -639,6 +640,10 @@ counters::counters! {
         /// Pages of our pools (headers, received data) a dead incarnation
         /// left in use, not reused until its death is settled.
         QuarantinedPages = "tcp_quarantined_pages",
+        /// netdrv deaths settled before its new incarnation had stopped the
+        /// device (published its MAC address): the frames lent to the dead
+        /// one were released only then, never while the NIC could read them.
+        DrvReleasesDeferred = "tcp_drv_releases_deferred",
         /// Connection requests (SYNs, cookie ACKs) dropped because their
         /// listener's accept queue was full (the client retransmits).
         SynDroppedBacklogFull = "tcp_syn_dropped_backlog_full",
@@ -755,7 +760,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 81] = [
+        let names: [&str; 82] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -827,6 +832,7 @@ mod tests {
             "tcp_rx_hand_off_fallback_bytes",
             "tcp_restarts",
             "tcp_quarantined_pages",
+            "tcp_drv_releases_deferred",
             "tcp_syn_dropped_backlog_full",
             "tcp_rx_coalesced_bytes",
             "tcp_rx_paused_conn_pages",

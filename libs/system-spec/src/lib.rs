@@ -53,7 +53,7 @@ pub use validate::SpecError;
 
 /// Bumped whenever the encoded form changes, so a loader never misreads a
 /// spec written by a different compiler.
-pub const FORMAT_VERSION: u32 = 5;
+pub const FORMAT_VERSION: u32 = 6;
 
 /// The first bytes of an encoded spec; they make a stray blob fail loudly.
 pub const MAGIC: [u8; 8] = *b"IOLSPEC\0";
@@ -116,6 +116,9 @@ pub const DEFAULT_RESTART_WINDOW_MS: u32 = 10_000;
 /// every further one (`<instance>.restart_backoff_ms`); the first restart
 /// after a quiet window is immediate.
 pub const DEFAULT_RESTART_BACKOFF_MS: u32 = 100;
+/// How long a subscriber of system events may take to confirm a peer's
+/// death when the assembly sets no `<instance>.confirm_death_ms`.
+pub const DEFAULT_CONFIRM_DEATH_MS: u32 = 2000;
 
 /// The largest IOAPIC vector seL4 on x86_64 accepts for a user IRQ.
 pub const MAX_IRQ_VECTOR: u32 = 107;
@@ -259,6 +262,17 @@ pub struct Component {
     /// subscriber that polls the page itself (`system_events = "poll"`,
     /// e.g. an RPC server, on every call).
     pub events_notification: Option<ObjectId>,
+    /// The time a subscriber has to confirm a peer's death
+    /// (`<instance>.confirm_death_ms`, our own attribute; else
+    /// [`DEFAULT_CONFIRM_DEATH_MS`]). One that does not is restarted (or
+    /// stopped) if it is [`Component::untrusted`], else reported by name
+    /// while the death stays unsettled.
+    pub confirm_death_ms: u32,
+    /// Whether the component is untrusted (`<instance>.untrusted = true`,
+    /// our own attribute; e.g. the cgi, which runs CGI programs): the
+    /// supervisor treats it as dead when it holds up a death protocol
+    /// (does not confirm in time), instead of waiting for it.
+    pub untrusted: bool,
     /// Restart policy (our own attributes `restart_limit`,
     /// `restart_window_ms`, `restart_backoff_ms`); see
     /// [`DEFAULT_RESTART_LIMIT`].

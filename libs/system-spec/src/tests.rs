@@ -37,6 +37,8 @@ fn sample() -> SystemSpec {
         may_restart: vec![],
         events: false,
         events_notification: None,
+        confirm_death_ms: DEFAULT_CONFIRM_DEATH_MS,
+        untrusted: false,
         log_ring: None,
         log_server: None,
         restart_policy: RestartPolicy::default(),

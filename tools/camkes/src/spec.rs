@@ -10,9 +10,9 @@ use crate::diag::{err, Result};
 use std::collections::HashMap;
 use system_spec::{
     frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, LogRingEnd, LogRingSource, LogServer, Mapping,
-    ObjectId, ObjectKind, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS, DEFAULT_PRIORITY,
-    DEFAULT_RESTART_BACKOFF_MS, DEFAULT_RESTART_LIMIT, DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE,
-    FIRST_INTERFACE_SLOT, LOG_RING_SIZE, PAGE_SIZE,
+    ObjectId, ObjectKind, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS,
+    DEFAULT_CONFIRM_DEATH_MS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS, DEFAULT_RESTART_LIMIT,
+    DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, LOG_RING_SIZE, PAGE_SIZE,
 };
 
 /// Where a component type's interfaces live: the same for every instance.
@@ -108,6 +108,8 @@ pub fn build(system: &System) -> Result<SystemSpec> {
             hang_cpu_ms: inst.config.hang_cpu_ms,
             events: false,
             events_notification: None,
+            confirm_death_ms: inst.config.confirm_death_ms.unwrap_or(DEFAULT_CONFIRM_DEATH_MS),
+            untrusted: inst.config.untrusted,
             log_ring: None,
             log_server: None,
             restart_policy: RestartPolicy {
@@ -402,6 +404,12 @@ pub fn describe(spec: &SystemSpec) -> String {
                 let _ = writeln!(out, "  system events: the events page (read-only), polled");
             }
             _ => {}
+        }
+        if c.events {
+            let _ = writeln!(out, "  confirms a peer's death within {} ms", c.confirm_death_ms);
+        }
+        if c.untrusted {
+            let _ = writeln!(out, "  untrusted: restarted (or stopped) when it does not confirm a death in time");
         }
         if let Some(end) = &c.log_ring {
             let _ = writeln!(

@@ -179,6 +179,13 @@ fn iolite_system_compiles() {
     assert!(hang.iter().all(|&(_, ms)| ms > 0), "{hang:?}");
     assert!(hang.iter().all(|&(n, ms)| n == "cgi" || ms < 1000), "{hang:?}");
     assert!(spec.components.iter().all(|c| !c.fault_injection));
+    // The cgi alone is untrusted; every subscriber has a bound to confirm
+    // a death in.
+    let untrusted: Vec<_> = spec.components.iter().filter(|c| c.untrusted).map(|c| c.name.as_str()).collect();
+    assert_eq!(untrusted, ["cgi"]);
+    let bounds: Vec<_> =
+        spec.components.iter().filter(|c| c.events).map(|c| (c.name.as_str(), c.confirm_death_ms)).collect();
+    assert!(bounds.iter().all(|&(_, ms)| ms == 2000), "{bounds:?}");
     // The console: log alone holds COM1 and reads one ring per other
     // component, each ring mapped by no one as a dataport.
     let com1 = spec.objects.iter().position(|o| o.kind == ObjectKind::IoPorts { first: 0x3f8, last: 0x3ff }).unwrap();

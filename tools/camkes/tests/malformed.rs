@@ -572,6 +572,22 @@ assembly { composition { component A a; } configuration { a.priority = 300; } }"
         at: "2:72",
     },
     Case {
+        name: "a death confirmation bound of 0 ms",
+        source: r#"component A { control; }
+assembly { composition { component A a; } configuration { a.confirm_death_ms = 0; } }"#,
+        extra: &[],
+        message: r#"'a.confirm_death_ms' = 0 is out of range (1..=600000)"#,
+        at: "2:80",
+    },
+    Case {
+        name: "untrusted is a flag",
+        source: r#"component A { control; }
+assembly { composition { component A a; } configuration { a.untrusted = 2; } }"#,
+        extra: &[],
+        message: r#"'a.untrusted' = 2 is out of range (0..=1)"#,
+        at: "2:73",
+    },
+    Case {
         name: "IOPort connector on another procedure",
         source: r#"import <std_connector.camkes>;
 procedure P { void f(); }

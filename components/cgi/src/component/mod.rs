@@ -367,9 +367,11 @@ fn collect() -> Counters {
     };
     all.components.extend(counter_page::<StackCounter>("netstack", stk));
     all.components.extend(counter_page::<DrvCounter>("netdrv", drv));
-    let mut v = [0u64; 12];
-    let [hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce] = &mut v;
-    if glue::fs::stats(hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce) == 0 {
+    let mut v = [0u64; 14];
+    let [hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce, waits, released] = &mut v;
+    if glue::fs::stats(hits, misses, ev, evr, cached, reads, dbytes, copied, pages, data, dma, bounce, waits, released)
+        == 0
+    {
         all.push(
             Component::new("fs")
                 .with("cache_hits", v[0])
@@ -383,7 +385,9 @@ fn collect() -> Counters {
                 .with("pool_pages_in_use", v[8])
                 .with("data_bytes", v[9])
                 .with("dma_bytes", v[10])
-                .with("bounce_bytes", v[11]),
+                .with("bounce_bytes", v[11])
+                .with("reset_waits", v[12])
+                .with("reset_released", v[13]),
         );
     }
     // The supervisor's view, from the system events page: deaths per
@@ -395,6 +399,7 @@ fn collect() -> Counters {
         for i in 0..page.len() {
             if let Some(name) = page.name(i) {
                 sup.set(&alloc::format!("deaths_{name}"), page.state(i).0);
+                sup.set(&alloc::format!("settled_{name}"), page.state(i).1);
             }
         }
         all.push(sup);
@@ -714,7 +719,7 @@ impl DeathWatch {
             let page = w.page();
             for (component, death) in w.deaths() {
                 if matches!(page.name(component), Some("netdrv" | "netstack")) {
-                    component_runtime::events::confirm_settled(component, death);
+                    confirm(component, death);
                 }
             }
         }
@@ -760,13 +765,13 @@ impl FsWatch {
                     d.tainted(FS).unwrap_or(0)
                 );
             } else {
-                component_runtime::events::confirm_settled(component, death);
+                confirm(component, death);
             }
         }
         if let (Some(death), Some(index)) = (self.unconfirmed, self.fs_index) {
             if d.tainted(FS).unwrap_or(0) == 0 {
                 self.unconfirmed = None;
-                component_runtime::events::confirm_settled(index, death);
+                confirm(index, death);
             }
         }
     }
@@ -829,6 +834,17 @@ fn test_hook(
     env: &Env,
 ) -> Option<(u32, Aggregate<'static>, bool)> {
     Some(match script {
+        "/cgi-bin/noconfirm" => {
+            // This incarnation confirms no death from now on: the
+            // supervisor must not wait for it for ever (it restarts an
+            // untrusted subscriber that does not confirm in time).
+            NO_CONFIRM.store(true, Ordering::Relaxed);
+            log!("test hook: confirming no death from now on");
+            match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\nno confirmations\n")) {
+                Ok(a) => (id, a, true),
+                Err(_) => (id, Aggregate::new(d), false),
+            }
+        }
         "/cgi-bin/crash" => {
             log!("crash requested");
             panic!("/cgi-bin/crash: crashing on purpose");
@@ -915,6 +931,17 @@ fn test_hook(
     })
 }
 
+/// Set by `/cgi-bin/noconfirm` (test hook): this incarnation confirms no
+/// death any more, as a hostile cgi that holds the death protocol up.
+static NO_CONFIRM: AtomicBool = AtomicBool::new(false);
+
+/// Confirms a death unless the test hook forbade it (`NO_CONFIRM`).
+fn confirm(component: usize, death: u64) {
+    if !(TEST_HOOKS && NO_CONFIRM.load(Ordering::Relaxed)) {
+        component_runtime::events::confirm_settled(component, death);
+    }
+}
+
 /// Set by `/cgi-bin/hostile` once it has written the reply ring directly:
 /// from then on this incarnation sends no replies (its typed producer no
 /// longer knows the ring's state).
@@ -934,11 +961,11 @@ fn raw_reply_ring() -> Option<iolite::ring::RingProducer<AggDesc>> {
 /// the ring (the typed API cannot build them): pools `A`, `B`, ... (ids of
 /// pools that are not ours, as an attacker reads them from the system's
 /// description: the test names httpd's application pool and netstack's
-/// socket pool, which httpd maps and our grant list leaves out, so they
-/// are refused and counted), then a wrong generation of a live buffer of
-/// our own pool, guessed generations of httpd's request pool and of fs's
-/// file pool, an out-of-range buffer, an out-of-range length, and too many
-/// slices (each breaks the channel; httpd reads up to the first of them).
+/// socket pool, which httpd maps and our grant list leaves out), then a
+/// wrong generation of a live buffer of our own pool, guessed generations
+/// of httpd's request pool and of fs's file pool, an out-of-range buffer,
+/// an out-of-range length, and too many slices. Each breaks the channel;
+/// httpd reads up to the first of them.
 fn hostile_forge(d: &'static Domain, id: u32, pools: &str) {
     let Some(mut ring) = raw_reply_ring() else { return };
     MUTED.store(true, Ordering::Relaxed);

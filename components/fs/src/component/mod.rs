@@ -13,9 +13,9 @@
 //! e.g. the cgi) and quarantines what it had lent to the old incarnation,
 //! which may have forwarded those pages (the cgi passes file fragments on
 //! to httpd, netstack and the NIC): they are neither evicted for reuse nor
-//! freed until the system events page says that every death that had
-//! happened by then is settled (`component_runtime::events`; fs polls the
-//! page on every call, `fs.system_events = "poll"`).
+//! freed until the system events page says that the client's own death is
+//! settled (`fs::quarantine`; the client named by `client_names`; fs polls
+//! the page on every call, `fs.system_events = "poll"`).
 //!
 //! Lines it prints (stable; tests/robot/filesystem.robot waits for some):
 //!
@@ -48,6 +48,7 @@ use component_runtime::{error, log};
 use fs::budget::{self, Elastic, Model};
 use fs::clients::{open_read, queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode};
+use fs::quarantine::{Quarantines, Wait};
 // The file cache's pool id: derived by the compiler from the assembly.
 use fs::{Config, File, Fs};
 use glue::pools::FILE_POOL;
@@ -305,6 +306,14 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
         );
     }
     let guards = alloc::vec![iolite::Guard::new(); clients.len()];
+    // Each client's record in the events page, by the name the assembly
+    // gives it (`client_names`): its own death is what its reset waits for.
+    let client_records: Vec<Option<usize>> = (0..clients.len())
+        .map(|i| {
+            let name = glue::attributes::CLIENT_NAMES.get(i)?;
+            component_runtime::events::page()?.index_of(name)
+        })
+        .collect();
     let mut server = Server {
         fs,
         clients,
@@ -314,7 +323,8 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
         admin: glue::attributes::ADMIN != 0,
         resets: 0,
         events: component_runtime::events::Watcher::new(),
-        quarantines: Vec::new(),
+        quarantines: Quarantines::default(),
+        client_records,
         me,
         epoch,
         fault_next_read: false,
@@ -373,11 +383,11 @@ struct Server {
     resets: u64,
     /// The system events page, if the assembly subscribes us.
     events: Option<component_runtime::events::Watcher>,
-    /// Clients whose dead incarnation's holds are quarantined, each with
-    /// the death counts of every component when it came back: the
-    /// quarantine ends when all of those deaths are settled (its own is
-    /// among them: the supervisor counts a death before the rebuild).
-    quarantines: Vec<(usize, Vec<u64>)>,
+    /// Clients whose dead incarnation's holds are quarantined, each
+    /// waiting for its own death to settle (`fs::quarantine`).
+    quarantines: Quarantines,
+    /// Each client's record in the events page (`client_names`).
+    client_records: Vec<Option<usize>>,
     /// Our record in the events page.
     me: usize,
     /// Our incarnation (handles carry it).
@@ -434,14 +444,10 @@ impl Server {
                 self.own_quarantine = None;
             }
         }
-        self.quarantines.retain(|(client, deaths)| {
-            let settled = deaths.iter().enumerate().all(|(i, &death)| page.state(i).1 >= death);
-            if settled {
-                let n = d.peer_settled(PeerId(*client as u8)).unwrap_or(0);
-                log!("client {} settled: {n} quarantined buffers released", client + 1);
-            }
-            !settled
-        });
+        for client in self.quarantines.take_settled(page.len(), |i| page.state(i)) {
+            let n = d.peer_settled(PeerId(client as u8)).unwrap_or(0);
+            log!("client {} settled: {n} quarantined buffers released", client + 1);
+        }
     }
 
     /// Test images: a `stat` of `/.fault/fs/N` faults incarnation `N`
@@ -663,6 +669,8 @@ impl glue::fs::FsIoLite for Server {
         data_bytes: &mut u64,
         dma_bytes: &mut u64,
         bounce_bytes: &mut u64,
+        reset_waits: &mut u64,
+        reset_released: &mut u64,
     ) -> i32 {
         self.begin();
         self.update_budget();
@@ -680,6 +688,7 @@ impl glue::fs::FsIoLite for Server {
         *data_bytes = s.disk.data_bytes;
         let drv = self.fs.volume().device().stats();
         (*dma_bytes, *bounce_bytes) = (drv.dma_bytes, drv.bounce_bytes);
+        (*reset_waits, *reset_released) = (self.quarantines.waited, self.quarantines.released_at_once);
         0
     }
 
@@ -692,14 +701,20 @@ impl glue::fs::FsIoLite for Server {
         let peer = PeerId(client as u8);
         let dropped = match self.events.as_ref() {
             Some(w) => {
+                // Only the client's own death concerns what it held
+                // (`fs::quarantine`): a death elsewhere left unsettled
+                // keeps none of its pages out of use.
                 let page = w.page();
-                let deaths = (0..page.len()).map(|i| page.state(i).0).collect();
+                let record = self.client_records.get(client).copied().flatten();
+                let wait = Wait::at_reset(record, page.len(), |i| page.state(i));
                 let n = self.d.peer_failed(peer).unwrap_or(0);
                 let _ = self.d.peer_restarted(peer);
-                self.quarantines.retain(|(c, _)| *c != client);
-                self.quarantines.push((client, deaths));
-                log!("client {} reset ({} buffers quarantined)", client + 1, n);
-                None
+                if self.quarantines.reset(client, wait) {
+                    log!("client {} reset ({} buffers quarantined)", client + 1, n);
+                    None
+                } else {
+                    Some(self.d.peer_settled(peer).unwrap_or(0))
+                }
             }
             None => Some(self.d.peer_died(peer).unwrap_or(0)),
         };

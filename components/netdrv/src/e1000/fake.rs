@@ -236,11 +236,15 @@ impl Device {
         self.write_w1(RDBAL, i, w1);
     }
 
-    /// Processes up to `max` posted TX descriptors (from TDH towards TDT);
-    /// returns how many.
+    /// Processes up to `max` posted TX descriptors (from TDH towards TDT)
+    /// while the transmitter is enabled (TCTL.EN); returns how many.
     pub fn transmit(&mut self, max: usize) -> usize {
         let n = self.ring_len(TDLEN);
         let mut done = 0;
+        if self.get(TCTL) & TCTL_EN == 0 {
+            // The transmitter is off: no descriptor is fetched.
+            return 0;
+        }
         while done < max && self.get(TDH) != self.get(TDT) {
             let h = self.get(TDH) as usize;
             let Some([w0, w1]) = self.read_desc(TDBAL, h) else { break };

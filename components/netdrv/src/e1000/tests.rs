@@ -827,7 +827,7 @@ fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
     assert!(running(&dev));
     let writes_before = dev.writes.len();
     let (rdt, tdt) = (dev.read(RDT), dev.read(TDT));
-    assert_eq!(take_over(&mut dev), Ok(MAC));
+    assert_eq!(take_over(&mut dev), Ok(TakenOver { mac: MAC, tx_abandoned: 0 }));
     assert_eq!(dev.read(RDH), rdt, "the device owns no receive descriptor");
     assert_eq!(dev.read(TDH), tdt);
     // What no incarnation took is salvaged, in order; nothing drained is.
@@ -957,4 +957,56 @@ fn salvage_believes_nothing_outside_the_pool() {
     // SAFETY: the header pool's memory, leaked by `domain`.
     let elsewhere = unsafe { PoolWindow::new(hva as *const u8, hlen as usize, hpa) };
     assert_eq!(salvage_rx(&dev, &elsewhere, |_| panic!("read")), Salvaged::default());
+}
+
+#[test]
+fn a_take_over_stops_the_device_reading_what_the_dead_incarnation_posted() {
+    let (d, map) = domain(3 * (RING_PAGES + RING as u32));
+    let mut dev = Device::new(map.clone());
+    reset(&mut dev, || {}).unwrap();
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    // One frame sent, then three posted that a slow device has not
+    // fetched yet when the driver dies (QEMU sends inside the TDT write;
+    // real hardware DMAs later).
+    let first = frame(1, 300, false);
+    let mut q = VecDeque::from([(aggregate(d, HDR_POOL, &[&first]), TxRequest::Plain)]);
+    post(&mut old, &mut q);
+    assert_eq!(old.regs().transmit(usize::MAX), 1);
+    let pending: Vec<Vec<u8>> = (0..3).map(|i| frame(10 + i, 400 + i as usize, false)).collect();
+    let mut q: VecDeque<_> = pending.iter().map(|f| (aggregate(d, HDR_POOL, &[f]), TxRequest::Plain)).collect();
+    post(&mut old, &mut q);
+    assert!(q.is_empty(), "all three posted");
+    let mut dev = std::mem::replace(old.regs(), Device::new(map.clone()));
+    std::mem::forget(old);
+    assert!(running(&dev));
+    let tdt = dev.read(TDT);
+    let posted = (tdt as usize + RING - dev.read(TDH) as usize) % RING;
+    assert!(posted >= 3, "the device still has descriptors to fetch: {posted}");
+    let writes_before = dev.writes.len();
+
+    let taken = take_over(&mut dev).unwrap();
+    assert_eq!(taken, TakenOver { mac: MAC, tx_abandoned: posted });
+    // The transmitter went off before the ring was emptied, and the head
+    // is at the tail: the device owns no transmit descriptor.
+    let after = &dev.writes[writes_before..];
+    let off = after.iter().position(|w| w.0 == TCTL && w.1 & TCTL_EN == 0).expect("TCTL.EN cleared");
+    let tdh = after.iter().position(|w| w.0 == TDH).expect("TDH written");
+    assert!(off < tdh, "{after:?}");
+    assert_eq!(dev.read(TDH), tdt);
+    // A device that would go on now fetches nothing: the frames the dead
+    // incarnation lent it may be reused.
+    assert_eq!(dev.transmit(usize::MAX), 0);
+    assert_eq!(dev.sent.len(), 1);
+    assert_eq!(dev.sent[0].bytes, first);
+
+    // The new incarnation enables the transmitter again on fresh rings and
+    // sends byte-exact; none of the abandoned frames goes out.
+    let mut nic = E1000::resume(dev, map, d, RX_POOL, 200, true).unwrap();
+    assert_ne!(nic.regs().read(TCTL) & TCTL_EN, 0);
+    let next = frame(20, 500, false);
+    let mut q = VecDeque::from([(aggregate(d, HDR_POOL, &[&next]), TxRequest::Plain)]);
+    post(&mut nic, &mut q);
+    assert_eq!(nic.regs().transmit(usize::MAX), 1);
+    let sent: Vec<&[u8]> = nic.regs().sent.iter().map(|s| &s.bytes[..]).collect();
+    assert_eq!(sent, [&first[..], &next[..]]);
 }

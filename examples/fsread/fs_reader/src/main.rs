@@ -85,6 +85,8 @@ struct Counters {
     data_bytes: u64,
     dma_bytes: u64,
     bounce_bytes: u64,
+    reset_waits: u64,
+    reset_released: u64,
 }
 
 fn counters() -> Counters {
@@ -102,6 +104,8 @@ fn counters() -> Counters {
         &mut c.data_bytes,
         &mut c.dma_bytes,
         &mut c.bounce_bytes,
+        &mut c.reset_waits,
+        &mut c.reset_released,
     );
     assert_eq!(r, 0, "stats");
     c

@@ -13,21 +13,22 @@
 //!   data), then, on a channel netstack keeps: a flood of listens beyond
 //!   its listen budget; requests with garbage tags; `Send`, `Close` and
 //!   `Abort` on every connection id up to its own plus 64 (other clients'
-//!   connections); `Send`s whose slices name the pools netstack maps (its
-//!   grant list has none) with guessed generations, out-of-range buffers,
-//!   offsets and lengths; garbage releases (unknown pools, out-of-range
+//!   connections); garbage releases (unknown pools, out-of-range
 //!   buffers, guessed generations, huge counts); every ring's "signal me"
 //!   flag set; the region's generation rewritten without dying. Each is
 //!   logged with what netstack answered. Then it keeps every buffer
 //!   netstack lends it (received data on the trigger connection) for
 //!   `HOLD_TICKS` and breaks its request ring (an impossible head) while
 //!   holding them.
-//! * Incarnations 1 to 5, one each: a descriptor claiming 2^31 slices; a
+//! * Incarnations 1 to 6, one each: a descriptor claiming 2^31 slices; a
 //!   slice of a pool nobody maps; an impossible tail of the event ring;
 //!   an impossible head of its release ring; an impossible tail of the
-//!   ring netstack returns holds on, then a descriptor whose holds must go
-//!   back there.
-//! * Incarnation 6 and later: an honest client on `port` (it releases
+//!   ring netstack returns holds on, then a descriptor whose holds would
+//!   go back there (it names a pool outside our grant list, which now
+//!   breaks the channel first); `Send`s whose slices name the pools netstack maps (its
+//!   grant list has none) with guessed generations, out-of-range buffers,
+//!   offsets and lengths (the first breaks the channel).
+//! * Incarnation 7 and later: an honest client on `port` (it releases
 //!   what it gets), so the test sees netstack serving it again.
 //!
 //! Every number it makes up comes from a xorshift generator seeded with
@@ -311,25 +312,6 @@ impl Hostile {
             sent - errors
         );
 
-        // Sends whose slices name pools we may not reference.
-        let returns = self.seen.returns;
-        let mut forged = 0;
-        for pool in POOLS {
-            let (buf, gen) = (self.rng.below(1024) as u32, self.rng.next() as u32);
-            for s in [
-                SliceDesc { pool, buf, gen, off: 0, len: 4096 },
-                SliceDesc { pool, buf: u32::MAX, gen: 1, off: 0, len: 1 },
-                SliceDesc { pool, buf: 0, gen: gen | 1, off: u32::MAX - 8, len: 4096 },
-            ] {
-                let mut d = AggDesc { nslices: 1, tag: Request::Send { conn: own }.encode(), ..AggDesc::default() };
-                d.slices[0] = s;
-                self.push(d);
-                forged += 1;
-            }
-        }
-        self.wait_until(100, |h| h.seen.returns - returns >= forged);
-        log!("{forged} forged descriptors written: {} holds returned", self.seen.returns - returns);
-
         // Releases of nothing it holds: unknown pools, out-of-range
         // buffers, guessed generations, huge and zero counts.
         for k in 0..32 {
@@ -391,7 +373,28 @@ impl Hostile {
         self.word(ring + TAIL).store(head.wrapping_add(77), Ordering::Release);
     }
 
-    /// One attack that breaks a channel (incarnations 1 to 5), each logged
+    /// `Send`s whose slices name the pools netstack maps (its grant list
+    /// for us has none) with guessed generations, out-of-range buffers,
+    /// offsets and lengths: the first breaks our request channel, so
+    /// netstack reads none of the others.
+    fn forge_sends(&mut self) {
+        let own = self.seen.conn.unwrap_or(0);
+        log!("writing {} forged descriptors naming the pools netstack maps", POOLS.len() * 3);
+        for pool in POOLS {
+            let (buf, gen) = (self.rng.below(1024) as u32, self.rng.next() as u32);
+            for s in [
+                SliceDesc { pool, buf, gen, off: 0, len: 4096 },
+                SliceDesc { pool, buf: u32::MAX, gen: 1, off: 0, len: 1 },
+                SliceDesc { pool, buf: 0, gen: gen | 1, off: u32::MAX - 8, len: 4096 },
+            ] {
+                let mut d = AggDesc { nslices: 1, tag: Request::Send { conn: own }.encode(), ..AggDesc::default() };
+                d.slices[0] = s;
+                self.push(d);
+            }
+        }
+    }
+
+    /// One attack that breaks a channel (incarnations 1 to 6), each logged
     /// before it is written.
     fn attack(&mut self, k: u64) {
         match k {
@@ -411,6 +414,7 @@ impl Hostile {
                 self.request(0);
             }
             4 => self.break_head(EVENT_RELEASES, "release ring"),
+            6 => self.forge_sends(),
             _ => {
                 self.break_tail(RETURNS, "returns ring");
                 // A refused descriptor: its hold must go back there.
@@ -440,7 +444,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     log!("listening on port {PORT} (generation {g})");
     match k {
         0 => h.flood_hold_and_break(),
-        1..=5 => h.attack(k),
+        1..=6 => h.attack(k),
         _ => {
             log!("all attacks done: an honest client from now on");
             loop {

@@ -187,6 +187,12 @@ pub struct InstanceConfig {
     /// `hang_cpu_ms`: CPU time without progress that makes it stuck (0:
     /// not watched).
     pub hang_cpu_ms: u32,
+    /// `confirm_death_ms`: how long it may take to confirm a peer's death
+    /// (unset: the default).
+    pub confirm_death_ms: Option<u32>,
+    /// `untrusted`: restarted rather than waited for when it holds up a
+    /// death protocol.
+    pub untrusted: bool,
     /// `may_restart`: the instances (indices into [`System::instances`])
     /// this one may ask the supervisor to restart; resolved and checked
     /// once every setting is known (whether a target is restartable may

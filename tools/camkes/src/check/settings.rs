@@ -408,6 +408,14 @@ impl Checker {
                 config.hang_cpu_ms = int_in(&s.value, &label, 0, 3_600_000)? as u32;
                 return Ok(true);
             }
+            "confirm_death_ms" => {
+                config.confirm_death_ms = Some(int_in(&s.value, &label, 1, 600_000)? as u32);
+                return Ok(true);
+            }
+            "untrusted" => {
+                config.untrusted = int_in(&s.value, &label, 0, 1)? == 1;
+                return Ok(true);
+            }
             "fault_injection" => {
                 config.fault_injection = int_in(&s.value, &label, 0, 1)? == 1;
                 return Ok(true);
@@ -602,6 +610,8 @@ impl Checker {
             "restartable",
             "fault_injection",
             "hang_cpu_ms",
+            "confirm_death_ms",
+            "untrusted",
             "may_restart",
             "system_events",
             "log_server",

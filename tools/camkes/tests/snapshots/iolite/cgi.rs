@@ -200,8 +200,8 @@ pub mod glue {
             __ret
         }
 
-        /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes)` (label 6).
-        pub fn stats(hits: &mut u64, misses: &mut u64, evictions: &mut u64, evictions_referenced: &mut u64, bytes_cached: &mut u64, disk_reads: &mut u64, disk_bytes: &mut u64, copied_bytes: &mut u64, pool_pages_in_use: &mut u64, data_bytes: &mut u64, dma_bytes: &mut u64, bounce_bytes: &mut u64) -> i32 {
+        /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes, out uint64_t reset_waits, out uint64_t reset_released)` (label 6).
+        pub fn stats(hits: &mut u64, misses: &mut u64, evictions: &mut u64, evictions_referenced: &mut u64, bytes_cached: &mut u64, disk_reads: &mut u64, disk_bytes: &mut u64, copied_bytes: &mut u64, pool_pages_in_use: &mut u64, data_bytes: &mut u64, dma_bytes: &mut u64, bounce_bytes: &mut u64, reset_waits: &mut u64, reset_released: &mut u64) -> i32 {
             let mut __mrs: [sel4::Word; 4] = [0; 4];
             let mut __n = 0usize;
             let (__info, __mrs) = sel4::call(SLOT, sel4::MessageInfo::new(6, 0, 0, __n as sel4::Word), __mrs);
@@ -232,6 +232,10 @@ pub mod glue {
             *dma_bytes = rt::get_mr(&__mrs, __n) as u64;
             __n += 1;
             *bounce_bytes = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *reset_waits = rt::get_mr(&__mrs, __n) as u64;
+            __n += 1;
+            *reset_released = rt::get_mr(&__mrs, __n) as u64;
             __n += 1;
             __ret
         }

@@ -37,6 +37,8 @@ pub mod glue {
         pub const CLIENT_FILES: &[i64] = &[520, 16];
         /// `attribute int client_quota[];`
         pub const CLIENT_QUOTA: &[i64] = &[640, 64];
+        /// `attribute string client_names[];`
+        pub const CLIENT_NAMES: &[&str] = &["httpd", "cgi"];
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }
@@ -77,8 +79,8 @@ pub mod glue {
             fn read(&mut self, handle: u32, offset: u64, length: u64, tag: u64) -> i64;
             /// `int64_t list_dir(in string path, in uint64_t tag)`.
             fn list_dir(&mut self, path: &str, tag: u64) -> i64;
-            /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes)`.
-            fn stats(&mut self, hits: &mut u64, misses: &mut u64, evictions: &mut u64, evictions_referenced: &mut u64, bytes_cached: &mut u64, disk_reads: &mut u64, disk_bytes: &mut u64, copied_bytes: &mut u64, pool_pages_in_use: &mut u64, data_bytes: &mut u64, dma_bytes: &mut u64, bounce_bytes: &mut u64) -> i32;
+            /// `int stats(out uint64_t hits, out uint64_t misses, out uint64_t evictions, out uint64_t evictions_referenced, out uint64_t bytes_cached, out uint64_t disk_reads, out uint64_t disk_bytes, out uint64_t copied_bytes, out uint64_t pool_pages_in_use, out uint64_t data_bytes, out uint64_t dma_bytes, out uint64_t bounce_bytes, out uint64_t reset_waits, out uint64_t reset_released)`.
+            fn stats(&mut self, hits: &mut u64, misses: &mut u64, evictions: &mut u64, evictions_referenced: &mut u64, bytes_cached: &mut u64, disk_reads: &mut u64, disk_bytes: &mut u64, copied_bytes: &mut u64, pool_pages_in_use: &mut u64, data_bytes: &mut u64, dma_bytes: &mut u64, bounce_bytes: &mut u64, reset_waits: &mut u64, reset_released: &mut u64) -> i32;
             /// `int budget(out uint64_t budget, out uint64_t budget_low, out uint64_t memory_budget, out uint64_t floor, out uint64_t charged_httpd, out uint64_t charged_netstack, out uint64_t charged_fs_held, out uint64_t shrinks, out uint64_t grows, out uint64_t shrink_evictions, out uint64_t updates)`.
             fn budget(&mut self, budget: &mut u64, budget_low: &mut u64, memory_budget: &mut u64, floor: &mut u64, charged_httpd: &mut u64, charged_netstack: &mut u64, charged_fs_held: &mut u64, shrinks: &mut u64, grows: &mut u64, shrink_evictions: &mut u64, updates: &mut u64) -> i32;
             /// `int reset()`.
@@ -266,10 +268,12 @@ pub mod glue {
                     let mut data_bytes: u64 = Default::default();
                     let mut dma_bytes: u64 = Default::default();
                     let mut bounce_bytes: u64 = Default::default();
+                    let mut reset_waits: u64 = Default::default();
+                    let mut reset_released: u64 = Default::default();
                     if __n > __length {
                         return __rejected;
                     }
-                    let __ret = server.stats(&mut hits, &mut misses, &mut evictions, &mut evictions_referenced, &mut bytes_cached, &mut disk_reads, &mut disk_bytes, &mut copied_bytes, &mut pool_pages_in_use, &mut data_bytes, &mut dma_bytes, &mut bounce_bytes);
+                    let __ret = server.stats(&mut hits, &mut misses, &mut evictions, &mut evictions_referenced, &mut bytes_cached, &mut disk_reads, &mut disk_bytes, &mut copied_bytes, &mut pool_pages_in_use, &mut data_bytes, &mut dma_bytes, &mut bounce_bytes, &mut reset_waits, &mut reset_released);
                     let mut __n = 0usize;
                     rt::set_mr(&mut __reply, __n, __ret as sel4::Word);
                     __n += 1;
@@ -296,6 +300,10 @@ pub mod glue {
                     rt::set_mr(&mut __reply, __n, dma_bytes as sel4::Word);
                     __n += 1;
                     rt::set_mr(&mut __reply, __n, bounce_bytes as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, reset_waits as sel4::Word);
+                    __n += 1;
+                    rt::set_mr(&mut __reply, __n, reset_released as sel4::Word);
                     __n += 1;
                     (sel4::MessageInfo::new(rt::OK, 0, 0, __n as sel4::Word), __reply)
                 }
