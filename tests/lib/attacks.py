@@ -554,51 +554,61 @@ def idle(wire, seconds, count=2000, **_):
 
 
 def ooo_flood(wire, seconds, conns=8, manifest=None, **_):
-    """`conns` connections from a fake peer send the start of a request
-    head, then for `seconds` segments of the rest of that head at random
-    offsets inside the window, never the first missing one (holes
-    everywhere: the reassembly's worst case). Then each sends its whole
-    head in order, and its response must be /file-64k.bin byte for byte
-    (what was reassembled from the flood is the stream that was sent)."""
+    """Rounds of `conns` connections from a fake peer, each round 3 s of
+    flood (well inside httpd's request timeout): each connection sends the
+    start of a 6 KiB request head, then segments of the rest of it at
+    random offsets inside the window, never the first missing byte (holes
+    everywhere: the reassembly's worst case); then its whole head in order,
+    and its response must be /file-64k.bin byte for byte (what was
+    reassembled from the flood is the stream that was sent)."""
     ip = "10.0.2.72"
     pad = b"".join(b"%05d," % i for i in range(1000))  # 6000 bytes, every offset distinct
     req = b"GET /file-64k.bin HTTP/1.1\r\nHost: t\r\nX-Pad: " + pad + b"\r\n\r\n"
     start = 40
-    cs = []
-    for i in range(conns):
-        c = handshake(wire, ip, 40000 + i)
-        if c is None:
-            return {"error": f"connection {i}: no SYN-ACK", "established": len(cs)}
-        c.send_at(0, req[:start])
-        cs.append(c)
-    sent, end = 0, time.monotonic() + seconds
-    while time.monotonic() < end:
-        for c in cs:
-            for _ in range(16):
-                off = random.randrange(start + 16, len(req) - 8)
-                n = random.randrange(1, 64)
-                c.send_at(off, req[off:off + n], push=False)
-                sent += 1
-        time.sleep(0.01)
     want = 64 * 1024
     sha = manifest.get("/file-64k.bin", (want, None))[1] if manifest else None
-    results = []
-    for c in cs:
-        for off in range(start, len(req), 1400):
-            c.send_at(off, req[off:off + 1400])
-    for i, c in enumerate(cs):
-        data = c.receive(want + 4096, timeout=20)
-        r = parse_response(data)
-        if r is None:
-            results.append(f"connection {i}: {len(data)} bytes, no whole response (reset {c.reset})")
-        elif not r[0].startswith("HTTP/1.1 200"):
-            results.append(f"connection {i}: {r[0]}")
-        elif sha and hashlib.sha256(r[2]).hexdigest() != sha:
-            results.append(f"connection {i}: {len(r[2])} body bytes, SHA-256 differs")
-        c.rst()
-        c.close_queue()
-    return {"segments": sent, "connections": len(cs), "answered_byte_exact": len(cs) - len(results),
-            "failures": results}
+    sent, rounds, good, failures = 0, 0, 0, []
+    port = 40000
+    end = time.monotonic() + seconds
+    while time.monotonic() < end:
+        rounds += 1
+        cs = []
+        for i in range(conns):
+            c = handshake(wire, ip, port)
+            port = 40000 + (port - 39999) % 10000
+            if c is None:
+                failures.append(f"round {rounds}, connection {i}: no SYN-ACK")
+                continue
+            c.send_at(0, req[:start])
+            cs.append(c)
+        stop = min(end, time.monotonic() + 3)
+        while time.monotonic() < stop:
+            for c in cs:
+                for _ in range(16):
+                    off = random.randrange(start + 16, len(req) - 8)
+                    n = random.randrange(1, 64)
+                    c.send_at(off, req[off:off + n], push=False)
+                    sent += 1
+            time.sleep(0.01)
+        for c in cs:
+            for off in range(start, len(req), 1400):
+                c.send_at(off, req[off:off + 1400])
+        for i, c in enumerate(cs):
+            data = c.receive(want + 4096, timeout=10)
+            r = parse_response(data)
+            if r is None:
+                failures.append(f"round {rounds}, connection {i}: {len(data)} bytes, no whole response"
+                                f" (reset {c.reset})")
+            elif not r[0].startswith("HTTP/1.1 200"):
+                failures.append(f"round {rounds}, connection {i}: {r[0]}")
+            elif sha and hashlib.sha256(r[2]).hexdigest() != sha:
+                failures.append(f"round {rounds}, connection {i}: {len(r[2])} body bytes, SHA-256 differs")
+            else:
+                good += 1
+            c.rst()
+            c.close_queue()
+    return {"segments": sent, "rounds": rounds, "connections": rounds * conns, "answered_byte_exact": good,
+            "failures": failures[:10]}
 
 
 def slow_windows(wire, seconds, zero=100, tiny=20, manifest=None, **_):

@@ -70,13 +70,14 @@ After A Case
     Attach Serial Log If Test Failed
 
 Service Should Have Survived
-    [Documentation]    The checks every case makes, each failure with its numbers.
+    [Documentation]    The checks every case makes; each one that fails is reported,
+    ...    with its numbers.
     Attack Should Have Run
-    Normal Client Should Get Only Exact Bodies
+    Run Keyword And Continue On Failure    Normal Client Should Get Only Exact Bodies
+    Run Keyword And Continue On Failure    Normal Client Should Keep Its Rate    ${DURING_FLOOR}    ${AFTER_FLOOR}
+    Run Keyword And Continue On Failure    Memory Should Be Back To Baseline
+    Run Keyword And Continue On Failure    No Component Should Have Restarted
     Serial Should Stay Quiet About Faults    1s
-    No Component Should Have Restarted
-    Memory Should Be Back To Baseline
-    Normal Client Should Keep Its Rate    ${DURING_FLOOR}    ${AFTER_FLOOR}
 
 *** Test Cases ***
 A SYN Burst Of Ten Times The Backlog Does Not Close Port 80
@@ -121,8 +122,8 @@ Thousands Of Idle Connections Do Not Shut Out Others
     Service Should Have Survived
 
 Out-Of-Order Floods With Holes Are Reassembled Exactly
-    [Documentation]    8 connections send the start of a 6 KiB request head, then
-    ...    segments of the rest of it at random offsets inside the window, never the
+    [Documentation]    Rounds of 8 connections (3 s of flood each, well inside httpd's
+    ...    request timeout) send the start of a 6 KiB request head, then segments of the rest of it at random offsets inside the window, never the
     ...    first missing byte (holes everywhere: the reassembler's worst case); at the end
     ...    each sends its head whole in order and must get /file-64k.bin byte for byte.
     Attack And Measure    ooo_flood    ${SECONDS}    ${MANIFEST}
