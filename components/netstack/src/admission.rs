@@ -197,6 +197,13 @@ pub(crate) struct Admission<'d> {
     /// ACKs whose cookies checked out, for the stack to make their
     /// sockets after the poll and then hand them to smoltcp.
     pub cookie_acks: Vec<(Aggregate<'d>, CookieHandshake)>,
+    /// Segments received after a cookie's ACK in the same poll, for the
+    /// same 4-tuple (a reset right after the handshake, a FIN): smoltcp
+    /// gets them after that ACK, once the socket exists. Given to
+    /// smoltcp at once, a reset would find no socket and be lost, and
+    /// the connection would stay established with nobody at the other
+    /// end.
+    pub cookie_followers: Vec<Aggregate<'d>>,
     /// Frames smoltcp gets before the NIC's at the next poll (the ACKs of
     /// cookies, once their sockets exist).
     pub inject: VecDeque<Aggregate<'d>>,
@@ -213,8 +220,24 @@ impl<'d> Admission<'d> {
             conns_by_addr: BTreeMap::new(),
             backlog_tuples: BTreeSet::new(),
             cookie_acks: Vec::new(),
+            cookie_followers: Vec::new(),
             inject: VecDeque::new(),
         }
+    }
+
+    /// Whether a cookie ACK of `tuple` waits for its socket (this poll).
+    pub fn cookie_pending(&self, tuple: &Tuple) -> bool {
+        self.cookie_acks.iter().any(|(_, h)| {
+            let ip = |a: smoltcp::wire::IpAddress| match a {
+                smoltcp::wire::IpAddress::Ipv4(v) => Some(v.octets()),
+                #[allow(unreachable_patterns)]
+                _ => None,
+            };
+            ip(h.local.addr) == Some(tuple.0)
+                && h.local.port == tuple.1
+                && ip(h.remote.addr) == Some(tuple.2)
+                && h.remote.port == tuple.3
+        })
     }
 
     /// Sockets `addr` holds: its connections and its backlog sockets.

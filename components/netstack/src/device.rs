@@ -102,6 +102,9 @@ enum Verdict {
     Consumed,
     /// The ACK of a good cookie: its socket is made after the poll.
     Cookie(CookieHandshake),
+    /// A later segment of a connection whose cookie ACK waits for its
+    /// socket: smoltcp gets it after that ACK (`cookie_followers`).
+    Follows,
 }
 
 /// The fields of an Ethernet/IPv4/TCP frame that cookies need, its
@@ -220,6 +223,10 @@ impl<'a, 'd, P: NicPort<'d>> phy::Device for Dev<'a, 'd, P> {
                         Verdict::Consumed => continue,
                         Verdict::Cookie(h) => {
                             self.adm.cookie_acks.push((agg, h));
+                            continue;
+                        }
+                        Verdict::Follows => {
+                            self.adm.cookie_followers.push(agg);
                             continue;
                         }
                     }
@@ -429,6 +436,9 @@ impl<'a, 'd, P: NicPort<'d>> Dev<'a, 'd, P> {
     /// be outstanding, is checked as a cookie's. Segments of known
     /// connections (and backlog sockets) always go to smoltcp.
     fn admit(&mut self, agg: &Aggregate<'d>, t: &TcpFrame) -> Verdict {
+        if !self.adm.cookie_acks.is_empty() && self.adm.cookie_pending(&(t.dst, t.dport, t.src, t.sport)) {
+            return Verdict::Follows;
+        }
         let syn = t.is_syn();
         // ACK without SYN or RST.
         let bare_ack = t.flags & 0x16 == 0x10;

@@ -1324,6 +1324,11 @@ impl<'d> NetStack<'d> {
             self.adm.backlog_tuples.insert(t);
             self.adm.inject.push_back(frame);
         }
+        // After every ACK, in the order they came: a segment whose socket
+        // could not be made goes through admission again (a data segment
+        // carries the cookie again; smoltcp ignores a reset for nothing).
+        let followers = core::mem::take(&mut self.adm.cookie_followers);
+        self.adm.inject.extend(followers);
     }
 
     /// Takes out of the backlogs the sockets that closed before they were

@@ -407,3 +407,37 @@ fn one_address_cannot_take_every_socket() {
     assert_eq!(cb.len(), 4);
     assert_eq!(ca.iter().filter(|&&c| n.a.state(c) == Ok(TcpState::Established)).count(), 3);
 }
+
+#[test]
+fn a_reset_right_after_a_cookie_ack_is_not_lost() {
+    // Every SYN gets a cookie; the client completes the handshake and
+    // resets at once, both segments arriving in one poll (what a burst
+    // of clients that give up looks like). The reset must reach the
+    // socket the ACK makes: given to smoltcp before it exists, it was
+    // dropped, and the connection stayed established with nobody there.
+    let mut n = net_with(|b| b.half_open_budget = 0);
+    n.b.listen(80, 4).unwrap();
+    let c = [10, 0, 2, 51];
+    arp_hello(&mut n, c);
+    let mut cookies = Vec::new();
+    for sport in 41000..41003u16 {
+        to_b(&n, &Seg::syn(c, sport, 5000));
+        let outs = poll_b(&mut n);
+        let [synack] = &outs[..] else { panic!("one SYN-ACK: {outs:?}") };
+        cookies.push((sport, synack.seq));
+    }
+    for &(sport, cookie) in &cookies {
+        to_b(&n, &Seg::ack(c, sport, 5001, cookie + 1));
+        to_b(&n, &Seg { control: TcpControl::Rst, ack: None, ..Seg::ack(c, sport, 5001, 0) });
+    }
+    poll_b(&mut n);
+    let st = n.b.stats();
+    assert_eq!(st.syn_cookies_validated, 3, "{st:?}");
+    for _ in 0..10 {
+        poll_b(&mut n);
+    }
+    assert!(n.b.accept(80).is_none(), "no connection is left for httpd");
+    assert_eq!(n.b.backlog(80), Some((4, 0, 0)), "the backlog is whole again");
+    assert_eq!(n.b.stats().backlog_recycled, 3);
+    assert_eq!(n.b.connections(), 0);
+}
