@@ -116,7 +116,10 @@ pub struct Config {
     /// that trickles its head fast enough still has only that long.
     pub min_input_rate: u64,
     /// How long a request may arrive at any rate before `min_input_rate`
-    /// applies (a head sent in pieces over a slow link).
+    /// applies (default 5 s: a head sent in pieces over a slow link, or
+    /// stalled by a lost segment, whose retransmissions back off from
+    /// 1 s to 2 s and more; with 3 s, a client that lost a segment just
+    /// after its first bytes got 408 for a head it had sent in full).
     pub rate_grace_ms: u64,
     /// Most slices a connection's unparsed input may take while its
     /// request head is incomplete; beyond, the input is copied into one
@@ -157,7 +160,7 @@ impl Default for Config {
             max_pipeline: 16,
             max_buffered: 256 * 1024,
             min_input_rate: 256,
-            rate_grace_ms: 3_000,
+            rate_grace_ms: 5_000,
             max_input_slices: 32,
             read_chunk: 256 * 1024,
             header_cache_entries: 128,

@@ -180,3 +180,28 @@ fn a_head_in_many_pieces_holds_one_buffer_of_ours_not_one_per_piece() {
     assert!(s.input_bytes_flattened > 0);
     assert_eq!(net_pages(d), base, "everything given back");
 }
+
+/// With the default settings, a head whose first bytes came at once and
+/// the rest only after a 3 s stall (a segment lost just after them,
+/// retransmitted after 1 s and again after 2 s more) is served, not
+/// refused as slow.
+#[test]
+fn a_head_stalled_by_a_lost_segment_is_served_with_the_defaults() {
+    let d = domain();
+    let mut h = Harness::with_config(d, Config::default());
+    let c = h.connect();
+    let head = [b"GET /file-64k.bin HTTP/1.1\r\nHost: t\r\nX-Pad: ".as_slice(), &[b'p'; 6000], b"\r\n\r\n"].concat();
+    h.send(c, &head[..40]);
+    for _ in 0..30 {
+        h.advance(100);
+        assert!(h.srv.tick().is_empty(), "no verdict while the segment is retransmitted");
+        assert!(h.drain(c).bytes.is_empty());
+    }
+    h.send(c, &head[40..]);
+    let dr = h.drain(c);
+    let r = parse_responses(&dr.bytes, &|_| false);
+    assert_eq!(r.len(), 1);
+    assert_eq!(r[0].status, 200);
+    assert!(r[0].body == content(65536, 2), "byte for byte");
+    assert_eq!(h.srv.stats().head_too_slow, 0);
+}

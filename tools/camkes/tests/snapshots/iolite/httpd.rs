@@ -34,7 +34,7 @@ pub mod glue {
         /// `attribute int min_input_rate;`
         pub const MIN_INPUT_RATE: i64 = 256;
         /// `attribute int rate_grace_ms;`
-        pub const RATE_GRACE_MS: i64 = 3000;
+        pub const RATE_GRACE_MS: i64 = 5000;
         /// `attribute int max_input_slices;`
         pub const MAX_INPUT_SLICES: i64 = 32;
         /// `attribute int test_hooks;`
