@@ -391,8 +391,9 @@ fn collect() -> Counters {
         );
     }
     // The supervisor's view, from the system events page: deaths per
-    // component, and its free untyped memory (the same after any number of
-    // restarts unless one leaked).
+    // component, the peers' deaths each did not confirm in time, and its
+    // free untyped memory (the same after any number of restarts unless
+    // one leaked).
     if let Some(page) = component_runtime::events::page() {
         let mut sup = Component::new("supervisor");
         sup.set("untyped_free_now", page.free_untyped_bytes());
@@ -400,6 +401,7 @@ fn collect() -> Counters {
             if let Some(name) = page.name(i) {
                 sup.set(&alloc::format!("deaths_{name}"), page.state(i).0);
                 sup.set(&alloc::format!("settled_{name}"), page.state(i).1);
+                sup.set(&alloc::format!("late_confirms_{name}"), page.late_confirms(i));
             }
         }
         all.push(sup);
