@@ -42,7 +42,9 @@
 //! pages (the NIC may still DMA from them through it), and reusing a page
 //! a live holder reads is the one thing the protocol must never do, so
 //! the pages stay out of use until it confirms or dies. Without a clock
-//! (no RTC) there is no bound.
+//! (no RTC) there is no bound. Each late death counts once on the late
+//! subscriber's record in the events page (`late_confirms`, shown by the
+//! cgi as `late_confirms_<name>`).
 //!
 //! **Callers of a dead server**: when a restartable component that serves
 //! an endpoint dies (fs), its live RPC clients are resumed
@@ -294,6 +296,10 @@ impl Supervisor<'_, '_> {
                 let dead = self.system.instances[position].name.clone();
                 let who = self.system.instances[q].name.clone();
                 let death = self.lives[position].deaths;
+                // Counted once per late death (`Late::is_late`), on the
+                // late subscriber's record: `late_confirms_<name>` on
+                // /cgi-bin/stats.
+                events_page().note_late(self.system.instances[q].index);
                 match verdict {
                     Late::Restart => {
                         log!("{who} did not confirm the death of {dead} within {bound} ms: restarting it");

@@ -1,7 +1,8 @@
 """Robot Framework keywords for tests/robot/death.robot and death_fs.robot:
 a slow client holds
 a response in the guest while the component that produced it dies and is
-restarted, and other clients make the restarted one produce other bytes.
+restarted, and other clients make the restarted one produce other bytes;
+and a cgi that resets its fs session in a loop while a client downloads.
 
 The held response must arrive byte-exact, or the connection must be reset:
 never with another response's bytes in it.
@@ -252,3 +253,102 @@ class DeathClient:
                 time.sleep(delay)
         logger.info(f"crash requests: {statuses}")
         return statuses
+
+    @keyword
+    def fs_resets_under_static_load(self, manifest, requests, rounds, reset_paths, *static_paths):
+        """While one keep-alive client downloads `static_paths` round-robin
+        (every body's length and SHA-256 against the manifest), GETs
+        `/cgi-bin/fsreset?rounds=R&path=P` `requests` times (the cgi reads
+        the files `reset_paths`, comma-separated, keeps every buffer and
+        resets its fs session, R times per request) and reads fs's
+        `pool_pages_in_use` from /cgi-bin/stats between them. Each report
+        must have read every file byte-exact (its SHA-256 is the
+        manifest's, every round alike) without an error. Returns a dict:
+        `static` (responses), `released` and `waited` (the reports' sums),
+        `max_pages` (the most fs pool pages in use seen, by the cgi after
+        each reset or in the stats), `pages` (the stats samples)."""
+        import http.client
+        import json
+        import threading
+
+        requests, rounds = int(requests), int(rounds)
+        files = _manifest(manifest)
+        stop = threading.Event()
+        done, errors = [0], []
+
+        def download():
+            conn = None
+            k = 0
+            while not stop.is_set():
+                path = static_paths[k % len(static_paths)]
+                k += 1
+                try:
+                    if conn is None:
+                        conn = http.client.HTTPConnection(HOST, self.port, timeout=60)
+                    conn.request("GET", path)
+                    r = conn.getresponse()
+                    body = r.read()
+                    size, digest = files[path]
+                    if r.status != 200 or len(body) != size or hashlib.sha256(body).hexdigest() != digest:
+                        errors.append(f"{path}: status {r.status}, {len(body)} bytes, sha256 differs or length")
+                    done[0] += 1
+                except Exception as e:  # noqa: BLE001 - every failure counts
+                    errors.append(f"{path}: {e!r}")
+                    if conn is not None:
+                        conn.close()
+                    conn = None
+                    time.sleep(0.1)
+            if conn is not None:
+                conn.close()
+
+        def get(path):
+            with socket.create_connection((HOST, self.port), timeout=60) as s:
+                s.sendall(f"GET {path} HTTP/1.1\r\nHost: t\r\nConnection: close\r\n\r\n".encode())
+                raw = b""
+                while True:
+                    chunk = s.recv(65536)
+                    if not chunk:
+                        break
+                    raw += chunk
+            status, _, body = _parse(raw)
+            if status != 200:
+                raise AssertionError(f"{path}: status {status}: {body[:200]!r}")
+            return body
+
+        want = [files[p][1] for p in reset_paths.split(",")]
+        thread = threading.Thread(target=download)
+        thread.start()
+        reports, pages = [], []
+        try:
+            deadline = time.monotonic() + 30
+            while done[0] == 0 and not errors and time.monotonic() < deadline:
+                time.sleep(0.05)
+            for _ in range(requests):
+                body = get(f"/cgi-bin/fsreset?rounds={rounds}&path={reset_paths}").decode()
+                report = dict(kv.split("=", 1) for kv in body.split())
+                reports.append(report)
+                if report.get("sha256", "").split(",") != want:
+                    raise AssertionError(f"the resetting cgi read other bytes: {report}, want sha256 {want}")
+                for key in ("mismatches", "errors"):
+                    if report.get(key) != "0":
+                        raise AssertionError(f"fsreset: {key} {report.get(key)}: {report}")
+                if int(report["rounds"]) != rounds:
+                    raise AssertionError(f"fsreset ran {report['rounds']} rounds, want {rounds}")
+                stats = json.loads(get("/cgi-bin/stats?format=json"))
+                pages.append(int(stats["fs"]["pool_pages_in_use"]))
+        finally:
+            stop.set()
+            thread.join()
+        if errors:
+            raise AssertionError(f"{len(errors)} static errors during the resets: {errors[:5]}")
+        if done[0] == 0:
+            raise AssertionError("the static client got no answer")
+        summary = {
+            "static": done[0],
+            "released": sum(int(r["released"]) for r in reports),
+            "waited": sum(int(r["waited"]) for r in reports),
+            "max_pages": max(pages + [int(r["max_pages"]) for r in reports]),
+            "pages": pages,
+        }
+        logger.info(f"fs resets under static load: {summary}")
+        return summary

@@ -6,7 +6,8 @@ Documentation       Nobody holds the death protocol hostage (roottask/src/superv
 ...                 cgi.confirm_death_ms (2000 ms), says so by name and restarts the cgi;
 ...                 the ticker's death then settles (its record's settled count reaches its
 ...                 deaths), the new cgi serves byte-exact and static files stay
-...                 byte-exact. Before, the death stayed unsettled for ever.
+...                 byte-exact. Before, the death stayed unsettled for ever. The late
+...                 confirmation counts once, on the cgi (late_confirms_cgi).
 ...                 Runs on the recovery image (fault injection and the cgi's test hooks).
 Library             OperatingSystem
 Library             QemuSystem    ${RECOVERY_BUILD_DIR}
@@ -51,6 +52,9 @@ A CGI That Never Confirms A Death Is Restarted And The Death Settles
     ${after}=    Stats Json
     Should Be Equal As Integers    ${after}[supervisor][deaths_cgi]    ${${before}[supervisor][deaths_cgi] + 1}
     Should Be Equal As Integers    ${after}[supervisor][settled_cgi]    ${after}[supervisor][deaths_cgi]
+    # Counted once, on the cgi (the late one), not on the ticker.
+    Should Be Equal As Integers    ${after}[supervisor][late_confirms_cgi]    ${${before}[supervisor][late_confirms_cgi] + 1}
+    Should Be Equal As Integers    ${after}[supervisor][late_confirms_ticker]    ${before}[supervisor][late_confirms_ticker]
     ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo?after\=noconfirm
     Should Be Equal As Integers    ${status}    200
     Should Contain    ${body}    ${{b"QUERY_STRING=after=noconfirm"}}

@@ -18,7 +18,7 @@ ${BUILD_DIR}        ${CURDIR}/../../build
 ${PORT}             8080
 @{HOOKS}            /cgi-bin/crash    /cgi-bin/spin    /cgi-bin/slow?ms=1    /cgi-bin/restart?component=httpd
 ...                 /cgi-bin/blob?size=16    /cgi-bin/pattern?seed=1&size=16    /cgi-bin/fshog?path=/index.html
-...                 /cgi-bin/hostile?mode=forge    /cgi-bin/hostile?mode=garbage    /cgi-bin/noconfirm
+...                 /cgi-bin/hostile?mode=forge    /cgi-bin/hostile?mode=garbage    /cgi-bin/noconfirm    /cgi-bin/fsreset?rounds=1
 
 *** Test Cases ***
 ISO Boots The Whole System And Serves The Site

@@ -15,9 +15,9 @@
 //! a live client says it uses nothing it had, and a receiver that uses a
 //! file page the cgi passed on holds its own hold from fs (httpd vouches
 //! for every one, `Domain::vouch`), so only the resetting client can be
-//! hurt by it. A client fs cannot name (no `client_names` entry, or no
-//! events page record) waits, as before, for every death that had
-//! happened by then.
+//! hurt by it. A client fs cannot name (no events page record for the
+//! instance the compiler says is behind it) waits, as before, for every
+//! death that had happened by then.
 //!
 //! Bounded: one entry per client, whatever it does; a reset while an
 //! entry waits keeps the later of the two waits (settled counts only go

@@ -35,7 +35,7 @@
 //! once and waited for: it may still read the pages, and reusing them
 //! under it would be worse than keeping them out of use.
 
-use core::sync::atomic::{AtomicU64, Ordering};
+use core::sync::atomic::{AtomicU32, AtomicU64, Ordering};
 
 /// Where the loader maps the events page in a subscriber.
 pub const EVENTS_VADDR: u64 = crate::start::START_INFO_VADDR + 0x6000;
@@ -76,6 +76,11 @@ pub struct EventsPage {
     /// system was built and after every restart: a restart that leaked
     /// would show here as a smaller figure (`/cgi-bin/stats`).
     pub free_untyped_bytes: AtomicU64,
+    /// Per record (subscriber): the deaths of peers it did not confirm
+    /// within its `confirm_death_ms`, each counted once, whatever the
+    /// supervisor did about it (restart, stop, report; [`late`]).
+    /// Written by the supervisor only ([`EventsPage::note_late`]).
+    pub late_confirms: [AtomicU32; MAX_COMPONENTS],
 }
 
 const _: () = assert!(core::mem::size_of::<EventsPage>() <= 4096);
@@ -119,6 +124,20 @@ impl EventsPage {
     /// more).
     pub fn held_down(&self, i: usize) -> bool {
         self.records[i].held_down.load(Ordering::Acquire) != 0
+    }
+
+    /// How many peers' deaths record `i`'s component did not confirm in
+    /// time (0 for an index past the records).
+    pub fn late_confirms(&self, i: usize) -> u64 {
+        self.late_confirms.get(i).map_or(0, |n| u64::from(n.load(Ordering::Acquire)))
+    }
+
+    /// The supervisor: record `i`'s component was late to confirm one
+    /// more death (saturating; an index past the records is ignored).
+    pub fn note_late(&self, i: usize) {
+        if let Some(n) = self.late_confirms.get(i) {
+            let _ = n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_add(1));
+        }
     }
 }
 
@@ -253,6 +272,17 @@ pub enum Late {
     Report,
 }
 
+impl Late {
+    /// Whether the verdict finds the subscriber late: the supervisor counts
+    /// each such verdict ([`EventsPage::note_late`]). [`late`] gives a
+    /// trusted subscriber one `Report` per death and an untrusted one one
+    /// `Restart` or `Stop` (its death takes it off the pending list), so
+    /// each late death counts once.
+    pub fn is_late(self) -> bool {
+        self != Late::Wait
+    }
+}
+
 /// The verdict on a subscriber that has waited `waited_ms` without
 /// confirming a death, given its bound (`confirm_death_ms`), whether it is
 /// untrusted and restartable, and whether it was reported for this death
@@ -284,6 +314,53 @@ mod tests {
         assert_eq!(late(2000, 2000, true, true, false), Late::Restart);
         assert_eq!(late(u64::MAX, 1, true, true, false), Late::Restart);
         assert_eq!(late(2000, 2000, true, false, false), Late::Stop);
+    }
+
+    /// The supervisor's pass over one pending subscriber, every `step_ms`
+    /// from the death to `until_ms`: how many times it counts it late.
+    fn late_counts(untrusted: bool, step_ms: u64, until_ms: u64) -> u32 {
+        let (mut reported, mut pending, mut counted) = (false, true, 0);
+        let mut t = 0;
+        while t <= until_ms && pending {
+            let verdict = late(t, 2000, untrusted, true, reported);
+            if verdict.is_late() {
+                counted += 1;
+            }
+            match verdict {
+                Late::Report => reported = true,
+                Late::Restart | Late::Stop => pending = false,
+                Late::Wait => {}
+            }
+            t += step_ms;
+        }
+        counted
+    }
+
+    #[test]
+    fn each_late_death_counts_once() {
+        assert_eq!(late_counts(false, 50, 60_000), 1, "trusted: reported once, counted once");
+        assert_eq!(late_counts(true, 50, 60_000), 1, "untrusted: restarted once");
+        assert_eq!(late_counts(false, 50, 1999), 0, "within the bound: not late");
+        assert!(!Late::Wait.is_late());
+        assert!([Late::Restart, Late::Stop, Late::Report].iter().all(|v| v.is_late()));
+    }
+
+    #[test]
+    fn the_page_counts_late_confirmations_per_record() {
+        // SAFETY: the page is atomics and bytes, all valid as zeroes (as
+        // the supervisor's fresh frame is).
+        let page: Box<EventsPage> = unsafe { Box::new_zeroed().assume_init() };
+        page.note_late(3);
+        page.note_late(3);
+        page.note_late(0);
+        assert_eq!((page.late_confirms(3), page.late_confirms(0), page.late_confirms(1)), (2, 1, 0));
+        // Past the records: ignored, read as 0.
+        page.note_late(MAX_COMPONENTS);
+        assert_eq!(page.late_confirms(MAX_COMPONENTS), 0);
+        // Saturates instead of wrapping to 0.
+        page.late_confirms[5].store(u32::MAX, Ordering::Relaxed);
+        page.note_late(5);
+        assert_eq!(page.late_confirms(5), u64::from(u32::MAX));
     }
 
     #[test]

@@ -212,7 +212,10 @@ fn interface_module(out: &mut String, system: &System, component: &ComponentType
     match (decl.kind, connector) {
         (InterfaceKind::Uses, Some(ConnectorKind::HardwareIoPort)) => io_port_user(out),
         (InterfaceKind::Uses, _) => rpc_client(out, procedure()),
-        (InterfaceKind::Provides, _) => rpc_server(out, procedure()),
+        (InterfaceKind::Provides, _) => {
+            rpc_clients(out, system, component, i);
+            rpc_server(out, procedure())
+        }
         (InterfaceKind::Emits, _) => emitter(out),
         (InterfaceKind::Consumes, _) => consumer(out, layout.irq_handler_slot[i], component.irq_badge[i]),
         (InterfaceKind::Dataport, _) => {
@@ -525,6 +528,39 @@ fn rpc_server(out: &mut String, procedure: &Procedure) {
         server_method(out, label, method);
     }
     out.push_str("                _ => __rejected,\n            }\n        }\n");
+}
+
+/// `CLIENTS`: the instances at the `from` ends of the RPC connection that
+/// reaches provided interface `i`, in badge order (badge 1 first), so a
+/// server can tell who called (`sender_badge`) by name, from the assembly
+/// itself: fs's reset quarantine waits for that instance's own death. The
+/// glue is per type, so the constant is there only when every instance of
+/// the type has the same clients (else a server that needs it does not
+/// build, rather than guess).
+fn rpc_clients(out: &mut String, system: &System, component: &ComponentType, i: usize) {
+    let mut lists = system
+        .instances
+        .iter()
+        .enumerate()
+        .filter(|(index, _)| system.component_of(*index).decl.name.text == component.decl.name.text)
+        .map(|(index, _)| match system.connection_of(index, i) {
+            Some((c, _)) => {
+                system.connections[c].from.iter().map(|e| system.instances[e.instance].name.text.as_str()).collect()
+            }
+            None => Vec::new(),
+        });
+    let Some(first) = lists.next() else { return };
+    let doc = "        /// The instances that call this interface, in badge order: badge 1\n        /// is `CLIENTS[0]` (the connection's `from` ends, as written).";
+    if lists.all(|l| l == first) {
+        let names = first.iter().map(|n| format!("{n:?}")).collect::<Vec<_>>().join(", ");
+        let _ = writeln!(out, "{doc}\n        pub const CLIENTS: &[&str] = &[{names}];");
+    } else {
+        let _ = writeln!(
+            out,
+            "        // No `CLIENTS`: instances of `{}` have different clients here (the glue is per type).",
+            component.decl.name.text
+        );
+    }
 }
 
 /// `trait P`: one `&mut self` method per procedure method.

@@ -260,3 +260,60 @@ fn the_readme_example_of_native_notification_badges_compiles() {
     let boss = out.spec.component("boss").unwrap();
     assert_eq!(boss.caps[0].object, out.spec.component("w0").unwrap().caps[0].object, "one notification");
 }
+
+/// Which instance is behind each badge of a server is derived from the
+/// assembly (no setting can name a wrong one): `glue::<iface>::CLIENTS` is
+/// the connection's `from` ends in badge order, not composition order; a
+/// server type whose instances have different clients gets no constant,
+/// and says why, rather than a list that is right for one instance only.
+#[test]
+fn a_servers_clients_are_named_from_its_connection() {
+    let types = "import <std_connector.camkes>;\nprocedure P { void f(); }\ncomponent S { control; provides P p; }\ncomponent C { control; uses P p; }\n";
+    let glue = |source: &str, file: &str| {
+        let out = compile(source).unwrap_or_else(|e| panic!("{e}"));
+        out.glue.into_iter().find(|(n, _)| n == file).unwrap().1
+    };
+    let one = format!(
+        "{types}assembly {{ composition {{ component C a; component C b; component S s;\n connection seL4RPCCall r(from b.p, from a.p, to s.p); }} }}\n"
+    );
+    let server = glue(&one, "s.rs");
+    assert!(server.contains("pub const CLIENTS: &[&str] = &[\"b\", \"a\"];"), "{server}");
+    // Badge 1 is the first `from` end: the spec agrees with the list.
+    let out = compile(&one).unwrap();
+    let badge = |name: &str| {
+        let c = out.spec.components.iter().find(|c| c.name == name).unwrap();
+        c.caps.iter().find(|cap| cap.badge != 0).unwrap().badge
+    };
+    assert_eq!((badge("b"), badge("a")), (1, 2));
+    // The client side has no list.
+    assert!(!glue(&one, "c.rs").contains("CLIENTS"));
+
+    let two = format!(
+        "{types}assembly {{ composition {{ component C a; component C b; component S s; component S t;\n connection seL4RPCCall r(from a.p, to s.p); connection seL4RPCCall q(from b.p, to t.p); }} }}\n"
+    );
+    let server = glue(&two, "s.rs");
+    assert!(!server.contains("pub const CLIENTS"), "{server}");
+    assert!(server.contains("// No `CLIENTS`: instances of `S` have different clients here"), "{server}");
+}
+
+/// fs's clients are named by the compiler, so the setting that once named
+/// them (and could name a wrong instance) is refused in the real assembly,
+/// at its place.
+#[test]
+fn fs_client_names_is_no_longer_a_setting() {
+    let real = std::fs::read_to_string("../../camkes/iolite.camkes").unwrap();
+    let anchor = "        fs.clients      = 2;\n";
+    assert!(real.contains(anchor), "the assembly no longer sets fs.clients so");
+    let stale = real.replacen(anchor, &format!("{anchor}        fs.client_names = [\"httpd\", \"cgi\"];\n"), 1);
+    let line = stale[..stale.find("fs.client_names").unwrap()].lines().count();
+    let path = scratch("client_names").join("iolite.camkes");
+    std::fs::write(&path, stale).unwrap();
+    let e = camkes::compile(&path, &[PathBuf::from("../../camkes")], &DiskFiles).expect_err("client_names");
+    assert_eq!(e.message, "unknown attribute 'client_names' for instance 'fs' (component 'Fs')", "{e}");
+    assert_eq!(e.line_col(), format!("{line}:12"), "{e}");
+    // Unchanged, it compiles, and fs's glue names its callers.
+    let out = camkes::compile(Path::new("../../camkes/iolite.camkes"), &[PathBuf::from("../../camkes")], &DiskFiles)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let fs = &out.glue.iter().find(|(n, _)| n == "fs.rs").unwrap().1;
+    assert!(fs.contains("pub const CLIENTS: &[&str] = &[\"httpd\", \"cgi\"];"));
+}

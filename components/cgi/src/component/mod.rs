@@ -51,7 +51,9 @@
 //!   `/cgi-bin/hostile?mode=forge|garbage|unheld`: a hostile peer that
 //!   forges references into its reply ring, writes impossible ring heads,
 //!   or names a file-cache buffer fs never lent it (`hostile_forge`,
-//!   `hostile_garbage`, `hostile_unheld`).
+//!   `hostile_garbage`, `hostile_unheld`). And `/cgi-bin/fsreset`: reads
+//!   files and resets its fs session in a loop (`fs_reset_loop`), which
+//!   must cost fs no quarantined pages.
 //! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
 //!   netdrv's counter pages, fs's `stats` RPC, our own.
 //!
@@ -391,8 +393,9 @@ fn collect() -> Counters {
         );
     }
     // The supervisor's view, from the system events page: deaths per
-    // component, and its free untyped memory (the same after any number of
-    // restarts unless one leaked).
+    // component, the peers' deaths each did not confirm in time, and its
+    // free untyped memory (the same after any number of restarts unless
+    // one leaked).
     if let Some(page) = component_runtime::events::page() {
         let mut sup = Component::new("supervisor");
         sup.set("untyped_free_now", page.free_untyped_bytes());
@@ -400,6 +403,7 @@ fn collect() -> Counters {
             if let Some(name) = page.name(i) {
                 sup.set(&alloc::format!("deaths_{name}"), page.state(i).0);
                 sup.set(&alloc::format!("settled_{name}"), page.state(i).1);
+                sup.set(&alloc::format!("late_confirms_{name}"), page.late_confirms(i));
             }
         }
         all.push(sup);
@@ -890,6 +894,22 @@ fn test_hook(
                 Err(_) => (id, Aggregate::new(d), false),
             }
         }
+        "/cgi-bin/fsreset" => {
+            let query = env.get_str("QUERY_STRING").unwrap_or("");
+            let paths = cgi::programs::query_param(query, "path").unwrap_or("/index.html");
+            let rounds = cgi::programs::query_param(query, "rounds")
+                .and_then(|v| v.parse::<u32>().ok())
+                .unwrap_or(10)
+                .clamp(1, MAX_RESET_ROUNDS);
+            // Our fragment cache holds fs pages too: a reset says we use
+            // nothing we had, so it goes first.
+            programs.drop_cache();
+            let report = fs_reset_loop(d, programs.fragments_mut(), paths, rounds);
+            match cgi::gen::generate(d, CGI_POOL, |w| write!(w, "Content-Type: text/plain\r\n\r\n{report}\n")) {
+                Ok(a) => (id, a, true),
+                Err(_) => (id, Aggregate::new(d), false),
+            }
+        }
         "/cgi-bin/pattern" => {
             // `size` bytes (at most 1 MiB) that depend on `seed`, made
             // afresh for every request in new pages of our pool: tests hold
@@ -1051,6 +1071,116 @@ fn hostile_garbage() {
     let (mut size, mut mtime, mut kind, mut ino, mut generation) = (0, 0, 0, 0, 0);
     glue::fs::stat("/index.html", &mut size, &mut mtime, &mut kind, &mut ino, &mut generation);
     glue::done::emit();
+}
+
+/// Most rounds one `/cgi-bin/fsreset` runs (each reads its files and
+/// resets once): well within httpd's CGI timeout on a loaded TCG guest.
+const MAX_RESET_ROUNDS: u32 = 100;
+
+/// fs's (pool pages in use, resets waited, resets released at once), from
+/// its `stats` call; `None` if it failed.
+fn fs_reset_figures() -> Option<(u64, u64, u64)> {
+    let mut v = [0u64; 14];
+    let [a, b, c, e, f, g, h, i, pages, j, k, l, waits, released] = &mut v;
+    (glue::fs::stats(a, b, c, e, f, g, h, i, pages, j, k, l, waits, released) == 0).then_some((v[8], v[12], v[13]))
+}
+
+/// `/cgi-bin/fsreset?rounds=N&path=A,B` (test hook): a client that reads
+/// files and resets its fs session in a loop, as a hostile cgi could to
+/// make fs quarantine pages without end. Each round opens and reads every
+/// path whole, keeping every buffer fs sends (held while we reset), then
+/// calls `reset` (fs releases what we held: we are alive, so nothing of
+/// ours is unsettled), forgets fs's grants and attaches to the fresh
+/// channel (`reattach_fs`), and only then drops the buffers (they are
+/// ours alone now: no release goes to fs). Reports
+/// `rounds=N released=R waited=W max_pages=P held_at_reset=K bytes=B
+/// mismatches=M errors=E sha256=H1,H2`: the resets fs released at once and
+/// quarantined during the loop (its counters), the most pool pages fs had
+/// in use after a reset, the most buffers we held at one, the bytes read,
+/// the rounds whose bytes of a file differed from the first round's, the
+/// opens and reads that failed, and each file's SHA-256 in the first
+/// round (the test compares them with the site manifest). Files held by
+/// `/cgi-bin/fshog` are not dropped: do not mix the two hooks.
+fn fs_reset_loop(d: &'static Domain, f: &mut FsFragments, paths: &str, rounds: u32) -> String {
+    use sha2::{Digest, Sha256};
+    let paths: Vec<&str> = paths.split(',').filter(|p| !p.is_empty()).take(8).collect();
+    let mut first: Vec<Option<[u8; 32]>> = alloc::vec![None; paths.len()];
+    let (mut mismatches, mut errors, mut bytes, mut held_max, mut max_pages) = (0u32, 0u32, 0u64, 0u32, 0u64);
+    let start = fs_reset_figures().unwrap_or_default();
+    for round in 0..rounds {
+        let mut held: Vec<Aggregate<'static>> = Vec::new();
+        let mut round_ok = true;
+        'paths: for (i, path) in paths.iter().enumerate() {
+            let (mut size, mut ino) = (0, 0);
+            let h = glue::fs::open(path, &mut size, &mut ino);
+            if h < 0 {
+                errors += 1;
+                continue;
+            }
+            let mut hash = Sha256::new();
+            let mut off = 0;
+            while off < size {
+                f.tag += 1;
+                let tag = f.tag;
+                let n = glue::fs::read(h as u32, off, size - off, tag);
+                if n <= 0 {
+                    errors += 1;
+                    continue 'paths;
+                }
+                let mut got = 0i64;
+                while got < n {
+                    match f.copier.recv(&mut f.rx) {
+                        Ok(Some(m)) if m.tag == tag => {
+                            got += m.agg.len() as i64;
+                            for s in m.agg.slices() {
+                                hash.update(s);
+                            }
+                            held.push(m.agg);
+                        }
+                        Ok(Some(_)) => {}
+                        _ => {
+                            errors += 1;
+                            continue 'paths;
+                        }
+                    }
+                }
+                off += n as u64;
+            }
+            bytes += size;
+            let digest: [u8; 32] = hash.finalize().into();
+            match first[i] {
+                None if round == 0 => first[i] = Some(digest),
+                Some(want) if want == digest => {}
+                _ => round_ok = false,
+            }
+        }
+        if !round_ok {
+            mismatches += 1;
+        }
+        held_max = held_max.max(d.pool_stats(FILE_POOL).map(|s| s.buffers_in_use).unwrap_or(0));
+        glue::fs::reset();
+        reattach_fs(d, &mut f.rx);
+        drop(held);
+        if let Some((pages, _, _)) = fs_reset_figures() {
+            max_pages = max_pages.max(pages);
+        }
+    }
+    let end = fs_reset_figures().unwrap_or_default();
+    let mut hex = String::new();
+    for (i, digest) in first.iter().enumerate() {
+        if i > 0 {
+            hex.push(',');
+        }
+        for b in digest.unwrap_or_default() {
+            let _ = core::fmt::Write::write_fmt(&mut hex, format_args!("{b:02x}"));
+        }
+    }
+    log!("fsreset: {rounds} rounds, {mismatches} mismatched, {errors} errors");
+    alloc::format!(
+        "rounds={rounds} released={} waited={} max_pages={max_pages} held_at_reset={held_max} bytes={bytes} mismatches={mismatches} errors={errors} sha256={hex}",
+        end.2.saturating_sub(start.2),
+        end.1.saturating_sub(start.1),
+    )
 }
 
 /// Header + a fresh body of `/cgi-bin/pattern?seed=S&size=N`.

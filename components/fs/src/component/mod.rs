@@ -14,8 +14,9 @@
 //! which may have forwarded those pages (the cgi passes file fragments on
 //! to httpd, netstack and the NIC): they are neither evicted for reuse nor
 //! freed until the system events page says that the client's own death is
-//! settled (`fs::quarantine`; the client named by `client_names`; fs polls
-//! the page on every call, `fs.system_events = "poll"`).
+//! settled (`fs::quarantine`; the client's instance is the one the
+//! assembly's RPC connection to us names, `CLIENT_NAMES`; fs polls the
+//! page on every call, `fs.system_events = "poll"`).
 //!
 //! Lines it prints (stable; tests/robot/filesystem.robot waits for some):
 //!
@@ -83,6 +84,11 @@ const _: () = assert!(glue::channel::SIZE >= proto::CHANNEL_BYTES, "channel data
 const _: () = assert!(glue::channel2::SIZE >= proto::CHANNEL_BYTES, "channel2 dataport too small");
 /// How many clients (channels) the assembly connects.
 const CLIENTS: usize = if glue::attributes::CLIENTS >= 2 { 2 } else { 1 };
+/// The instance behind each client, in badge order, from the assembly's
+/// RPC connection to us (the compiler derives it): the name of its record
+/// in the events page, whose death its reset waits for (`fs::quarantine`).
+const CLIENT_NAMES: &[&str] = glue::fs::CLIENTS;
+const _: () = assert!(CLIENT_NAMES.len() == CLIENTS, "fs.clients must match the callers the assembly connects");
 
 /// Client `i`'s open-file table size and quota (distinct buffers held at
 /// once), from the assembly.
@@ -306,11 +312,11 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
         );
     }
     let guards = alloc::vec![iolite::Guard::new(); clients.len()];
-    // Each client's record in the events page, by the name the assembly
-    // gives it (`client_names`): its own death is what its reset waits for.
+    // Each client's record in the events page, by its instance's name
+    // (`CLIENT_NAMES`): its own death is what its reset waits for.
     let client_records: Vec<Option<usize>> = (0..clients.len())
         .map(|i| {
-            let name = glue::attributes::CLIENT_NAMES.get(i)?;
+            let name = CLIENT_NAMES.get(i)?;
             component_runtime::events::page()?.index_of(name)
         })
         .collect();
@@ -386,7 +392,7 @@ struct Server {
     /// Clients whose dead incarnation's holds are quarantined, each
     /// waiting for its own death to settle (`fs::quarantine`).
     quarantines: Quarantines,
-    /// Each client's record in the events page (`client_names`).
+    /// Each client's record in the events page (`CLIENT_NAMES`).
     client_records: Vec<Option<usize>>,
     /// Our record in the events page.
     me: usize,

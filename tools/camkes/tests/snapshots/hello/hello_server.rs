@@ -26,6 +26,9 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances that call this interface, in badge order: badge 1
+        /// is `CLIENTS[0]` (the connection's `from` ends, as written).
+        pub const CLIENTS: &[&str] = &["hello_client"];
 
         /// Implement this to serve `procedure Echo`; then call [`run`] (or
         /// [`handle`] from your own receive loop).

@@ -37,8 +37,6 @@ pub mod glue {
         pub const CLIENT_FILES: &[i64] = &[520, 16];
         /// `attribute int client_quota[];`
         pub const CLIENT_QUOTA: &[i64] = &[640, 64];
-        /// `attribute string client_names[];`
-        pub const CLIENT_NAMES: &[&str] = &["httpd", "cgi"];
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }
@@ -63,6 +61,9 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances that call this interface, in badge order: badge 1
+        /// is `CLIENTS[0]` (the connection's `from` ends, as written).
+        pub const CLIENTS: &[&str] = &["httpd", "cgi"];
 
         /// Implement this to serve `procedure FsIoLite`; then call [`run`] (or
         /// [`handle`] from your own receive loop).
