@@ -546,6 +546,12 @@ def idle(wire, seconds, count=2000, **_):
                 closed += 1
         for s in socks:
             s.close()
+        # The addresses stay until the closes are through (FIN, the
+        # server's FIN, the last ACK): removed at once, they would leave
+        # the server's half of every connection waiting for a peer that
+        # can no longer answer (a client that left the network, a
+        # different case).
+        time.sleep(3)
     finally:
         for a in sources:
             subprocess.run(["ip", "addr", "del", f"{a}/24", "dev", IFACE], capture_output=True)
