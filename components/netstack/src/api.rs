@@ -430,6 +430,9 @@ impl<'d> Session<'d> {
     /// alone on its stack; with several, [`run`] hands each the same
     /// touched connections.
     pub fn poll(&mut self, stack: &mut NetStack<'d>) {
+        crate::shrink_unused(&mut self.conns);
+        crate::shrink_unused(&mut self.visit);
+        crate::shrink_unused_deque(&mut self.events);
         let mut touched = core::mem::take(&mut self.touched);
         let all = stack.take_touched(&mut touched);
         self.poll_touched(stack, &touched, all);

@@ -346,3 +346,21 @@ impl NetStats {
         self.tx_payload_copied_socket + self.tx_payload_copied_frame + self.tx_coalesced_bytes
     }
 }
+
+/// Gives back most of `v`'s capacity once it is far more than its length
+/// (four times, and more than a few dozen): a burst of hundreds of
+/// connections grows the per-connection tables, and memory must come
+/// back once they are gone, not stay at the burst's high-water mark. The
+/// margin keeps a steady load from shrinking and growing them in turn.
+pub(crate) fn shrink_unused<T>(v: &mut alloc::vec::Vec<T>) {
+    if v.capacity() > 64 && v.capacity() > 4 * v.len() {
+        v.shrink_to(2 * v.len().max(16));
+    }
+}
+
+/// [`shrink_unused`] for a queue.
+pub(crate) fn shrink_unused_deque<T>(v: &mut alloc::collections::VecDeque<T>) {
+    if v.capacity() > 64 && v.capacity() > 4 * v.len() {
+        v.shrink_to(2 * v.len().max(16));
+    }
+}

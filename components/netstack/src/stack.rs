@@ -1394,6 +1394,11 @@ impl<'d> NetStack<'d> {
     }
 
     fn after_poll(&mut self) {
+        crate::shrink_unused(&mut self.conns);
+        crate::shrink_unused(&mut self.visit);
+        crate::shrink_unused(&mut self.touched);
+        crate::shrink_unused(&mut self.rx_paused);
+        crate::shrink_unused_deque(&mut self.rx_open_list);
         // The connections this poll may have changed: those a segment was
         // for or the user acted on (`dirty`), and those smoltcp dispatched
         // (gave a chance to send, to time out or to leave TIME-WAIT: also
