@@ -43,7 +43,8 @@ class Attacker:
         self.result = r
         logger.info(json.dumps(r, indent=1))
         logger.info(f"{case}: {r['before']:.1f} responses/s before, {r['during']:.1f} during"
-                    f" ({r['during_fraction']:.2f}), {r['after']:.1f} after ({r['after_fraction']:.2f});"
+                    f" ({r['during_fraction']:.2f}), {r['after']:.1f} after ({r['after_fraction']:.2f};"
+                    f" by second {r['after_by_second']});"
                     f" normal client's failures {r['error_counts']}; memory back after {r['back_seconds']} s"
                     f" ({r['not_back']})", also_console=True)
         return r

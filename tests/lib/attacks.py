@@ -923,6 +923,23 @@ GAUGES = [
 ]
 
 
+# ATTACK_DIAG=1: every counter the attack changed goes into the result.
+DIAG = os.environ.get("ATTACK_DIAG") == "1"
+
+
+def counters_changed(before, after):
+    """{component.counter: (before, after)} for every number that changed."""
+    out = {}
+    for c, kv in (after or {}).items():
+        if not isinstance(kv, dict):
+            continue
+        for k, v in kv.items():
+            b = (before or {}).get(c, {}).get(k)
+            if isinstance(v, (int, float)) and v != b:
+                out[f"{c}.{k}"] = (b, v)
+    return out
+
+
 def gauges(stats):
     return {f"{c}.{k}": stats.get(c, {}).get(k) for c, k, _ in GAUGES} if stats else None
 
@@ -979,8 +996,21 @@ def measure(case, seconds, sha256, manifest_path, before_s=5.0, after_s=5.0, set
         proc.kill()
         out, err = proc.communicate()
     te = time.monotonic()
-    time.sleep(after_s)
+    busy = []
+    if DIAG and ours:
+        # Each component's busy cycles every half second after the attack.
+        diag = Stats()
+        while time.monotonic() < te + after_s:
+            st = diag.get(timeout=2) or {}
+            busy.append((round(time.monotonic() - te, 1),
+                         {c: kv.get(k) for c, kv in st.items() if isinstance(kv, dict)
+                          for k in kv if k.endswith("busy_cycles")}))
+            time.sleep(0.5)
+        diag.close()
+    else:
+        time.sleep(after_s)
     tz = time.monotonic()
+    r["busy_after"] = busy
     client.finish()
     try:
         r["attack"] = json.loads(out.strip().splitlines()[-1])
@@ -991,6 +1021,8 @@ def measure(case, seconds, sha256, manifest_path, before_s=5.0, after_s=5.0, set
     # From 1 s into the attack (a quarter of it when it was shorter).
     r["during"] = client.rate(ta + min(1.0, (te - ta) / 4), te)
     r["after"] = client.rate(te, tz)
+    # Second by second after the attack: how the rate comes back.
+    r["after_by_second"] = [round(client.rate(te + i, min(tz, te + i + 1))) for i in range(int(after_s))]
     for k in ("during", "after"):
         r[f"{k}_fraction"] = r[k] / r["before"] if r["before"] else 0.0
     r["errors"] = {"before": client.errors_in(t0, ta)[:5], "during": client.errors_in(ta, te)[:5],
@@ -1012,5 +1044,6 @@ def measure(case, seconds, sha256, manifest_path, before_s=5.0, after_s=5.0, set
                 break
             time.sleep(1)
         r["gauges_after"] = now
+        r["counters_changed"] = DIAG and counters_changed(base, stats.get())
         stats.close()
     return r
