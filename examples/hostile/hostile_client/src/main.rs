@@ -349,7 +349,13 @@ impl Hostile {
             self.tick(true);
             quiet = if self.nheld == n { quiet + 1 } else { 0 };
         }
-        log!("holding {} received buffers, returning none", self.nheld);
+        // netstack's quota counts buffers (pages), and small pieces share
+        // their connection's page: several slices may name one buffer.
+        let held = &self.held[..self.nheld];
+        let buffers = (0..held.len())
+            .filter(|&i| !held[..i].iter().any(|h| (h.pool, h.buf) == (held[i].pool, held[i].buf)))
+            .count();
+        log!("holding {buffers} received buffers ({} slices), returning none", self.nheld);
         for _ in 0..HOLD_TICKS {
             self.tick(true);
         }
