@@ -554,7 +554,9 @@ impl<'d> Session<'d> {
                 }
             }
         }
-        if stack.exists(id) {
+        // A connection reset while it had unread data goes once that is
+        // delivered, not a poll later.
+        if stack.exists(id) && (!self.data_room(1) || !stack.forget_if_dead(id)) {
             return false;
         }
         if !self.data_room(1) {
@@ -1350,5 +1352,55 @@ mod tests {
         assert!(n.a.state(ca) != Ok(crate::TcpState::Established));
         assert_eq!(n.b.listen(80, 1), Ok(()));
         assert_eq!(n.b.listen(81, 1), Ok(()));
+    }
+
+    #[test]
+    fn a_connection_its_peer_resets_is_closed_once_its_data_is_delivered() {
+        // A sends a request and resets before the session has read it: the
+        // request is still delivered whole, then, in the same visit, its
+        // end and `Closed`; the stack no longer has the connection.
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(4);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 2 }.encode(), Aggregate::new(db));
+        let ca = n.a.connect(([10, 0, 2, 16], 80), 40000).unwrap();
+        let mut cb = None;
+        while cb.is_none() {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                if let Event::Accepted { conn, .. } = ev {
+                    cb = Some(conn);
+                }
+            }
+        }
+        let cb = cb.unwrap();
+        let request = pattern(3000, 41);
+        n.a.send(ca, make(n.da, &request)).unwrap();
+        // B's stack acknowledges it; its session has not looked yet.
+        n.drain(ca);
+        n.a.abort(ca).unwrap();
+        for _ in 0..5 {
+            n.step();
+        }
+        assert_eq!(n.b.state(cb), Ok(crate::TcpState::Closed), "unread data keeps the connection");
+        let (mut got, mut closed_after) = (Vec::new(), None);
+        for step in 0..3 {
+            sess.poll(&mut n.b);
+            while let Some((ev, _, agg)) = sess.next_event() {
+                match ev {
+                    Event::Data { conn } if conn == cb => agg.unwrap().slices().for_each(|s| got.extend_from_slice(s)),
+                    Event::Closed { conn } if conn == cb => closed_after = Some(step),
+                    Event::Eof { conn } if conn == cb => {}
+                    e => panic!("unexpected {e:?}"),
+                }
+            }
+            n.step();
+        }
+        assert!(got == request, "{} of {} bytes delivered, not byte-exact", got.len(), request.len());
+        assert_eq!(closed_after, Some(0));
+        assert_eq!(n.b.state(cb), Err(NetError::NotFound));
+        assert_eq!(n.b.stats().dead_conns_forgotten, 1);
+        assert_eq!(n.b.connections(), 0);
     }
 }

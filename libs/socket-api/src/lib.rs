@@ -672,6 +672,10 @@ counters::counters! {
         /// SYNs dropped because their sender held its share of sockets
         /// (`per_address_connections`).
         SynDroppedPerAddress = "tcp_syn_dropped_per_address",
+        /// Connections reset by their peer (or timed out) forgotten at
+        /// once, what was queued on them released and the client told
+        /// `Closed`, not when it closed them.
+        DeadConnsForgotten = "tcp_dead_conns_forgotten",
     }
 }
 
@@ -760,7 +764,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 82] = [
+        let names: [&str; 83] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -843,6 +847,7 @@ mod tests {
             "tcp_syn_cookies_validated",
             "tcp_syn_cookies_rejected",
             "tcp_syn_dropped_per_address",
+            "tcp_dead_conns_forgotten",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
