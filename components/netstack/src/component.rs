@@ -1201,6 +1201,7 @@ impl Node {
                 S::SynCookiesRejected => s.syn_cookies_rejected,
                 S::SynDroppedPerAddress => s.syn_dropped_per_address,
                 S::DeadConnsForgotten => s.dead_conns_forgotten,
+                S::DeadInputDropped => s.dead_input_dropped,
             };
         }
         self.stats.publish(&v);

@@ -341,6 +341,9 @@ pub struct NetStats {
     /// peer, a timeout) forgotten at once, their queued references
     /// released, instead of when the user closed them.
     pub dead_conns_forgotten: u64,
+    /// Received bytes of such connections dropped unread because their
+    /// user sent on them instead (see `NetStack::forget_dead_with_input`).
+    pub dead_input_dropped: u64,
 }
 
 impl NetStats {

@@ -1168,6 +1168,27 @@ impl<'d> NetStack<'d> {
         true
     }
 
+    /// Forgets `id` now if its socket closed under its user, with what it
+    /// received and the user has not taken (a reset flushes the queues,
+    /// RFC 793; counted in [`NetStats::dead_input_dropped`]): for a user
+    /// that is sending on it, i.e. answering input that nobody will read
+    /// the answers to. A user that holds its input back (a web server
+    /// parses one file request at a time) would otherwise answer every
+    /// pipelined request it then takes, into sends refused here. True if
+    /// it was forgotten; the user hears `Closed` (see
+    /// [`NetStack::take_touched`]).
+    pub fn forget_dead_with_input(&mut self, id: ConnId) -> bool {
+        let Ok(i) = self.conn(id) else { return false };
+        let s = self.sockets.get::<tcp::Socket>(self.conns[i].handle);
+        if self.conns[i].closed_by_user || s.state() != TcpState::Closed {
+            return false;
+        }
+        self.stats.dead_input_dropped += s.recv_queue() as u64;
+        self.stats.dead_conns_forgotten += 1;
+        self.forget(i);
+        true
+    }
+
     /// Whether connection `id` still exists.
     pub fn exists(&self, id: ConnId) -> bool {
         self.conn(id).is_ok()
