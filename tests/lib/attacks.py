@@ -617,23 +617,42 @@ def ooo_flood(wire, seconds, conns=8, manifest=None, **_):
             "failures": failures[:10]}
 
 
-def slow_windows(wire, seconds, zero=100, tiny=20, manifest=None, **_):
+def slow_windows(wire, seconds, zero=100, tiny=20, deep=5, manifest=None, **_):
     """`zero` connections pipeline 3 GETs of /file-1m.bin through a 1 KiB
-    receive buffer and never read (zero window); `tiny` connections read
-    /file-1m.bin through a 2 KiB buffer, 512 bytes every 20 ms, and check
-    every byte against the file (fetched whole and checked against the
-    manifest first). At the end the zero-window ones are reset and the
-    tiny-window ones closed."""
+    receive buffer and never read (zero window); the first `deep` of them
+    then push as many more as the server takes in 3 s (up to 192 KiB of
+    requests: more than the server buffers, so some wait unread in its
+    TCP when they are reset); `tiny` connections read /file-1m.bin
+    through a 2 KiB buffer, 512 bytes every 20 ms, and check every byte
+    against the file (fetched whole and checked against the manifest
+    first). At the end the zero-window ones are reset and the tiny-window
+    ones closed: whatever they asked for must not be served into the void
+    afterwards while the normal client waits."""
     raise_fd_limit()
     ref = fetch_whole("/file-1m.bin")
     if manifest and hashlib.sha256(ref).hexdigest() != manifest["/file-1m.bin"][1]:
         return {"error": "/file-1m.bin differs from the manifest"}
     zs, zfail = connect_many(zero, [], rcvbuf=1024)
+    get = b"GET /file-1m.bin HTTP/1.1\r\nHost: t\r\n\r\n"
     for s in zs:
         try:
-            s.sendall(b"GET /file-1m.bin HTTP/1.1\r\nHost: t\r\n\r\n" * 3)
+            s.sendall(get * 3)
         except OSError:
             zfail += 1
+    many = get * (192 * 1024 // len(get))
+    pushed = [0] * min(deep, len(zs))
+    end = time.monotonic() + 3
+    for s in zs[:deep]:
+        s.setblocking(False)
+    while time.monotonic() < end and min(pushed, default=len(many)) < len(many):
+        for i, s in enumerate(zs[:deep]):
+            try:
+                pushed[i] += s.send(many[pushed[i]:])
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                pushed[i] = len(many)
+        time.sleep(0.05)
     ts, tfail = connect_many(tiny, [], rcvbuf=2048)
     got = [bytearray() for _ in ts]
     bad, head_seen = [], [None] * len(ts)
@@ -667,7 +686,7 @@ def slow_windows(wire, seconds, zero=100, tiny=20, manifest=None, **_):
     for s in ts:
         s.close()
     return {"zero_window": len(zs), "tiny_window": len(ts), "connect_failures": zfail + tfail,
-            "tiny_body_bytes": body_bytes, "failures": bad[:10]}
+            "deep_request_bytes": min(pushed, default=0), "tiny_body_bytes": body_bytes, "failures": bad[:10]}
 
 
 def fetch_whole(path, timeout=30):
