@@ -141,7 +141,8 @@ Zero-Window And Tiny-Window Readers Cost Only Themselves
     ${failures}=    Attack Result    failures
     Should Be Empty    ${failures}    tiny-window readers: ${failures}
     ${deep}=    Attack Result    deep_request_bytes
-    Should Be True    ${deep} >= 131072    the deep pipelines got only ${deep} request bytes in
+    # More than netstack delivers to httpd under its page share (96 KiB).
+    Should Be True    ${deep} >= 100000    the server took only ${deep} bytes of the deep pipelines
     ${bytes}=    Attack Result    tiny_body_bytes
     Should Be True    ${bytes} > 0    the tiny-window readers got no body bytes
     Service Should Have Survived
