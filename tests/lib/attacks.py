@@ -27,6 +27,7 @@ the normal client's interpreter lock): `python3 attacks.py CASE SECONDS
 [MANIFEST]` prints the case's result as one JSON line.
 """
 
+import fcntl
 import hashlib
 import json
 import os
@@ -38,6 +39,7 @@ import socket
 import struct
 import subprocess
 import sys
+import termios
 import threading
 import time
 
@@ -617,30 +619,52 @@ def ooo_flood(wire, seconds, conns=8, manifest=None, **_):
             "failures": failures[:10]}
 
 
-def slow_windows(wire, seconds, zero=100, tiny=20, manifest=None, **_):
+def slow_windows(wire, seconds, zero=100, tiny=20, deep=5, manifest=None, **_):
     """`zero` connections pipeline 3 GETs of /file-1m.bin through a 1 KiB
-    receive buffer and never read (zero window); `tiny` connections read
-    /file-1m.bin through a 2 KiB buffer, 512 bytes every 20 ms, and check
-    every byte against the file (fetched whole and checked against the
-    manifest first). At the end the zero-window ones are reset and the
-    tiny-window ones closed."""
+    receive buffer and never read (zero window); the first `deep` of them
+    then push as many more as the server takes in 3 s (up to 192 KiB of
+    requests: more than the server buffers, so some wait unread in its
+    TCP when they are reset); `tiny` connections read /file-1m.bin
+    through a 2 KiB buffer, 512 bytes every 20 ms, and check every byte
+    against the file (fetched whole and checked against the manifest
+    first). At the end the zero-window ones are reset and the tiny-window
+    ones closed: whatever they asked for must not be served into the void
+    afterwards while the normal client waits."""
     raise_fd_limit()
+    start = time.monotonic()
     ref = fetch_whole("/file-1m.bin")
     if manifest and hashlib.sha256(ref).hexdigest() != manifest["/file-1m.bin"][1]:
         return {"error": "/file-1m.bin differs from the manifest"}
     zs, zfail = connect_many(zero, [], rcvbuf=1024)
+    get = b"GET /file-1m.bin HTTP/1.1\r\nHost: t\r\n\r\n"
     for s in zs:
         try:
-            s.sendall(b"GET /file-1m.bin HTTP/1.1\r\nHost: t\r\n\r\n" * 3)
+            s.sendall(get * 3)
         except OSError:
             zfail += 1
+    many = get * (192 * 1024 // len(get))
+    pushed = [0] * min(deep, len(zs))
+    end = time.monotonic() + 3
+    for s in zs[:deep]:
+        s.setblocking(False)
+    while time.monotonic() < end and min(taken_by_server(zs[:deep], pushed), default=len(many)) < len(many):
+        for i, s in enumerate(zs[:deep]):
+            try:
+                pushed[i] += s.send(many[pushed[i]:])
+            except (BlockingIOError, InterruptedError):
+                pass
+            except OSError:
+                pushed[i] = len(many)
+        time.sleep(0.05)
     ts, tfail = connect_many(tiny, [], rcvbuf=2048)
     got = [bytearray() for _ in ts]
     bad, head_seen = [], [None] * len(ts)
     for s in ts:
         s.sendall(b"GET /file-1m.bin HTTP/1.1\r\nHost: t\r\n\r\n")
         s.setblocking(False)
-    end = time.monotonic() + seconds
+    # The setup counts: the case lasts `seconds` (the tiny readers read
+    # at least 3 s).
+    end = max(start + seconds, time.monotonic() + 3)
     while time.monotonic() < end:
         for i, s in enumerate(ts):
             try:
@@ -663,11 +687,25 @@ def slow_windows(wire, seconds, zero=100, tiny=20, manifest=None, **_):
         elif body != ref[:len(body)]:
             bad.append(f"tiny reader {i}: {len(body)} body bytes differ from the file")
         body_bytes += len(body)
+    deep_taken = min(taken_by_server(zs[:deep], pushed), default=0)
     reset_all(zs)
     for s in ts:
         s.close()
     return {"zero_window": len(zs), "tiny_window": len(ts), "connect_failures": zfail + tfail,
-            "tiny_body_bytes": body_bytes, "failures": bad[:10]}
+            "deep_request_bytes": deep_taken, "tiny_body_bytes": body_bytes, "failures": bad[:10]}
+
+
+def taken_by_server(socks, pushed):
+    """Per socket, the bytes of `pushed` the server acknowledged: what
+    left the host's send queue (TIOCOUTQ: bytes not yet acknowledged)."""
+    out = []
+    for s, n in zip(socks, pushed):
+        try:
+            queued = struct.unpack("i", fcntl.ioctl(s.fileno(), termios.TIOCOUTQ, b"\0\0\0\0"))[0]
+        except OSError:
+            queued = n
+        out.append(n - queued)
+    return out
 
 
 def fetch_whole(path, timeout=30):

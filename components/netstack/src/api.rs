@@ -356,6 +356,12 @@ impl<'d> Session<'d> {
             // an empty queue means (a close the client asked for goes to
             // TCP now: nothing may visit this connection again).
             c.pending.clear();
+            if e == NetError::NotConnected && stack.forget_dead_with_input(id) {
+                // Its peer reset it (or it timed out) and the client is
+                // answering input nobody will read: gone, with what it
+                // received; the next visit tells the client `Closed`.
+                return;
+            }
             let ev = Event::Error { op: OP_SEND, id, code: e.into() };
             if !self.control(ev) {
                 self.stats.events_dropped += 1;
@@ -554,7 +560,9 @@ impl<'d> Session<'d> {
                 }
             }
         }
-        if stack.exists(id) {
+        // A connection reset while it had unread data goes once that is
+        // delivered, not a poll later.
+        if stack.exists(id) && (!self.data_room(1) || !stack.forget_if_dead(id)) {
             return false;
         }
         if !self.data_room(1) {
@@ -1350,5 +1358,103 @@ mod tests {
         assert!(n.a.state(ca) != Ok(crate::TcpState::Established));
         assert_eq!(n.b.listen(80, 1), Ok(()));
         assert_eq!(n.b.listen(81, 1), Ok(()));
+    }
+
+    #[test]
+    fn a_connection_its_peer_resets_is_closed_once_its_data_is_delivered() {
+        // A sends a request and resets before the session has read it: the
+        // request is still delivered whole, then, in the same visit, its
+        // end and `Closed`; the stack no longer has the connection.
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(4);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 2 }.encode(), Aggregate::new(db));
+        let ca = n.a.connect(([10, 0, 2, 16], 80), 40000).unwrap();
+        let mut cb = None;
+        while cb.is_none() {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                if let Event::Accepted { conn, .. } = ev {
+                    cb = Some(conn);
+                }
+            }
+        }
+        let cb = cb.unwrap();
+        let request = pattern(3000, 41);
+        n.a.send(ca, make(n.da, &request)).unwrap();
+        // B's stack acknowledges it; its session has not looked yet.
+        n.drain(ca);
+        n.a.abort(ca).unwrap();
+        for _ in 0..5 {
+            n.step();
+        }
+        assert_eq!(n.b.state(cb), Ok(crate::TcpState::Closed), "unread data keeps the connection");
+        let (mut got, mut closed_after) = (Vec::new(), None);
+        for step in 0..3 {
+            sess.poll(&mut n.b);
+            while let Some((ev, _, agg)) = sess.next_event() {
+                match ev {
+                    Event::Data { conn } if conn == cb => agg.unwrap().slices().for_each(|s| got.extend_from_slice(s)),
+                    Event::Closed { conn } if conn == cb => closed_after = Some(step),
+                    Event::Eof { conn } if conn == cb => {}
+                    e => panic!("unexpected {e:?}"),
+                }
+            }
+            n.step();
+        }
+        assert!(got == request, "{} of {} bytes delivered, not byte-exact", got.len(), request.len());
+        assert_eq!(closed_after, Some(0));
+        assert_eq!(n.b.state(cb), Err(NetError::NotFound));
+        assert_eq!(n.b.stats().dead_conns_forgotten, 1);
+        assert_eq!(n.b.connections(), 0);
+    }
+
+    #[test]
+    fn a_client_that_answers_on_a_reset_connection_loses_it_with_its_unread_input() {
+        // The client holds its input back (as httpd does while it answers
+        // one file request at a time), A resets, and the client sends an
+        // answer: the connection goes at once with the 3000 bytes it never
+        // took, and the client hears `Closed`, not one refused send per
+        // pipelined request it would go on answering.
+        let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
+        let db = n.b.domain();
+        let mut sess = Session::new(4);
+        sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 2 }.encode(), Aggregate::new(db));
+        let ca = n.a.connect(([10, 0, 2, 16], 80), 40000).unwrap();
+        let mut cb = None;
+        while cb.is_none() {
+            n.step();
+            sess.poll(&mut n.b);
+            while let Some((ev, _, _)) = sess.next_event() {
+                if let Event::Accepted { conn, .. } = ev {
+                    cb = Some(conn);
+                }
+            }
+        }
+        let cb = cb.unwrap();
+        sess.handle(&mut n.b, Request::Receive { conn: cb, on: false }.encode(), Aggregate::new(db));
+        n.a.send(ca, make(n.da, &pattern(3000, 43))).unwrap();
+        n.drain(ca);
+        n.a.abort(ca).unwrap();
+        let mut events = Vec::new();
+        for _ in 0..5 {
+            n.step();
+            sess.poll(&mut n.b);
+            events.extend(core::iter::from_fn(|| sess.next_event()).map(|e| e.0));
+        }
+        // Its input waits for the client: the connection stays.
+        assert!(events.iter().all(|e| matches!(e, Event::SendSpace { .. })), "{events:?}");
+        assert_eq!(n.b.state(cb), Ok(crate::TcpState::Closed));
+        let answer = make(db, &pattern(5000, 44));
+        sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), answer);
+        n.step();
+        sess.poll(&mut n.b);
+        let events: Vec<_> = core::iter::from_fn(|| sess.next_event()).map(|e| e.0).collect();
+        assert_eq!(events, [Event::Closed { conn: cb }]);
+        assert_eq!(n.b.state(cb), Err(NetError::NotFound));
+        assert_eq!((n.b.stats().dead_conns_forgotten, n.b.stats().dead_input_dropped), (1, 3000));
+        assert_eq!(n.b.connections(), 0);
+        assert_eq!(db.pool_stats(crate::tests::APP).unwrap().buffers_in_use, 0, "the answer is released");
     }
 }

@@ -1200,6 +1200,8 @@ impl Node {
                 S::SynCookiesValidated => s.syn_cookies_validated,
                 S::SynCookiesRejected => s.syn_cookies_rejected,
                 S::SynDroppedPerAddress => s.syn_dropped_per_address,
+                S::DeadConnsForgotten => s.dead_conns_forgotten,
+                S::DeadInputDropped => s.dead_input_dropped,
             };
         }
         self.stats.publish(&v);

@@ -337,6 +337,13 @@ pub struct NetStats {
     /// SYNs (and cookie ACKs) dropped because their sender held
     /// [`Config::per_address_connections`] sockets already.
     pub syn_dropped_per_address: u64,
+    /// Connections whose socket closed under their user (a reset from the
+    /// peer, a timeout) forgotten at once, their queued references
+    /// released, instead of when the user closed them.
+    pub dead_conns_forgotten: u64,
+    /// Received bytes of such connections dropped unread because their
+    /// user sent on them instead (see `NetStack::forget_dead_with_input`).
+    pub dead_input_dropped: u64,
 }
 
 impl NetStats {

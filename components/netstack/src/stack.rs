@@ -475,6 +475,17 @@ fn ipv4_of(a: IpAddress) -> Option<[u8; 4]> {
 
 /// When a connection the user closed entered TIME-WAIT (its order), if
 /// it did: the ones `Config::time_wait_cap` bounds.
+/// Whether `c`'s socket `s` closed under its user (reset by the peer,
+/// timed out, aborted for a stale slice) and the user has taken all it
+/// received: nothing sent on it can reach anyone, so it is forgotten at
+/// once, its queue's references go back and its user hears `Closed`. A
+/// peer that pipelined large responses and reset must not have them
+/// pulled (from a file cache, by reference) only to be refused here: it
+/// used to stay until its user closed it, reading as end of input.
+fn died_under_user(c: &Conn, s: &tcp::Socket) -> bool {
+    !c.closed_by_user && s.state() == TcpState::Closed && s.recv_queue() == 0
+}
+
 fn in_time_wait(c: &Conn) -> Option<u64> {
     if c.closed_by_user {
         c.time_wait_order
@@ -1143,6 +1154,41 @@ impl<'d> NetStack<'d> {
         Ok(())
     }
 
+    /// Forgets `id` now if its socket closed under its user and the user
+    /// has taken everything it received (see [`died_under_user`]): for a
+    /// user that has just read the last of it and would otherwise hear of
+    /// the close only after the next poll. True if it was forgotten.
+    pub fn forget_if_dead(&mut self, id: ConnId) -> bool {
+        let Ok(i) = self.conn(id) else { return false };
+        if !died_under_user(&self.conns[i], self.sockets.get::<tcp::Socket>(self.conns[i].handle)) {
+            return false;
+        }
+        self.stats.dead_conns_forgotten += 1;
+        self.forget(i);
+        true
+    }
+
+    /// Forgets `id` now if its socket closed under its user, with what it
+    /// received and the user has not taken (a reset flushes the queues,
+    /// RFC 793; counted in [`NetStats::dead_input_dropped`]): for a user
+    /// that is sending on it, i.e. answering input that nobody will read
+    /// the answers to. A user that holds its input back (a web server
+    /// parses one file request at a time) would otherwise answer every
+    /// pipelined request it then takes, into sends refused here. True if
+    /// it was forgotten; the user hears `Closed` (see
+    /// [`NetStack::take_touched`]).
+    pub fn forget_dead_with_input(&mut self, id: ConnId) -> bool {
+        let Ok(i) = self.conn(id) else { return false };
+        let s = self.sockets.get::<tcp::Socket>(self.conns[i].handle);
+        if self.conns[i].closed_by_user || s.state() != TcpState::Closed {
+            return false;
+        }
+        self.stats.dead_input_dropped += s.recv_queue() as u64;
+        self.stats.dead_conns_forgotten += 1;
+        self.forget(i);
+        true
+    }
+
     /// Whether connection `id` still exists.
     pub fn exists(&self, id: ConnId) -> bool {
         self.conn(id).is_ok()
@@ -1472,7 +1518,11 @@ impl<'d> NetStack<'d> {
                 c.ring_released = s.replace_tx_buffer(tcp::SocketBuffer::new(Vec::new())).is_ok();
             }
             // Forget connections the user closed once their socket is closed.
-            if c.closed_by_user && self.sockets.get::<tcp::Socket>(c.handle).state() == TcpState::Closed {
+            let s = self.sockets.get::<tcp::Socket>(c.handle);
+            if c.closed_by_user && s.state() == TcpState::Closed {
+                gone.push(i);
+            } else if died_under_user(c, s) {
+                self.stats.dead_conns_forgotten += 1;
                 gone.push(i);
             }
         }

@@ -672,6 +672,13 @@ counters::counters! {
         /// SYNs dropped because their sender held its share of sockets
         /// (`per_address_connections`).
         SynDroppedPerAddress = "tcp_syn_dropped_per_address",
+        /// Connections reset by their peer (or timed out) forgotten at
+        /// once, what was queued on them released and the client told
+        /// `Closed`, not when it closed them.
+        DeadConnsForgotten = "tcp_dead_conns_forgotten",
+        /// Received bytes of such connections dropped unread: the client
+        /// sent on the connection instead of taking them.
+        DeadInputDropped = "tcp_dead_input_dropped",
     }
 }
 
@@ -760,7 +767,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<StackCounter>());
-        let names: [&str; 82] = [
+        let names: [&str; 84] = [
             "tcp_copy_mode",
             "tcp_checksum_mode",
             "tcp_tx_frames",
@@ -843,6 +850,8 @@ mod tests {
             "tcp_syn_cookies_validated",
             "tcp_syn_cookies_rejected",
             "tcp_syn_dropped_per_address",
+            "tcp_dead_conns_forgotten",
+            "tcp_dead_input_dropped",
         ];
         assert!(StackCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
