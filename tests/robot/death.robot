@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       The death protocol in the running system (components/iolite/README.md
+Documentation       The death protocol in the running system (libs/iolite/README.md
 ...                 "Death", roottask/README.md): a response a slow client holds in the
 ...                 guest while the component that produced it is crashed and restarted
 ...                 arrives byte-exact (or is reset), never with bytes the restarted

@@ -1,6 +1,6 @@
 *** Settings ***
 Documentation       The file cache's pages held downstream (components/fs/README.md,
-...                 components/iolite/README.md "Death"): a slow client holds static
+...                 libs/iolite/README.md "Death"): a slow client holds static
 ...                 downloads and CGI pages whose fragments are fs's pages, in an image
 ...                 with a small cache budget (tests/variants: deathfs), while other
 ...                 clients force eviction and the cgi (fs's second client) dies. What

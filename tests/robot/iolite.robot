@@ -10,7 +10,7 @@ Documentation       IO-Lite on the image: stream_producer streams a deterministi
 ...                 COPY_MODE=iolite (received by reference: nothing copied) and with
 ...                 COPY_MODE=posix (each aggregate copied once into a private buffer).
 ...
-...                 The lines come in a fixed order (see libs/stream-common/src/stream.rs),
+...                 The lines come in a fixed order (see examples/lib/stream-common/src/stream.rs),
 ...                 which these tests rely on: each waits after the previous one's line.
 Library             QemuSystem    ${STREAM_BUILD_DIR}    AS    Iolite
 Library             QemuSystem    ${STREAMPOSIX_BUILD_DIR}    AS    Posix

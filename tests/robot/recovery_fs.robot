@@ -8,7 +8,7 @@ Documentation       Self-healing: fs faults under load and is restarted (camkes/
 ...                 blocked in a call to it; they reconnect, reopen their files and retry
 ...                 the reads in flight (fs_api::client), and the pages of fs's pool that
 ...                 httpd, netstack and the NIC still hold stay quarantined until httpd and
-...                 the cgi confirm (components/iolite/README.md "Death").
+...                 the cgi confirm (libs/iolite/README.md "Death").
 ...
 ...                 The third fs test uses the generic
 ...                 injection (`Inject Fault Into`, tests/robot/recovery.robot).

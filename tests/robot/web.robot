@@ -383,7 +383,7 @@ A CGI Crash In The Middle Of A Stream Cuts The Response Off Cleanly
     ...    first parts went out: the client gets what was sent, a correct prefix, then the
     ...    close without the last chunk (an incomplete response, not a short complete one),
     ...    and no byte of the dead cgi's parts that had not gone out (its pages are
-    ...    quarantined until httpd and netstack confirm, components/iolite/README.md
+    ...    quarantined until httpd and netstack confirm, libs/iolite/README.md
     ...    "Death"). The restarted cgi streams again.
     Expect Fault    ^\\[cgi\\] PANIC
     Expect Fault    ^\\[supervisor\\] FAULT in component cgi:

@@ -1,6 +1,6 @@
 //! System events: the supervisor tells a component's peers that it died,
 //! and when every peer has settled that death (the system side of the
-//! IO-Lite death protocol, `components/iolite/README.md` "Death").
+//! IO-Lite death protocol, `libs/iolite/README.md` "Death").
 //!
 //! A component subscribes in the assembly (`<instance>.system_events =
 //! "<consumed notification>"`). The loader then maps one page, written only

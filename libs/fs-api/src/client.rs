@@ -1,4 +1,4 @@
-//! The client side of an fs restart (components/iolite/README.md "Death").
+//! The client side of an fs restart (libs/iolite/README.md "Death").
 //!
 //! fs is restartable: when it dies, the supervisor counts the death in the
 //! system events page, rebuilds it, and makes a call its clients were
