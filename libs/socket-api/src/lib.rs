@@ -40,11 +40,19 @@
 //! takes the peer of the `Peer` event just before it. One channel keeps
 //! them in order, so the client needs no more than "the last peer seen".
 //!
+//! ## The client half
+//! [`client`]: a client's connection table, one record per connection,
+//! which reads the flow-control events for it (httpd and tcp_echo).
+//!
 //! ## Counters
 //! [`StackCounter`]: netstack's counter page (`stack_stats`), read by the
 //! cgi (`/cgi-bin/stats`) and tcp_echo.
 #![no_std]
 #![deny(missing_docs)]
+
+extern crate alloc;
+
+pub mod client;
 
 use core::sync::atomic::Ordering;
 pub use counters::{Counter, CounterPage, Values};
