@@ -5,8 +5,8 @@
 //! and the allowance of the last window the stack reported), whether it
 //! asked to close, whether its input is paused or handed off, and its own
 //! state of the connection. [`Conns`] keeps them in one record per
-//! connection ([`Conn`]) and reads the stack's events for them: the
-//! flow-control events and the peer announcement are absorbed here, and
+//! connection ([`Conn`]) and reads the stack's events for them: the send
+//! window ([`crate::window`]) and the peer announcement are absorbed here, and
 //! what is left for the client comes out as a [`Notice`]. A connection's
 //! record goes with its `Closed` event, all of it at once, so nothing of a
 //! closed connection lingers to be found by a later one with the same id.
@@ -18,7 +18,7 @@
 
 use alloc::collections::BTreeMap;
 
-use crate::{send_allowance, ConnId, ErrorCode, Event, Request, SendCredit};
+use crate::{ConnId, ErrorCode, Event, Request, SendWindow};
 
 /// A connection's peer, as the stack announced it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -29,28 +29,16 @@ pub struct Peer {
     pub port: u16,
 }
 
-/// What the last window report let the client send, and what it sent
-/// since.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-struct Allowance {
-    bytes: usize,
-    sent: usize,
-}
-
 /// The client's record of one connection: its flow control, its requests'
 /// state, and `app`, the client's own state of it.
 #[derive(Debug)]
 pub struct Conn<T> {
     /// The client's own state of the connection.
     pub app: T,
-    /// Our sends against what the stack reported taken: a client that
-    /// keeps within it is never refused a send.
-    credit: SendCredit,
-    /// What the last window gave; `None` until the first one.
-    allowance: Option<Allowance>,
-    /// The stack holds sends back (its window and slack are used up).
-    full: bool,
-    /// The client stopped for credit: the report that frees some is a
+    /// Our sends against the last window: a client that keeps within its
+    /// send limit is never refused a send.
+    window: SendWindow,
+    /// The client stopped for credit: the window that frees some is a
     /// [`Notice::Writable`].
     credit_wait: bool,
     /// A `Close` was asked; the `Closed` event has not come yet.
@@ -65,9 +53,7 @@ impl<T> Conn<T> {
     fn new(app: T) -> Self {
         Self {
             app,
-            credit: SendCredit::default(),
-            allowance: None,
-            full: false,
+            window: SendWindow::default(),
             credit_wait: false,
             closing: false,
             rx_paused: false,
@@ -75,41 +61,32 @@ impl<T> Conn<T> {
         }
     }
 
-    /// Whether one more `Send` keeps within the send credit. When it does
-    /// not, the record notes that the client waits: the stack's report of
-    /// sends taken then comes out as [`Notice::Writable`].
+    /// Whether one more `Send` keeps within the send limit. When it does
+    /// not, the record notes that the client waits: the window that frees
+    /// credit then comes out as [`Notice::Writable`].
     pub fn may_send(&mut self) -> bool {
-        let ok = self.credit.may_send();
+        let ok = self.window.may_send();
         self.credit_wait |= !ok;
         ok
     }
 
-    /// Counts a `Send` of `bytes` against the credit and the allowance.
+    /// Counts a `Send` of `bytes` against the window.
     pub fn sent(&mut self, bytes: usize) {
-        self.credit.sent();
-        if let Some(a) = &mut self.allowance {
-            a.sent = a.sent.saturating_add(bytes);
-        }
+        self.window.sent(bytes);
     }
 
     /// Bytes the last window still lets the client send (`None` before the
     /// stack reported one): what it pulls for a slow peer stays about one
     /// window.
     pub fn window(&self) -> Option<usize> {
-        self.allowance.map(|a| a.bytes.saturating_sub(a.sent))
+        self.window.left()
     }
 
-    /// Whether the client should send nothing more now: the stack holds
-    /// its sends back, or it used up its allowance. The next window report
-    /// is a [`Notice::Writable`].
+    /// Whether the client should send nothing more now: its byte limit is
+    /// reached (it used up its allowance, or the stack holds its sends
+    /// back). The window that opens it is a [`Notice::Writable`].
     pub fn blocked(&self) -> bool {
-        self.full || self.window() == Some(0)
-    }
-
-    /// Whether the stack said it holds sends back (and has not reported a
-    /// window since).
-    pub fn full(&self) -> bool {
-        self.full
+        self.window() == Some(0)
     }
 
     /// Whether the client asked to close the connection.
@@ -217,20 +194,14 @@ impl<T> Conns<T> {
             Event::Accepted { port, conn } => Notice::Accepted { port, conn, peer: self.next_peer.take() },
             Event::Data { conn } => Notice::Data { conn },
             Event::Eof { conn } => Notice::Eof { conn },
-            Event::SendSpace { conn, space } => {
+            Event::Window { conn, sends, units } => {
                 let c = self.map.get_mut(&conn)?;
-                c.allowance = Some(Allowance { bytes: send_allowance(space), sent: 0 });
-                c.full = false;
-                Notice::Writable { conn }
-            }
-            Event::SendFull { conn } => {
-                self.map.get_mut(&conn)?.full = true;
-                return None;
-            }
-            Event::SendsTaken { conn, taken } => {
-                let c = self.map.get_mut(&conn)?;
-                c.credit.taken(taken);
-                if !core::mem::take(&mut c.credit_wait) {
+                let opened = c.window.update(sends, units);
+                // Woken for bytes it could not send before, or for the
+                // credit it waited for.
+                let credit = c.credit_wait && c.window.may_send();
+                c.credit_wait &= !credit;
+                if !opened && !credit {
                     return None;
                 }
                 Notice::Writable { conn }
@@ -272,9 +243,9 @@ impl<T> Conns<T> {
         self.map.is_empty()
     }
 
-    /// Connections whose sends the stack holds back.
-    pub fn full_count(&self) -> usize {
-        self.map.values().filter(|c| c.full).count()
+    /// Connections whose window is closed (see [`Conn::blocked`]).
+    pub fn blocked_count(&self) -> usize {
+        self.map.values().filter(|c| c.blocked()).count()
     }
 
     /// The recorded connections' ids, in order.
@@ -316,7 +287,7 @@ impl<T> Conns<T> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::{SEND_CREDIT, SEND_SPACE_MIN};
+    use crate::{Grant, SEND_CREDIT, SEND_SPACE_MAX, SEND_SPACE_MIN};
     use alloc::vec::Vec;
 
     fn accepted(t: &mut Conns<u32>, conn: ConnId, app: u32) {
@@ -339,49 +310,63 @@ mod tests {
     }
 
     #[test]
-    fn the_window_gates_sends_and_its_renewal_wakes_the_connection() {
-        let mut t = Conns::new();
+    fn the_window_gates_sends_and_its_opening_wakes_the_connection() {
+        let (mut t, mut g) = (Conns::new(), Grant::default());
         accepted(&mut t, 1, 7);
         assert_eq!(t.get(1).and_then(Conn::window), None);
-        assert_eq!(t.event(Event::SendSpace { conn: 1, space: 100 }), Some(Notice::Writable { conn: 1 }));
+        g = g.opened(100);
+        assert_eq!(t.event(g.event(1, 0)), Some(Notice::Writable { conn: 1 }));
+        g = g.reported(0);
         let c = t.get_mut(1).expect("recorded");
-        assert_eq!(c.window(), Some(SEND_SPACE_MIN as usize), "at least the least allowance");
-        c.sent(SEND_SPACE_MIN as usize - 1);
+        assert_eq!(c.window(), Some(SEND_SPACE_MIN), "at least the least allowance");
+        c.sent(SEND_SPACE_MIN - 1);
+        g.seen(SEND_SPACE_MIN - 1);
         assert!(!c.blocked());
         c.sent(1);
+        g.seen(1);
         assert!(c.blocked(), "allowance spent");
-        assert_eq!(t.event(Event::SendSpace { conn: 1, space: 70_000 }), Some(Notice::Writable { conn: 1 }));
-        assert_eq!(t.get(1).and_then(Conn::window), Some(70_000));
-        // Full: blocked until the next window, whatever is left of this one.
-        assert_eq!(t.event(Event::SendFull { conn: 1 }), None);
-        assert!(t.get(1).is_some_and(|c| c.blocked() && c.full()));
-        assert_eq!(t.full_count(), 1);
-        assert_eq!(t.event(Event::SendSpace { conn: 1, space: 0 }), Some(Notice::Writable { conn: 1 }));
+        g = g.opened(70_000);
+        assert_eq!(t.event(g.event(1, 0)), Some(Notice::Writable { conn: 1 }));
+        assert_eq!(t.get(1).and_then(Conn::window), Some(70_000 / 1024 * 1024));
+        // Closed: blocked until the next window, whatever was left of this
+        // one; a window that opens nothing wakes nobody.
+        g = g.closed();
+        assert_eq!(t.event(g.event(1, 1)), None);
+        assert!(t.get(1).is_some_and(Conn::blocked));
+        assert_eq!(t.blocked_count(), 1);
+        g = g.opened(0);
+        assert_eq!(t.event(g.event(1, 0)), Some(Notice::Writable { conn: 1 }));
         assert!(t.get(1).is_some_and(|c| !c.blocked()));
-        // Events for connections the client does not hold are nothing.
-        assert_eq!(t.event(Event::SendSpace { conn: 9, space: 0 }), None);
-        assert_eq!(t.event(Event::SendFull { conn: 9 }), None);
+        // Windows of connections the client does not hold are nothing.
+        assert_eq!(t.event(g.event(9, 0)), None);
     }
 
     #[test]
-    fn a_connection_that_waited_for_credit_is_woken_by_the_report() {
-        let mut t = Conns::new();
+    fn a_connection_that_waited_for_credit_is_woken_by_the_window_that_frees_it() {
+        let (mut t, mut g) = (Conns::new(), Grant::default().opened(SEND_SPACE_MAX));
         accepted(&mut t, 3, 0);
+        assert_eq!(t.event(g.event(3, 0)), Some(Notice::Writable { conn: 3 }));
+        g = g.reported(0);
         let c = t.get_mut(3).expect("recorded");
         for _ in 0..SEND_CREDIT {
             assert!(c.may_send());
             c.sent(10);
+            g.seen(10);
         }
-        // A report while nobody waits wakes nobody.
-        assert_eq!(t.event(Event::SendsTaken { conn: 3, taken: 1 }), None);
+        // A window while nobody waits wakes nobody.
+        let held = SEND_CREDIT as usize - 1;
+        assert_eq!(t.event(g.event(3, held)), None);
+        g = g.reported(held);
         let c = t.get_mut(3).expect("recorded");
         assert!(c.may_send());
         c.sent(10);
+        g.seen(10);
         assert!(!c.may_send(), "at the credit");
-        assert_eq!(t.event(Event::SendsTaken { conn: 3, taken: SEND_CREDIT }), Some(Notice::Writable { conn: 3 }));
+        assert_eq!(t.event(g.event(3, 0)), Some(Notice::Writable { conn: 3 }));
+        g = g.reported(0);
         assert!(t.get_mut(3).is_some_and(|c| c.may_send()));
-        // Once: the next report wakes nobody.
-        assert_eq!(t.event(Event::SendsTaken { conn: 3, taken: SEND_CREDIT + 1 }), None);
+        // Once: the next window wakes nobody.
+        assert_eq!(t.event(g.event(3, 0)), None);
     }
 
     #[test]
@@ -390,7 +375,8 @@ mod tests {
         accepted(&mut t, 4, 40);
         assert_eq!(t.hand_off(4, true), Some(Request::HandOff { conn: 4, on: true }));
         assert_eq!(t.receive(4, false), Some(Request::Receive { conn: 4, on: false }));
-        assert_eq!(t.event(Event::SendFull { conn: 4 }), None);
+        let g = Grant::default().opened(0);
+        assert_eq!(t.event(g.event(4, 0)), Some(Notice::Writable { conn: 4 }));
         assert_eq!(t.close(4), Some(Request::Close { conn: 4 }));
         assert_eq!(t.close(4), None, "asked once");
         assert!(t.get(4).is_some_and(Conn::closing));
@@ -400,8 +386,7 @@ mod tests {
         // The id comes back as a new connection with nothing of the old.
         accepted(&mut t, 4, 41);
         let c = t.get(4).expect("recorded");
-        assert!(!c.full() && !c.closing() && !c.handed_off() && !c.input_paused() && c.window().is_none());
-        assert_eq!(t.full_count(), 0);
+        assert!(!c.closing() && !c.handed_off() && !c.input_paused() && c.window().is_none());
     }
 
     #[test]

@@ -175,12 +175,12 @@ struct Httpd {
     /// Requests (tag, aggregate) waiting for room in `net.tx`, in order.
     outq: Outbox<(u64, Aggregate<'static>)>,
     /// netstack's connections, one record each (the server connection it
-    /// serves, its flow control and input switches; see `net`). We keep
-    /// within its send credit, so netstack never refuses a send of ours,
-    /// however long it was kept from running; and within the allowance of
-    /// its last window, so a peer that reads through a small window pins
-    /// about one window of the file cache, not the rounds' worth we would
-    /// otherwise pull before netstack's `SendFull` reached us.
+    /// serves, its send window and input switches; see `net`). We keep
+    /// within the window's send limit, so netstack never refuses a send of
+    /// ours, however long it was kept from running; and within its byte
+    /// limit, so a peer that reads through a small window pins about one
+    /// window of the file cache, not the rounds' worth we would otherwise
+    /// pull before netstack told us to stop.
     conns: Conns<HConn>,
     /// Server connection → netstack connection, for those the server has
     /// not closed yet.
@@ -435,7 +435,7 @@ impl Httpd {
         c.set("file_opens_deferred", st.file_opens_deferred);
         c.set("file_opens_expired", st.file_opens_expired);
         c.set("connections_open", self.by_srv.len() as u64);
-        c.set("connections_send_full", self.conns.full_count() as u64);
+        c.set("connections_send_full", self.conns.blocked_count() as u64);
         c.set("heap_used", heap_used() as u64);
         c.set("netstack_requests_queued", self.outq.len() as u64);
         c.set("netstack_requests_refused", self.outq.refused());

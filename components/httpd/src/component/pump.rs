@@ -1,8 +1,9 @@
 //! Pulling output: each round, the ready connections' responses are
 //! pulled from the server and handed to netstack (or their CGI calls and
 //! request bodies to the cgi), within the round's budget, each
-//! connection's share (fairness), its window and send credit (what a slow
-//! reader pins), and the room in our pool and netstack's ring.
+//! connection's share (fairness), its send window (what a slow reader
+//! pins, and no send netstack would refuse), and the room in our pool and
+//! netstack's ring.
 
 use alloc::vec::Vec;
 
@@ -51,8 +52,8 @@ impl Httpd {
                 continue;
             }
             // Per connection and round, a bounded share (fairness), and no
-            // more than its allowance (what a slow reader pins); what
-            // netstack may hold is bounded by the send credit.
+            // more than its window allows (what a slow reader pins); what
+            // netstack may hold is bounded by the window's send limit.
             let round_bytes = match window {
                 Some(left) if !closing => left.min(CONN_ROUND_BYTES),
                 _ => CONN_ROUND_BYTES,
@@ -82,7 +83,7 @@ impl Httpd {
                 return;
             }
             if !self.conns.get_mut(conn).is_none_or(|c| c.may_send()) {
-                // The report of its sends taken puts it back in `ready`.
+                // The window that frees credit puts it back in `ready`.
                 self.credit_waits += 1;
                 self.pump_input(id);
                 return;
