@@ -30,6 +30,7 @@ extern crate std;
 mod admission;
 pub mod api;
 pub mod client;
+mod conn;
 pub mod csum;
 mod device;
 pub mod frame;
@@ -38,6 +39,7 @@ mod keepalive_tests;
 mod stack;
 #[cfg(test)]
 mod tests;
+mod txqueue;
 #[cfg(test)]
 mod zerowindow_tests;
 
