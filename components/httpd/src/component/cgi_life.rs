@@ -4,6 +4,7 @@
 //! while it was away go to it then), and the priority we lend it while it
 //! is starved of CPU.
 
+use component_runtime::events::Event;
 use component_runtime::{error, log, warn};
 use glue_rt::pools::rw;
 use httpd::Clock;
@@ -88,7 +89,6 @@ impl Httpd {
     /// The cgi died: stop using its channels, fail what it left unanswered,
     /// forget what it granted us and quarantine what we lent it.
     pub(super) fn cgi_died(&mut self, death: u64) {
-        self.cgi_death = death;
         self.cgi = None;
         // Requests from now on wait for the new incarnation.
         self.srv.cgi_down();
@@ -97,9 +97,7 @@ impl Httpd {
             self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Fault));
             self.ready.push(id);
         }
-        let quarantined = self.d.peer_failed(CGI).unwrap_or(0);
-        self.cgi_dying = true;
-        self.cgi_unconfirmed = Some(death);
+        let quarantined = self.cgi_peer.fail(self.d);
         log!(
             "cgi died (death {death}): {failed} requests failed with 502, {quarantined} buffers lent to it quarantined, {} still in use downstream",
             self.d.tainted(CGI).unwrap_or(0)
@@ -109,11 +107,7 @@ impl Httpd {
     /// Confirms the cgi's latest death once nothing it gave us is in use
     /// here or downstream (netstack and the NIC return their holds to us).
     pub(super) fn confirm_cgi_death(&mut self) {
-        let (Some(death), Some(index)) = (self.cgi_unconfirmed, self.cgi_index) else { return };
-        if self.d.tainted(CGI).unwrap_or(0) == 0 {
-            self.cgi_unconfirmed = None;
-            component_runtime::events::confirm_settled(index, death);
-        }
+        self.cgi_peer.confirm_if_clean(self.d, &self.deaths);
     }
 
     /// Attaches to the cgi's channels when a (new) incarnation published
@@ -134,21 +128,23 @@ impl Httpd {
                 self.srv.cgi_reply(id, call_id, Err(cgi_api::Failure::Fault));
                 self.ready.push(id);
             }
-            if self.sys_events.is_none() {
+            if self.deaths.page().is_none() {
                 // No death protocol in this assembly: forget what the dead
                 // incarnation granted us, and take back what we lent it.
                 let _ = self.d.peer_died(CGI);
             } else {
-                if !self.cgi_dying {
+                if !self.cgi_peer.is_dead() {
                     // Its death is not in the page yet (cannot happen: the
                     // supervisor counts it before the rebuild); be safe.
-                    let death = self.cgi_death + 1;
+                    let death = self.cgi_peer.death() + 1;
+                    if let Some(component) = self.cgi_peer.index() {
+                        self.cgi_peer.see(Event::Died { component, death }, self.d);
+                    }
                     self.cgi_died(death);
                 }
                 // The new incarnation is served; what the old one had stays
                 // quarantined until its death is settled.
-                let _ = self.d.peer_restarted(CGI);
-                self.cgi_dying = false;
+                self.cgi_peer.revived(self.d);
             }
             self.cgi_restarts += 1;
             log!("cgi restarted (generation {g}): {failed} requests failed with 502");

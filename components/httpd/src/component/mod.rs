@@ -62,11 +62,13 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use cgi_api::wire::Control as CgiControl;
+use component_runtime::link::{Deaths, Link};
 use component_runtime::log;
+use component_runtime::shell::{self, Round, Shell, Then};
 use component_runtime::time::ClockPage;
 use httpd::{Clock, ConnId as HConn, Server};
 use iolite::duplex::Control;
-use iolite::{Aggregate, Copier, CopyMode, Domain, Duplex, Guard, PeerId, Want, BUILD_COPY_MODE};
+use iolite::{Aggregate, Copier, CopyMode, Domain, Duplex, PeerId, Want, BUILD_COPY_MODE};
 use outbox::Outbox;
 use socket_api::client::Conns;
 use socket_api::{ConnId, Request};
@@ -166,13 +168,13 @@ use fs::FsSource;
 struct Httpd {
     d: &'static Domain,
     srv: Server<'static, FsSource, TickClock>,
-    /// The netstack region: events on `net.rx`, requests on `net.tx`.
-    net: Duplex<'static>,
+    /// netstack: its region (events on `net.chan.rx`, through
+    /// `net.rx_guard`, as the cgi's replies: see `Cgi::guard`; requests on
+    /// `net.chan.tx`) and its death watch (`netstack.restartable`).
+    net: Link<Duplex<'static>>,
     /// The copy modes copy received data at our end (as recv(2)).
     events_copier: Copier<'static>,
-    /// netstack's events: see `Cgi::guard`.
-    events_guard: Guard,
-    /// Requests (tag, aggregate) waiting for room in `net.tx`, in order.
+    /// Requests (tag, aggregate) waiting for room in `net.chan.tx`, in order.
     outq: Outbox<(u64, Aggregate<'static>)>,
     /// netstack's connections, one record each (the server connection it
     /// serves, its send window and input switches; see `net`). We keep
@@ -244,44 +246,26 @@ struct Httpd {
     cgi_lends: u64,
     cgi_lend_failures: u64,
     wakeups: u64,
-    /// The system events page (deaths of our peers), if the assembly
-    /// subscribes us.
-    sys_events: Option<component_runtime::events::Watcher>,
-    /// The cgi's record in it.
-    cgi_index: Option<usize>,
-    /// The cgi died and its channel slot refuses everything until the new
-    /// incarnation attaches (`Domain::peer_restarted`).
-    cgi_dying: bool,
-    /// A death of the cgi we still have to confirm to the supervisor, once
-    /// nothing we or netstack hold came from it (`Domain::tainted`).
-    cgi_unconfirmed: Option<u64>,
-    /// The cgi's latest death we saw.
-    cgi_death: u64,
-    /// fs's record in the events page.
-    fs_index: Option<usize>,
-    /// A death of fs we still have to confirm, once nothing it gave us is
-    /// in use here or downstream.
-    fs_unconfirmed: Option<u64>,
-    /// netstack's record in the events page (`netstack.restartable`).
-    netstack_index: Option<usize>,
-    /// netstack's latest death we saw, and whether we still have to
-    /// confirm it (once nothing it gave us is in use here or downstream).
-    netstack_death: u64,
-    netstack_unconfirmed: Option<u64>,
+    /// Our side of the death protocol: the system events page (if the
+    /// assembly subscribes us) and our own quarantine after a restart.
+    deaths: Deaths,
+    /// The cgi's death watch (its channels are `cgi`, attached per
+    /// generation): a death we still have to confirm once nothing we or
+    /// netstack hold came from it (`Domain::tainted`).
+    cgi_peer: Link<()>,
+    /// fs's death watch (its channel is the file source's; `fs_api::client`
+    /// reconnects).
+    fs_peer: Link<()>,
     /// Times netstack died under us, and the connections that went with it.
     netstack_restarts: u64,
     netstack_conns_lost: u64,
-    /// Our record in the events page.
-    me: usize,
-    /// Our death whose pool pages are still quarantined.
-    own_quarantine: Option<u64>,
 }
 
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     init_heap();
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
-    let quarantined = start::map_pools(d);
-    let mut me = Httpd::new(d, start, quarantined);
+    start::map_pools(d);
+    let mut me = Httpd::new(d, start);
     if start.restarts > 0 {
         // The cgi may still work on requests of our dead incarnation, on
         // channels it left in any state: a fresh cgi drops them (its death
@@ -291,20 +275,34 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     }
     me.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(d));
     me.publish();
-    loop {
-        // One turn of the loop: progress (component_runtime::liveness),
-        // also when it goes round without waiting under load.
-        component_runtime::sel4::progress();
-        me.flush();
-        if !me.arm() {
-            glue::wake::wait();
-            me.wakeups += 1;
+    shell::run(me)
+}
+
+/// Our rounds: what came (netstack's events, the cgi's replies, deaths,
+/// the ticker), then what waits goes out; before we block, the peers are
+/// asked to signal us.
+impl Shell for Httpd {
+    fn notified(&mut self, round: Round) -> Then {
+        // The first round only sends what we queued as we started.
+        if round.number > 0 {
+            self.net.chan.disarm();
+            if let Some(c) = &mut self.cgi {
+                c.link.disarm();
+            }
+            self.round();
         }
-        me.net.disarm();
-        if let Some(c) = &mut me.cgi {
-            c.link.disarm();
-        }
-        me.round();
+        self.flush();
+        Then::Wait
+    }
+
+    fn arm(&mut self) -> bool {
+        self.arm_peers()
+    }
+
+    fn wait(&mut self) -> u64 {
+        let badge = glue::wake::wait();
+        self.wakeups += 1;
+        badge as u64
     }
 }
 
@@ -340,8 +338,8 @@ impl Httpd {
     /// Sends what waits, returns releases, and signals netstack and the
     /// cgi if they wait for any of it.
     fn flush(&mut self) {
-        let _ = self.net.tx.poll_releases();
-        let tx = &mut self.net.tx;
+        let _ = self.net.chan.tx.poll_releases();
+        let tx = &mut self.net.chan.tx;
         self.outq.drain(|m| socket_api::send_request(tx, m));
         let _ = self.srv.source_mut().rx.flush_releases();
         self.drain_controls();
@@ -351,7 +349,7 @@ impl Httpd {
                 glue::cgi_go::emit();
             }
         }
-        if self.net.flush() {
+        if self.net.chan.flush() {
             // netstack waits for our requests (or buffers): it is not in a
             // round of its own, so wake it up.
             glue::kick::emit();
@@ -364,13 +362,13 @@ impl Httpd {
     /// some wait for ring room or connections yielded the round; asks the
     /// cgi for replies (unless one waits for room). True if something
     /// already came in: run again instead.
-    fn arm(&mut self) -> bool {
+    fn arm_peers(&mut self) -> bool {
         let stalled = self.events_copier.stalled();
         let yielded = self.ready.iter().any(|&id| !self.must_wait(id));
         let waiting = !self.ready.is_empty() || !self.fs_waiting.is_empty() || self.cgi_stuck || stalled;
-        let net_ok = self.events_guard.broken().is_none();
+        let net_ok = self.net.rx_guard.broken().is_none();
         let want = Want { data: net_ok && !stalled, releases: waiting, room: !self.outq.is_empty() || yielded };
-        let from_net = self.net.arm(want);
+        let from_net = self.net.chan.arm(want);
         let from_cgi = match &mut self.cgi {
             Some(c) => {
                 let data = !self.cgi_stuck && !c.copier.stalled() && c.guard.broken().is_none();

@@ -20,7 +20,7 @@ impl Httpd {
     /// `OUTQ_PUMP_MAX`; if it is, the request is lost: counted
     /// (`netstack_requests_refused`) and reported.
     pub(super) fn request(&mut self, tag: u64, agg: Aggregate<'static>) {
-        let tx = &mut self.net.tx;
+        let tx = &mut self.net.chan.tx;
         if let Err((tag, _)) = self.outq.send((tag, agg), |m| socket_api::send_request(tx, m)) {
             if self.outq.refused() <= 10 {
                 error!("netstack request {tag:#x} dropped: {OUTQ_CAP} requests wait for ring room");
@@ -70,7 +70,7 @@ impl Httpd {
     pub(super) fn handle_events(&mut self) {
         loop {
             let before = self.d.stats().bytes_copied;
-            let r = self.events_guard.recv(&mut self.events_copier.over(&mut self.net.rx));
+            let r = self.net.rx_guard.recv(&mut self.events_copier.over(&mut self.net.chan.rx));
             self.request_copied += self.d.stats().bytes_copied - before;
             let r = match r {
                 Next::Msg(r) => r,
@@ -166,7 +166,6 @@ impl Httpd {
     /// settled. Then we set the client region up afresh (a new
     /// generation), which the new incarnation waits for, and listen again.
     pub(super) fn netstack_died(&mut self, death: u64) {
-        self.netstack_death = death;
         self.netstack_restarts += 1;
         let conns = self.conns.len();
         self.netstack_conns_lost += conns as u64;
@@ -179,7 +178,7 @@ impl Httpd {
         self.uploading.clear();
         let dropped = self.outq.len();
         self.outq.clear();
-        let quarantined = self.d.peer_failed(NETSTACK).unwrap_or(0);
+        let quarantined = self.net.fail(self.d);
         // SAFETY: the client dataport, mapped read-write for our lifetime,
         // shared with netstack only; its dead incarnation no longer runs
         // (the supervisor stopped it before publishing the death) and the
@@ -187,15 +186,17 @@ impl Httpd {
         // (`socket_api::WORD_STACK_ATTACHED`), which this one is.
         let net = unsafe { socket_api::init_client(self.d, NETSTACK, rw(glue::client::VADDR, glue::client::SIZE)) };
         match net {
-            Ok(net) => self.net = net,
-            Err(e) => error!("the client region cannot be set up again: {e:?}"),
+            // The old region's end goes once the new one is attached.
+            Ok(net) => drop(self.net.reattach(net, self.d)),
+            Err(e) => {
+                error!("the client region cannot be set up again: {e:?}");
+                self.net.rx_guard = Guard::new();
+                self.net.revived(self.d);
+            }
         }
-        self.events_guard = Guard::new();
-        let _ = self.d.peer_restarted(NETSTACK);
-        self.netstack_unconfirmed = Some(death);
         log!(
             "netstack died (death {death}): {conns} connections dropped, {dropped} requests unsent, {quarantined} buffers lent to it quarantined, region set up again (generation {})",
-            self.net.generation()
+            self.net.chan.generation()
         );
         self.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(self.d));
     }
@@ -203,11 +204,8 @@ impl Httpd {
     /// Confirms netstack's latest death once nothing it gave us (received
     /// data) is in use here any more.
     pub(super) fn confirm_netstack_death(&mut self) {
-        let (Some(death), Some(index)) = (self.netstack_unconfirmed, self.netstack_index) else { return };
-        if self.d.tainted(NETSTACK).unwrap_or(0) == 0 {
-            self.netstack_unconfirmed = None;
-            log!("netstack death {death}: nothing of the dead incarnation in use any more, confirmed");
-            component_runtime::events::confirm_settled(index, death);
+        if self.net.confirm_if_clean(self.d, &self.deaths) {
+            log!("netstack death {}: nothing of the dead incarnation in use any more, confirmed", self.net.death());
         }
     }
 }

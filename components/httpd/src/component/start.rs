@@ -6,7 +6,7 @@ use alloc::collections::{BTreeMap, BTreeSet, VecDeque};
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use component_runtime::events::Watcher;
+use component_runtime::link::{Deaths, Link};
 use component_runtime::log;
 use component_runtime::start::StartInfo;
 use component_runtime::time::ClockPage;
@@ -14,7 +14,7 @@ use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use httpd::{Config, FileRefs, FileRefsLimits, Server};
 use iolite::duplex::Control;
-use iolite::{Boundary, Copier, Domain, Guard, Trust, BUILD_COPY_MODE};
+use iolite::{Boundary, Copier, Domain, Trust, BUILD_COPY_MODE};
 use outbox::Outbox;
 use socket_api::client::Conns;
 
@@ -25,9 +25,8 @@ use super::{
 };
 use glue::pools::{APP_POOL, BODY_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL, SOCK_POOL};
 
-/// Maps our pools and sets who may read and reference what; returns the
-/// pages a dead incarnation of ours left quarantined.
-pub(super) fn map_pools(d: &'static Domain) -> u32 {
+/// Maps our pools and sets who may read and reference what.
+pub(super) fn map_pools(d: &'static Domain) {
     // SAFETY (all pools): the dataports are mapped as the assembly
     // declares for as long as we run, used only through this domain.
     unsafe {
@@ -40,13 +39,6 @@ pub(super) fn map_pools(d: &'static Domain) -> u32 {
         map_pool!(foreign d, CGI_POOL, glue::cgi_pool, Trust::Untrusted).expect("cgi pool");
         map_pool!(owned d, CGI_REQ_POOL, glue::cgi_req_pool, Trust::Trusted).expect("cgi request pool");
     }
-    // After a restart of ours: the pages our dead incarnation left in use
-    // (headers netstack and the NIC may still send, requests the cgi may
-    // still read) stay quarantined until every peer settled that death.
-    let quarantined = d.quarantined_pages(APP_POOL).unwrap_or(0) + d.quarantined_pages(CGI_REQ_POOL).unwrap_or(0);
-    if quarantined > 0 {
-        log!("{quarantined} pool pages of the dead incarnation quarantined until its death is settled");
-    }
     // Who may read the CGI request pool (echoed bodies go to the network).
     d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
     // What each peer may reference in what it sends us (the assembly's
@@ -54,35 +46,23 @@ pub(super) fn map_pools(d: &'static Domain) -> u32 {
     d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, glue::pools::ALL).expect("netstack grant list");
     d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, glue::pools::ALL).expect("fs grant list");
     d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, glue::pools::ALL).expect("cgi grant list");
-
-    // After a restart of ours: the pages our dead incarnation left in use
-    // (headers netstack and the NIC may still send, requests the cgi may
-    // still read) stay quarantined until every peer settled that death.
-    let quarantined = d.quarantined_pages(APP_POOL).unwrap_or(0) + d.quarantined_pages(CGI_REQ_POOL).unwrap_or(0);
-    if quarantined > 0 {
-        log!("{quarantined} pool pages of the dead incarnation quarantined until its death is settled");
-    }
-    // Who may read the CGI request pool (echoed bodies go to the network).
-    d.set_pool_acl(CGI_REQ_POOL, &[CGI, NETSTACK]).expect("cgi request pool acl");
-    // What each peer may reference in what it sends us (the assembly's
-    // grant lists); our own buffers only where we lent them to that peer.
-    d.set_peer_pools_named(NETSTACK, glue::attributes::CLIENT_REFS, glue::pools::ALL).expect("netstack grant list");
-    d.set_peer_pools_named(FS, glue::attributes::FS_CHANNEL_REFS, glue::pools::ALL).expect("fs grant list");
-    d.set_peer_pools_named(CGI, glue::attributes::CGI_CHAN_REFS, glue::pools::ALL).expect("cgi grant list");
-    quarantined
 }
 
-/// The file source over fs, attached afresh, and our watcher of the
-/// system events page (fs's deaths among them), started after the reset.
-fn file_source(d: &'static Domain) -> (FsSource, Option<Watcher>) {
+/// The file source over fs, attached afresh, and our side of the death
+/// protocol (`me`: our record), which watches the system events page from
+/// after the reset on. After a restart of ours, the pages our dead
+/// incarnation left in use (headers netstack and the NIC may still send,
+/// requests the cgi may still read) stay quarantined until every peer
+/// settled that death.
+fn file_source(d: &'static Domain, me: usize) -> (FsSource, Deaths) {
     // --- fs: a (re)start of ours: fs forgets what an earlier
     // incarnation of ours had open, quarantines what it lent it (netstack
     // may still send it) and sets our channel up afresh before answering ---
     glue::fs::reset();
     let fs_rx = fs::attach(d);
     let copier = Copier::new(BUILD_COPY_MODE, Boundary::FileCacheToApp, Some(APP_POOL)).expect("copy pool");
-    let sys_events = Watcher::new();
-    let fs_index = sys_events.as_ref().and_then(|w| w.page().index_of(FS_INSTANCE));
+    let deaths = Deaths::new(me, d, &[APP_POOL, CGI_REQ_POOL]);
+    let fs_index = deaths.page().and_then(|p| p.index_of(FS_INSTANCE));
     let client = fs_api::client::Client::new(fs::Glue { fs_index });
     // Whole small files by reference, where fs's buffers reach us by
     // reference: up to 64 of them, 64 KiB each, `file_refs_bytes` in all.
@@ -92,7 +72,7 @@ fn file_source(d: &'static Domain) -> (FsSource, Option<Watcher>) {
         bytes: refs_bytes,
         file: 64 * 1024,
     });
-    (FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0, client, refs }, sys_events)
+    (FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0, client, refs }, deaths)
 }
 
 /// The server's configuration: the assembly's policy.
@@ -117,18 +97,21 @@ fn config() -> Config {
 }
 
 impl Httpd {
-    /// The component as it starts (`quarantined`: pages our dead
-    /// incarnation left in use), its netstack region set up, before it
+    /// The component as it starts, its netstack region set up, before it
     /// listens.
-    pub(super) fn new(d: &'static Domain, start: &StartInfo, quarantined: u32) -> Self {
+    pub(super) fn new(d: &'static Domain, start: &StartInfo) -> Self {
         // We run above netstack, so we set its region up now, before
         // anything that could block.
         // SAFETY: the client dataport, mapped read-write for our lifetime,
         // shared with netstack only, which attaches after we initialised it.
         let net = unsafe { socket_api::init_client(d, NETSTACK, rw(glue::client::VADDR, glue::client::SIZE)) }
             .expect("client");
-        let (src, sys_events) = file_source(d);
-        let fs_index = sys_events.as_ref().and_then(|w| w.page().index_of(FS_INSTANCE));
+        let (src, deaths) = file_source(d, start.instance as usize);
+        let page = deaths.page();
+        let net = Link::new(NETSTACK_INSTANCE, NETSTACK, page, net);
+        let cgi_peer = Link::new(CGI_INSTANCE, CGI, page, ());
+        // fs holds nothing of ours to release (its channel runs one way).
+        let fs_peer = Link::new(FS_INSTANCE, FS, page, ()).release_on_request();
         // SAFETY: the clock dataport, mapped read-only for our lifetime.
         let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
         let srv = Server::new(d, APP_POOL, src, clock, config());
@@ -142,7 +125,6 @@ impl Httpd {
             srv,
             net,
             events_copier: Copier::new(BUILD_COPY_MODE, Boundary::NetToApp, Some(APP_POOL)).expect("copy pool"),
-            events_guard: Guard::new(),
             outq: Outbox::new(OUTQ_CAP),
             conns: Conns::new(),
             by_srv: BTreeMap::new(),
@@ -180,38 +162,21 @@ impl Httpd {
             cgi_lends: 0,
             cgi_lend_failures: 0,
             wakeups: 0,
-            sys_events,
-            cgi_index: None,
-            fs_index,
-            fs_unconfirmed: None,
-            netstack_index: None,
-            netstack_death: 0,
-            netstack_unconfirmed: None,
+            deaths,
+            cgi_peer,
+            fs_peer,
             netstack_restarts: 0,
             netstack_conns_lost: 0,
-            me: 0,
-            own_quarantine: None,
-            cgi_dying: false,
-            cgi_unconfirmed: None,
-            cgi_death: 0,
         };
         // Until the cgi attaches, CGI requests are held for it (503 after
         // `cgi_queue_timeout_ms`).
         me.srv.cgi_down();
-        me.cgi_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(CGI_INSTANCE));
-        me.netstack_index = me.sys_events.as_ref().and_then(|w| w.page().index_of(NETSTACK_INSTANCE));
-        me.me = start.instance as usize;
         // A cgi held down before we started is not coming (our watcher took
         // the page as seen): no request waits for it.
-        if let (Some(i), Some(w)) = (me.cgi_index, me.sys_events.as_ref()) {
-            if w.page().held_down(i) {
-                log!("the cgi is held down by the supervisor: CGI requests get 503");
-                let _ = me.srv.cgi_gone();
-            }
+        if me.cgi_peer.is_held_down() {
+            log!("the cgi is held down by the supervisor: CGI requests get 503");
+            let _ = me.srv.cgi_gone();
         }
-        me.own_quarantine = (quarantined > 0)
-            .then(|| me.sys_events.as_ref().filter(|w| me.me < w.page().len()).map(|w| w.page().state(me.me).0))
-            .flatten();
         me
     }
 }
