@@ -371,7 +371,7 @@ fn slow_readers_with_small_windows_pin_a_few_windows_each() {
     // Clients that read through a 2 KiB receive buffer (the paper's slow
     // WAN clients): each pins the slack (8 KiB, the least) in TCP and the
     // web server's allowance (8 KiB, the least) held back; with a fixed
-    // 64 KiB slack and 512 KiB pulled per round until `SendFull` came,
+    // 64 KiB slack and 512 KiB pulled per round until the stack said stop,
     // each pinned up to ~600 KiB and 64 of them the system's whole cache.
     let o = scenario(64, 5, 2048, false);
     for (i, body) in o.bodies.iter().enumerate() {

@@ -42,7 +42,8 @@
 //!
 //! ## The client half
 //! [`client`]: a client's connection table, one record per connection,
-//! which reads the flow-control events for it (httpd and tcp_echo).
+//! which reads the send window events for it (httpd and tcp_echo). It
+//! allocates: every client has a heap.
 //!
 //! ## Counters
 //! [`StackCounter`]: netstack's counter page (`stack_stats`), read by the
