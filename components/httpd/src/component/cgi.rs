@@ -44,6 +44,9 @@ enum Vouch {
 }
 
 impl Httpd {
+    /// Sends `id`'s CGI call to the cgi (its body as it may go, see
+    /// `body_for_cgi`), after a look at the events page and the cgi's
+    /// generation, so that a call never goes to a dead incarnation.
     pub(super) fn cgi_send(&mut self, id: HConn, call: httpd::CgiCall<'static>) -> Result<(), Unsent> {
         let call_id = call.id;
         self.check_events();
@@ -176,6 +179,10 @@ impl Httpd {
         }
     }
 
+    /// Takes the cgi's replies (whole answers, streamed parts, input
+    /// credits) for the server, as far as our pool has room for the copy
+    /// modes' copies; a broken reply channel or a forged file reference
+    /// has the cgi restarted.
     pub(super) fn handle_cgi_replies(&mut self) {
         self.cgi_stuck = false;
         loop {

@@ -14,6 +14,13 @@ use super::cgi::{Cgi, Unsent};
 use super::{glue, Httpd, APP_POOL, CGI, CGI_INSTANCE, CGI_LEND_GAP_MS, CGI_LEND_MS, CGI_STARVED_MS};
 
 impl Httpd {
+    /// Has the supervisor restart the cgi, which did not answer in time or
+    /// broke its reply channel (`why`, for the log).
+    /// On success the old incarnation is gone: we stop using its channels
+    /// at once (requests until the new one attaches are held by the server,
+    /// `Server::cgi_down`, instead of going into channels it is about to
+    /// reset); `check_cgi` fails what it left unanswered when the new one
+    /// publishes its generation, and hands it the held requests.
     pub(super) fn restart_cgi(&mut self, why: &str) {
         log!("cgi {why}: asking the supervisor to restart it");
         match component_runtime::restart(CGI_INSTANCE) {
@@ -32,13 +39,6 @@ impl Httpd {
         }
     }
 
-    /// Has the supervisor restart the cgi, which did not answer in time or
-    /// broke its reply channel (`why`, for the log).
-    /// On success the old incarnation is gone: we stop using its channels
-    /// at once (requests until the new one attaches are held by the server,
-    /// `Server::cgi_down`, instead of going into channels it is about to
-    /// reset); `check_cgi` fails what it left unanswered when the new one
-    /// publishes its generation, and hands it the held requests.
     /// The cgi runs below netdrv, netstack and us, so that one that spins
     /// delays nobody; under static load it then gets no CPU at all, and a
     /// healthy cgi would time out and be restarted (and its new incarnation

@@ -307,6 +307,9 @@ impl Shell for Httpd {
 }
 
 impl Httpd {
+    /// One round: deaths and the cgi's generation, netstack's events, the
+    /// connections that became ready, the cgi's replies, the ticker; then
+    /// the output is pulled.
     fn round(&mut self) {
         self.check_events();
         self.check_cgi();
