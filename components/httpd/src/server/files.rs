@@ -13,7 +13,6 @@ use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use cgi_api::output::reason;
 use iolite::Aggregate;
 
 use super::respond::ALLOW_STATIC;
@@ -24,6 +23,7 @@ use crate::hcache::Lookup;
 use crate::mime::content_type;
 use crate::preconditions::{self, Conditions, Outcome};
 use crate::range::{self, RangeSpec};
+use crate::reason::reason;
 use crate::request::{Method, Request};
 use crate::source::{Clock, FileSource, FileStat, Kind, SourceError};
 

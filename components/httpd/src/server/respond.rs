@@ -7,11 +7,11 @@ use alloc::boxed::Box;
 use alloc::format;
 use core::fmt::Write;
 
-use cgi_api::output::reason;
 use iolite::gen::generate;
 use iolite::Aggregate;
 
 use super::{Conn, ConnMode, Core, Out, State};
+use crate::reason::reason;
 use crate::request::{Method, Request};
 use crate::source::{Clock, FileSource};
 use crate::{date, SERVER};

@@ -1,5 +1,7 @@
-//! The server's counters: what [`Server::stats`](super::Server::stats)
-//! returns and the component publishes as the `httpd` counters.
+//! The server's counters: what [`Server::stats`] returns, and its part of
+//! the `httpd` counter page ([`Server::counters`]).
+
+use httpd_api::{HttpdCounter, Values};
 
 use super::Server;
 use crate::source::{Clock, FileSource};
@@ -130,48 +132,68 @@ pub struct HttpStats {
 }
 
 impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
-    /// The counters as the `httpd` component of `/cgi-bin/stats`.
-    pub fn component(&self) -> cgi_api::Component {
+    /// Sets the server's counters in `v` (the `httpd` page; the component
+    /// sets its own): its [`HttpStats`] and its IO-Lite domain's.
+    pub fn counters(&self, v: &mut Values<HttpdCounter>) {
+        use HttpdCounter as H;
         let s = self.stats();
-        cgi_api::Component::new("httpd")
-            .with("connections_active", s.connections_active)
-            .with("connections_accepted", s.connections_accepted)
-            .with("connections_refused", s.connections_refused)
-            .with("requests", s.requests)
-            .with("responses_2xx", s.responses_2xx)
-            .with("responses_3xx", s.responses_3xx)
-            .with("responses_4xx", s.responses_4xx)
-            .with("responses_5xx", s.responses_5xx)
-            .with("not_modified", s.not_modified)
-            .with("partial", s.partial)
-            .with("header_cache_hits", s.header_cache_hits)
-            .with("header_cache_misses", s.header_cache_misses)
-            .with("header_cache_invalidations", s.header_cache_invalidations)
-            .with("header_bytes_generated", s.header_bytes_generated)
-            .with("body_bytes_by_ref", s.body_bytes_by_ref)
-            .with("cgi_requests", s.cgi_requests)
-            .with("cgi_timeouts", s.cgi_timeouts)
-            .with("cgi_failures", s.cgi_failures)
-            .with("cgi_streams", s.cgi_streams)
-            .with("cgi_stream_parts", s.cgi_stream_parts)
-            .with("cgi_streams_aborted", s.cgi_streams_aborted)
-            .with("cgi_uploads", s.cgi_uploads)
-            .with("cgi_upload_parts", s.cgi_upload_parts)
-            .with("cgi_upload_bytes", s.cgi_upload_bytes)
-            .with("cgi_upload_discarded_bytes", s.cgi_upload_discarded_bytes)
-            .with("cgi_uploads_aborted", s.cgi_uploads_aborted)
-            .with("cgi_queued", s.cgi_queued)
-            .with("cgi_queue_served", s.cgi_queue_served)
-            .with("cgi_queue_dropped", s.cgi_queue_dropped)
-            .with("cgi_queue_refused", s.cgi_queue_refused)
-            .with("cgi_queue_expired", s.cgi_queue_expired)
-            .with("request_timeouts", s.request_timeouts)
-            .with("idle_closes", s.idle_closes)
-            .with("head_timeouts_408", s.head_timeouts_408)
-            .with("head_too_slow", s.head_too_slow)
-            .with("body_too_slow", s.body_too_slow)
-            .with("input_flattens", s.input_flattens)
-            .with("input_bytes_flattened", s.input_bytes_flattened)
-            .with_iolite(&self.core.d.stats())
+        v[H::ConnectionsActive] = s.connections_active;
+        v[H::ConnectionsAccepted] = s.connections_accepted;
+        v[H::ConnectionsRefused] = s.connections_refused;
+        v[H::Requests] = s.requests;
+        v[H::Responses2xx] = s.responses_2xx;
+        v[H::Responses3xx] = s.responses_3xx;
+        v[H::Responses4xx] = s.responses_4xx;
+        v[H::Responses5xx] = s.responses_5xx;
+        v[H::NotModified] = s.not_modified;
+        v[H::Partial] = s.partial;
+        v[H::HeaderCacheHits] = s.header_cache_hits;
+        v[H::HeaderCacheMisses] = s.header_cache_misses;
+        v[H::HeaderCacheInvalidations] = s.header_cache_invalidations;
+        v[H::HeaderBytesGenerated] = s.header_bytes_generated;
+        v[H::BodyBytesByRef] = s.body_bytes_by_ref;
+        v[H::CgiRequests] = s.cgi_requests;
+        v[H::CgiTimeouts] = s.cgi_timeouts;
+        v[H::CgiFailures] = s.cgi_failures;
+        v[H::CgiStreams] = s.cgi_streams;
+        v[H::CgiStreamParts] = s.cgi_stream_parts;
+        v[H::CgiStreamsAborted] = s.cgi_streams_aborted;
+        v[H::CgiUploads] = s.cgi_uploads;
+        v[H::CgiUploadParts] = s.cgi_upload_parts;
+        v[H::CgiUploadBytes] = s.cgi_upload_bytes;
+        v[H::CgiUploadDiscardedBytes] = s.cgi_upload_discarded_bytes;
+        v[H::CgiUploadsAborted] = s.cgi_uploads_aborted;
+        v[H::CgiQueued] = s.cgi_queued;
+        v[H::CgiQueueServed] = s.cgi_queue_served;
+        v[H::CgiQueueDropped] = s.cgi_queue_dropped;
+        v[H::CgiQueueRefused] = s.cgi_queue_refused;
+        v[H::CgiQueueExpired] = s.cgi_queue_expired;
+        v[H::RequestTimeouts] = s.request_timeouts;
+        v[H::IdleCloses] = s.idle_closes;
+        v[H::HeadTimeouts408] = s.head_timeouts_408;
+        v[H::HeadTooSlow] = s.head_too_slow;
+        v[H::BodyTooSlow] = s.body_too_slow;
+        v[H::InputFlattens] = s.input_flattens;
+        v[H::InputBytesFlattened] = s.input_bytes_flattened;
+        v[H::CgiHeaderBytesCopied] = s.cgi_header_bytes_copied;
+        v[H::RequestBytesCopiedToParse] = s.request_bytes_copied_to_parse;
+        v[H::RequestBodyBytesCopiedToParse] = s.request_body_bytes_copied_to_parse;
+        v[H::BodiesFlattened] = s.bodies_flattened;
+        v[H::BodyBytesFlattened] = s.body_bytes_flattened;
+        v[H::CgiLateReplies] = s.cgi_late_replies;
+        v[H::CgiStreamExcessBytes] = s.cgi_stream_excess_bytes;
+        v[H::IdleEvictions] = s.idle_evictions;
+        v[H::SendTimeouts] = s.send_timeouts;
+        v[H::FileReadsDeferred] = s.file_reads_deferred;
+        v[H::FileOpensDeferred] = s.file_opens_deferred;
+        v[H::FileOpensExpired] = s.file_opens_expired;
+        let d = self.core.d.stats();
+        v[H::BytesCopied] = d.bytes_copied;
+        v[H::BytesByRefSent] = d.bytes_by_ref_sent;
+        v[H::BytesByRefReceived] = d.bytes_by_ref_received;
+        v[H::BuffersInUse] = d.buffers_in_use;
+        v[H::PagesInUse] = d.pages_in_use;
+        v[H::HighWaterPages] = d.high_water_pages;
+        v[H::AllocFailures] = d.alloc_failures;
     }
 }
