@@ -54,7 +54,7 @@ pub use socket_api::ConnId;
 /// `ChecksumCapabilities` has TCP transmit checksums off in every case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxChecksum {
-    /// In software, with the per-slice checksum cache (IOL-42).
+    /// In software, with the per-slice checksum cache.
     Cached,
     /// In software, summing every payload byte of every frame.
     Software,
