@@ -1,5 +1,14 @@
 //! The netstack component: wiring and event loop.
 //!
+//! It runs on `component_runtime::shell`: [`Node::init`] builds it (our
+//! pools, the link with netdrv, the client regions, the stack) and every
+//! wake-up is a `notified` pass of rounds. Each peer is a
+//! `component_runtime::link::Link`: netdrv's owns the link duplex
+//! (`port`), each client's follows its deaths beside its region
+//! (`slot`). The rest: netdrv's deaths (`driver`), the configuration
+//! from the assembly (`config`), pools and grants (`pools`), counters
+//! (`counters`).
+//!
 //! * **Below:** the `link` duplex with netdrv (the `nic-api` protocol). Channel
 //!   A brings received frames (aggregates of netdrv's `rx_pool`), channel B
 //!   takes frames to transmit (headers in our `hdr_pool`, payload by
@@ -49,12 +58,14 @@
 use alloc::boxed::Box;
 use alloc::vec::Vec;
 use component_runtime::events::{self, Watcher};
+use component_runtime::link::{Deaths, PeerEvent};
+use component_runtime::shell::{self, Round, Shell, Then};
 use component_runtime::start::StartInfo;
 use component_runtime::time::{now_ms, rdtsc};
 use component_runtime::{error, log, warn};
 use core::sync::atomic::Ordering;
 use glue_rt::pools::rw;
-use iolite::{Domain, PeerId, Want};
+use iolite::{Domain, PeerId, PoolId, Want};
 use netstack::api::Session;
 use netstack::NetStack;
 use socket_api::CounterPage;
@@ -66,7 +77,6 @@ mod pools;
 mod port;
 mod slot;
 
-use driver::{DrvLife, NETDRV_NAME};
 use pools::owned_pools;
 use port::Port;
 use slot::Slot;
@@ -109,13 +119,14 @@ struct Node {
     port: Port,
     /// `client`, then `client2` where the assembly connects it.
     slots: Vec<Slot>,
-    /// The system events page (when the assembly subscribes us): the death
-    /// protocol for our clients.
-    sys_events: Option<Watcher>,
+    /// The system events page (when the assembly subscribes us), our own
+    /// quarantine after a restart (the pool pages of ours, headers the NIC
+    /// may still send and received data httpd may still read, that our
+    /// dead incarnation left in use, until every peer settled its death),
+    /// and confirming at once the deaths no link claims.
+    deaths: Deaths,
     /// netdrv asked for the frames we queued (it waits for its interrupt).
     kick_drv: bool,
-    /// netdrv's deaths and restarts.
-    drv: DrvLife,
     stats: &'static CounterPage,
     polls: u64,
     wakeups: u64,
@@ -127,20 +138,71 @@ struct Node {
     nested_cycles: u64,
     /// When this pass started (a wake-up, or the end of the last pass).
     woke: u64,
-    /// Our record in the events page, our incarnations before this one,
-    /// and the death of ours whose pool pages (headers the NIC may still
-    /// send, received data httpd may still read) stay quarantined until
-    /// every peer settled it.
-    me: usize,
+    /// Our incarnations before this one.
     restarts: u64,
-    own_quarantine: Option<u64>,
     /// After a restart: when we started (ms), until the first connection
     /// was accepted (reported: how long new connections waited for us).
     started: Option<u64>,
 }
 
 fn main(start: &'static StartInfo) -> ! {
-    Node::init(start).run()
+    shell::run(Node::init(start))
+}
+
+impl Shell for Node {
+    /// One pass: every round there is work for, netdrv kicked for our
+    /// frames, our CPU time accounted and the counters published.
+    fn notified(&mut self, _round: Round) -> Then {
+        self.port.link.chan.disarm();
+        for c in self.slots.iter_mut().filter_map(|s| s.client.as_mut()) {
+            c.duplex().disarm();
+        }
+        self.round();
+        config::log_dhcp(&mut self.stack);
+        if NIC_KICK && core::mem::take(&mut self.kick_drv) {
+            // netdrv waits for its interrupt: wake it for our frames.
+            glue::kick_drv::emit();
+        }
+        let pass = rdtsc().wrapping_sub(self.woke);
+        self.busy_cycles += pass.saturating_sub(self.nested_cycles);
+        self.nested_cycles = 0;
+        self.woke = rdtsc();
+        self.publish();
+        Then::Wait
+    }
+
+    /// Before blocking: asks netdrv for frames, for its returns while our
+    /// pools run low, and, while frames wait for room in its ring, to say
+    /// when it took some; asks each client for what [`Client::want`] says.
+    /// True if some of it already came in (another round then). A broken
+    /// channel is asked for nothing.
+    fn arm(&mut self) -> bool {
+        let starving = self.starving();
+        let to_drv = self.port.link.tx_guard.broken().is_none();
+        let held = !self.port.queue.is_empty();
+        let link = Want {
+            data: self.port.link.rx_guard.broken().is_none(),
+            releases: self.port.want_releases && to_drv,
+            room: held && to_drv,
+        };
+        let mut ready = self.port.link.chan.arm(link);
+        // A connection whose input waits for its received pages to come
+        // back is resumed by its client's releases: ask to be woken by them.
+        let starving = starving || self.stack.rx_waiting_for_pages();
+        for c in self.slots.iter_mut().filter_map(|s| s.client.as_mut()) {
+            ready |= c.arm(starving);
+        }
+        ready
+    }
+
+    /// Blocks on our `wake` notification (netdrv, the client's kick, the
+    /// ticker).
+    fn wait(&mut self) -> u64 {
+        let badge = glue::wake::wait();
+        self.woke = rdtsc();
+        self.wakeups += 1;
+        badge
+    }
 }
 
 impl Node {
@@ -175,11 +237,11 @@ impl Node {
 
         // --- the client regions: the clients run above us and set them up ---
         let client = slot::client_region();
-        let sys_events = Watcher::new();
-        let page = sys_events.as_ref().map(Watcher::page);
+        let watcher = Watcher::new();
+        let page = watcher.as_ref().map(Watcher::page);
         let slots = slot::open_slots(d, client, has_client2, page, restarts);
-        let me = start.instance as usize;
-        let own_quarantine = pools::own_quarantine(d, me, page);
+        let owned: Vec<PoolId> = owned_pools().collect();
+        let deaths = Deaths::on(watcher, start.instance as usize, d, &owned);
         // The copy modes' send copy is the stack's own (into the socket's send
         // ring, counted there), as write(2) copies once: no copy stage here.
         // SAFETY: our counter page, mapped read-write.
@@ -194,65 +256,22 @@ impl Node {
         let stack = NetStack::new(d, cfg.clone(), now_ms());
         config::log_config(&cfg);
 
-        let drv = DrvLife { index: page.and_then(|p| p.index_of(NETDRV_NAME)), ..DrvLife::default() };
         Node {
             d,
             stack,
-            port: Port::new(link_region, link),
+            port: Port::new(link_region, link, page),
             slots,
-            sys_events,
+            deaths,
             kick_drv: false,
-            drv,
             stats,
             polls: 0,
             wakeups: 0,
             busy_cycles: 0,
             nested_cycles: 0,
             woke: rdtsc(),
-            me,
             restarts,
-            own_quarantine,
             started: (restarts > 0).then_some(started_ms),
         }
-    }
-
-    /// The loop: a pass after every wake-up, then block unless something
-    /// came in meanwhile.
-    fn run(mut self) -> ! {
-        self.woke = rdtsc();
-        loop {
-            // One turn of the loop: progress (component_runtime::liveness),
-            // also when it goes round without waiting under load.
-            component_runtime::sel4::progress();
-            self.notified();
-            if self.arm() {
-                // Something came in since we last looked: another round.
-                continue;
-            }
-            glue::wake::wait();
-            self.woke = rdtsc();
-            self.wakeups += 1;
-        }
-    }
-
-    /// One pass: every round there is work for, netdrv kicked for our
-    /// frames, our CPU time accounted and the counters published.
-    fn notified(&mut self) {
-        self.port.link.disarm();
-        for c in self.slots.iter_mut().filter_map(|s| s.client.as_mut()) {
-            c.duplex().disarm();
-        }
-        self.round();
-        config::log_dhcp(&mut self.stack);
-        if NIC_KICK && core::mem::take(&mut self.kick_drv) {
-            // netdrv waits for its interrupt: wake it for our frames.
-            glue::kick_drv::emit();
-        }
-        let pass = rdtsc().wrapping_sub(self.woke);
-        self.busy_cycles += pass.saturating_sub(self.nested_cycles);
-        self.nested_cycles = 0;
-        self.woke = rdtsc();
-        self.publish();
     }
 
     /// Handles everything there is: frames, client requests, releases,
@@ -261,7 +280,7 @@ impl Node {
     fn round(&mut self) {
         loop {
             component_runtime::sel4::progress(); // one pass: progress
-            if let (_, Some(e)) = self.port.tx_guard.poll_releases(&mut self.port.link.tx) {
+            if let (_, Some(e)) = self.port.link.tx_guard.poll_releases(&mut self.port.link.chan.tx) {
                 error!("channel link.B from netdrv broken: {e:?} (its releases)");
             }
             self.check_events();
@@ -300,7 +319,7 @@ impl Node {
             self.port.flush(starving);
             // Frames (and the received frames' buffers) to netdrv: if it
             // waits for them, kick it after the round.
-            self.kick_drv |= self.port.link.flush();
+            self.kick_drv |= self.port.link.chan.flush();
             let mut again = false;
             for s in self.slots.iter_mut() {
                 let Some(c) = s.client.as_mut() else { continue };
@@ -323,75 +342,45 @@ impl Node {
     }
 
     /// Deaths and settlements of our peers (the system events page): the
-    /// death protocol's peer side for our clients. Every other death is
-    /// confirmed at once: nothing we hold came from it but through the
-    /// peers we count holds with (their own taint covers what we hold).
+    /// death protocol's peer side for netdrv and our clients (their
+    /// links). Every other death is confirmed at once (`Deaths::poll`):
+    /// nothing we hold came from it but through the peers we count holds
+    /// with (their own taint covers what we hold). Our own death settled
+    /// ends our pools' quarantine there: nobody uses what the dead
+    /// incarnation lent any more (the NIC sent its frames, the client
+    /// dropped its data), so its pool pages are ours again.
     fn check_events(&mut self) {
-        let Some(w) = self.sys_events.as_mut() else { return };
-        let mut seen = Vec::new();
-        w.poll(|e| seen.push(e));
-        for e in seen {
-            match e {
-                events::Event::Died { component, death } if Some(component) == self.drv.index => {
-                    self.netdrv_died(death);
-                }
-                events::Event::Settled { component, death } if Some(component) == self.drv.index => {
-                    self.netdrv_settled(death);
-                }
-                events::Event::Died { component, death } => {
-                    match self.slots.iter_mut().find(|s| s.index == Some(component)) {
-                        Some(s) => s.died(self.d, &mut self.stack, death),
-                        None => events::confirm_settled(component, death),
-                    }
-                }
-                events::Event::Settled { component, death } => {
-                    if let Some(s) = self.slots.iter_mut().find(|s| s.index == Some(component) && s.death == death) {
-                        let n = self.d.peer_settled(s.peer).unwrap_or(0);
-                        log!("{} death {death} settled: {n} buffers lent to it released", s.who);
-                    }
-                }
-                // A held-down client's connections went with its death.
-                events::Event::HeldDown { .. } => {}
+        let mut claimed: Vec<Option<usize>> = self.slots.iter().map(|s| s.link.index()).collect();
+        claimed.push(self.port.link.index());
+        for e in self.deaths.poll(self.d, &claimed) {
+            match self.port.link.see(e, self.d) {
+                Some(PeerEvent::Died { death }) => self.netdrv_died(death),
+                Some(PeerEvent::Settled { death, .. }) => self.netdrv_settled(death),
+                // A netdrv held down never comes back (see
+                // `release_drv_frames`).
+                Some(PeerEvent::HeldDown) => {}
+                None => self.client_event(e),
             }
         }
         for s in self.slots.iter_mut() {
-            s.confirm(self.d);
+            s.link.confirm_if_clean(self.d, &self.deaths);
         }
-        // Our own death settled: nobody uses what the dead incarnation
-        // lent any more (the NIC sent its frames, the client dropped its
-        // data), so its pool pages are ours again.
-        if let (Some(death), Some(w)) = (self.own_quarantine, self.sys_events.as_ref()) {
-            if w.page().state(self.me).1 >= death {
-                let n: u32 = owned_pools().map(|p| self.d.end_quarantine(p).unwrap_or(0)).sum();
-                log!("death {death} settled: {n} quarantined pool pages free again");
-                self.own_quarantine = None;
-            }
-        }
-        self.confirm_netdrv();
+        self.port.link.confirm_if_clean(self.d, &self.deaths);
     }
 
-    /// Before blocking: asks netdrv for frames, for its returns while our
-    /// pools run low, and, while frames wait for room in its ring, to say
-    /// when it took some; asks each client for what [`Client::want`] says.
-    /// True if some of it already came in. A broken channel is asked for
-    /// nothing.
-    fn arm(&mut self) -> bool {
-        let starving = self.starving();
-        let to_drv = self.port.tx_guard.broken().is_none();
-        let held = !self.port.queue.is_empty();
-        let link = Want {
-            data: self.port.rx_guard.broken().is_none(),
-            releases: self.port.want_releases && to_drv,
-            room: held && to_drv,
-        };
-        let mut ready = self.port.link.arm(link);
-        // A connection whose input waits for its received pages to come
-        // back is resumed by its client's releases: ask to be woken by them.
-        let starving = starving || self.stack.rx_waiting_for_pages();
-        for c in self.slots.iter_mut().filter_map(|s| s.client.as_mut()) {
-            ready |= c.arm(starving);
+    /// An event of the page about one of our clients, if it is.
+    fn client_event(&mut self, e: events::Event) {
+        for s in self.slots.iter_mut() {
+            match s.link.see(e, self.d) {
+                Some(PeerEvent::Died { death }) => s.died(self.d, &mut self.stack, death),
+                Some(PeerEvent::Settled { death, released }) => {
+                    let n = released.unwrap_or(0);
+                    log!("{} death {death} settled: {n} buffers lent to it released", s.who());
+                }
+                // A held-down client's connections went with its death.
+                Some(PeerEvent::HeldDown) | None => {}
+            }
         }
-        ready
     }
 
     /// Whether a pool we allocate from is more than 3/4 used: then received

@@ -20,7 +20,8 @@ impl Node {
         let ss = self.session_totals();
         let first = self.slots[0].stats();
         let second = self.slots.get(1).map(|s| s.stats()).unwrap_or_default();
-        let broken = [self.port.rx_guard, self.port.tx_guard].iter().filter(|g| g.broken().is_some()).count() as u64
+        let broken = [self.port.link.rx_guard, self.port.link.tx_guard].iter().filter(|g| g.broken().is_some()).count()
+            as u64
             + self.slots.iter().map(|s| s.channels_broken()).sum::<u64>();
         let mut v = Values::<S>::new();
         // Every counter of the page's declaration gets its value here: a new
@@ -102,7 +103,7 @@ impl Node {
                 S::RxHandOffFallbackBytes => s.rx_hand_off_fallback,
                 S::Restarts => self.restarts,
                 S::QuarantinedPages => quarantined_pages(self.d) as u64,
-                S::DrvReleasesDeferred => self.drv.releases_deferred,
+                S::DrvReleasesDeferred => self.port.releases_deferred,
                 S::SynDroppedBacklogFull => s.syn_dropped_backlog_full,
                 // Receive-side bounds in pages.
                 S::RxCoalescedBytes => s.rx_coalesced_bytes,

@@ -1,41 +1,15 @@
 //! netdrv's deaths (the assembly subscribes us to system events and
-//! netdrv is `restartable`): the death protocol's peer side for the link,
-//! the link set up afresh for the new incarnation, and the frames lent to
-//! the dead one held until the device can no longer read them.
+//! netdrv is `restartable`): the death protocol's peer side for the link
+//! (the port's [`Link`](component_runtime::link::Link)), the link set up
+//! afresh for the new incarnation, and the frames lent to the dead one
+//! held until the device can no longer read them.
 
-use component_runtime::events;
 use component_runtime::log;
 use component_runtime::time::now_ms;
 use core::sync::atomic::Ordering;
-use iolite::Guard;
 
 use super::port::set_up_link;
-use super::{Node, NETDRV};
-
-/// netdrv's instance name in the events page (its record: its deaths).
-pub(super) const NETDRV_NAME: &str = "netdrv";
-
-/// What we know of netdrv's deaths (the assembly subscribes us to system
-/// events and netdrv is `restartable`): the death protocol's peer side for
-/// the link.
-#[derive(Default)]
-pub(super) struct DrvLife {
-    /// Its record in the events page.
-    pub(super) index: Option<usize>,
-    /// Its latest death, still to be confirmed (nothing it gave us in use).
-    pub(super) death: u64,
-    pub(super) unconfirmed: bool,
-    /// The link was reset for a new incarnation that has not published
-    /// its MAC address yet; since when (ms).
-    pub(super) awaiting: Option<u64>,
-    pub(super) restarts: u64,
-    /// The latest death is settled, but the new incarnation has not yet
-    /// stopped the device (it publishes its MAC address after that): the
-    /// frames lent to the dead one wait, since the NIC may still read them.
-    pub(super) settled_unquiesced: bool,
-    /// Deaths whose release had to wait so (`tcp_drv_releases_deferred`).
-    pub(super) releases_deferred: u64,
-}
+use super::Node;
 
 impl Node {
     /// netdrv died: keep the frames it had handed us, forget what it
@@ -51,22 +25,16 @@ impl Node {
             self.port.inherited.push_back(agg);
             kept += 1;
         }
-        let quarantined = self.d.peer_failed(NETDRV).unwrap_or(0);
+        let quarantined = self.port.link.fail(self.d);
         // SAFETY: the link dataport; its dead incarnation no longer runs
         // (the supervisor stopped it before publishing the death) and a new
         // one attaches only once the region no longer shows a MAC address,
         // which setting it up clears.
         let link = unsafe { set_up_link(self.d, self.port.region) };
         let generation = link.generation();
-        self.port.link = link;
-        self.port.rx_guard = Guard::new();
-        self.port.tx_guard = Guard::new();
-        let _ = self.d.peer_restarted(NETDRV);
-        self.drv.death = death;
-        self.drv.settled_unquiesced = false;
-        self.drv.unconfirmed = true;
-        self.drv.awaiting = Some(now_ms());
-        self.drv.restarts += 1;
+        // Fresh guards; the peer slot serves the new incarnation.
+        self.port.link.reattach(link, self.d);
+        self.port.awaiting = Some(now_ms());
         log!(
             "netdrv died (death {death}): {quarantined} buffers lent to it quarantined, {kept} frames it received kept, link set up again (generation {generation})"
         );
@@ -75,14 +43,13 @@ impl Node {
     /// netdrv's latest death is settled: what we lent it goes back once
     /// its new incarnation stopped the device too.
     pub(super) fn netdrv_settled(&mut self, death: u64) {
-        if death == self.drv.death {
-            self.drv.settled_unquiesced = true;
-            if self.drv.awaiting.is_some() {
-                self.drv.releases_deferred += 1;
-                log!("netdrv death {death} settled: what was lent to it waits until the new incarnation stopped the device");
-            }
-            self.release_drv_frames();
+        if self.port.awaiting.is_some() {
+            self.port.releases_deferred += 1;
+            log!(
+                "netdrv death {death} settled: what was lent to it waits until the new incarnation stopped the device"
+            );
         }
+        self.release_drv_frames();
     }
 
     /// The frames we lent a dead netdrv go back to their pools only when
@@ -93,12 +60,12 @@ impl Node {
     /// reused. A netdrv held down never comes back: its frames stay out
     /// of use (the device may still hold them).
     pub(super) fn release_drv_frames(&mut self) {
-        if !self.drv.settled_unquiesced || self.drv.awaiting.is_some() {
+        if self.port.awaiting.is_some() {
             return;
         }
-        self.drv.settled_unquiesced = false;
-        let n = self.d.peer_settled(NETDRV).unwrap_or(0);
-        log!("netdrv death {} settled: {n} buffers lent to it released", self.drv.death);
+        if let Some(n) = self.port.link.release(self.d) {
+            log!("netdrv death {} settled: {n} buffers lent to it released", self.port.link.death());
+        }
     }
 
     /// Once netdrv's new incarnation is attached (its MAC address is on
@@ -107,24 +74,14 @@ impl Node {
     /// than after the RTO, and the frames lent to the dead one may go
     /// back once its death is settled too.
     pub(super) fn check_driver(&mut self) {
-        let Some(since) = self.drv.awaiting else { return };
-        if self.port.link.control().word(nic_api::WORD_MAC).load(Ordering::Acquire) >> 63 == 0 {
+        let Some(since) = self.port.awaiting else { return };
+        if self.port.link.chan.control().word(nic_api::WORD_MAC).load(Ordering::Acquire) >> 63 == 0 {
             return;
         }
-        self.drv.awaiting = None;
+        self.port.awaiting = None;
         self.release_drv_frames();
         let n = self.stack.retransmit_now();
         self.kick_drv = true;
         log!("netdrv back after {} ms: {n} connections resend what is unacknowledged", now_ms().saturating_sub(since));
-    }
-
-    /// Confirms netdrv's latest death once nothing it gave us is in use.
-    pub(super) fn confirm_netdrv(&mut self) {
-        if let (true, Some(i)) = (self.drv.unconfirmed, self.drv.index) {
-            if self.d.tainted(NETDRV).unwrap_or(0) == 0 {
-                self.drv.unconfirmed = false;
-                events::confirm_settled(i, self.drv.death);
-            }
-        }
     }
 }

@@ -3,9 +3,7 @@
 //! lists and quotas per peer, and the pages a dead incarnation of ours
 //! left in use, quarantined until its death is settled.
 
-use component_runtime::events::EventsPage;
 use component_runtime::start::StartInfo;
-use component_runtime::{log, warn};
 use glue_rt::map_pool;
 use iolite::{Domain, Trust};
 
@@ -78,22 +76,4 @@ pub(super) fn quarantined_pages(d: &Domain) -> u32 {
 /// assembly connects).
 fn mapped(start: &StartInfo, vaddr: usize) -> bool {
     start.dataports().iter().any(|r| r.vaddr == vaddr as u64)
-}
-
-/// After a restart: what our dead incarnation left in use in our pools
-/// (headers on the NIC's ring, received data the client holds) stays
-/// quarantined until every peer settled that death. The death of ours
-/// whose settlement ends it (record `me` in `page`), if any.
-pub(super) fn own_quarantine(d: &Domain, me: usize, page: Option<&EventsPage>) -> Option<u64> {
-    match (quarantined_pages(d), page) {
-        (0, _) => None,
-        (n, Some(p)) if me < p.len() => {
-            log!("{n} pool pages of the dead incarnation quarantined until its death is settled");
-            Some(p.state(me).0)
-        }
-        (n, _) => {
-            warn!("{n} pool pages quarantined for good: no system events page (set netstack.system_events)");
-            None
-        }
-    }
 }

@@ -4,11 +4,13 @@
 //! ours, after netdrv's death).
 
 use alloc::collections::VecDeque;
+use component_runtime::events::EventsPage;
+use component_runtime::link::Link;
 use component_runtime::time::now_ms;
 use component_runtime::{error, log, warn};
 use core::sync::atomic::Ordering;
 use iolite::duplex::Control;
-use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Guard, Next, RwRegion};
+use iolite::{init_duplex, Aggregate, Domain, Duplex, DuplexAttach, Next, RwRegion};
 use netstack::{NicPort, TxFrame};
 use outbox::Outbox;
 
@@ -18,18 +20,29 @@ use super::{glue, NETDRV};
 /// this is full; they go out as the ring drains).
 pub(super) const TX_QUEUE: usize = 512;
 
+/// netdrv's instance name in the events page (its record: its deaths).
+const NETDRV_NAME: &str = "netdrv";
+
 /// The stack's NIC: netdrv through the link region.
 pub(super) struct Port {
     /// The link dataport, set up again when netdrv dies.
     pub(super) region: RwRegion,
-    pub(super) link: Duplex<'static>,
+    /// The link (`chan`: frames from netdrv on link.A, `rx`, frames to it
+    /// on link.B, `tx`), its guards (a corrupt ring or a forged descriptor
+    /// breaks a direction for good, never retried in a loop) and netdrv's
+    /// death watch (the assembly subscribes us to system events and netdrv
+    /// is `restartable`). What we lent a dead netdrv goes back only on
+    /// request: see `Node::release_drv_frames`.
+    pub(super) link: Link<Duplex<'static>>,
+    /// The link was set up afresh for a new netdrv incarnation that has
+    /// not published its MAC address yet; since when (ms).
+    pub(super) awaiting: Option<u64>,
+    /// netdrv deaths whose release had to wait for that
+    /// (`tcp_drv_releases_deferred`).
+    pub(super) releases_deferred: u64,
     /// Frames a dead netdrv incarnation had handed us (taken off the link
     /// before it was reset), delivered before any new one.
     pub(super) inherited: VecDeque<Aggregate<'static>>,
-    /// link.A (frames from netdrv) and link.B (frames to it): broken for
-    /// good by a corrupt ring or a forged descriptor, never retried in a loop.
-    pub(super) rx_guard: Guard,
-    pub(super) tx_guard: Guard,
     /// Frames are held back, or our pools run low: wait for netdrv to
     /// return buffers.
     pub(super) want_releases: bool,
@@ -64,14 +77,15 @@ impl NicPort<'static> for Port {
 }
 
 impl Port {
-    /// The port over `link`, set up in `region`.
-    pub(super) fn new(region: RwRegion, link: Duplex<'static>) -> Port {
+    /// The port over `link`, set up in `region`; netdrv's deaths are
+    /// followed on `page`.
+    pub(super) fn new(region: RwRegion, link: Duplex<'static>, page: Option<&EventsPage>) -> Port {
         Port {
             region,
-            link,
+            link: Link::new(NETDRV_NAME, NETDRV, page, link).release_on_request(),
+            awaiting: None,
+            releases_deferred: 0,
             inherited: VecDeque::new(),
-            rx_guard: Guard::new(),
-            tx_guard: Guard::new(),
             want_releases: false,
             queue: Outbox::new(TX_QUEUE + nic_api::FWD_CAP),
             rx_errors: 0,
@@ -83,7 +97,7 @@ impl Port {
     /// The next frame netdrv put on the link.
     pub(super) fn receive_link(&mut self) -> Option<Aggregate<'static>> {
         loop {
-            match self.rx_guard.recv(&mut self.link.rx) {
+            match self.link.rx_guard.recv(&mut self.link.chan.rx) {
                 Next::Msg(r) => return Some(r.agg),
                 Next::Idle | Next::Wait(_) => return None,
                 // One message refused (its holds went back): the next.
@@ -101,7 +115,7 @@ impl Port {
     /// `starving`: our pools run low, so netdrv should wake us when it
     /// returns buffers (it holds frames' buffers until they are sent).
     pub(super) fn flush(&mut self, starving: bool) {
-        let (tx, guard) = (&mut self.link.tx, &mut self.tx_guard);
+        let (tx, guard) = (&mut self.link.chan.tx, &mut self.link.tx_guard);
         self.posted += self.queue.drain(|f| {
             guard.send(tx, f.agg, f.offload.tag(), 0).map_err(|(_, agg, broke)| {
                 if let Some(e) = broke {
@@ -110,7 +124,7 @@ impl Port {
                 TxFrame { agg, offload: f.offload }
             })
         }) as u64;
-        if self.tx_guard.broken().is_some() {
+        if self.link.tx_guard.broken().is_some() {
             // Nobody will send them: their holds go back now.
             self.queue.clear();
         }

@@ -4,11 +4,12 @@
 //! (cut off, restarted where we may) and its deaths.
 
 use alloc::vec::Vec;
-use component_runtime::events::{self, EventsPage};
+use component_runtime::events::EventsPage;
+use component_runtime::link::Link;
 use component_runtime::{error, log, warn};
 use glue_rt::pools::rw;
 use iolite::duplex::Control;
-use iolite::{Domain, Duplex, DuplexAttach, PeerId, RwRegion};
+use iolite::{Domain, Duplex, DuplexAttach, RwRegion};
 use netstack::api::{Session, SessionStats};
 use netstack::client::{Client, ClientStats, Fault};
 use netstack::NetStack;
@@ -29,11 +30,12 @@ const EVENTS_CAP: usize = 1024;
 pub(super) struct Slot {
     /// The region's dataport name, for reports (`channel client.B ...`).
     pub(super) region_name: &'static str,
-    /// The client, for reports, the events page and restart requests: its
-    /// instance name where the assembly tells us (`client2_name`), else
-    /// "client".
-    pub(super) who: &'static str,
-    pub(super) peer: PeerId,
+    /// The client's peer slot and death watch (`Link::name`: its
+    /// instance name where the assembly tells us, `client_name` and
+    /// `client2_name`, else the region's name; for reports, the events
+    /// page and restart requests). Its channels are `client`'s, with
+    /// their guards.
+    pub(super) link: Link<()>,
     pub(super) region: RwRegion,
     pub(super) control: Control,
     /// We signal it through `event` (the first client only).
@@ -58,13 +60,6 @@ pub(super) struct Slot {
     /// The session, kept across incarnations (its counters), while no
     /// client is attached.
     pub(super) spare: Option<Session<'static>>,
-    /// Its record in the events page (with the death protocol, and a name).
-    pub(super) index: Option<usize>,
-    /// Its latest death, and whether it is still to be confirmed (nothing
-    /// it gave us in use) and to be followed by a new attachment.
-    pub(super) death: u64,
-    pub(super) unconfirmed: bool,
-    pub(super) dead: bool,
     /// We ask the supervisor to restart it when it breaks a channel.
     pub(super) restart: bool,
     /// Reported a region set up again without a death (once per
@@ -78,6 +73,11 @@ pub(super) struct Slot {
 }
 
 impl Slot {
+    /// The client's name, for reports.
+    pub(super) fn who(&self) -> &'static str {
+        self.link.name()
+    }
+
     pub(super) fn stats(&self) -> ClientStats {
         let c = self.client.as_ref().map(|c| c.stats()).unwrap_or_default();
         let r = self.retired;
@@ -112,7 +112,7 @@ impl Slot {
             "channel {}.{} from {} broken: {:?}{}",
             self.region_name,
             f.channel.letter(),
-            self.who,
+            self.who(),
             f.why,
             if f.releases { " (its releases)" } else { "" }
         );
@@ -122,27 +122,28 @@ impl Slot {
     /// after the client's death when a new incarnation set it up again.
     pub(super) fn check_attach(&mut self, d: &'static Domain) {
         let g = self.control.generation();
-        if !self.dead {
+        let dead = self.link.is_dead();
+        if !dead {
             self.seen = g;
         }
-        if g == 0 || g == self.generation || g == self.stale || (self.dead && g == self.dead_generation) {
+        if g == 0 || g == self.generation || g == self.stale || (dead && g == self.dead_generation) {
             return;
         }
-        if self.generation != 0 && !self.dead {
+        if self.generation != 0 && !dead {
             if !core::mem::replace(&mut self.warned, true) {
                 warn!(
                     "{} set its region {} up again without dying (generation {g}): not attached",
-                    self.who, self.region_name
+                    self.who(),
+                    self.region_name
                 );
             }
             return;
         }
-        let again = self.dead;
-        if self.dead {
+        let again = dead;
+        if dead {
             // The new incarnation is served; what the old one was lent
             // stays quarantined until its death is settled.
-            let _ = d.peer_restarted(self.peer);
-            self.dead = false;
+            self.link.revived(d);
         }
         self.generation = g;
         self.warned = false;
@@ -153,7 +154,7 @@ impl Slot {
         let attached = unsafe {
             Duplex::attach(DuplexAttach {
                 domain: d,
-                peer: self.peer,
+                peer: self.link.peer(),
                 region: self.region,
                 geometry: socket_api::GEOMETRY,
                 side: socket_api::STACK_SIDE,
@@ -166,11 +167,11 @@ impl Slot {
                 // Ours from now on: a later incarnation of ours must not
                 // attach to these channels again (see `stale`).
                 socket_api::mark_stack_attached(&self.control, g);
-                if self.peer != CLIENT || again || core::mem::take(&mut self.announce) {
-                    log!("{} attached on {} (generation {g})", self.who, self.region_name);
+                if self.link.peer() != CLIENT || again || core::mem::take(&mut self.announce) {
+                    log!("{} attached on {} (generation {g})", self.who(), self.region_name);
                 }
             }
-            Err(e) => error!("{}'s region {} (generation {g}) cannot be attached: {e:?}", self.who, self.region_name),
+            Err(e) => error!("{}'s region {} (generation {g}) cannot be attached: {e:?}", self.who(), self.region_name),
         }
     }
 
@@ -182,27 +183,24 @@ impl Slot {
         self.cut_off += 1;
         log!(
             "{} cut off: {} connections reset, {} ports closed, {} events dropped",
-            self.who,
+            self.who(),
             closed.connections,
             closed.ports,
             closed.events
         );
         if self.restart {
-            log!("{} broke its channel: asking the supervisor to restart it", self.who);
+            log!("{} broke its channel: asking the supervisor to restart it", self.who());
             self.restart_requests += 1;
-            if let Err(e) = component_runtime::restart(self.who) {
-                error!("restart of {} failed: {e}", self.who);
+            if let Err(e) = component_runtime::restart(self.who()) {
+                error!("restart of {} failed: {e}", self.who());
             }
         }
     }
 
-    /// The client died: cut it off (if it was not), forget what it granted
-    /// us and quarantine what we lent it.
+    /// The client died (its link saw it): cut it off (if it was not),
+    /// forget what it granted us and quarantine what we lent it.
     pub(super) fn died(&mut self, d: &'static Domain, stack: &mut NetStack<'static>, death: u64) {
-        self.death = death;
-        self.dead = true;
         self.dead_generation = self.seen;
-        self.unconfirmed = true;
         if let Some(mut c) = self.client.take() {
             if !c.is_cut_off() {
                 c.close(stack);
@@ -215,18 +213,8 @@ impl Slot {
             self.broken_before += c.channels_broken() as u64;
             self.spare = Some(c.into_session());
         }
-        let quarantined = d.peer_failed(self.peer).unwrap_or(0);
-        log!("{} died (death {death}): {quarantined} buffers lent to it quarantined", self.who);
-    }
-
-    /// Confirms its latest death once nothing it gave us is in use.
-    pub(super) fn confirm(&mut self, d: &'static Domain) {
-        if let (true, Some(i)) = (self.unconfirmed, self.index) {
-            if d.tainted(self.peer).unwrap_or(0) == 0 {
-                self.unconfirmed = false;
-                events::confirm_settled(i, self.death);
-            }
-        }
+        let quarantined = self.link.fail(d);
+        log!("{} died (death {death}): {quarantined} buffers lent to it quarantined", self.who());
     }
 }
 
@@ -255,10 +243,9 @@ pub(super) fn open_slots(
     page: Option<&EventsPage>,
     restarts: u64,
 ) -> Vec<Slot> {
-    let slot = |region_name, who, peer, region, control, signalled, listen_budget, index, restart| Slot {
+    let slot = |region_name, link, region, control, signalled, listen_budget, restart| Slot {
         region_name,
-        who,
-        peer,
+        link,
         region,
         control,
         signalled,
@@ -270,10 +257,6 @@ pub(super) fn open_slots(
         dead_generation: 0,
         client: None,
         spare: None,
-        index,
-        death: 0,
-        unconfirmed: false,
-        dead: false,
         restart,
         warned: false,
         retired: ClientStats::default(),
@@ -287,11 +270,11 @@ pub(super) fn open_slots(
     // are reset and its state dropped at its death, what we lent it stays
     // quarantined until the death is settled, and its new incarnation is
     // attached when it sets the region up again.
-    let (who, index) = match glue::attributes::CLIENT_NAME {
-        "" => ("client", None),
-        name => (name, page.and_then(|p| p.index_of(name))),
+    let link = match glue::attributes::CLIENT_NAME {
+        "" => Link::new("client", CLIENT, None, ()),
+        name => Link::new(name, CLIENT, page, ()),
     };
-    slots.push(slot("client", who, CLIENT, region, control, true, usize::MAX, index, false));
+    slots.push(slot("client", link, region, control, true, usize::MAX, false));
     if has_client2 {
         let name = glue::attributes::CLIENT2_NAME;
         // SAFETY: the client2 dataport (mapped: checked above), read-write
@@ -299,12 +282,14 @@ pub(super) fn open_slots(
         let region = unsafe { rw(glue::client2::VADDR, glue::client2::SIZE) };
         // SAFETY: as for the first client's region.
         let control = unsafe { Control::of(region, socket_api::GEOMETRY).expect("client2 region") };
-        let who = if name.is_empty() { "client2" } else { name };
-        let index = page.and_then(|p| p.index_of(name));
+        let link = match name {
+            "" => Link::new("client2", CLIENT2, None, ()),
+            name => Link::new(name, CLIENT2, page, ()),
+        };
         // Restarting it makes sense only where its death is followed here.
-        let restart = index.is_some();
+        let restart = link.index().is_some();
         let budget = glue::attributes::CLIENT2_LISTEN as usize;
-        slots.push(slot("client2", who, CLIENT2, region, control, false, budget, index, restart));
+        slots.push(slot("client2", link, region, control, false, budget, restart));
     }
     for s in &mut slots {
         // A region whose generation a dead incarnation of ours attached
@@ -315,7 +300,7 @@ pub(super) fn open_slots(
             s.stale = g;
             log!(
                 "{}'s region {} (generation {g}) was our dead incarnation's: waiting for it to set it up again",
-                s.who,
+                s.who(),
                 s.region_name
             );
         }
