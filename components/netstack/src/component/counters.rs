@@ -119,6 +119,10 @@ impl Node {
                 S::DeadInputDropped => s.dead_input_dropped,
             };
         }
+        // What fs's memory budget charges us: the copies of response data
+        // queued in the send rings (0 in iolite mode, which queues
+        // references).
+        v.set_io_bytes_held(v[S::SendRingBytesInUse]);
         self.stats.publish(&v);
     }
 
