@@ -1,5 +1,5 @@
 //! What the root task's supervisor decides, without doing it: the policy
-//! half of `roottask/src/supervisor.rs`, sans-IO.
+//! half of `roottask/src/supervisor/`, sans-IO.
 //!
 //! The supervisor receives faults, exits, requests and clock ticks, and
 //! acts on the kernel (suspends, rebuilds, signals) and on the system

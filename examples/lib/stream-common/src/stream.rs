@@ -48,15 +48,17 @@
 //!    the producer runs the death protocol (`Domain::peer_died`): the
 //!    dead consumer's holds are dropped and the pool is whole again, which
 //!    its final lines show.
+//!
+//! The producer's side is in `producer`, the consumer's in `consumer`;
+//! what both share (the plan of groups) is here.
 
 mod consumer;
 mod producer;
 
-pub use consumer::{consume, ConsumerPorts, ConsumerReport, MAX_HELD};
+pub use consumer::{announce_restart, consume, ConsumerPorts, ConsumerReport, MAX_HELD};
 pub use producer::{produce, ProducerPorts, ProducerReport};
 
-use crate::{Control, SplitMix};
-use iolite::RwRegion;
+use crate::SplitMix;
 
 /// Bytes the producer streams (at least; the last group may go over).
 pub const STREAM_BYTES: u64 = 8 << 20;
@@ -165,15 +167,6 @@ impl Iterator for Plan {
         self.planned += g.len();
         Some(g)
     }
-}
-
-/// The restarted consumer's part: tell the producer, without touching the
-/// channel (its first incarnation finished the stream).
-pub fn announce_restart<S: Fn()>(channel: RwRegion, restarts: u64, signal_space: S) {
-    // SAFETY: the channel dataport; only the control block is touched.
-    let control = unsafe { Control::at(channel) };
-    Control::set(&control.consumer_restarted, restarts);
-    signal_space();
 }
 
 #[cfg(test)]

@@ -223,3 +223,12 @@ fn keep(kept: Kept<'_>, probe: usize) -> usize {
     core::mem::forget(kept);
     probe
 }
+
+/// The restarted consumer's part: tell the producer, without touching the
+/// channel (its first incarnation finished the stream).
+pub fn announce_restart<S: Fn()>(channel: RwRegion, restarts: u64, signal_space: S) {
+    // SAFETY: the channel dataport; only the control block is touched.
+    let control = unsafe { Control::at(channel) };
+    Control::set(&control.consumer_restarted, restarts);
+    signal_space();
+}
