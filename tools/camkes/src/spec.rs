@@ -355,14 +355,17 @@ pub fn describe(spec: &SystemSpec) -> String {
     }
     // Whoever maps a device's registers can program its DMA: say who does.
     let _ = writeln!(out, "device regions (holder, rights):");
+    let mut device_holders: HashMap<u32, Vec<String>> = HashMap::new();
+    for c in &spec.components {
+        for m in &c.mappings {
+            if matches!(spec.object(m.object).map(|o| &o.kind), Some(ObjectKind::DeviceFrames { .. })) {
+                device_holders.entry(m.object.0).or_default().push(format!("{} {}", c.name, access_letters(m.access)));
+            }
+        }
+    }
     for (i, o) in spec.objects.iter().enumerate() {
         let ObjectKind::DeviceFrames { paddr, size } = o.kind else { continue };
-        let holders: Vec<String> = spec
-            .components
-            .iter()
-            .flat_map(|c| c.mappings.iter().filter(|m| m.object.0 as usize == i).map(move |m| (c, m)))
-            .map(|(c, m)| format!("{} {}", c.name, access_letters(m.access)))
-            .collect();
+        let holders = device_holders.remove(&(i as u32)).unwrap_or_default();
         let holders = if holders.is_empty() { "nobody".to_string() } else { holders.join(", ") };
         let _ = writeln!(out, "  #{i} {} {paddr:#x}+{size:#x}: {holders}", o.name);
     }
@@ -449,11 +452,60 @@ pub fn describe(spec: &SystemSpec) -> String {
     out
 }
 
-/// `component.interface` of the interface `is` picks, or `component.?`.
-fn end_name(c: &Component, is: impl Fn(&Binding) -> bool) -> String {
-    match c.interfaces.iter().find(|i| is(&i.binding)) {
-        Some(i) => format!("{}.{}", c.name, i.name),
-        None => format!("{}.?", c.name),
+/// A component's interfaces by what their bindings hold, so that each
+/// capability and mapping finds its end in one lookup.
+struct EndNames<'a> {
+    /// Interface by capability slot (the first interface using it).
+    slot: HashMap<u64, &'a str>,
+    /// Interrupt consumer by its IRQ handler slot.
+    handler: HashMap<u64, &'a str>,
+    /// Dataport by virtual address.
+    vaddr: HashMap<u64, &'a str>,
+}
+
+impl<'a> EndNames<'a> {
+    fn of(c: &'a Component) -> EndNames<'a> {
+        let mut names = EndNames { slot: HashMap::new(), handler: HashMap::new(), vaddr: HashMap::new() };
+        for i in &c.interfaces {
+            let name = i.name.as_str();
+            match i.binding {
+                Binding::RpcClient { slot }
+                | Binding::RpcServer { slot }
+                | Binding::EventEmitter { slot }
+                | Binding::EventConsumer { slot }
+                | Binding::IoPortUser { slot } => {
+                    names.slot.entry(slot).or_insert(name);
+                }
+                Binding::InterruptConsumer { slot, irq_handler_slot } => {
+                    names.slot.entry(slot).or_insert(name);
+                    names.handler.entry(irq_handler_slot).or_insert(name);
+                }
+                Binding::Dataport { vaddr, .. } => {
+                    names.vaddr.entry(vaddr).or_insert(name);
+                }
+                Binding::Unconnected => {}
+            }
+        }
+        names
+    }
+
+    /// `component.interface` of the capability in `slot`; the console's
+    /// wiring, which has no interface, by what it is; else `component.?`.
+    fn cap(&self, c: &Component, slot: u64) -> String {
+        match self.slot.get(&slot).or_else(|| self.handler.get(&slot)) {
+            Some(name) => format!("{}.{name}", c.name),
+            None if c.log_ring.as_ref().is_some_and(|r| r.signal_slot == slot) => format!("{}.(log signal)", c.name),
+            None if c.log_server.as_ref().is_some_and(|l| l.wait_slot == slot) => format!("{}.(log wait)", c.name),
+            None => format!("{}.?", c.name),
+        }
+    }
+
+    /// `component.dataport` of the mapping at `vaddr`, or `component.?`.
+    fn mapping(&self, c: &Component, vaddr: u64) -> String {
+        match self.vaddr.get(&vaddr) {
+            Some(name) => format!("{}.{name}", c.name),
+            None => format!("{}.?", c.name),
+        }
     }
 }
 
@@ -484,6 +536,44 @@ fn rights_letters(r: Rights) -> String {
 /// anybody's rights is a changed line (`tests/golden/iolite-rights.txt`).
 pub fn rights_table(spec: &SystemSpec) -> String {
     use std::fmt::Write;
+    // Every end, bucketed by object in one pass over the components (in
+    // their order, mappings before capabilities, as the table lists them),
+    // then the console rings, which the loader maps outside the dataports.
+    let mut ends: Vec<Vec<String>> = vec![Vec::new(); spec.objects.len()];
+    for c in &spec.components {
+        let names = EndNames::of(c);
+        for m in &c.mappings {
+            let cached = if m.cached { "" } else { " uncached" };
+            let end = names.mapping(c, m.vaddr);
+            if let Some(lines) = ends.get_mut(m.object.0 as usize) {
+                lines.push(format!("{end:<24} map {}{cached}", access_letters(m.access)));
+            }
+        }
+        for cap in &c.caps {
+            let badge = if cap.badge != 0 { format!(" badge {:#x}", cap.badge) } else { String::new() };
+            let end = names.cap(c, cap.slot);
+            if let Some(lines) = ends.get_mut(cap.object.0 as usize) {
+                lines.push(format!("{end:<24} cap {}{badge}", rights_letters(cap.rights)));
+            }
+        }
+    }
+    let mut rings: Vec<Vec<String>> = vec![Vec::new(); spec.objects.len()];
+    for c in &spec.components {
+        let mut ring_line = |ring: ObjectId, line: String| {
+            if let Some(lines) = rings.get_mut(ring.0 as usize) {
+                lines.push(line);
+            }
+        };
+        if let Some(r) = &c.log_ring {
+            ring_line(r.ring, format!("{:<24} map RW", format!("{}.(log ring)", c.name)));
+        }
+        if let Some(l) = &c.log_server {
+            let mut read = std::collections::HashSet::new();
+            for r in l.rings.iter().filter(|r| read.insert(r.ring)) {
+                ring_line(r.ring, format!("{:<24} map R", format!("{}.(log rings)", c.name)));
+            }
+        }
+    }
     let mut out = String::new();
     let _ = writeln!(out, "# {:<18} {:<28} {:<24} rights", "object", "kind", "end (component.interface)");
     for (i, o) in spec.objects.iter().enumerate() {
@@ -496,57 +586,9 @@ pub fn rights_table(spec: &SystemSpec) -> String {
             ObjectKind::IoPorts { first, last } => format!("ports {first:#x}:{last:#x}"),
         };
         let mut holders = 0;
-        for c in &spec.components {
-            for m in c.mappings.iter().filter(|m| m.object.0 as usize == i) {
-                let cached = if m.cached { "" } else { " uncached" };
-                let end = end_name(c, |b| matches!(b, Binding::Dataport { vaddr, .. } if *vaddr == m.vaddr));
-                let _ = writeln!(out, "{:<20} {kind:<28} {end:<24} map {}{cached}", o.name, access_letters(m.access));
-                holders += 1;
-            }
-            for cap in c.caps.iter().filter(|cap| cap.object.0 as usize == i) {
-                let badge = if cap.badge != 0 { format!(" badge {:#x}", cap.badge) } else { String::new() };
-                let end = end_name(c, |b| match *b {
-                    Binding::RpcClient { slot }
-                    | Binding::RpcServer { slot }
-                    | Binding::EventEmitter { slot }
-                    | Binding::EventConsumer { slot }
-                    | Binding::InterruptConsumer { slot, .. }
-                    | Binding::IoPortUser { slot } => slot == cap.slot,
-                    _ => false,
-                });
-                let end = if end.ends_with('?') {
-                    end_name(
-                        c,
-                        |b| matches!(b, Binding::InterruptConsumer { irq_handler_slot, .. } if *irq_handler_slot == cap.slot),
-                    )
-                } else {
-                    end
-                };
-                // The console server's wiring has no interface: name it.
-                let end = if !end.ends_with('?') {
-                    end
-                } else if c.log_ring.as_ref().is_some_and(|r| r.signal_slot == cap.slot) {
-                    format!("{}.(log signal)", c.name)
-                } else if c.log_server.as_ref().is_some_and(|l| l.wait_slot == cap.slot) {
-                    format!("{}.(log wait)", c.name)
-                } else {
-                    end
-                };
-                let _ = writeln!(out, "{:<20} {kind:<28} {end:<24} cap {}{badge}", o.name, rights_letters(cap.rights));
-                holders += 1;
-            }
-        }
-        // Console rings: mapped by the loader outside the dataports,
-        // read-write in their writer, read-only in the log server.
-        for c in &spec.components {
-            if c.log_ring.as_ref().is_some_and(|r| r.ring.0 as usize == i) {
-                let _ = writeln!(out, "{:<20} {kind:<28} {:<24} map RW", o.name, format!("{}.(log ring)", c.name));
-                holders += 1;
-            }
-            if c.log_server.as_ref().is_some_and(|l| l.rings.iter().any(|r| r.ring.0 as usize == i)) {
-                let _ = writeln!(out, "{:<20} {kind:<28} {:<24} map R", o.name, format!("{}.(log rings)", c.name));
-                holders += 1;
-            }
+        for end in ends[i].iter().chain(&rings[i]) {
+            let _ = writeln!(out, "{:<20} {kind:<28} {end}", o.name);
+            holders += 1;
         }
         if holders == 0 {
             let _ = writeln!(out, "{:<20} {kind:<28} {:<24} -", o.name, "(nobody)");
