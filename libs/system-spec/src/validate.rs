@@ -527,7 +527,7 @@ impl SystemSpec {
             return Err(bad("virtual address is zero or not page-aligned"));
         }
         if let ObjectKind::Frames { size } = object.kind {
-            if mapping.vaddr % crate::frame_size(size) != 0 {
+            if !mapping.vaddr.is_multiple_of(crate::frame_size(size)) {
                 return Err(bad(
                     "a dataport of 2 MiB multiples is backed by 2 MiB frames: its address must be 2 MiB-aligned",
                 ));

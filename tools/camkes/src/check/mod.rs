@@ -7,7 +7,8 @@
 //! In stages, one module each: `model` is what a checked system is;
 //! `resolve` defines the items in order (procedures, components, instances,
 //! connections); `settings` reads the configuration once every assembly is
-//! merged; `checks` applies the rules that need the whole system (rights,
+//! merged (`values` says what a value may be, `unsupported` why upstream
+//! settings are left out); `checks` applies the rules that need the whole system (rights,
 //! interrupts, instances of a type wired alike). [`check`] runs them.
 
 mod checks;
@@ -15,6 +16,8 @@ mod model;
 mod pools;
 mod resolve;
 mod settings;
+mod unsupported;
+mod values;
 
 pub use pools::TABLE as POOL_TABLE;
 

@@ -174,6 +174,9 @@ pub struct MmioConfig {
 pub struct InstanceConfig {
     /// Thread priority.
     pub priority: Option<u8>,
+    /// Where the priority that counts is set (`_priority` wins over
+    /// `priority`), for the errors of the priority discipline.
+    pub priority_setting: Option<Pos>,
     /// Maximum controlled priority.
     pub max_priority: Option<u8>,
     /// Stack bytes.
