@@ -60,7 +60,7 @@ fn hello_compiles_with_the_documented_layout() {
     assert!(client.control && !server.control);
     assert!(reader.restartable && !client.restartable);
     assert_eq!(server.priority, 200);
-    assert_eq!(client.priority, system_spec::DEFAULT_PRIORITY);
+    assert_eq!(client.priority, 200);
 
     // Slots 1.. for non-dataport interfaces in declaration order.
     assert_eq!(client.interfaces[0].binding, Binding::RpcClient { slot: 1 });

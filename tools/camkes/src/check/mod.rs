@@ -14,6 +14,7 @@
 mod checks;
 mod model;
 mod pools;
+mod priorities;
 mod resolve;
 mod settings;
 mod unsupported;
@@ -136,6 +137,7 @@ impl Checker {
         self.check_instances()?;
         self.check_connections()?;
         self.check_call_graph()?;
+        self.check_priorities()?;
         self.check_component_types()?;
         self.resolve_pool_ids()?;
         Ok(self.system)

@@ -282,6 +282,11 @@ pub struct ConnectionInfo {
     pub pool: Option<u32>,
     /// Where `<connection>.pool = true` is set, until the ids are derived.
     pub(super) pool_setting: Option<Pos>,
+    /// `<connection>.initialiser = "<instance>"`: the end (instance index)
+    /// that sets the region up while the others attach at their start
+    /// without waiting for it, so it must run above them; with where the
+    /// setting's value is.
+    pub initialiser: Option<(usize, Pos)>,
 }
 
 /// A checked system.

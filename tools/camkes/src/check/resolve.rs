@@ -299,6 +299,7 @@ impl Checker {
             shared_writers: None,
             pool: None,
             pool_setting: None,
+            initialiser: None,
         };
         let mut first_type: Option<(String, Pos)> = None;
         for end in &conn.ends {

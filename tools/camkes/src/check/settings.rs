@@ -37,12 +37,13 @@ fn system_events(component: &ComponentType, value: &Value, label: &str) -> Resul
 }
 
 impl Checker {
-    /// The two connection settings: `channel` and `shared_writers`, both on
-    /// `seL4SharedData` only (upstream accepts them silently).
+    /// The connection settings: `channel`, `shared_writers`, `pool` and
+    /// `initialiser`, all on `seL4SharedData` only (upstream accepts them
+    /// silently).
     pub(super) fn connection_setting(&mut self, connection: usize, s: &ast::Setting) -> Result<()> {
         let conn = &mut self.system.connections[connection];
         let label = format!("'{}.{}'", s.target.text, s.attribute.text);
-        let known = ["channel", "shared_writers", "pool"];
+        let known = ["channel", "shared_writers", "pool", "initialiser"];
         if let Some((_, why)) = UNSUPPORTED_CONNECTION_SETTINGS.iter().find(|(name, _)| *name == s.attribute.text) {
             return err(&s.attribute.pos, format!("attribute {label} is not supported: {why}"));
         }
@@ -50,7 +51,7 @@ impl Checker {
             return err(
                 &s.attribute.pos,
                 format!(
-                    "unknown attribute '{}' for connection '{}' (connection settings: channel, shared_writers, pool)",
+                    "unknown attribute '{}' for connection '{}' (connection settings: channel, shared_writers, pool, initialiser)",
                     s.attribute.text, s.target.text
                 ),
             );
@@ -77,6 +78,19 @@ impl Checker {
             if int_in(&s.value, &label, 0, 1)? == 1 {
                 conn.pool_setting = Some(s.attribute.pos.clone());
             }
+        } else if s.attribute.text == "initialiser" {
+            let name = string_value(&s.value, &label)?;
+            let end = self.instance_names.get(name).copied().filter(|&i| {
+                let conn = &self.system.connections[connection];
+                conn.from.iter().chain(&conn.to).any(|e| e.instance == i)
+            });
+            let Some(instance) = end else {
+                return err(
+                    &s.value.pos,
+                    format!("{label} names '{name}', which is not an end of '{}'", s.target.text),
+                );
+            };
+            self.system.connections[connection].initialiser = Some((instance, s.value.pos.clone()));
         } else {
             let why = string_value(&s.value, &label)?;
             if why.trim().is_empty() {

@@ -114,9 +114,73 @@ const POLICY_BOUNDS: &[(&str, &str, i128, i128)] = &[
     ("Httpd", "max_input_slices", 1, 4096),
 ];
 
+/// What a string attribute's value must look like, beyond being a string.
+#[derive(Clone, Copy)]
+enum Form {
+    /// One of these words.
+    Words(&'static [&'static str]),
+    /// An IPv4 address `a.b.c.d`, or `""` for none.
+    Ipv4OrNone,
+    /// An IPv4 address with an optional prefix length, `a.b.c.d[/n]`.
+    Ipv4Prefix,
+}
+
+/// String attributes whose component reads them as one of a few forms:
+/// (component, attribute, form). A component that cannot use a value it is
+/// given must not fall back on a default in silence (a typo in
+/// `checksum` once ran the cached mode for "ofload"): the value is refused
+/// where it is written.
+const STRING_FORMS: &[(&str, &str, Form)] = &[
+    // components/netstack: how TCP/IP checksums are made (its README).
+    ("Netstack", "checksum", Form::Words(&["cached", "software", "offload"])),
+    ("Netstack", "address", Form::Ipv4Prefix),
+    ("Netstack", "gateway", Form::Ipv4OrNone),
+    // components/fs: the replacement order of the file cache (fs::Policy).
+    ("Fs", "cache_policy", Form::Words(&["lru", "gds"])),
+];
+
+fn is_ipv4(text: &str) -> bool {
+    let parts: Vec<&str> = text.split('.').collect();
+    parts.len() == 4
+        && parts.iter().all(|p| !p.is_empty() && p.len() <= 3 && p.bytes().all(|b| b.is_ascii_digit()))
+        && parts.iter().all(|p| p.parse::<u16>().is_ok_and(|n| n <= 255))
+}
+
+/// Whether `text` has `form`, else what it should look like.
+fn check_form(text: &str, form: Form) -> std::result::Result<(), String> {
+    match form {
+        Form::Words(words) if words.contains(&text) => Ok(()),
+        Form::Words(words) => {
+            let quoted: Vec<String> = words.iter().map(|w| format!("\"{w}\"")).collect();
+            Err(format!("one of {}", quoted.join(", ")))
+        }
+        Form::Ipv4OrNone if text.is_empty() || is_ipv4(text) => Ok(()),
+        Form::Ipv4OrNone => Err("an IPv4 address \"a.b.c.d\" (or \"\" for none)".into()),
+        Form::Ipv4Prefix => {
+            let (address, prefix) = text.split_once('/').unwrap_or((text, "0"));
+            let prefix_ok = !prefix.is_empty()
+                && prefix.len() <= 2
+                && prefix.bytes().all(|b| b.is_ascii_digit())
+                && prefix.parse::<u8>().is_ok_and(|n| n <= 32);
+            if is_ipv4(address) && prefix_ok {
+                Ok(())
+            } else {
+                Err("an IPv4 address with a prefix length, \"a.b.c.d/n\" (n 0..=32)".into())
+            }
+        }
+    }
+}
+
 /// Checks `value` of attribute `decl` of component `component` against
-/// [`POLICY_BOUNDS`] (after [`type_check`]).
+/// [`POLICY_BOUNDS`] and [`STRING_FORMS`] (after [`type_check`]).
 pub(super) fn policy_check(component: &str, decl: &ast::AttributeDecl, value: &Value, label: &str) -> Result<()> {
+    if let ValueKind::Str(text) = &value.kind {
+        let form = STRING_FORMS.iter().find(|f| f.0 == component && f.1 == decl.name.text);
+        if let Some(Err(wanted)) = form.map(|f| check_form(text, f.2)) {
+            return err(&value.pos, format!("{label} = \"{text}\" is not {wanted}"));
+        }
+        return Ok(());
+    }
     let ValueKind::Int(n) = value.kind else { return Ok(()) };
     match POLICY_BOUNDS.iter().find(|b| b.0 == component && b.1 == decl.name.text) {
         Some(&(_, _, min, max)) if !(min..=max).contains(&n) => {
@@ -183,4 +247,25 @@ pub(super) fn type_check(decl: &ast::AttributeDecl, value: &Value, label: &str) 
         );
     }
     in_range(value)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn string_forms() {
+        let words = Form::Words(&["cached", "software"]);
+        assert_eq!(check_form("cached", words), Ok(()));
+        assert_eq!(check_form("cachd", words), Err("one of \"cached\", \"software\"".into()));
+        for good in ["10.0.2.15/24", "10.0.2.15", "0.0.0.0/0", "255.255.255.255/32"] {
+            assert_eq!(check_form(good, Form::Ipv4Prefix), Ok(()), "{good}");
+        }
+        for bad in ["10.0.2/24", "10.0.2.256/24", "10.0.2.15/33", "10.0.2.15/", "a.b.c.d", "", "1.2.3.4/+1"] {
+            assert!(check_form(bad, Form::Ipv4Prefix).is_err(), "{bad}");
+        }
+        assert_eq!(check_form("", Form::Ipv4OrNone), Ok(()));
+        assert_eq!(check_form("10.0.2.2", Form::Ipv4OrNone), Ok(()));
+        assert!(check_form("10.0.2.2/24", Form::Ipv4OrNone).is_err());
+    }
 }
