@@ -296,6 +296,58 @@ fn a_servers_clients_are_named_from_its_connection() {
     assert!(server.contains("// No `CLIENTS`: instances of `S` have different clients here"), "{server}");
 }
 
+/// Every interface names the instances at its other side from the
+/// assembly, with their spec indices (their system events records), so no
+/// setting restates the wiring: one peer also as `PEER`; an unconnected
+/// `maybe` interface has none; a hardware peer or instances of a type with
+/// different peers get no constant, and a comment says why.
+#[test]
+fn peers_are_named_from_the_connections() {
+    let types = "import <std_connector.camkes>;\nprocedure P { void f(); }\n\
+        component S { control; provides P p; dataport Buf d; maybe dataport Buf spare; }\n\
+        component C { control; uses P p; dataport Buf d; }\n\
+        component Dev { hardware; emits Irq irq; }\n\
+        component D { control; consumes Irq irq; }\n";
+    let glue = |source: &str, file: &str| {
+        let out = compile(source).unwrap_or_else(|e| panic!("{e}"));
+        out.glue.into_iter().find(|(n, _)| n == file).unwrap().1
+    };
+    let module = |text: &str, name: &str| {
+        let start = text.find(&format!("pub mod {name} {{")).unwrap_or_else(|| panic!("no module {name}"));
+        text[start..].split("\n    }\n").next().unwrap().to_string()
+    };
+    let one = format!(
+        "{types}assembly {{ composition {{ component Dev dev; component C a; component C b; component S s; component D drv;\n\
+         connection seL4RPCCall r(from b.p, from a.p, to s.p);\n\
+         connection seL4SharedData m(from s.d, to a.d, to b.d);\n\
+         connection seL4HardwareInterrupt i(from dev.irq, to drv.irq); }}\n\
+         configuration {{ dev.irq_irq_type = \"isa\"; dev.irq_irq_ioapic_pin = 4; dev.irq_irq_vector = 4; }} }}\n"
+    );
+    let server = glue(&one, "s.rs");
+    // Spec indices count software instances only (`dev` is hardware).
+    let p = module(&server, "p");
+    assert!(p.contains("pub const PEERS: &[&str] = &[\"b\", \"a\"];"), "{p}");
+    assert!(p.contains("pub const PEER_INDICES: &[usize] = &[1, 0];"), "{p}");
+    assert!(!p.contains("pub const PEER:"), "{p}");
+    let spare = module(&server, "spare");
+    assert!(spare.contains("pub const PEERS: &[&str] = &[];"), "{spare}");
+    let client = glue(&one, "c.rs");
+    let p = module(&client, "p");
+    assert!(p.contains("pub const PEER: &str = \"s\";") && p.contains("pub const PEER_INDEX: usize = 2;"), "{p}");
+    // Both clients see `s` at the other side of `d`: one constant serves.
+    assert!(module(&client, "d").contains("pub const PEER: &str = \"s\";"));
+    let driver = glue(&one, "d.rs");
+    assert!(module(&driver, "irq").contains("// No `PEERS`: a hardware instance is at the other end"), "{driver}");
+
+    let two = format!(
+        "{types}assembly {{ composition {{ component C a; component C b; component S s; component S t;\n\
+         connection seL4RPCCall r(from a.p, to s.p); connection seL4RPCCall q(from b.p, to t.p);\n\
+         connection seL4SharedData m(from s.d, to a.d); connection seL4SharedData n(from t.d, to b.d); }} }}\n"
+    );
+    let client = glue(&two, "c.rs");
+    assert!(module(&client, "p").contains("// No `PEERS`: instances of this type have different peers here"));
+}
+
 /// fs's clients are named by the compiler, so the setting that once named
 /// them (and could name a wrong instance) is refused in the real assembly,
 /// at its place.
