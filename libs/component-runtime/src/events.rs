@@ -191,14 +191,19 @@ impl Watcher {
     /// incarnation does not act on deaths that happened before it started;
     /// `None` without an events page.
     pub fn new() -> Option<Watcher> {
-        let page = page()?;
+        Some(Watcher::on(page()?))
+    }
+
+    /// A watcher of `page` (host tests: a page in memory), taking its
+    /// current state as seen.
+    pub fn on(page: &'static EventsPage) -> Watcher {
         let mut seen = [(0, 0); MAX_COMPONENTS];
         let mut held_down = [false; MAX_COMPONENTS];
         for (i, (s, h)) in seen.iter_mut().zip(held_down.iter_mut()).enumerate().take(page.len()) {
             *s = page.state(i);
             *h = page.held_down(i);
         }
-        Some(Watcher { page, seen, held_down })
+        Watcher { page, seen, held_down }
     }
 
     /// The page.

@@ -5,7 +5,10 @@
 //! with logging macros ([`log!`], [`info!`], [`warn!`], [`error!`]), a panic
 //! handler that names the component, time ([`time`]: the TSC at the rate the
 //! kernel measured, the ticker's clock page) and (feature `heap`) a global
-//! allocator over a static region.
+//! allocator over a static region. On top of those, the shape every
+//! component shell shares: the loop ([`shell`]: `init`, then
+//! `notified(round)`) and one [`link::Link`] per peer (its channel,
+//! guards and death watch).
 //!
 //! Host builds (unit tests of crates that depend on this one) get only the
 //! formatting parts: the entry points, the panic handler and the allocator
@@ -19,10 +22,12 @@ pub mod events;
 #[cfg(feature = "heap")]
 pub mod heap;
 pub mod inject;
+pub mod link;
 pub mod liveness;
 pub mod logring;
 mod panic;
 pub mod restart;
+pub mod shell;
 pub mod start;
 pub mod time;
 
