@@ -197,8 +197,9 @@ impl Port {
     }
 }
 
-/// netdrv's instance name in the events page (its record: its deaths).
-const NETDRV_NAME: &str = "netdrv";
+/// netdrv's instance name in the events page (its record: its deaths): the
+/// link's other end, as the assembly connects it.
+const NETDRV_NAME: &str = glue::link::PEER;
 
 /// What we know of netdrv's deaths (the assembly subscribes us to system
 /// events and netdrv is `restartable`): the death protocol's peer side for
@@ -228,8 +229,8 @@ struct Slot {
     /// The region's dataport name, for reports (`channel client.B ...`).
     region_name: &'static str,
     /// The client, for reports, the events page and restart requests: its
-    /// instance name where the assembly tells us (`client2_name`), else
-    /// "client".
+    /// instance name (the region's other end, `glue::<region>::PEERS`)
+    /// where its deaths are followed, else "client".
     who: &'static str,
     peer: PeerId,
     region: RwRegion,
@@ -627,18 +628,20 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         restart_requests: 0,
     };
     let mut slots = Vec::new();
-    // The first client's deaths are followed where the assembly names it
-    // (`client_name`, e.g. httpd when it is restartable): its connections
-    // are reset and its state dropped at its death, what we lent it stays
-    // quarantined until the death is settled, and its new incarnation is
-    // attached when it sets the region up again.
-    let (who, index) = match glue::attributes::CLIENT_NAME {
-        "" => ("client", None),
-        name => (name, sys_events.as_ref().and_then(|w| w.page().index_of(name))),
+    // The first client's deaths are followed where the assembly subscribes
+    // us to system events (the client region's other end, e.g. httpd,
+    // which is restartable): its connections are reset and its state
+    // dropped at its death, what we lent it stays quarantined until the
+    // death is settled, and its new incarnation is attached when it sets
+    // the region up again.
+    let (who, index) = match &sys_events {
+        None => ("client", None),
+        Some(w) => (glue::client::PEER, w.page().index_of(glue::client::PEER)),
     };
     slots.push(slot("client", who, CLIENT, region, control, true, usize::MAX, index, false));
     if has_client2 {
-        let name = glue::attributes::CLIENT2_NAME;
+        // The region's other end, as the assembly connects it.
+        let name = glue::client2::PEERS.first().copied().unwrap_or("");
         // SAFETY: the client2 dataport (mapped: checked above), read-write
         // for our lifetime, shared with the second client only.
         let region = unsafe { rw(glue::client2::VADDR, glue::client2::SIZE) };

@@ -1173,6 +1173,72 @@ assembly { composition { component Netstack netstack; }
         at: "4:38",
     },
     Case {
+        name: "a share for an instance that is not a client",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component Fs { control; provides P fs; attribute string client_files[]; }
+component S { provides P p; }
+assembly { composition { component C httpd; component Fs fs; component S other; component C cgi;
+    connection seL4RPCCall r(from httpd.p, to fs.fs); connection seL4RPCCall q(from cgi.p, to other.p); }
+  configuration { fs.client_files = ["httpd=520", "cgi=16"]; } }"#,
+        extra: &[],
+        message: r#"'fs.client_files' names 'cgi', which does not call 'fs.fs' (its clients: httpd)"#,
+        at: "8:51",
+    },
+    Case {
+        name: "a client without a share",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component Fs { control; provides P fs; attribute string client_quota[]; }
+assembly { composition { component C httpd; component C cgi; component Fs fs;
+    connection seL4RPCCall r(from httpd.p, from cgi.p, to fs.fs); }
+  configuration { fs.client_quota = ["cgi=64"]; } }"#,
+        extra: &[],
+        message: r#"'fs.client_quota' gives client 'httpd' no share (every caller of 'fs.fs' needs one)"#,
+        at: "7:37",
+    },
+    Case {
+        name: "a client with two shares",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component Fs { control; provides P fs; attribute string client_files[]; }
+assembly { composition { component C httpd; component Fs fs;
+    connection seL4RPCCall r(from httpd.p, to fs.fs); }
+  configuration { fs.client_files = ["httpd=520", "httpd=16"]; } }"#,
+        extra: &[],
+        message: r#"'fs.client_files' gives 'httpd' a second share (the first at sys/main.camkes:7:38)"#,
+        at: "7:51",
+    },
+    Case {
+        name: "a share that is not a number",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component Fs { control; provides P fs; attribute string client_files[]; }
+assembly { composition { component C httpd; component Fs fs;
+    connection seL4RPCCall r(from httpd.p, to fs.fs); }
+  configuration { fs.client_files = ["httpd=many"]; } }"#,
+        extra: &[],
+        message: r#"'fs.client_files': "httpd=many" does not give a positive number after '='"#,
+        at: "7:38",
+    },
+    Case {
+        name: "a grant for an instance that is not a client",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component PciConfig { control; provides P pci; attribute string allow[]; }
+assembly { composition { component C fs; component PciConfig pci_config;
+    connection seL4RPCCall r(from fs.p, to pci_config.pci); }
+  configuration { pci_config.allow = ["fs=00:05.0", "2=00:03.0"]; } }"#,
+        extra: &[],
+        message: r#"'pci_config.allow' names '2', which does not call 'pci_config.pci' (its clients: fs)"#,
+        at: "7:53",
+    },
+    Case {
         name: "a default an attribute does not know",
         source: r#"import <std_connector.camkes>;
 component Fs { control; attribute string cache_policy = "lfu"; }

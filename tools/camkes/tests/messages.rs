@@ -354,8 +354,8 @@ fn peers_are_named_from_the_connections() {
 #[test]
 fn fs_client_names_is_no_longer_a_setting() {
     let real = std::fs::read_to_string("../../camkes/iolite.camkes").unwrap();
-    let anchor = "        fs.clients      = 2;\n";
-    assert!(real.contains(anchor), "the assembly no longer sets fs.clients so");
+    let anchor = "        fs.client_files = [\"httpd=520\", \"cgi=16\"];\n";
+    assert!(real.contains(anchor), "the assembly no longer sets fs.client_files so");
     let stale = real.replacen(anchor, &format!("{anchor}        fs.client_names = [\"httpd\", \"cgi\"];\n"), 1);
     let line = stale[..stale.find("fs.client_names").unwrap()].lines().count();
     let path = scratch("client_names").join("iolite.camkes");
@@ -368,4 +368,47 @@ fn fs_client_names_is_no_longer_a_setting() {
         .unwrap_or_else(|e| panic!("{e}"));
     let fs = &out.glue.iter().find(|(n, _)| n == "fs.rs").unwrap().1;
     assert!(fs.contains("pub const CLIENTS: &[&str] = &[\"httpd\", \"cgi\"];"));
+    // Nor is their number, nor their shares' places: the shares are given
+    // by name and put in badge order for fs.
+    let e = compile_real("fs.clients = 2;", "clients").expect_err("clients");
+    assert_eq!(e.message, "unknown attribute 'clients' for instance 'fs' (component 'Fs')", "{e}");
+    assert!(fs.contains("pub const CLIENT_FILES_BY_BADGE: &[i64] = &[520, 16];"), "{fs}");
+    assert!(fs.contains("pub const CLIENT_QUOTA_BY_BADGE: &[i64] = &[640, 64];"), "{fs}");
+    let e = compile_real("fs.client_files = [\"cgi=16\", \"httpd=520\"];", "reordered");
+    let fs = e.unwrap_or_else(|e| panic!("{e}")).glue.into_iter().find(|(n, _)| n == "fs.rs").unwrap().1;
+    assert!(fs.contains("pub const CLIENT_FILES_BY_BADGE: &[i64] = &[520, 16];"), "{fs}");
+}
+
+/// The real assembly with its `fs.client_files` line replaced by `line`.
+fn compile_real(line: &str, name: &str) -> Result<camkes::Output, camkes::diag::Diagnostic> {
+    let real = std::fs::read_to_string("../../camkes/iolite.camkes").unwrap();
+    let anchor = "        fs.client_files = [\"httpd=520\", \"cgi=16\"];\n";
+    let changed = if line.starts_with("fs.client_files") {
+        real.replacen(anchor, &format!("        {line}\n"), 1)
+    } else {
+        real.replacen(anchor, &format!("{anchor}        {line}\n"), 1)
+    };
+    let path = scratch(name).join("iolite.camkes");
+    std::fs::write(&path, changed).unwrap();
+    camkes::compile(&path, &[PathBuf::from("../../camkes")], &DiskFiles)
+}
+
+/// The real components name their peers from the glue, not from settings
+/// or constants: netstack's client and second client, fs's channels.
+#[test]
+fn the_real_components_peers_come_from_the_assembly() {
+    let out = camkes::compile(Path::new("../../camkes/iolite.camkes"), &[PathBuf::from("../../camkes")], &DiskFiles)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let glue = |file: &str| out.glue.iter().find(|(n, _)| n == file).unwrap().1.clone();
+    let (netstack, fs, httpd, netdrv) = (glue("netstack.rs"), glue("fs.rs"), glue("httpd.rs"), glue("netdrv.rs"));
+    assert!(!netstack.contains("CLIENT_NAME") && !netstack.contains("CLIENT2_NAME"), "{netstack}");
+    for (text, peer) in
+        [(&netstack, "httpd"), (&netstack, "netdrv"), (&netdrv, "netstack"), (&httpd, "cgi"), (&httpd, "fs")]
+    {
+        assert!(text.contains(&format!("pub const PEER: &str = \"{peer}\";")), "{peer}");
+    }
+    assert!(
+        fs.contains("pub const PEERS: &[&str] = &[\"httpd\"];")
+            && fs.contains("pub const PEERS: &[&str] = &[\"cgi\"];")
+    );
 }

@@ -12,6 +12,7 @@
 //! interrupts, instances of a type wired alike). [`check`] runs them.
 
 mod checks;
+mod clients;
 mod model;
 mod pools;
 mod priorities;
@@ -20,6 +21,7 @@ mod settings;
 mod unsupported;
 mod values;
 
+pub use clients::{PerClient, PER_CLIENT};
 pub use pools::TABLE as POOL_TABLE;
 
 pub use model::{
@@ -139,6 +141,7 @@ impl Checker {
         self.check_call_graph()?;
         self.check_priorities()?;
         self.check_component_types()?;
+        self.check_per_client()?;
         self.resolve_pool_ids()?;
         Ok(self.system)
     }

@@ -121,6 +121,10 @@ pub struct ComponentType {
     /// pool connection (`<connection>.pool = true`), the same for every
     /// instance; `None` for every other interface.
     pub pool_ids: Vec<Option<u32>>,
+    /// Per attribute given per client by name (`check::PER_CLIENT`, integer
+    /// shares): its values in badge order (badge 1 first), the same for
+    /// every instance.
+    pub per_client: Vec<(String, Vec<i64>)>,
 }
 
 impl ComponentType {

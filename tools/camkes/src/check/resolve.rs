@@ -217,6 +217,7 @@ impl Checker {
             instantiated: false,
             attribute_values: Vec::new(),
             pool_ids: vec![None; n],
+            per_client: Vec::new(),
         });
         Ok(())
     }

@@ -354,6 +354,16 @@ fn attributes(out: &mut String, component: &ComponentType) {
             if decl.array { "[]" } else { "" },
             decl.name.text.to_uppercase()
         );
+        if let Some((_, shares)) = component.per_client.iter().find(|(a, _)| *a == decl.name.text) {
+            let shares: Vec<String> = shares.iter().map(|n| n.to_string()).collect();
+            let _ = writeln!(
+                out,
+                "        /// `{}` in badge order (badge 1 first, as the server's `CLIENTS`).\n        pub const {}_BY_BADGE: &[i64] = &[{}];",
+                decl.name.text,
+                decl.name.text.to_uppercase(),
+                shares.join(", ")
+            );
+        }
     }
     let _ = writeln!(out, "    }}");
 }

@@ -31,12 +31,14 @@ pub mod glue {
         pub const CACHE_POLICY: &str = "lru";
         /// `attribute int admin;`
         pub const ADMIN: i64 = 0;
-        /// `attribute int clients;`
-        pub const CLIENTS: i64 = 2;
-        /// `attribute int client_files[];`
-        pub const CLIENT_FILES: &[i64] = &[520, 16];
-        /// `attribute int client_quota[];`
-        pub const CLIENT_QUOTA: &[i64] = &[640, 64];
+        /// `attribute string client_files[];`
+        pub const CLIENT_FILES: &[&str] = &["httpd=520", "cgi=16"];
+        /// `client_files` in badge order (badge 1 first, as the server's `CLIENTS`).
+        pub const CLIENT_FILES_BY_BADGE: &[i64] = &[520, 16];
+        /// `attribute string client_quota[];`
+        pub const CLIENT_QUOTA: &[&str] = &["httpd=640", "cgi=64"];
+        /// `client_quota` in badge order (badge 1 first, as the server's `CLIENTS`).
+        pub const CLIENT_QUOTA_BY_BADGE: &[i64] = &[640, 64];
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }

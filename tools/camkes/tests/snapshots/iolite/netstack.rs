@@ -23,10 +23,6 @@ pub mod glue {
         pub const LINK_REFS: &[&str] = &["rx_pool"];
         /// `attribute string client_refs[];`
         pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool", "body_pool"];
-        /// `attribute string client_name;`
-        pub const CLIENT_NAME: &str = "httpd";
-        /// `attribute string client2_name;`
-        pub const CLIENT2_NAME: &str = "";
         /// `attribute string client2_refs[];`
         pub const CLIENT2_REFS: &[&str] = &[];
         /// `attribute int client2_quota;`
