@@ -354,6 +354,16 @@ fn attributes(out: &mut String, component: &ComponentType) {
             if decl.array { "[]" } else { "" },
             decl.name.text.to_uppercase()
         );
+        if let Some(ids) = grant_ids(component, decl, value) {
+            let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+            let _ = writeln!(
+                out,
+                "        /// `{}` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.\n        pub const {}_IDS: &[u32] = &[{}];",
+                decl.name.text,
+                decl.name.text.to_uppercase(),
+                ids.join(", ")
+            );
+        }
         if let Some((_, shares)) = component.per_client.iter().find(|(a, _)| *a == decl.name.text) {
             let shares: Vec<String> = shares.iter().map(|n| n.to_string()).collect();
             let _ = writeln!(
@@ -366,6 +376,30 @@ fn attributes(out: &mut String, component: &ComponentType) {
         }
     }
     let _ = writeln!(out, "    }}");
+}
+
+/// A grant list (`<dp>_refs` of a dataport `<dp>`, see `crate::refs`) as
+/// the derived ids of the pools it names, when every one is a connected
+/// pool of the type (the compiler checked the list against the sender's
+/// mappings); `None` for any other attribute.
+fn grant_ids(
+    component: &ComponentType,
+    decl: &crate::ast::AttributeDecl,
+    value: &crate::ast::Value,
+) -> Option<Vec<u32>> {
+    let dp = decl.name.text.strip_suffix("_refs")?;
+    let channel = component.interface(dp)?;
+    if component.decl.interfaces[channel].kind != InterfaceKind::Dataport {
+        return None;
+    }
+    let crate::ast::ValueKind::List(names) = &value.kind else { return None };
+    names
+        .iter()
+        .map(|name| match &name.kind {
+            crate::ast::ValueKind::Str(name) => component.interface(name).and_then(|i| component.pool_ids[i]),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `glue::pools`: the IO-Lite pools of the type (`crate::pools`), one

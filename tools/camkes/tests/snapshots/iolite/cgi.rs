@@ -21,8 +21,12 @@ pub mod glue {
     pub mod attributes {
         /// `attribute string cgi_chan_refs[];`
         pub const CGI_CHAN_REFS: &[&str] = &["cgi_req_pool", "body_pool"];
+        /// `cgi_chan_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CGI_CHAN_REFS_IDS: &[u32] = &[5, 8];
         /// `attribute string fs_channel_refs[];`
         pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
+        /// `fs_channel_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const FS_CHANNEL_REFS_IDS: &[u32] = &[6];
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }

@@ -21,10 +21,16 @@ pub mod glue {
     pub mod attributes {
         /// `attribute string client_refs[];`
         pub const CLIENT_REFS: &[&str] = &["sock_pool", "body_pool"];
+        /// `client_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CLIENT_REFS_IDS: &[u32] = &[3, 8];
         /// `attribute string fs_channel_refs[];`
         pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
+        /// `fs_channel_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const FS_CHANNEL_REFS_IDS: &[u32] = &[6];
         /// `attribute string cgi_chan_refs[];`
         pub const CGI_CHAN_REFS: &[&str] = &["cgi_pool", "file_pool", "cgi_req_pool", "body_pool"];
+        /// `cgi_chan_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CGI_CHAN_REFS_IDS: &[u32] = &[7, 6, 5, 8];
         /// `attribute int port;`
         pub const PORT: i64 = 80;
         /// `attribute int file_refs_bytes;`

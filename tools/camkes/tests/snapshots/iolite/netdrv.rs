@@ -21,6 +21,8 @@ pub mod glue {
     pub mod attributes {
         /// `attribute string link_refs[];`
         pub const LINK_REFS: &[&str] = &["hdr_pool", "app_pool", "file_pool", "cgi_pool", "cgi_req_pool", "body_pool"];
+        /// `link_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const LINK_REFS_IDS: &[u32] = &[2, 4, 6, 7, 5, 8];
         /// `attribute int itr;`
         pub const ITR: i64 = 200;
         /// `attribute int poll;`

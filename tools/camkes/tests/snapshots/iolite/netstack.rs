@@ -21,10 +21,16 @@ pub mod glue {
     pub mod attributes {
         /// `attribute string link_refs[];`
         pub const LINK_REFS: &[&str] = &["rx_pool"];
+        /// `link_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const LINK_REFS_IDS: &[u32] = &[1];
         /// `attribute string client_refs[];`
         pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool", "body_pool"];
+        /// `client_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CLIENT_REFS_IDS: &[u32] = &[4, 6, 7, 5, 8];
         /// `attribute string client2_refs[];`
         pub const CLIENT2_REFS: &[&str] = &[];
+        /// `client2_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CLIENT2_REFS_IDS: &[u32] = &[];
         /// `attribute int client2_quota;`
         pub const CLIENT2_QUOTA: i64 = 16;
         /// `attribute int client2_listen;`
