@@ -29,11 +29,11 @@ pub mod glue {
         /// The instances at the other side of the connection, in written order.
         pub const PEERS: &[&str] = &["hello_client"];
         /// Their spec indices, which are their records in the system events page.
-        pub const PEER_INDICES: &[usize] = &[0];
+        pub const PEER_INDICES: &[usize] = &[1];
         /// The one instance at the other side.
         pub const PEER: &str = "hello_client";
         /// Its spec index (its record in the system events page).
-        pub const PEER_INDEX: usize = 0;
+        pub const PEER_INDEX: usize = 1;
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -51,11 +51,11 @@ pub mod glue {
         /// The instances at the other side of the connection, in written order.
         pub const PEERS: &[&str] = &["hello_client"];
         /// Their spec indices, which are their records in the system events page.
-        pub const PEER_INDICES: &[usize] = &[0];
+        pub const PEER_INDICES: &[usize] = &[1];
         /// The one instance at the other side.
         pub const PEER: &str = "hello_client";
         /// Its spec index (its record in the system events page).
-        pub const PEER_INDEX: usize = 0;
+        pub const PEER_INDEX: usize = 1;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
