@@ -54,8 +54,8 @@
 //!   `hostile_garbage`, `hostile_unheld`). And `/cgi-bin/fsreset`: reads
 //!   files and resets its fs session in a loop (`fs_reset_loop`), which
 //!   must cost fs no quarantined pages.
-//! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
-//!   netdrv's counter pages, fs's `stats` RPC, our own.
+//! * **Counters** for /cgi-bin/stats: httpd's, netstack's and netdrv's
+//!   counter pages, fs's `stats` RPC, our own.
 //!
 //! We run below httpd, netstack and netdrv: a CGI that spins delays only
 //! itself.
@@ -76,6 +76,7 @@ use component_runtime::time::ClockPage;
 use component_runtime::{error, log, warn};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
+use httpd_api::HttpdCounter;
 use iolite::{
     init_duplex, AggDesc, Aggregate, Attach, Boundary, ChannelRx, ChannelTx, Copier, Domain, Duplex, DuplexAttach,
     Error, Geometry, PeerId, PoolId, SliceDesc, Trust, Want, BUILD_COPY_MODE, FLAG_EOF,
@@ -325,16 +326,13 @@ impl FragmentSource<'static> for FsFragments {
     }
 }
 
-/// netstack's and netdrv's counter pages as components, with the names
-/// the stats schema uses for the common ones.
+/// A component's counter page (httpd's, netstack's, netdrv's) as a
+/// component, with the names the stats schema uses for the common ones.
 fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component> {
     if !page.valid() {
         return None;
     }
-    let mut c = Component::new(name);
-    for (n, v) in page.read::<C>() {
-        c.set(n, v);
-    }
+    let mut c = Component::from_counters(name, page.read::<C>());
     let alias = |c: &mut Component, to: &str, from: &str| {
         if let Some(v) = c.get(from) {
             c.set(to, v);
@@ -349,24 +347,25 @@ fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component>
             alias(&mut c, "tx_payload_copied", "tcp_tx_copied");
             alias(&mut c, "connections_accepted", "tcp_connections_accepted");
         }
-        _ => {
+        "netdrv" => {
             alias(&mut c, "bytes_copied", "drv_bytes_copied");
         }
+        _ => {}
     }
     Some(c)
 }
 
 fn collect() -> Counters {
     let mut all = Counters { uptime_ms: now_ms(), components: Vec::new() };
-    let mut text = Vec::new();
-    // SAFETY: httpd's counter page, mapped read-only.
-    if unsafe { cgi::chan::read(glue::httpd_stats::VADDR as *const u8, &mut text) } {
-        all.push(cgi::chan::parse_counters("httpd", &text));
-    }
     // SAFETY: the counter pages, mapped read-only; we only load from them.
-    let (stk, drv) = unsafe {
-        (CounterPage::at(glue::stack_stats::VADDR as *const u8), CounterPage::at(glue::drv_stats::VADDR as *const u8))
+    let (httpd, stk, drv) = unsafe {
+        (
+            CounterPage::at(glue::httpd_stats::VADDR as *const u8),
+            CounterPage::at(glue::stack_stats::VADDR as *const u8),
+            CounterPage::at(glue::drv_stats::VADDR as *const u8),
+        )
     };
+    all.components.extend(counter_page::<HttpdCounter>("httpd", httpd));
     all.components.extend(counter_page::<StackCounter>("netstack", stk));
     all.components.extend(counter_page::<DrvCounter>("netdrv", drv));
     let mut v = [0u64; 14];
@@ -722,7 +721,10 @@ impl DeathWatch {
         if let Some(w) = self.others.as_mut() {
             let page = w.page();
             for (component, death) in w.deaths() {
-                if matches!(page.name(component), Some("netdrv" | "netstack")) {
+                // netdrv and netstack, the owners of the counter pages we
+                // read, as the assembly connects them.
+                let name = page.name(component);
+                if name == Some(glue::drv_stats::PEER) || name == Some(glue::stack_stats::PEER) {
                     confirm(component, death);
                 }
             }
@@ -753,7 +755,7 @@ struct FsWatch {
 impl FsWatch {
     fn new() -> FsWatch {
         let events = component_runtime::events::Watcher::new();
-        let fs_index = events.as_ref().and_then(|w| w.page().index_of("fs"));
+        let fs_index = events.as_ref().and_then(|w| w.page().index_of(glue::fs::PEER));
         FsWatch { events, fs_index, unconfirmed: None }
     }
 
