@@ -103,8 +103,9 @@ const TAKEOVER: bool = glue::attributes::TAKEOVER != 0;
 /// before it gives up (exits).
 const RELINK_WAIT_MS: u64 = 5000;
 
-/// netstack's instance name in the events page.
-const NETSTACK_NAME: &str = "netstack";
+/// netstack's instance name in the events page: the link's other end, as
+/// the assembly connects it.
+const NETSTACK_NAME: &str = glue::link::PEER;
 
 /// What we know of netstack's deaths: the death protocol's peer side for
 /// the link, from below.

@@ -721,7 +721,10 @@ impl DeathWatch {
         if let Some(w) = self.others.as_mut() {
             let page = w.page();
             for (component, death) in w.deaths() {
-                if matches!(page.name(component), Some("netdrv" | "netstack")) {
+                // netdrv and netstack, the owners of the counter pages we
+                // read, as the assembly connects them.
+                let name = page.name(component);
+                if name == Some(glue::drv_stats::PEER) || name == Some(glue::stack_stats::PEER) {
                     confirm(component, death);
                 }
             }
@@ -752,7 +755,7 @@ struct FsWatch {
 impl FsWatch {
     fn new() -> FsWatch {
         let events = component_runtime::events::Watcher::new();
-        let fs_index = events.as_ref().and_then(|w| w.page().index_of("fs"));
+        let fs_index = events.as_ref().and_then(|w| w.page().index_of(glue::fs::PEER));
         FsWatch { events, fs_index, unconfirmed: None }
     }
 

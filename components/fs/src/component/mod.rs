@@ -2,11 +2,12 @@
 //! `FsIoLite` (see camkes/interfaces/FsIoLite.idl4 and README.md).
 //!
 //! Clients: the RPC badge `b` (1, 2, … in the order of the connection's
-//! `from` ends) names client `b`, whose channel is the dataport `channel`
-//! (client 1) or `channel2` (client 2; the attribute `clients` says how many
-//! there are, 1 or 2). Each client has its own open-file table and its own
-//! quota of buffers it may hold at once, sized by the assembly
-//! (`client_files`, `client_quota`, one entry per client; `fs::clients`):
+//! `from` ends) names client `b`, the instance `glue::fs::CLIENTS[b - 1]`
+//! (at most two); its channel is whichever of the dataports `channel` and
+//! `channel2` the assembly shares with that instance (its peer). Each
+//! client has its own open-file table and its own quota of buffers it may
+//! hold at once, sized by the assembly by the client's name
+//! (`client_files`, `client_quota`: `"httpd=520"`; `fs::clients`):
 //! a client that exhausts its share gets errors (`TooManyOpen`,
 //! `ChannelBusy`), the others are unaffected. A client that (re)starts calls
 //! `reset` first: fs then sets its channel up afresh (a restartable client,
@@ -84,18 +85,20 @@ const _: () = assert!(PoolLayout { pages: POOL_PAGES }.region_bytes() <= glue::f
 const _: () = assert!(POOL_PAGES as usize <= proto::REL_CAP, "release ring smaller than the pool");
 const _: () = assert!(glue::channel::SIZE >= proto::CHANNEL_BYTES, "channel dataport too small");
 const _: () = assert!(glue::channel2::SIZE >= proto::CHANNEL_BYTES, "channel2 dataport too small");
-/// How many clients (channels) the assembly connects.
-const CLIENTS: usize = if glue::attributes::CLIENTS >= 2 { 2 } else { 1 };
 /// The instance behind each client, in badge order, from the assembly's
 /// RPC connection to us (the compiler derives it): the name of its record
 /// in the events page, whose death its reset waits for (`fs::quarantine`).
 const CLIENT_NAMES: &[&str] = glue::fs::CLIENTS;
-const _: () = assert!(CLIENT_NAMES.len() == CLIENTS, "fs.clients must match the callers the assembly connects");
+/// How many clients the assembly connects: one channel each.
+const CLIENTS: usize = CLIENT_NAMES.len();
+const _: () = assert!(CLIENTS >= 1 && CLIENTS <= 2, "fs serves one or two clients (two channels)");
 
 /// Client `i`'s open-file table size and quota (distinct buffers held at
-/// once), from the assembly.
-const CLIENT_FILES: &[i64] = glue::attributes::CLIENT_FILES;
-const CLIENT_QUOTA: &[i64] = glue::attributes::CLIENT_QUOTA;
+/// once), from the assembly, which gives them by the client's name (the
+/// compiler checks every client has one of each and puts them in badge
+/// order).
+const CLIENT_FILES: &[i64] = glue::attributes::CLIENT_FILES_BY_BADGE;
+const CLIENT_QUOTA: &[i64] = glue::attributes::CLIENT_QUOTA_BY_BADGE;
 const _: () = assert!(CLIENT_FILES.len() >= CLIENTS && CLIENT_QUOTA.len() >= CLIENTS, "a share per client");
 const _: () = {
     let mut i = 0;
@@ -332,11 +335,16 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
     glue::fs::run(&mut server)
 }
 
-/// Client `i`'s channel dataport (0: `channel`, 1: `channel2`).
+/// Client `i`'s channel dataport: the one the assembly shares with that
+/// client's instance (`channel` or `channel2`, by its peer, not its place).
 fn channel_region(i: usize) -> RwRegion {
-    let (vaddr, size) = match i {
-        0 => (glue::channel::VADDR, glue::channel::SIZE),
-        _ => (glue::channel2::VADDR, glue::channel2::SIZE),
+    let client = CLIENT_NAMES[i];
+    let (vaddr, size) = if glue::channel::PEERS == [client] {
+        (glue::channel::VADDR, glue::channel::SIZE)
+    } else if glue::channel2::PEERS == [client] {
+        (glue::channel2::VADDR, glue::channel2::SIZE)
+    } else {
+        panic!("no channel dataport is shared with client {client}")
     };
     // SAFETY: a channel dataport the assembly maps read-write (CLIENTS says
     // which exist), used only through the IO-Lite library.

@@ -122,14 +122,16 @@ const MAX_PATH: usize = 768;
 /// Interval of `Server::tick`.
 const TICK_MS: u64 = 100;
 /// The cgi's instance name in the assembly (what we ask the supervisor to
-/// restart; `httpd.may_restart` must name it).
-const CGI_INSTANCE: &str = "cgi";
+/// restart; `httpd.may_restart` must name it): our cgi channel's other end.
+const CGI_INSTANCE: &str = glue::cgi_chan::PEER;
 /// `httpd.test_hooks = 1` (test images only): a GET of /.fault/httpd faults.
 const TEST_HOOKS: bool = glue::attributes::TEST_HOOKS != 0;
-/// fs's instance name in the assembly (its record in the events page).
-const FS_INSTANCE: &str = "fs";
-/// netstack's instance name (its record in the events page).
-const NETSTACK_INSTANCE: &str = "netstack";
+/// fs's instance name in the assembly (its record in the events page): the
+/// server we call.
+const FS_INSTANCE: &str = glue::fs::PEER;
+/// netstack's instance name (its record in the events page): the client
+/// region's other end.
+const NETSTACK_INSTANCE: &str = glue::client::PEER;
 /// Lending the cgi our priority (`lend_cgi`): after this long without
 /// progress on our work, for at most this long, then not for this long.
 const CGI_STARVED_MS: u64 = 50;
