@@ -18,7 +18,7 @@ use alloc::vec::Vec;
 use iolite::Aggregate;
 use smoltcp::socket::tcp::CookieHandshake;
 
-use crate::stack::Tuple;
+use crate::conn::Tuple;
 
 /// The MSS values a cookie can carry (its 2-bit index), as Linux's IPv4
 /// table: the largest not above the peer's is used.

@@ -1,5 +1,5 @@
 //! Internet checksum arithmetic and the per-slice checksum cache (IO-Lite
-//! §2.9, checklist IOL-42/43).
+//! §2.9).
 //!
 //! The TCP checksum is the ones'-complement of the ones'-complement sum of
 //! the pseudo-header, the TCP header and the payload, taken as big-endian

@@ -30,6 +30,7 @@ extern crate std;
 mod admission;
 pub mod api;
 pub mod client;
+mod conn;
 pub mod csum;
 mod device;
 pub mod frame;
@@ -38,6 +39,7 @@ mod keepalive_tests;
 mod stack;
 #[cfg(test)]
 mod tests;
+mod txqueue;
 #[cfg(test)]
 mod zerowindow_tests;
 
@@ -52,7 +54,7 @@ pub use socket_api::ConnId;
 /// `ChecksumCapabilities` has TCP transmit checksums off in every case).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum TxChecksum {
-    /// In software, with the per-slice checksum cache (IOL-42).
+    /// In software, with the per-slice checksum cache.
     Cached,
     /// In software, summing every payload byte of every frame.
     Software,

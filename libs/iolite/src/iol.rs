@@ -252,7 +252,7 @@ mod tests {
         assert_eq!(w.stats().bytes_copied, 12, "write copies in");
         assert_eq!(r.stats().bytes_copied, 12, "read copies out");
         assert_eq!(read(&mut rx, &mut buf).unwrap(), None);
-        // Same bytes through either path (P-IOL-14).
+        // Same bytes through either path.
         tx.iol_write(make(&w, P, b"legacy bytes")).unwrap();
         let a = rx.iol_read(32).unwrap().unwrap();
         assert!(a.eq_bytes(&buf[..12]));

@@ -1,6 +1,5 @@
-//! Behaviour of upstream's parser that the checked reference
-//! (`shared/notes/camkes-adl-subset.md`) marks as verified, and that this
-//! compiler must match for files in the subset: each case compiles, and
+//! Behaviour of upstream's parser, checked against upstream's documentation
+//! and sources, that this compiler must match for files in the subset: each case compiles, and
 //! what it compiled to is checked, not only that it did.
 
 use camkes::imports::MemoryFiles;
