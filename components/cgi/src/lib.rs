@@ -10,7 +10,7 @@
 //! * [`gen`]: escaping for generated text; the test hooks' byte pattern.
 //!
 //! The protocol with httpd (the `cgi_chan` region, the request and reply
-//! formats, the counter text pages, [`Failure`]) is the `cgi-api` crate's,
+//! formats, [`Failure`]) is the `cgi-api` crate's,
 //! re-exported here as [`chan`], [`env`], [`output`] and [`wire`].
 //!
 //! `no_std` + `alloc`; host-tested. See `README.md`.

@@ -25,7 +25,68 @@ use core::fmt::{self, Write};
 
 use crate::gen::html_escape;
 
-pub use cgi_api::Component;
+/// The counters of one component.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Component {
+    /// Component name, `[a-z0-9_]+` (e.g. `httpd`, `netstack`, `fs`, `cgi`).
+    pub name: String,
+    /// `(counter name, value)`, in display order.
+    pub counters: Vec<(String, u64)>,
+}
+
+fn clean(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_alphanumeric() { c.to_ascii_lowercase() } else { '_' }).collect()
+}
+
+impl Component {
+    /// A component without counters. The name is forced into `[a-z0-9_]`.
+    pub fn new(name: &str) -> Self {
+        Self { name: clean(name), counters: Vec::new() }
+    }
+
+    /// Adds (or replaces) a counter.
+    pub fn set(&mut self, key: &str, value: u64) -> &mut Self {
+        let key = clean(key);
+        if let Some(c) = self.counters.iter_mut().find(|(k, _)| *k == key) {
+            c.1 = value;
+        } else {
+            self.counters.push((key, value));
+        }
+        self
+    }
+
+    /// Builder form of [`Component::set`].
+    pub fn with(mut self, key: &str, value: u64) -> Self {
+        self.set(key, value);
+        self
+    }
+
+    /// A component with `counters` (`(name, value)`, e.g. a counter page's
+    /// `CounterPage::read`), in that order.
+    pub fn from_counters<'a>(name: &str, counters: impl IntoIterator<Item = (&'a str, u64)>) -> Self {
+        let mut c = Self::new(name);
+        for (k, v) in counters {
+            c.set(k, v);
+        }
+        c
+    }
+
+    /// Adds the IO-Lite counters every component has.
+    pub fn with_iolite(self, s: &iolite::Stats) -> Self {
+        self.with("bytes_copied", s.bytes_copied)
+            .with("bytes_by_ref_sent", s.bytes_by_ref_sent)
+            .with("bytes_by_ref_received", s.bytes_by_ref_received)
+            .with("buffers_in_use", s.buffers_in_use)
+            .with("pages_in_use", s.pages_in_use)
+            .with("high_water_pages", s.high_water_pages)
+            .with("alloc_failures", s.alloc_failures)
+    }
+
+    /// A counter's value.
+    pub fn get(&self, key: &str) -> Option<u64> {
+        self.counters.iter().find(|(k, _)| k == key).map(|(_, v)| *v)
+    }
+}
 
 /// Everything `/cgi-bin/stats` shows: collected by the CGI component from
 /// the others (on target: over their counter RPCs) and passed in.

@@ -209,29 +209,6 @@ impl Elastic {
     }
 }
 
-/// The value of the counter `name` in a counter text page's `name=value`
-/// lines (httpd's `httpd_stats`), read from untrusted bytes: the first
-/// line whose name is exactly `name` and whose value is 1–20 decimal
-/// digits that fit a u64; `None` otherwise. Work is bounded by the text.
-pub fn text_counter(text: &[u8], name: &str) -> Option<u64> {
-    for line in text.split(|&b| b == b'\n') {
-        let Some(eq) = line.iter().position(|&b| b == b'=') else { continue };
-        if &line[..eq] != name.as_bytes() {
-            continue;
-        }
-        let digits = &line[eq + 1..];
-        if digits.is_empty() || digits.len() > 20 || !digits.iter().all(u8::is_ascii_digit) {
-            return None;
-        }
-        let mut v: u64 = 0;
-        for &d in digits {
-            v = v.checked_mul(10)?.checked_add(u64::from(d - b'0'))?;
-        }
-        return Some(v);
-    }
-    None
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -304,30 +281,6 @@ mod tests {
         assert_eq!(m.budget(ch(5, 5, 5)).0, 0);
         // Pool not a whole number of pages: rounded down.
         assert_eq!(Model::new(u64::MAX, 0, 3 * P + 7).budget(ch(0, 0, 0)).0, 3 * P);
-    }
-
-    #[test]
-    fn text_counters_are_read_strictly() {
-        let page = b"heap_used=5\npool_pages=2047\npool_pages_in_use=31\ncopy_mode=2\n";
-        assert_eq!(text_counter(page, "pool_pages_in_use"), Some(31));
-        assert_eq!(text_counter(page, "pool_pages"), Some(2047));
-        assert_eq!(text_counter(page, "pool"), None);
-        assert_eq!(text_counter(b"", "x"), None);
-        assert_eq!(text_counter(b"x=", "x"), None);
-        assert_eq!(text_counter(b"x=-1", "x"), None);
-        assert_eq!(text_counter(b"x= 1", "x"), None);
-        assert_eq!(text_counter(b"x=18446744073709551615", "x"), Some(u64::MAX));
-        assert_eq!(text_counter(b"x=18446744073709551616", "x"), None, "overflow");
-        assert_eq!(text_counter(b"x=000000000000000000001", "x"), None, "too long");
-        assert_eq!(text_counter(b"x=1\xff", "x"), None);
-        assert_eq!(text_counter(b"\xff\xfe=3\nx=7", "x"), Some(7));
-        assert_eq!(text_counter(b"x=1\nx=2", "x"), Some(1), "the first wins");
-        assert_eq!(text_counter(b"y=1=2\nx=3", "x"), Some(3));
-        let mut rng = Rng(9);
-        for _ in 0..2000 {
-            let junk: Vec<u8> = (0..rng.below(300)).map(|_| b"x=0123456789\n\xff"[rng.below(14) as usize]).collect();
-            let _ = text_counter(&junk, "x");
-        }
     }
 
     /// A one-page entry for `file`, every byte `seed(file)`.

@@ -37,6 +37,7 @@ pub mod mime;
 pub mod path;
 pub mod preconditions;
 pub mod range;
+pub mod reason;
 pub mod request;
 pub mod server;
 pub mod source;

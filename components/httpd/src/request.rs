@@ -218,113 +218,92 @@ pub fn valid_host(h: &[u8]) -> bool {
     }
 }
 
-/// Looks at `buf` (the start of the connection's unparsed input).
-pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
-    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
-    if lead > 2 * MAX_LEADING_EMPTY {
-        return reject(400);
-    }
-    let rest = &buf[lead..];
-    let line_end = rest.iter().position(|&b| b == b'\n');
-    let line_len = line_end.unwrap_or(rest.len());
-    if line_len > lim.max_request_line {
-        return reject(414);
-    }
-    let mut hdrs = alloc::vec![httparse::EMPTY_HEADER; lim.max_headers];
-    let mut req = httparse::Request::new(&mut hdrs);
-    let n = match req.parse(buf) {
-        Err(httparse::Error::TooManyHeaders) => return reject(431),
-        Err(httparse::Error::Version) => match version_status(&rest[..line_len]) {
-            Err(status) => return reject(status),
-            Ok(minor_at) => {
-                // httparse knows only 1.0 and 1.1: parse a copy of the head
-                // (at most the limits' worth; head bytes, only parsed,
-                // never sent on) with the minor digit read as 1. Same
-                // length, so the head's length holds for the original.
-                let take = buf.len().min(lead + line_len + 1 + lim.max_header_bytes + 4);
-                let mut copy = buf[..take].to_vec();
-                copy[lead + minor_at] = b'1';
-                return match parse_head(&copy, lim) {
-                    Head::Partial if take < buf.len() => reject(431),
-                    other => other,
-                };
-            }
-        },
-        Err(_) => return reject(400),
-        Ok(httparse::Status::Partial) => {
-            if line_end.is_some() && rest.len() - line_len - 1 > lim.max_header_bytes {
-                return reject(431);
-            }
-            return Head::Partial;
-        }
-        Ok(httparse::Status::Complete(n)) => n,
-    };
-    if n - lead - line_len - 1 > lim.max_header_bytes + 2 {
-        return reject(431);
-    }
-    let minor = req.version.unwrap_or(1);
-    let raw_method = req.method.unwrap_or("");
-    let raw_target = req.path.unwrap_or("").as_bytes();
+/// What the header fields say that the checks need (step 3 on).
+struct Fields<'b> {
+    content_length: Option<u64>,
+    /// A Transfer-Encoding field was there, with these codings (all its
+    /// lines together).
+    te: bool,
+    codings: Vec<&'b [u8]>,
+    /// Host fields, and the last one's value.
+    hosts: usize,
+    host_value: &'b [u8],
+    /// `Connection: close` / `keep-alive`.
+    close: bool,
+    keep: bool,
+    expect: Option<&'b [u8]>,
+}
 
-    // 3. Framing.
-    let mut content_length: Option<u64> = None;
-    let mut te = false;
-    let mut codings: Vec<&[u8]> = Vec::new();
-    let mut hosts = 0;
-    let mut host_value: &[u8] = b"";
-    let mut close = false;
-    let mut keep = false;
-    let mut expect: Option<&[u8]> = None;
-    for h in req.headers.iter() {
+/// The fields of a head, read in one pass; a bad or conflicting
+/// Content-Length is refused at once (400).
+fn read_fields<'b>(headers: &[httparse::Header<'b>]) -> Result<Fields<'b>, Head> {
+    let mut f = Fields {
+        content_length: None,
+        te: false,
+        codings: Vec::new(),
+        hosts: 0,
+        host_value: b"",
+        close: false,
+        keep: false,
+        expect: None,
+    };
+    for h in headers {
         let name = h.name;
         let v = h.value.trim_ascii();
         if name.eq_ignore_ascii_case("content-length") {
             if v.is_empty() || v.len() > 18 || !v.iter().all(|b| b.is_ascii_digit()) {
-                return reject(400);
+                return Err(reject(400));
             }
             let len = v.iter().fold(0u64, |a, b| a * 10 + u64::from(b - b'0'));
-            if content_length.is_some_and(|c| c != len) {
-                return reject(400);
+            if f.content_length.is_some_and(|c| c != len) {
+                return Err(reject(400));
             }
-            content_length = Some(len);
+            f.content_length = Some(len);
         } else if name.eq_ignore_ascii_case("transfer-encoding") {
-            te = true;
-            codings.extend(tokens(v));
+            f.te = true;
+            f.codings.extend(tokens(v));
         } else if name.eq_ignore_ascii_case("host") {
-            hosts += 1;
-            host_value = v;
+            f.hosts += 1;
+            f.host_value = v;
         } else if name.eq_ignore_ascii_case("connection") {
             for t in tokens(v) {
-                close |= t.eq_ignore_ascii_case(b"close");
-                keep |= t.eq_ignore_ascii_case(b"keep-alive");
+                f.close |= t.eq_ignore_ascii_case(b"close");
+                f.keep |= t.eq_ignore_ascii_case(b"keep-alive");
             }
         } else if name.eq_ignore_ascii_case("expect") {
-            expect = Some(v);
+            f.expect = Some(v);
         }
     }
-    if te {
-        if content_length.is_some() || minor == 0 {
-            return reject(400);
-        }
-        let is_chunked = |c: &&[u8]| c.eq_ignore_ascii_case(b"chunked");
-        match codings.split_last() {
-            Some((last, rest)) if is_chunked(last) => {
-                if rest.iter().any(is_chunked) {
-                    return reject(400);
-                }
-                if !rest.is_empty() {
-                    return reject(501);
-                }
+    Ok(f)
+}
+
+/// Step 3's transfer codings: only `chunked`, alone and last, and not with
+/// Content-Length or in HTTP/1.0.
+fn check_codings(f: &Fields, minor: u8) -> Result<(), Head> {
+    if !f.te {
+        return Ok(());
+    }
+    if f.content_length.is_some() || minor == 0 {
+        return Err(reject(400));
+    }
+    let is_chunked = |c: &&[u8]| c.eq_ignore_ascii_case(b"chunked");
+    match f.codings.split_last() {
+        Some((last, rest)) if is_chunked(last) => {
+            if rest.iter().any(is_chunked) {
+                return Err(reject(400));
             }
-            _ => return reject(400),
+            if !rest.is_empty() {
+                return Err(reject(501));
+            }
+            Ok(())
         }
+        _ => Err(reject(400)),
     }
-    // 4. Host.
-    if (minor == 1 && hosts != 1) || hosts > 1 || (hosts == 1 && !valid_host(host_value)) {
-        return reject(400);
-    }
-    // 5. Method (case-sensitive, RFC 9110 §9.1).
-    let method = match raw_method {
+}
+
+/// Step 5: the method (case-sensitive, RFC 9110 §9.1).
+fn method(raw: &str) -> Result<Method, Head> {
+    Ok(match raw {
         "GET" => Method::Get,
         "HEAD" => Method::Head,
         "POST" => Method::Post,
@@ -333,40 +312,114 @@ pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
         "DELETE" => Method::Delete,
         "PATCH" => Method::Patch,
         "TRACE" => Method::Trace,
-        _ => return Head::Reject(Reject { status: 501, allow: true }),
-    };
-    // 6. Target (asterisk-form only for OPTIONS, RFC 9112 §3.2.4).
-    let target = if raw_target == b"*" && method == Method::Options {
-        Target { path: String::from("*"), query: String::new(), authority: None }
-    } else {
-        let Ok(t) = parse_target(raw_target) else { return reject(400) };
-        if t.authority.as_deref().is_some_and(|a| !valid_host(a.as_bytes())) {
-            return reject(400);
+        _ => return Err(Head::Reject(Reject { status: 501, allow: true })),
+    })
+}
+
+/// Step 6: the target (asterisk-form only for OPTIONS, RFC 9112 §3.2.4).
+fn target(raw: &[u8], method: Method) -> Result<Target, Head> {
+    if raw == b"*" && method == Method::Options {
+        return Ok(Target { path: String::from("*"), query: String::new(), authority: None });
+    }
+    let Ok(t) = parse_target(raw) else { return Err(reject(400)) };
+    if t.authority.as_deref().is_some_and(|a| !valid_host(a.as_bytes())) {
+        return Err(reject(400));
+    }
+    Ok(t)
+}
+
+/// Steps 1 and 2: the request line's and the fields' size limits, then
+/// the syntax. `Ok(length of the head)` when it is complete, with `req`
+/// filled in; `Err` with what to answer (or `Partial`).
+fn syntax<'h, 'b>(buf: &'b [u8], lim: &Limits, req: &mut httparse::Request<'h, 'b>) -> Result<usize, Head> {
+    let lead = buf.iter().take_while(|&&b| b == b'\r' || b == b'\n').count();
+    if lead > 2 * MAX_LEADING_EMPTY {
+        return Err(reject(400));
+    }
+    let rest = &buf[lead..];
+    let line_end = rest.iter().position(|&b| b == b'\n');
+    let line_len = line_end.unwrap_or(rest.len());
+    if line_len > lim.max_request_line {
+        return Err(reject(414));
+    }
+    let n = match req.parse(buf) {
+        Err(httparse::Error::TooManyHeaders) => return Err(reject(431)),
+        Err(httparse::Error::Version) => match version_status(&rest[..line_len]) {
+            Err(status) => return Err(reject(status)),
+            Ok(minor_at) => {
+                // httparse knows only 1.0 and 1.1: parse a copy of the head
+                // (at most the limits' worth; head bytes, only parsed,
+                // never sent on) with the minor digit read as 1. Same
+                // length, so the head's length holds for the original.
+                let take = buf.len().min(lead + line_len + 1 + lim.max_header_bytes + 4);
+                let mut copy = buf[..take].to_vec();
+                copy[lead + minor_at] = b'1';
+                return Err(match parse_head(&copy, lim) {
+                    Head::Partial if take < buf.len() => reject(431),
+                    other => other,
+                });
+            }
+        },
+        Err(_) => return Err(reject(400)),
+        Ok(httparse::Status::Partial) => {
+            if line_end.is_some() && rest.len() - line_len - 1 > lim.max_header_bytes {
+                return Err(reject(431));
+            }
+            return Err(Head::Partial);
         }
-        t
+        Ok(httparse::Status::Complete(n)) => n,
     };
+    if n - lead - line_len - 1 > lim.max_header_bytes + 2 {
+        return Err(reject(431));
+    }
+    Ok(n)
+}
+
+/// Looks at `buf` (the start of the connection's unparsed input).
+pub fn parse_head(buf: &[u8], lim: &Limits) -> Head {
+    let mut hdrs = alloc::vec![httparse::EMPTY_HEADER; lim.max_headers];
+    let mut req = httparse::Request::new(&mut hdrs);
+    match syntax(buf, lim, &mut req) {
+        Ok(n) => validate(&req, n, lim).unwrap_or_else(|refused| refused),
+        Err(h) => h,
+    }
+}
+
+/// Steps 3 to 8 on a complete head of `n` bytes.
+fn validate(req: &httparse::Request, n: usize, lim: &Limits) -> Result<Head, Head> {
+    let minor = req.version.unwrap_or(1);
+    // 3. Framing.
+    let f = read_fields(req.headers)?;
+    check_codings(&f, minor)?;
+    // 4. Host.
+    if (minor == 1 && f.hosts != 1) || f.hosts > 1 || (f.hosts == 1 && !valid_host(f.host_value)) {
+        return Err(reject(400));
+    }
+    // 5. Method, 6. target.
+    let method = method(req.method.unwrap_or(""))?;
+    let target = target(req.path.unwrap_or("").as_bytes(), method)?;
     // 7. Body size.
-    let content_length = content_length.unwrap_or(0);
+    let content_length = f.content_length.unwrap_or(0);
     let to_cgi = method == Method::Post && (target.path == "/cgi-bin" || target.path.starts_with("/cgi-bin/"));
     let limit = if to_cgi { lim.max_cgi_body.max(lim.max_body) } else { lim.max_body };
     if content_length > limit as u64 {
-        return reject(413);
+        return Err(reject(413));
     }
     // 8. Expect. An HTTP/1.0 client's 100-continue is ignored: it may not
     // understand the 1xx a 100 Continue is (RFC 9110 §10.1.1, §15.2).
-    let expect_continue = match expect {
+    let expect_continue = match f.expect {
         None => false,
         Some(e) if e.eq_ignore_ascii_case(b"100-continue") => minor >= 1,
-        Some(_) => return reject(417),
+        Some(_) => return Err(reject(417)),
     };
-    let host = target
-        .authority
-        .clone()
-        .or_else(|| (hosts == 1 && !host_value.is_empty()).then(|| String::from_utf8_lossy(host_value).into_owned()));
-    let keep_alive = if minor == 1 { !close } else { keep && !close };
+    let host = target.authority.clone().or_else(|| {
+        (f.hosts == 1 && !f.host_value.is_empty()).then(|| String::from_utf8_lossy(f.host_value).into_owned())
+    });
+    let keep_alive = if minor == 1 { !f.close } else { f.keep && !f.close };
     let headers = req.headers.iter().map(|h| (String::from(h.name), h.value.trim_ascii().to_vec())).collect();
-    Head::Done(
-        Request { method, target, minor, headers, host, keep_alive, content_length, chunked: te, expect_continue },
+    let chunked = f.te;
+    Ok(Head::Done(
+        Request { method, target, minor, headers, host, keep_alive, content_length, chunked, expect_continue },
         n,
-    )
+    ))
 }

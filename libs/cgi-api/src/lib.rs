@@ -3,14 +3,12 @@
 //! implementation.
 //!
 //! * [`chan`]: the `cgi_chan` region (an IO-Lite duplex: requests one way,
-//!   replies the other; the restart generation) and the counter text pages
-//!   a component without a counter RPC publishes for `/cgi-bin/stats`.
+//!   replies the other; the restart generation).
 //! * [`wire`]: the messages on the region's channels.
 //! * [`env`]: a request's CGI/1.1 meta-variables (RFC 3875 §4.1) and their
 //!   encoding.
 //! * [`output`]: a reply's format, the program's output (RFC 3875 §6):
 //!   parsing its header, splitting off the body by reference.
-//! * [`Component`]: named counters.
 //! * [`Failure`]: how a CGI request fails, and what httpd answers.
 
 #![cfg_attr(not(test), no_std)]
@@ -20,7 +18,6 @@
 extern crate alloc;
 
 pub mod chan;
-pub mod component;
 pub mod env;
 pub mod output;
 pub mod wire;
@@ -28,7 +25,6 @@ pub mod wire;
 #[cfg(test)]
 mod tests;
 
-pub use component::Component;
 pub use env::{Env, EnvError, RequestInfo};
 pub use output::{parse_output, split_output, Kind, Output, OutputError};
 

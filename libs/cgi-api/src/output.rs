@@ -36,8 +36,9 @@ pub struct Output {
     pub kind: Kind,
     /// HTTP status to send.
     pub status: u16,
-    /// Reason phrase (from `Status:` or the standard one).
-    pub reason: String,
+    /// The reason phrase the program gave in `Status:`, if any (without
+    /// one the server sends the status's standard phrase).
+    pub reason: Option<String>,
     /// `Content-Type`, if given.
     pub content_type: Option<String>,
     /// Other fields to pass to the client (hop-by-hop and framing fields
@@ -87,41 +88,6 @@ const DROPPED: &[&str] = &[
     "accept-ranges",
 ];
 
-/// The standard reason phrase of a status code.
-pub fn reason(status: u16) -> &'static str {
-    match status {
-        100 => "Continue",
-        200 => "OK",
-        201 => "Created",
-        204 => "No Content",
-        206 => "Partial Content",
-        301 => "Moved Permanently",
-        302 => "Found",
-        303 => "See Other",
-        304 => "Not Modified",
-        307 => "Temporary Redirect",
-        308 => "Permanent Redirect",
-        400 => "Bad Request",
-        403 => "Forbidden",
-        404 => "Not Found",
-        405 => "Method Not Allowed",
-        408 => "Request Timeout",
-        411 => "Length Required",
-        413 => "Content Too Large",
-        414 => "URI Too Long",
-        416 => "Range Not Satisfiable",
-        417 => "Expectation Failed",
-        431 => "Request Header Fields Too Large",
-        500 => "Internal Server Error",
-        501 => "Not Implemented",
-        502 => "Bad Gateway",
-        503 => "Service Unavailable",
-        504 => "Gateway Timeout",
-        505 => "HTTP Version Not Supported",
-        _ => "Unknown",
-    }
-}
-
 fn is_token(s: &str) -> bool {
     !s.is_empty() && s.bytes().all(|b| b.is_ascii_alphanumeric() || b"!#$%&'*+-.^_`|~".contains(&b))
 }
@@ -165,7 +131,7 @@ pub fn parse_output(prefix: &[u8], total_len: usize) -> Result<Output, OutputErr
     let end = header_end(prefix).ok_or(OutputError::NoHeaderEnd)?;
     let has_body = total_len > end;
     let text = &prefix[..end];
-    let mut status: Option<(u16, String)> = None;
+    let mut status: Option<(u16, Option<String>)> = None;
     let mut ctype: Option<String> = None;
     let mut location: Option<String> = None;
     let mut length: Option<u64> = None;
@@ -202,8 +168,7 @@ pub fn parse_output(prefix: &[u8], total_len: usize) -> Result<Output, OutputErr
                 return Err(OutputError::BadStatus);
             }
             let why = why.trim();
-            let why = if why.is_empty() { reason(code).to_string() } else { why.to_string() };
-            status = Some((code, why));
+            status = Some((code, (!why.is_empty()).then(|| why.to_string())));
         } else if name.eq_ignore_ascii_case("content-type") {
             if ctype.is_some() {
                 return Err(OutputError::Duplicate);
@@ -256,8 +221,8 @@ pub fn parse_output(prefix: &[u8], total_len: usize) -> Result<Output, OutputErr
     };
     let (status, reason_s) = match (&kind, status) {
         (_, Some(s)) => s,
-        (Kind::ClientRedirect(_), None) => (302, reason(302).to_string()),
-        _ => (200, reason(200).to_string()),
+        (Kind::ClientRedirect(_), None) => (302, None),
+        _ => (200, None),
     };
     if let Kind::ClientRedirect(l) = &kind {
         fields.push(("Location".to_string(), l.clone()));

@@ -13,6 +13,12 @@
 //! ([`CounterPage::publish`]), read by the others (read-only mappings are
 //! enough). Values are plain atomics; a reader may see a mix of two
 //! updates, which counters tolerate.
+//!
+//! Besides its own counters, every page carries the standard slots a
+//! reader may use without knowing the writer's counter set: today one,
+//! the component's *I/O bytes held* ([`Values::set_io_bytes_held`],
+//! [`CounterPage::io_bytes_held`]), which fs's memory budget charges the
+//! file cache for.
 #![no_std]
 #![deny(missing_docs)]
 
@@ -88,17 +94,34 @@ macro_rules! counters {
     };
 }
 
-/// The values of a set of counters, indexed by the counters themselves.
+/// The values of a set of counters, indexed by the counters themselves,
+/// and the standard slots every page carries.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Values<C: Counter> {
     v: [u64; CAPACITY],
+    io_bytes_held: u64,
     _c: PhantomData<C>,
 }
 
 impl<C: Counter> Values<C> {
     /// All counters 0.
     pub const fn new() -> Self {
-        Self { v: [0; CAPACITY], _c: PhantomData }
+        Self { v: [0; CAPACITY], io_bytes_held: 0, _c: PhantomData }
+    }
+
+    /// Sets the standard *I/O bytes held* slot: bytes of memory the
+    /// component holds now for I/O data in buffers of its own (its pools'
+    /// pages in use, the bytes queued in its rings), i.e. what a budget
+    /// for the memory of the data path charges it. Pages it only refers to
+    /// (another component's, lent by reference) are not its own. Each
+    /// component documents what it counts here.
+    pub fn set_io_bytes_held(&mut self, bytes: u64) {
+        self.io_bytes_held = bytes;
+    }
+
+    /// The *I/O bytes held* slot ([`Values::set_io_bytes_held`]).
+    pub fn io_bytes_held(&self) -> u64 {
+        self.io_bytes_held
     }
 
     /// `(counter, value)` in page order.
@@ -135,6 +158,8 @@ pub struct CounterPage {
     updates: AtomicU64,
     /// The counters, in their declaration's order.
     values: [AtomicU64; CAPACITY],
+    /// The standard slot [`Values::set_io_bytes_held`].
+    io_bytes_held: AtomicU64,
 }
 
 const _: () = assert!(core::mem::size_of::<CounterPage>() <= 4096);
@@ -156,6 +181,7 @@ impl CounterPage {
         for (c, v) in values.iter() {
             self.values[c.index()].store(v, Ordering::Relaxed);
         }
+        self.io_bytes_held.store(values.io_bytes_held, Ordering::Relaxed);
         self.magic.store(COUNTERS_MAGIC, Ordering::Release);
         self.updates.fetch_add(1, Ordering::Release);
     }
@@ -163,6 +189,13 @@ impl CounterPage {
     /// Whether the writer has published at least once.
     pub fn valid(&self) -> bool {
         self.magic.load(Ordering::Acquire) == COUNTERS_MAGIC
+    }
+
+    /// The writer's *I/O bytes held* ([`Values::set_io_bytes_held`]);
+    /// `None` before it has published. Untrusted: whatever the writer
+    /// says.
+    pub fn io_bytes_held(&self) -> Option<u64> {
+        self.valid().then(|| self.io_bytes_held.load(Ordering::Relaxed))
     }
 
     /// A counter's value.
@@ -245,6 +278,24 @@ mod tests {
         page.write_json::<T>(&mut json, &mut first).unwrap();
         assert_eq!(json, r#""t_one":0,"t_two":7,"t_three":2"#);
         assert_eq!(mem[2 + 1], 7, "values in declaration order after magic and updates");
+    }
+
+    #[test]
+    fn every_page_carries_the_io_bytes_held() {
+        let mut mem = std::vec![0u64; 512];
+        // SAFETY: 4 KiB, 8-aligned, used only through the page here.
+        let page = unsafe { CounterPage::at(mem.as_mut_ptr() as *const u8) };
+        assert_eq!(page.io_bytes_held(), None, "not before the writer published");
+        let mut v = Values::<T>::new();
+        page.publish(&v);
+        assert_eq!(page.io_bytes_held(), Some(0));
+        v.set_io_bytes_held(3 << 12);
+        v[T::One] = 1;
+        page.publish(&v);
+        assert_eq!((page.io_bytes_held(), v.io_bytes_held()), (Some(3 << 12), 3 << 12));
+        // Whatever the writer's counter set, the slot is in the same place.
+        assert_eq!(mem[2 + CAPACITY], 3 << 12);
+        assert_eq!(page.read::<T>().map(|(_, v)| v).sum::<u64>(), 1, "not one of the counters");
     }
 
     #[test]

@@ -7,6 +7,7 @@ use std::path::PathBuf;
 
 use httpd::testing::*;
 use httpd::ConnId;
+use httpd_api::{Counter, HttpdCounter, Values};
 use httpd_cgi_tests::{programs, NoFrags};
 
 /// The runner's wait: past both the request and the idle timeout.
@@ -90,7 +91,9 @@ fn pump<'d>(h: &mut Harness<'d>, c: ConnId, progs: &mut cgi::Programs<'d, NoFrag
         }
         for call in dr.cgi {
             let mut counters = cgi::Counters { uptime_ms: h.now.get(), components: Vec::new() };
-            counters.push(h.srv.component());
+            let mut v = Values::<HttpdCounter>::new();
+            h.srv.counters(&mut v);
+            counters.push(cgi::Component::from_counters("httpd", v.iter().map(|(c, n)| (c.name(), n))));
             let out = progs.run(&call.env, call.body, &counters).map_err(|_| cgi_api::Failure::Fault);
             h.srv.cgi_reply(c, call.id, out);
         }

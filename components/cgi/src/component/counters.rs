@@ -1,24 +1,22 @@
-//! The counters `/cgi-bin/stats` shows: httpd's text page, netstack's and
-//! netdrv's counter pages, fs's `stats` and `budget` calls, and the
+//! The counters `/cgi-bin/stats` shows: httpd's, netstack's and netdrv's
+//! counter pages, fs's `stats` and `budget` calls, and the
 //! supervisor's view from the system events page.
 
 use alloc::vec::Vec;
 use cgi::{Component, Counters};
+use httpd_api::HttpdCounter;
 use nic_api::{Counter, CounterPage, DrvCounter};
 use socket_api::StackCounter;
 
 use super::{glue, now_ms};
 
-/// netstack's and netdrv's counter pages as components, with the names
-/// the stats schema uses for the common ones.
+/// A component's counter page (httpd's, netstack's, netdrv's) as a
+/// component, with the names the stats schema uses for the common ones.
 fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component> {
     if !page.valid() {
         return None;
     }
-    let mut c = Component::new(name);
-    for (n, v) in page.read::<C>() {
-        c.set(n, v);
-    }
+    let mut c = Component::from_counters(name, page.read::<C>());
     let alias = |c: &mut Component, to: &str, from: &str| {
         if let Some(v) = c.get(from) {
             c.set(to, v);
@@ -33,9 +31,10 @@ fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component>
             alias(&mut c, "tx_payload_copied", "tcp_tx_copied");
             alias(&mut c, "connections_accepted", "tcp_connections_accepted");
         }
-        _ => {
+        "netdrv" => {
             alias(&mut c, "bytes_copied", "drv_bytes_copied");
         }
+        _ => {}
     }
     Some(c)
 }
@@ -43,15 +42,15 @@ fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component>
 /// Every component's counters, for `/cgi-bin/stats` and the page.
 pub(super) fn collect() -> Counters {
     let mut all = Counters { uptime_ms: now_ms(), components: Vec::new() };
-    let mut text = Vec::new();
-    // SAFETY: httpd's counter page, mapped read-only.
-    if unsafe { cgi::chan::read(glue::httpd_stats::VADDR as *const u8, &mut text) } {
-        all.push(cgi::chan::parse_counters("httpd", &text));
-    }
     // SAFETY: the counter pages, mapped read-only; we only load from them.
-    let (stk, drv) = unsafe {
-        (CounterPage::at(glue::stack_stats::VADDR as *const u8), CounterPage::at(glue::drv_stats::VADDR as *const u8))
+    let (httpd, stk, drv) = unsafe {
+        (
+            CounterPage::at(glue::httpd_stats::VADDR as *const u8),
+            CounterPage::at(glue::stack_stats::VADDR as *const u8),
+            CounterPage::at(glue::drv_stats::VADDR as *const u8),
+        )
     };
+    all.components.extend(counter_page::<HttpdCounter>("httpd", httpd));
     all.components.extend(counter_page::<StackCounter>("netstack", stk));
     all.components.extend(counter_page::<DrvCounter>("netdrv", drv));
     let mut v = [0u64; 14];

@@ -54,8 +54,8 @@
 //!   `hostile_garbage`, `hostile_unheld`). And `/cgi-bin/fsreset`: reads
 //!   files and resets its fs session in a loop (`fs_reset_loop`), which
 //!   must cost fs no quarantined pages.
-//! * **Counters** for /cgi-bin/stats: httpd's text page, netstack's and
-//!   netdrv's counter pages, fs's `stats` RPC, our own.
+//! * **Counters** for /cgi-bin/stats: httpd's, netstack's and netdrv's
+//!   counter pages, fs's `stats` RPC, our own.
 //!
 //! We run below httpd, netstack and netdrv: a CGI that spins delays only
 //! itself.

@@ -33,10 +33,11 @@
 //!
 //! **The cache's share of memory** (`memory_budget` > 0; `fs::budget`
 //! explains the model): every [`UPDATE_EVERY`] calls, and on `stats` and
-//! `budget`, fs reads httpd's application pool pages in use (its counter
-//! text page `httpd_stats`) and netstack's send-ring bytes in use (its
-//! counter page `stack_stats`), both mapped read-only and untrusted (read
-//! once, bounded), and its own pool's pages held outside the cache, and
+//! `budget`, fs reads the *I/O bytes held* that httpd and netstack
+//! publish in their counter pages (`httpd_stats`: its application pool's
+//! pages in use; `stack_stats`: its send-ring bytes in use), both mapped
+//! read-only and untrusted (read once, bounded), and its own pool's pages
+//! held outside the cache, and
 //! shrinks or grows the cache to what they leave of the memory budget.
 
 //!
@@ -56,7 +57,8 @@ use alloc::vec::Vec;
 use component_runtime::link::{Deaths, Link};
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
-use fs::budget::{self, Elastic, Model};
+use counters::CounterPage;
+use fs::budget::{Elastic, Model};
 use fs::clients::{open_read, queue_range, OpenFiles};
 use fs::proto::{self, ErrorCode};
 use fs::quarantine::Quarantines;
@@ -117,51 +119,33 @@ const MAX_LISTING: usize = 256 << 10;
 /// `cache_budget`) and the cache's floor, from the assembly.
 const MEMORY_BUDGET: u64 = if glue::attributes::MEMORY_BUDGET > 0 { glue::attributes::MEMORY_BUDGET as u64 } else { 0 };
 const CACHE_FLOOR: usize = if glue::attributes::CACHE_FLOOR > 0 { glue::attributes::CACHE_FLOOR as usize } else { 0 };
-/// Calls between two updates of the budget: reading the pages costs a
-/// few hundred loads (httpd's text page) and an update evicts only when
+/// Calls between two updates of the budget: an update evicts only when
 /// the budget fell, so this is about keeping the per-call cost flat.
 const UPDATE_EVERY: u32 = 8;
 
 /// The counter pages fs charges its cache for (those the assembly maps).
 struct Peers {
-    /// httpd's counter text page (`httpd_stats`).
-    httpd: Option<*const u8>,
+    /// httpd's counter page (`httpd_stats`).
+    httpd: Option<&'static CounterPage>,
     /// netstack's counter page (`stack_stats`).
-    stack: Option<&'static socket_api::CounterPage>,
-    /// Where httpd's text is read into (reused).
-    text: Vec<u8>,
+    stack: Option<&'static CounterPage>,
 }
 
 impl Peers {
     fn new(start: &StartInfo) -> Self {
         let mapped = |vaddr: usize| start.dataports().iter().any(|r| r.vaddr == vaddr as u64);
-        let httpd = mapped(glue::httpd_stats::VADDR).then_some(glue::httpd_stats::VADDR as *const u8);
-        // SAFETY: netstack's counter page, mapped read-only (4 KiB,
-        // page-aligned); we only load from it.
-        let stack = mapped(glue::stack_stats::VADDR)
-            .then(|| unsafe { socket_api::CounterPage::at(glue::stack_stats::VADDR as *const u8) });
-        Self { httpd, stack, text: Vec::with_capacity(cgi_api::chan::PAGE_TEXT) }
+        // SAFETY: the counter pages, mapped read-only (4 KiB,
+        // page-aligned); we only load from them.
+        let page = |vaddr: usize| mapped(vaddr).then(|| unsafe { CounterPage::at(vaddr as *const u8) });
+        Self { httpd: page(glue::httpd_stats::VADDR), stack: page(glue::stack_stats::VADDR) }
     }
 
-    /// httpd's application pool bytes in use and netstack's send-ring
-    /// bytes, as they report them now (0 when unmapped or not yet
-    /// published). Untrusted: read once here, bounded by the model.
-    fn charges(&mut self) -> (u64, u64) {
-        let httpd = match self.httpd {
-            // SAFETY: httpd's counter page, mapped read-only for our
-            // lifetime; read with volatile loads under its seqlock.
-            Some(base) if unsafe { cgi_api::chan::read(base, &mut self.text) } => {
-                budget::text_counter(&self.text, "pool_pages_in_use")
-                    .unwrap_or(0)
-                    .saturating_mul(iolite::PAGE_SIZE as u64)
-            }
-            _ => 0,
-        };
-        let stack = match self.stack {
-            Some(p) if p.valid() => p.get(socket_api::StackCounter::SendRingBytesInUse),
-            _ => 0,
-        };
-        (httpd, stack)
+    /// The I/O bytes httpd and netstack say they hold now (0 when unmapped
+    /// or not yet published). Untrusted: read once here, bounded by the
+    /// model.
+    fn charges(&self) -> (u64, u64) {
+        let held = |p: Option<&CounterPage>| p.and_then(CounterPage::io_bytes_held).unwrap_or(0);
+        (held(self.httpd), held(self.stack))
     }
 }
 

@@ -39,8 +39,10 @@
 //!   after each round (`send_controls`).
 //! * **Time**: the ticker's clock page (PIT ticks, boot time from the RTC);
 //!   the ticker wakes us every 100 ms for `Server::tick`.
-//! * **Counters**: `name=value` lines in `httpd_stats` (read by the cgi for
-//!   /cgi-bin/stats), refreshed on every tick and before every CGI request.
+//! * **Counters**: the `httpd_stats` counter page (`httpd_api::HttpdCounter`,
+//!   read by the cgi for /cgi-bin/stats; its *I/O bytes held*, our pool's
+//!   pages in use, by fs's memory budget), refreshed on every tick and
+//!   before every CGI request.
 //!
 //! Lines it prints: `[httpd] listening on port 80`, `[httpd] cgi attached
 //! (generation G)`, `[httpd] cgi timed out: asking the supervisor to restart
@@ -1538,70 +1540,62 @@ impl Httpd {
 
     /// Our counters, for the cgi (/cgi-bin/stats).
     fn publish(&mut self) {
-        let mut c = self.srv.component();
-        let st = self.srv.stats();
-        c.set("cgi_header_bytes_copied", st.cgi_header_bytes_copied);
-        c.set("request_bytes_copied_to_parse", st.request_bytes_copied_to_parse);
-        c.set("request_body_bytes_copied_to_parse", st.request_body_bytes_copied_to_parse);
-        c.set("bodies_flattened", st.bodies_flattened);
-        c.set("body_bytes_flattened", st.body_bytes_flattened);
-        c.set("cgi_late_replies", st.cgi_late_replies);
-        c.set("cgi_stream_excess_bytes", st.cgi_stream_excess_bytes);
-        c.set("cgi_controls_dropped", self.cgi_controls_dropped);
-        c.set("static_bytes_copied", self.static_copied);
-        c.set("cgi_bytes_copied", self.cgi_copied);
-        c.set("request_bytes_copied", self.request_copied);
-        c.set("cgi_body_bytes_copied", self.cgi_body_copied);
-        c.set("cgi_body_bytes_by_ref", self.cgi_body_by_ref);
-        c.set("hand_off_switches", self.hand_off_switches);
-        c.set("cgi_body_parts_deferred", self.body_parts_deferred);
-        c.set("input_pauses", self.input_pauses);
-        c.set("cgi_file_refs_vouched", self.cgi_vouched);
-        c.set("cgi_file_refs_unheld", self.cgi_unheld_refs);
+        use httpd_api::HttpdCounter as H;
+        let mut v = httpd_api::Values::<H>::new();
+        self.srv.counters(&mut v);
+        v[H::CgiControlsDropped] = self.cgi_controls_dropped;
+        v[H::StaticBytesCopied] = self.static_copied;
+        v[H::CgiBytesCopied] = self.cgi_copied;
+        v[H::RequestBytesCopied] = self.request_copied;
+        v[H::CgiBodyBytesCopied] = self.cgi_body_copied;
+        v[H::CgiBodyBytesByRef] = self.cgi_body_by_ref;
+        v[H::HandOffSwitches] = self.hand_off_switches;
+        v[H::CgiBodyPartsDeferred] = self.body_parts_deferred;
+        v[H::InputPauses] = self.input_pauses;
+        v[H::CgiFileRefsVouched] = self.cgi_vouched;
+        v[H::CgiFileRefsUnheld] = self.cgi_unheld_refs;
         let ds = self.d.stats();
-        c.set("rejected_descriptors", ds.rejected_descriptors);
-        c.set("rejected_foreign_pool", ds.rejected_foreign_pool);
-        c.set("rejected_not_granted", ds.rejected_not_granted);
-        c.set("send_errors", self.send_errors);
-        c.set("send_credit_waits", self.credit_waits);
+        v[H::RejectedDescriptors] = ds.rejected_descriptors;
+        v[H::RejectedForeignPool] = ds.rejected_foreign_pool;
+        v[H::RejectedNotGranted] = ds.rejected_not_granted;
+        v[H::SendErrors] = self.send_errors;
+        v[H::SendCreditWaits] = self.credit_waits;
         let fs = self.srv.source_mut().client.stats();
-        c.set("fs_reconnects", fs.reconnects);
-        c.set("fs_reopens", fs.reopens);
+        v[H::FsReconnects] = fs.reconnects;
+        v[H::FsReopens] = fs.reopens;
         let (refs, kept, kept_bytes) = self.srv.source_mut().refs();
-        c.set("file_refs_hits", refs.hits);
-        c.set("file_refs_inserts", refs.inserts);
-        c.set("file_refs_evictions", refs.evictions);
-        c.set("file_refs_clears", refs.clears);
-        c.set("file_refs_kept", kept as u64);
-        c.set("file_refs_bytes", kept_bytes as u64);
-        c.set("fs_retries", fs.retries);
-        c.set("cgi_restarts", self.cgi_restarts);
-        c.set("netstack_restarts", self.netstack_restarts);
-        c.set("netstack_connections_lost", self.netstack_conns_lost);
-        c.set("cgi_restart_requests", self.cgi_restart_requests);
-        c.set("cgi_restart_failures", self.cgi_restart_failures);
-        c.set("cgi_unavailable", self.cgi_unavailable);
-        c.set("cgi_priority_lends", self.cgi_lends);
-        c.set("cgi_generation", self.cgi_gen);
-        c.set("wakeups", self.wakeups);
-        c.set("idle_evictions", st.idle_evictions);
-        c.set("send_timeouts", st.send_timeouts);
-        c.set("file_reads_deferred", st.file_reads_deferred);
-        c.set("file_opens_deferred", st.file_opens_deferred);
-        c.set("file_opens_expired", st.file_opens_expired);
-        c.set("connections_open", self.by_srv.len() as u64);
-        c.set("connections_send_full", self.net_full.len() as u64);
-        c.set("heap_used", heap_used() as u64);
-        c.set("netstack_requests_queued", self.outq.len() as u64);
-        c.set("netstack_requests_refused", self.outq.refused());
+        v[H::FileRefsHits] = refs.hits;
+        v[H::FileRefsInserts] = refs.inserts;
+        v[H::FileRefsEvictions] = refs.evictions;
+        v[H::FileRefsClears] = refs.clears;
+        v[H::FileRefsKept] = kept as u64;
+        v[H::FileRefsBytes] = kept_bytes as u64;
+        v[H::FsRetries] = fs.retries;
+        v[H::CgiRestarts] = self.cgi_restarts;
+        v[H::NetstackRestarts] = self.netstack_restarts;
+        v[H::NetstackConnectionsLost] = self.netstack_conns_lost;
+        v[H::CgiRestartRequests] = self.cgi_restart_requests;
+        v[H::CgiRestartFailures] = self.cgi_restart_failures;
+        v[H::CgiUnavailable] = self.cgi_unavailable;
+        v[H::CgiPriorityLends] = self.cgi_lends;
+        v[H::CgiGeneration] = self.cgi_gen;
+        v[H::Wakeups] = self.wakeups;
+        v[H::ConnectionsOpen] = self.by_srv.len() as u64;
+        v[H::ConnectionsSendFull] = self.net_full.len() as u64;
+        v[H::HeapUsed] = heap_used() as u64;
+        v[H::NetstackRequestsQueued] = self.outq.len() as u64;
+        v[H::NetstackRequestsRefused] = self.outq.refused();
         if let Ok(p) = self.d.pool_stats(APP_POOL) {
-            c.set("pool_pages", u64::from(p.pages));
-            c.set("pool_pages_in_use", u64::from(p.pages_in_use));
+            v[H::PoolPages] = u64::from(p.pages);
+            v[H::PoolPagesInUse] = u64::from(p.pages_in_use);
+            // What we hold of the data path's memory: the application
+            // pool's pages (headers, environments; in posix mode the
+            // copies of file data).
+            v.set_io_bytes_held(u64::from(p.pages_in_use) * iolite::PAGE_SIZE as u64);
         }
-        c.set("copy_mode", BUILD_COPY_MODE.number());
-        let mut text = String::new();
-        cgi_api::chan::format_counters(&c, &mut text);
-        // SAFETY: our counter page, mapped read-write, written only here.
-        unsafe { cgi_api::chan::publish(glue::httpd_stats::VADDR as *mut u8, text.as_bytes()) };
+        v[H::CopyMode] = BUILD_COPY_MODE.number();
+        // SAFETY: our counter page (4 KiB, page-aligned), mapped
+        // read-write, written only here.
+        unsafe { httpd_api::CounterPage::at(glue::httpd_stats::VADDR as *const u8) }.publish(&v);
     }
 }

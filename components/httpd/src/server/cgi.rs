@@ -32,6 +32,7 @@ use iolite::Aggregate;
 
 use super::{Action, CgiCall, Conn, ConnMode, Core, Out, State};
 use crate::path::parse_target;
+use crate::reason::reason;
 use crate::request::{Method, Request};
 use crate::source::{Clock, FileSource};
 use crate::SERVER;
@@ -351,7 +352,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         };
         // A close-delimited body ends the connection (a HEAD has none).
         let mode = if framing == Framing::Close && !head { ConnMode::Close } else { mode };
-        let Some(mut a) = self.prefix(o.status, &o.reason, mode) else { return conn.outq.push_back(Out::Close) };
+        let why = o.reason.as_deref().unwrap_or(reason(o.status));
+        let Some(mut a) = self.prefix(o.status, why, mode) else { return conn.outq.push_back(Out::Close) };
         let tail = self.gen(|w| {
             if let Some(ct) = &o.content_type {
                 write!(w, "Content-Type: {ct}\r\n")?;
@@ -620,7 +622,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         mode: ConnMode,
     ) {
         let no_body = o.status == 204 || o.status == 304;
-        let Some(mut a) = self.prefix(o.status, &o.reason, mode) else { return conn.outq.push_back(Out::Close) };
+        let why = o.reason.as_deref().unwrap_or(reason(o.status));
+        let Some(mut a) = self.prefix(o.status, why, mode) else { return conn.outq.push_back(Out::Close) };
         let len = body.len();
         let tail = self.gen(|w| {
             if let Some(ct) = &o.content_type {

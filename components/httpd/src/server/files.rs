@@ -8,21 +8,22 @@
 //! output is pulled piece by piece ([`Core::pull_file`]) as the caller
 //! takes the output, by reference.
 
-use alloc::boxed::Box;
 use alloc::collections::VecDeque;
 use alloc::format;
 use alloc::string::String;
 use alloc::vec::Vec;
 
-use cgi_api::output::reason;
 use iolite::Aggregate;
 
-use super::{Conn, ConnMode, Core, Out, Ticket, ALLOW_STATIC};
+use super::respond::ALLOW_STATIC;
+use super::waiting::waiting;
+use super::{Conn, ConnMode, Core, Out, Ticket};
 use crate::date;
 use crate::hcache::Lookup;
 use crate::mime::content_type;
 use crate::preconditions::{self, Conditions, Outcome};
 use crate::range::{self, RangeSpec};
+use crate::reason::reason;
 use crate::request::{Method, Request};
 use crate::source::{Clock, FileSource, FileStat, Kind, SourceError};
 
@@ -30,6 +31,38 @@ use crate::source::{Clock, FileSource, FileStat, Kind, SourceError};
 fn etag(st: &FileStat) -> String {
     format!("\"{:x}-{:x}-{:x}-{:x}\"", st.ino, st.generation, st.mtime, st.size)
 }
+/// What a 2xx response's header says about the file.
+struct Meta<'a> {
+    st: &'a FileStat,
+    ctype: &'a str,
+    /// The ETag.
+    tag: &'a str,
+    /// Last-Modified.
+    lm: &'a str,
+}
+
+/// What a `Range` asks of the file (GET only), unless `If-Range` says the
+/// client's copy is old.
+fn range_spec(req: &Request, st: &FileStat, tag: &str) -> RangeSpec {
+    match req.header("range") {
+        Some(r) if req.method == Method::Get => {
+            let current = match req.header("if-range") {
+                None => true,
+                Some(v) if v.trim_ascii_start().starts_with(b"\"") || v.starts_with(b"W/") => {
+                    preconditions::strong_match(v, tag)
+                }
+                Some(v) => date::parse(v) == Some(st.mtime),
+            };
+            if current {
+                range::parse(r, st.size)
+            } else {
+                RangeSpec::Full
+            }
+        }
+        _ => RangeSpec::Full,
+    }
+}
+
 impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     pub(super) fn serve_static(&mut self, conn: &mut Conn<'d, S::File>, req: &Request, path: &str, mode: ConnMode) {
         self.serve_static_waited(conn, req, path, mode, None);
@@ -51,6 +84,35 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             self.push_simple(conn, 405, false, mode, &format!("Allow: {ALLOW_STATIC}\r\n"));
             return;
         }
+        if ticket.is_none() && !self.waiting.is_empty() {
+            self.stats.file_opens_deferred += 1;
+            let (since, ticket) = (self.clock.now_ms(), self.waiting.join());
+            conn.outq.push_back(waiting(req, path, mode, since, ticket));
+            return;
+        }
+        let Some(((f, st), path)) = self.open_static(conn, req, path, mode, ticket) else { return };
+        if st.kind != Kind::File || (path.ends_with('/') && !path.ends_with("/index.html")) {
+            self.src.close(f);
+            let status = if st.kind == Kind::File { 404 } else { 403 };
+            self.push_simple(conn, status, head, mode, "");
+            return;
+        }
+        self.serve_file(conn, req, f, &st, &path, mode);
+    }
+
+    /// Opens `path` for `req`: a directory's `index.html`, the file itself,
+    /// and the path that was opened. `None` when it was answered instead
+    /// (a redirect to the directory's `/`, an error) or waits for the
+    /// source (busy: queued as `Out::Retry`).
+    fn open_static(
+        &mut self,
+        conn: &mut Conn<'d, S::File>,
+        req: &Request,
+        path: &str,
+        mode: ConnMode,
+        ticket: Option<Ticket>,
+    ) -> Option<((S::File, FileStat), String)> {
+        let head = req.method == Method::Head;
         // A plain GET reads the file from its start next: the source may
         // fetch the first bytes with the open (one call to fs, not three).
         // Not where a precondition or a range may leave them unread.
@@ -66,20 +128,13 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         // is then read as any other.
         let plain = plain && ticket.is_none();
         let first = if plain { self.cfg.read_chunk } else { 0 };
-        if ticket.is_none() && !self.waiting.is_empty() {
-            self.stats.file_opens_deferred += 1;
-            let (since, ticket) = (self.clock.now_ms(), self.waiting.join());
-            let req = Box::new(req.clone());
-            conn.outq.push_back(Out::Retry { req, path: String::from(path), mode, since, ticket });
-            return;
-        }
         let open = |src: &mut S, p: &str| if plain { src.open_to_read(p, first) } else { src.open(p) };
         let opened = match open(&mut self.src, path) {
             Err(SourceError::IsDirectory) if !path.ends_with('/') => {
                 let q = if req.target.query.is_empty() { String::new() } else { format!("?{}", req.target.query) };
                 let loc = format!("Location: {path}/{q}\r\n");
                 self.push_simple(conn, 301, head, mode, &loc);
-                return;
+                return None;
             }
             Err(SourceError::IsDirectory) => {
                 let index = format!("{path}index.html");
@@ -92,8 +147,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             Ok(o) => Ok((o, String::from(path))),
             Err(e) => Err(e),
         };
-        let ((f, st), path) = match opened {
-            Ok(o) => o,
+        match opened {
+            Ok(o) => Some(o),
             Err(SourceError::Busy) => {
                 // Transient: its pages come back as clients read. The
                 // request waits for them rather than failing (see
@@ -101,22 +156,30 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 self.stats.file_opens_deferred += 1;
                 let since = self.clock.now_ms();
                 let ticket = ticket.unwrap_or_else(|| self.waiting.join());
-                let req = Box::new(req.clone());
-                conn.outq.push_back(Out::Retry { req, path: String::from(path), mode, since, ticket });
-                return;
+                conn.outq.push_back(waiting(req, path, mode, since, ticket));
+                None
             }
             Err(e) => {
                 self.push_simple(conn, e.status(), head, mode, "");
-                return;
+                None
             }
-        };
-        if st.kind != Kind::File || (path.ends_with('/') && !path.ends_with("/index.html")) {
-            self.src.close(f);
-            let status = if st.kind == Kind::File { 404 } else { 403 };
-            self.push_simple(conn, status, head, mode, "");
-            return;
         }
-        let tag = etag(&st);
+    }
+
+    /// The response for an open file: 412 or 304 by the preconditions,
+    /// else 200 or 206 (one range, or several as `multipart/byteranges`)
+    /// or 416 by the `Range`.
+    fn serve_file(
+        &mut self,
+        conn: &mut Conn<'d, S::File>,
+        req: &Request,
+        f: S::File,
+        st: &FileStat,
+        path: &str,
+        mode: ConnMode,
+    ) {
+        let head = req.method == Method::Head;
+        let tag = etag(st);
         let lm = date::format(st.mtime);
         let lm = core::str::from_utf8(&lm).unwrap_or("");
         let conds = Conditions {
@@ -131,8 +194,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             self.push_simple(conn, 412, head, mode, "");
             return;
         }
-        let not_modified = outcome == Outcome::NotModified;
-        if not_modified {
+        if outcome == Outcome::NotModified {
             self.src.close(f);
             let Some(mut a) = self.prefix(304, reason(304), mode) else { return conn.outq.push_back(Out::Close) };
             match self.gen(|w| write!(w, "ETag: {tag}\r\nLast-Modified: {lm}\r\n\r\n")).map(|t| a.append(t)) {
@@ -141,98 +203,97 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             }
             return;
         }
-        // Range (GET only), unless If-Range says the client's copy is old.
-        let spec = match req.header("range") {
-            Some(r) if req.method == Method::Get => {
-                let current = match req.header("if-range") {
-                    None => true,
-                    Some(v) if v.trim_ascii_start().starts_with(b"\"") || v.starts_with(b"W/") => {
-                        preconditions::strong_match(v, &tag)
-                    }
-                    Some(v) => date::parse(v) == Some(st.mtime),
-                };
-                if current {
-                    range::parse(r, st.size)
-                } else {
-                    RangeSpec::Full
-                }
-            }
-            _ => RangeSpec::Full,
-        };
-        let ctype = content_type(&path);
-        match spec {
-            RangeSpec::Multi(ranges) => self.multipart(conn, f, &st, &ranges, ctype, &tag, lm, mode),
+        let ctype = content_type(path);
+        let meta = Meta { st, ctype, tag: &tag, lm };
+        match range_spec(req, st, &tag) {
+            RangeSpec::Multi(ranges) => self.multipart(conn, f, st, &ranges, ctype, &tag, lm, mode),
             RangeSpec::Unsatisfiable => {
                 self.src.close(f);
                 let extra = format!("Content-Range: bytes */{}\r\n", st.size);
                 self.push_simple(conn, 416, head, mode, &extra);
             }
-            RangeSpec::Partial { start, end } => {
-                let Some(mut a) = self.prefix(206, reason(206), mode) else { return conn.outq.push_back(Out::Close) };
-                let size = st.size;
-                let len = end - start + 1;
-                let tail = self.gen(|w| {
+            RangeSpec::Partial { start, end } => self.partial(conn, f, &meta, (start, end), mode),
+            RangeSpec::Full => self.full(conn, f, &meta, path, head, mode),
+        }
+    }
+
+    /// A 206 of the one range `start..=end`.
+    fn partial(
+        &mut self,
+        conn: &mut Conn<'d, S::File>,
+        f: S::File,
+        m: &Meta,
+        (start, end): (u64, u64),
+        mode: ConnMode,
+    ) {
+        let Some(mut a) = self.prefix(206, reason(206), mode) else { return conn.outq.push_back(Out::Close) };
+        let (size, ctype, tag, lm) = (m.st.size, m.ctype, m.tag, m.lm);
+        let len = end - start + 1;
+        let tail = self.gen(|w| {
+            write!(
+                w,
+                "Content-Type: {ctype}\r\nContent-Length: {len}\r\nContent-Range: bytes {start}-{end}/{size}\r\n\
+                 Last-Modified: {lm}\r\nETag: {tag}\r\nAccept-Ranges: bytes\r\n\r\n"
+            )
+        });
+        match tail.map(|t| a.append(t)) {
+            Some(Ok(())) => {
+                conn.outq.push_back(Out::Data(a));
+                conn.outq.push_back(Out::File { f, off: start, end: end + 1, parts: VecDeque::new() });
+            }
+            _ => {
+                self.src.close(f);
+                conn.outq.push_back(Out::Close);
+            }
+        }
+    }
+
+    /// A 200: the per-response prefix, the fixed part of the header from
+    /// the header cache (generated on a miss or for a changed file), then
+    /// the file (not for `HEAD`).
+    fn full(&mut self, conn: &mut Conn<'d, S::File>, f: S::File, m: &Meta, path: &str, head: bool, mode: ConnMode) {
+        let Some(mut a) = self.prefix(200, reason(200), mode) else { return conn.outq.push_back(Out::Close) };
+        let st = m.st;
+        let key = (st.ino, st.generation, st.mtime, st.size);
+        let fixed = match self.hcache.get(path, key) {
+            Lookup::Hit(h) => {
+                self.stats.header_cache_hits += 1;
+                Some(h)
+            }
+            other => {
+                if matches!(other, Lookup::Stale) {
+                    self.stats.header_cache_invalidations += 1;
+                } else {
+                    self.stats.header_cache_misses += 1;
+                }
+                let (size, ctype, tag, lm) = (st.size, m.ctype, m.tag, m.lm);
+                let h = self.gen(|w| {
                     write!(
                         w,
-                        "Content-Type: {ctype}\r\nContent-Length: {len}\r\nContent-Range: bytes {start}-{end}/{size}\r\n\
-                         Last-Modified: {lm}\r\nETag: {tag}\r\nAccept-Ranges: bytes\r\n\r\n"
+                        "Content-Type: {ctype}\r\nContent-Length: {size}\r\nLast-Modified: {lm}\r\n\
+                         ETag: {tag}\r\nAccept-Ranges: bytes\r\n\r\n"
                     )
                 });
-                match tail.map(|t| a.append(t)) {
-                    Some(Ok(())) => {
-                        conn.outq.push_back(Out::Data(a));
-                        conn.outq.push_back(Out::File { f, off: start, end: end + 1, parts: VecDeque::new() });
+                if let Some(h) = &h {
+                    if let Ok(keep) = h.duplicate() {
+                        self.hcache.put(path, key, keep);
                     }
-                    _ => {
-                        self.src.close(f);
-                        conn.outq.push_back(Out::Close);
-                    }
+                }
+                h
+            }
+        };
+        match fixed.map(|t| a.append(t)) {
+            Some(Ok(())) => {
+                conn.outq.push_back(Out::Data(a));
+                if head || st.size == 0 {
+                    self.src.close(f);
+                } else {
+                    conn.outq.push_back(Out::File { f, off: 0, end: st.size, parts: VecDeque::new() });
                 }
             }
-            RangeSpec::Full => {
-                let Some(mut a) = self.prefix(200, reason(200), mode) else { return conn.outq.push_back(Out::Close) };
-                let key = (st.ino, st.generation, st.mtime, st.size);
-                let fixed = match self.hcache.get(&path, key) {
-                    Lookup::Hit(h) => {
-                        self.stats.header_cache_hits += 1;
-                        Some(h)
-                    }
-                    other => {
-                        if matches!(other, Lookup::Stale) {
-                            self.stats.header_cache_invalidations += 1;
-                        } else {
-                            self.stats.header_cache_misses += 1;
-                        }
-                        let size = st.size;
-                        let h = self.gen(|w| {
-                            write!(
-                                w,
-                                "Content-Type: {ctype}\r\nContent-Length: {size}\r\nLast-Modified: {lm}\r\n\
-                                 ETag: {tag}\r\nAccept-Ranges: bytes\r\n\r\n"
-                            )
-                        });
-                        if let Some(h) = &h {
-                            if let Ok(keep) = h.duplicate() {
-                                self.hcache.put(&path, key, keep);
-                            }
-                        }
-                        h
-                    }
-                };
-                match fixed.map(|t| a.append(t)) {
-                    Some(Ok(())) => {
-                        conn.outq.push_back(Out::Data(a));
-                        if head || st.size == 0 {
-                            self.src.close(f);
-                        } else {
-                            conn.outq.push_back(Out::File { f, off: 0, end: st.size, parts: VecDeque::new() });
-                        }
-                    }
-                    _ => {
-                        self.src.close(f);
-                        conn.outq.push_back(Out::Close);
-                    }
-                }
+            _ => {
+                self.src.close(f);
+                conn.outq.push_back(Out::Close);
             }
         }
     }

@@ -236,6 +236,37 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     }
 }
 
+impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
+    /// A pending head's input in more than `max_input_slices` slices is
+    /// copied into one buffer of our pool (counted), and the transport's
+    /// buffers go back. Only while everything buffered can be the head
+    /// (no more than the parser looks at): a larger input is refused by
+    /// the parser's limits anyway.
+    pub(super) fn bound_head_input(&mut self, conn: &mut Conn<'d, S::File>) {
+        if !matches!(conn.state, State::Reading) || conn.inq_len > self.cfg.scan_cap() {
+            return;
+        }
+        let slices: usize = conn.inq.iter().map(Aggregate::slice_count).sum();
+        if slices <= self.cfg.max_input_slices.max(1) {
+            return;
+        }
+        let n = conn.inq_len;
+        let Ok(mut b) = self.d.alloc(self.pool, n) else { return };
+        let mut at = 0;
+        for a in &conn.inq {
+            at += a.read_at(0, &mut b.writable()[at..at + a.len()]);
+        }
+        if at != n {
+            return;
+        }
+        let Ok(one) = b.seal(n) else { return };
+        self.stats.input_flattens += 1;
+        self.stats.input_bytes_flattened += n as u64;
+        conn.inq.clear();
+        conn.inq.push_back(one);
+    }
+}
+
 /// Whether a request's body may stream to the cgi (a POST to a program):
 /// up to `max_cgi_body`, in parts beyond `max_body`.
 pub(super) fn streams_body(req: &Request) -> bool {

@@ -288,7 +288,11 @@ impl Driver {
         self.nic.set_counter(Counter::RxPoolPagesInUse, in_use);
         self.nic.set_counter(Counter::QuarantinedPages, self.d.quarantined_pages(RX_POOL).unwrap_or(0) as u64);
         self.nic.set_counter(Counter::Restarts, self.restarts);
-        self.stats.publish(self.nic.counters());
+        // The I/O memory we hold: our pool's pages in use (rings, posted
+        // receive buffers, frames netstack holds).
+        let mut v = self.nic.counters().clone();
+        v.set_io_bytes_held(in_use * iolite::PAGE_SIZE as u64);
+        self.stats.publish(&v);
     }
 
     /// Hands every completed RX buffer to netstack, the salvaged frames
