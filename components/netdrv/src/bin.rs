@@ -1,6 +1,6 @@
 //! The netdrv component (seL4 target): the `e1000` device logic of the
 //! library wired to the real registers, the loader's physical addresses,
-//! pci_config and netstack's link (`component.rs`). On the host this binary
+//! pci_config and netstack's link (`component/`). On the host this binary
 //! is a stub; `cargo test -p netdrv` tests the library.
 #![cfg_attr(target_os = "none", no_std, no_main)]
 

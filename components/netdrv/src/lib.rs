@@ -3,7 +3,7 @@
 //! aggregates and the interrupt causes ([`e1000`]). It reaches the device
 //! only through [`e1000_regs::RegisterFile`] and a [`e1000::Dma`]
 //! translation, so the host tests drive it against a simulated device
-//! (`e1000/fake.rs`); the component (`src/component.rs`, seL4 only) wires it
+//! (`e1000/fake.rs`); the component (`src/component/`, seL4 only) wires it
 //! to the real registers, the loader's physical addresses and netstack's
 //! link channels.
 #![cfg_attr(not(test), no_std)]

@@ -556,7 +556,7 @@ mod tests {
     }
 
     /// httpd restartable: the component follows its client's death
-    /// (`component.rs`, `Slot::died`): the dead incarnation's client is
+    /// (`component/slot.rs`, `Slot::died`): the dead incarnation's client is
     /// closed (its connections reset, its port closed, its events dropped),
     /// what the stack lent it is quarantined (`peer_failed`), and the
     /// session lives on (its counters) for the next incarnation, which

@@ -1,5 +1,6 @@
-//! `netstack`: TCP/IPv4 for Iolite OS, on smoltcp 0.14.0 (pinned, with one
-//! small patch for zero-copy transmit), over IO-Lite aggregates.
+//! `netstack`: TCP/IPv4 for Iolite OS, on smoltcp 0.14.0 (pinned, with our
+//! patches in `patches/smoltcp/`, zero-copy transmit first), over IO-Lite
+//! aggregates.
 //!
 //! * [`NetStack`]: the stack (IPv4, ARP, ICMP echo, TCP; static address or
 //!   DHCP), with a socket-like API: listen/accept/connect, send an
