@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       Nobody holds the death protocol hostage (roottask/src/supervisor.rs,
+Documentation       Nobody holds the death protocol hostage (roottask/src/supervisor/mod.rs,
 ...                 "Nobody holds a death hostage"): the cgi (untrusted, cgi.untrusted)
 ...                 stops confirming deaths (test hook /cgi-bin/noconfirm), then the ticker,
 ...                 whose clock page it maps, is made to fault. The supervisor waits

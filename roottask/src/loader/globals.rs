@@ -1,0 +1,152 @@
+//! The global objects of the spec (endpoints, notifications, dataport
+//! frames, device frames, IRQ handlers, I/O port ranges): made once at boot
+//! from the boot untypeds, in spec order, and shared by every incarnation
+//! of the components that use them.
+
+use super::{device, elf, invoke, LoadError};
+use crate::objects::{ObjectAllocator, Retype};
+use alloc::format;
+use alloc::vec::Vec;
+use sel4::{CPtr, CapData, CapRights, ObjectType, Word};
+use system_spec::{IoApicIrq, ObjectKind, SystemSpec, LARGE_PAGE_SIZE};
+
+/// `CONFIG_RETYPE_FAN_OUT_LIMIT` (kernel-config/common.h): the most objects
+/// one Untyped_Retype may make.
+const RETYPE_FAN_OUT_LIMIT: u64 = 256;
+
+/// A global object, as made for the spec.
+pub(super) enum Loaded {
+    Endpoint(CPtr),
+    Notification(CPtr),
+    /// Frames of a dataport (RAM, zeroed) or a device region, in order.
+    Frames(Frames),
+    IrqHandler(CPtr),
+    IoPorts(CPtr),
+}
+
+/// The frame capabilities backing one dataport, in address order.
+pub(super) struct Frames {
+    pub(super) caps: Vec<CPtr>,
+    /// Bytes per frame: `system_spec::frame_size` of the dataport (RAM), or
+    /// 4 KiB (device regions).
+    pub(super) frame_size: u64,
+}
+
+/// Makes every global object of `spec`, in order (an IRQ names a
+/// notification made before it).
+pub(super) fn make_objects(global: &mut ObjectAllocator<'_>, spec: &SystemSpec) -> Result<Vec<Loaded>, LoadError> {
+    let mut devices = device::DeviceMemory::new(global.bootinfo());
+    let mut objects = Vec::with_capacity(spec.objects.len());
+    for object in &spec.objects {
+        let loaded = make_object(global, &mut devices, &objects, &object.kind)
+            .map_err(|e| LoadError(format!("object {}: {e}", object.name)))?;
+        objects.push(loaded);
+    }
+    Ok(objects)
+}
+
+/// Makes one global object of the spec.
+fn make_object(
+    global: &mut ObjectAllocator<'_>,
+    devices: &mut device::DeviceMemory<'_>,
+    made: &[Loaded],
+    kind: &ObjectKind,
+) -> Result<Loaded, LoadError> {
+    Ok(match kind {
+        ObjectKind::Endpoint => Loaded::Endpoint(global.object(ObjectType::Endpoint, 0)?),
+        ObjectKind::Notification => Loaded::Notification(global.object(ObjectType::Notification, 0)?),
+        ObjectKind::Frames { size } => Loaded::Frames(make_frames(global, *size)?),
+        ObjectKind::DeviceFrames { paddr, size } => {
+            Loaded::Frames(Frames { caps: devices.frames(global, *paddr, *size)?, frame_size: elf::PAGE })
+        }
+        ObjectKind::IoApicIrq(irq) => Loaded::IrqHandler(make_irq_handler(global, made, irq)?),
+        ObjectKind::IoPorts { first, last } => {
+            let slot = global.slot()?;
+            invoke(
+                "CNode_Mint (I/O ports)",
+                sel4::cnode_mint(
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    slot,
+                    64,
+                    sel4::CAP_INIT_THREAD_CNODE,
+                    sel4::CAP_IO_PORT,
+                    64,
+                    CapRights::all(),
+                    CapData::io_port_range(*first, *last).into_word(),
+                ),
+            )?;
+            Loaded::IoPorts(slot)
+        }
+    })
+}
+
+/// The frames of a RAM dataport of `size` bytes: one untyped of the next
+/// power of two, retyped frame by frame from its start, so the dataport is
+/// physically contiguous and a driver can hand a device any address
+/// inside it (DMA).
+fn make_frames(global: &mut ObjectAllocator<'_>, size: u64) -> Result<Frames, LoadError> {
+    let frame_size = system_spec::frame_size(size);
+    let (ty, count) = match frame_size {
+        LARGE_PAGE_SIZE => (ObjectType::X86LargePage, size / LARGE_PAGE_SIZE),
+        _ => (ObjectType::X86_4K, size.div_ceil(elf::PAGE)),
+    };
+    let bits = (count * frame_size).next_power_of_two().trailing_zeros() as Word;
+    let untyped = global.object(ObjectType::Untyped, bits)?;
+    let slots = global.slots(count)?;
+    // Consecutive slots, so one Retype makes up to the kernel's fan-out
+    // limit of frames at a time.
+    let mut next = slots.start;
+    while next < slots.end {
+        let batch = (slots.end - next).min(RETYPE_FAN_OUT_LIMIT);
+        sel4::untyped_retype(untyped, ty, 0, sel4::CAP_INIT_THREAD_CNODE, 0, 0, next, batch)
+            .map_err(|e| LoadError(format!("dataport frames: {e:?}")))?;
+        next += batch;
+    }
+    Ok(Frames { caps: slots.collect(), frame_size })
+}
+
+/// The handler of an I/O APIC interrupt, bound to its notification.
+fn make_irq_handler(global: &mut ObjectAllocator<'_>, made: &[Loaded], irq: &IoApicIrq) -> Result<CPtr, LoadError> {
+    let Some(Loaded::Notification(notification)) = made.get(irq.notification.0 as usize) else {
+        return Err(LoadError(format!(
+            "IRQ notification #{} is not a notification made before it",
+            irq.notification.0
+        )));
+    };
+    let handler = global.slot()?;
+    invoke(
+        "IRQControl_GetIOAPIC",
+        sel4::irq_control_get_ioapic(
+            sel4::CAP_IRQ_CONTROL,
+            sel4::CAP_INIT_THREAD_CNODE,
+            handler,
+            64,
+            irq.ioapic as Word,
+            irq.pin as Word,
+            irq.level_triggered as Word,
+            irq.active_low as Word,
+            irq.vector as Word,
+        ),
+    )?;
+    // The kernel signals the notification with the badge of the capability
+    // bound here. An unbadged one would deliver badge 0, which a consumer's
+    // seL4_Poll cannot tell from "nothing arrived" (and seL4_Wait returns
+    // 0): bind a copy badged as the spec says (1, or its own bit on a
+    // shared notification).
+    let badged = global.slot()?;
+    invoke(
+        "CNode_Mint (IRQ notification, badged)",
+        sel4::cnode_mint(
+            sel4::CAP_INIT_THREAD_CNODE,
+            badged,
+            64,
+            sel4::CAP_INIT_THREAD_CNODE,
+            *notification,
+            64,
+            CapRights::new(false, false, true),
+            CapData::badge(irq.badge as Word).into_word(),
+        ),
+    )?;
+    invoke("IRQHandler_SetNotification", sel4::irq_handler_set_notification(handler, badged))?;
+    Ok(handler)
+}
