@@ -8,6 +8,9 @@
 #![allow(clippy::result_large_err)]
 
 #[cfg(target_os = "none")]
+extern crate alloc;
+
+#[cfg(target_os = "none")]
 mod component;
 
 #[cfg(not(target_os = "none"))]

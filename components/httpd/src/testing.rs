@@ -291,7 +291,7 @@ pub struct Drained<'d> {
 pub struct Wire {
     /// Bytes sent and not read by the client.
     pub held: usize,
-    /// The most it holds: at that, netstack says `SendFull`.
+    /// The most it holds: at that, netstack closes the send window.
     pub window: usize,
 }
 
@@ -301,7 +301,7 @@ impl Wire {
         Self { held: 0, window }
     }
 
-    /// Whether it takes nothing more (`SendFull`).
+    /// Whether it takes nothing more (its send window is closed).
     pub fn full(&self) -> bool {
         self.held >= self.window
     }
@@ -404,7 +404,7 @@ impl<'d> Harness<'d> {
 
     /// Pulls `c`'s actions as the component's `pump` does for a transport
     /// that holds at most `wire.window` bytes the client has not read:
-    /// while it is full (netstack said `SendFull`) nothing that goes to the
+    /// while it is full (netstack closed the send window) nothing that goes to the
     /// client is pulled, only body parts for the cgi
     /// ([`Server::next_input`]). What was pulled lands in `wire` and `dr`.
     pub fn pump(&mut self, c: ConnId, wire: &mut Wire, dr: &mut Drained<'d>) {

@@ -5,6 +5,9 @@
 #![cfg_attr(target_os = "none", no_std, no_main)]
 
 #[cfg(target_os = "none")]
+extern crate alloc;
+
+#[cfg(target_os = "none")]
 mod component;
 
 #[cfg(not(target_os = "none"))]

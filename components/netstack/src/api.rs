@@ -10,14 +10,8 @@ use outbox::Outbox;
 
 use crate::{ConnId, NetError, NetStack, NicPort, Recv};
 
-use socket_api::{sends_outstanding, OP_SEND, SEND_COUNT_MODULUS, SEND_CREDIT};
 pub use socket_api::{ErrorCode, Event, Request};
-
-/// `SendSpace` for `conn`: what it can take now.
-fn space_event(stack: &NetStack<'_>, conn: ConnId) -> Event {
-    let space = stack.send_space(conn).unwrap_or(0);
-    Event::SendSpace { conn, space: u32::try_from(space).unwrap_or(u32::MAX) }
-}
+use socket_api::{Grant, OP_SEND};
 
 impl From<NetError> for ErrorCode {
     fn from(e: NetError) -> Self {
@@ -37,48 +31,27 @@ struct SessConn<'d> {
     /// Sends waiting for TCP's send buffer, in order (at most
     /// `max_pending`).
     pending: Outbox<Aggregate<'d>>,
-    /// A `SendSpace` is owed (sends were held back or refused).
+    /// A window that opens is owed (sends were held back or refused).
     blocked: bool,
-    /// `SendFull` was sent and no `SendSpace` since.
+    /// A window that closed was sent and none that opened since.
     full_sent: bool,
     close_requested: bool,
     eof_sent: bool,
     /// The client asked for no `Data` for now (`Request::Receive`).
     rx_paused: bool,
-    /// `Send` requests the client made on it, and the count of them last
-    /// reported taken (`Event::SendsTaken`), modulo
-    /// `socket_api::SEND_COUNT_MODULUS`.
-    sends: u32,
-    taken_told: u32,
-    /// The allowance the last `SendSpace` gave the client
-    /// (`socket_api::send_allowance`) and the bytes it sent since: once
-    /// they reach it and nothing is held back, the next `SendSpace` goes
-    /// out unasked (the client may be waiting for it).
-    allowance: usize,
-    sent_since_space: usize,
-}
-
-impl SessConn<'_> {
-    /// `ev`, a `SendSpace`, goes to the client: its allowance starts anew.
-    fn told(&mut self, ev: Event) {
-        if let Event::SendSpace { space, .. } = ev {
-            self.allowance = socket_api::send_allowance(space);
-            self.sent_since_space = 0;
-        }
-    }
-
-    /// Sends taken so far: every one made except those still held back.
-    fn taken(&self) -> u32 {
-        self.sends.wrapping_sub(self.pending.len() as u32) % SEND_COUNT_MODULUS
-    }
+    /// The client's sends on it as we took them, and the send window we
+    /// told it (`socket_api::window`): once it sent all the window allows
+    /// and nothing is held back, the next window goes out unasked (the
+    /// client may be waiting for it).
+    grant: Grant,
 }
 
 /// The stack's side of one client: which ports and connections are its,
 /// the aggregates waiting for send space, and the events to deliver.
 ///
 /// Everything it keeps is bounded. Per connection at most `max_pending`
-/// aggregates wait for send space (a client that ignores `SendFull` gets
-/// `WouldBlock`), and while any wait, the connection's received data stays
+/// aggregates wait for send space (a client beyond its window's send limit
+/// gets `WouldBlock`), and while any wait, the connection's received data stays
 /// in TCP (no `Data` events: its receive window closes). Events wait in a ring of `events_cap`: events that carry
 /// or announce data (received data, EOF, accepted connections, closes) are
 /// made only while a quarter of the ring is free, otherwise they wait in
@@ -129,7 +102,7 @@ pub struct SessionStats {
     /// Listens refused with `NoMemory` because they would exceed the
     /// session's listen budget.
     pub listens_refused: u64,
-    /// `SendFull` events sent (a connection reached its window).
+    /// Windows that closed (a connection's sends were held back).
     pub send_full: u64,
     /// Times a client paused a connection's input (`Request::Receive`).
     pub receive_pauses: u64,
@@ -258,8 +231,7 @@ impl<'d> Session<'d> {
             Request::Send { .. } => {
                 let Some(i) = conn else { return self.error(op, id, not_yours()) };
                 let c = &mut self.conns[i];
-                c.sends = c.sends.wrapping_add(1) % SEND_COUNT_MODULUS;
-                c.sent_since_space = c.sent_since_space.saturating_add(agg.len());
+                c.grant.seen(agg.len());
                 if c.close_requested {
                     self.error(op, id, ErrorCode::NotConnected);
                     return self.report_taken(i);
@@ -368,36 +340,39 @@ impl<'d> Session<'d> {
             }
         }
         self.conns[i].pending.shrink();
-        // Credit first: a client told `SendSpace` can use it at once.
+        // Credit first: a client whose window opens can use it at once.
         self.report_taken(i);
         let c = &self.conns[i];
-        let (id, full, was_blocked) = (c.id, !c.pending.is_empty(), c.blocked);
-        if full && !c.full_sent {
-            // Tell the client to stop (it would otherwise keep pulling its
-            // response into our held-back queue).
-            if self.control(Event::SendFull { conn: id }) {
-                self.conns[i].full_sent = true;
-                self.conns[i].blocked = true;
+        let (id, held, was_blocked) = (c.id, c.pending.len(), c.blocked);
+        if held > 0 && !c.full_sent {
+            // Close the client's window (it would otherwise keep pulling
+            // its response into our held-back queue).
+            let grant = c.grant.closed();
+            if self.control(grant.event(id, held)) {
+                let c = &mut self.conns[i];
+                c.grant = grant;
+                c.full_sent = true;
+                c.blocked = true;
                 self.stats.send_full += 1;
             } else {
                 // The ring is full: told on a later visit.
                 self.visit_all = true;
             }
-        } else if !full {
+        } else if held == 0 {
             // Held-back data went out, or the client used its allowance
             // and everything was taken: it may be waiting for this, and is
             // told once a worthwhile share is free (owed until then: the
             // acknowledgement that frees it brings a visit).
-            let spent = c.sent_since_space >= c.allowance;
+            let spent = c.grant.spent();
             if (was_blocked || spent) && !stack.send_space_worth_telling(id) {
                 self.conns[i].blocked = true;
             } else if was_blocked || spent {
-                let ev = space_event(stack, id);
-                if self.control(ev) {
+                let grant = c.grant.opened(stack.send_space(id).unwrap_or(0));
+                if self.control(grant.event(id, 0)) {
                     let c = &mut self.conns[i];
+                    c.grant = grant;
                     c.blocked = false;
                     c.full_sent = false;
-                    c.told(ev);
                 } else {
                     self.visit_all = true;
                 }
@@ -408,18 +383,19 @@ impl<'d> Session<'d> {
         }
     }
 
-    /// Tells the client how many of its sends on connection `i` were taken
-    /// once half its credit is taken unreported (see `SEND_CREDIT`): a
+    /// Tells the client its window (the same byte limit) once half its
+    /// send credit is taken unreported (see `socket_api::SEND_CREDIT`): a
     /// client that waits for credit then always gets some. A full event
     /// ring defers it to a later visit.
     fn report_taken(&mut self, i: usize) {
         let c = &self.conns[i];
-        let (id, taken) = (c.id, c.taken());
-        if sends_outstanding(taken, c.taken_told) < SEND_CREDIT / 2 {
+        let (id, held) = (c.id, c.pending.len());
+        if !c.grant.report_due(held) {
             return;
         }
-        if self.control(Event::SendsTaken { conn: id, taken }) {
-            self.conns[i].taken_told = taken;
+        if self.control(c.grant.event(id, held)) {
+            let c = &mut self.conns[i];
+            c.grant = c.grant.reported(held);
         } else {
             self.visit_all = true;
         }
@@ -455,7 +431,7 @@ impl<'d> Session<'d> {
     fn poll_touched(&mut self, stack: &mut NetStack<'d>, touched: &[ConnId], all: bool) {
         let mut visit = core::mem::take(&mut self.visit);
         for (p, _) in self.ports.clone() {
-            // Peer + Accepted + SendSpace, then the connection's first data.
+            // Peer + Accepted + Window, then the connection's first data.
             while self.data_room(4) {
                 let Some(conn) = stack.accept(p) else { break };
                 self.conn_at.insert(conn, self.conns.len());
@@ -467,10 +443,7 @@ impl<'d> Session<'d> {
                     close_requested: false,
                     eof_sent: false,
                     rx_paused: false,
-                    sends: 0,
-                    taken_told: 0,
-                    allowance: 0,
-                    sent_since_space: 0,
+                    grant: Grant::default(),
                 });
                 if let Ok((addr, port)) = stack.peer(conn) {
                     self.events.push_back((Event::Peer { addr, port }, None));
@@ -479,11 +452,11 @@ impl<'d> Session<'d> {
                 // What it can take from the start: a client that pulls no
                 // more than this for a peer with a small window keeps the
                 // buffers it pins small from the first round on.
-                let space = space_event(stack, conn);
+                let grant = Grant::default().opened(stack.send_space(conn).unwrap_or(0));
                 if let Some(c) = self.conns.last_mut() {
-                    c.told(space);
+                    c.grant = grant;
                 }
-                self.events.push_back((space, None));
+                self.events.push_back((grant.event(conn, 0), None));
                 // Its first data may have come with the handshake.
                 visit.push(conn);
             }
@@ -781,8 +754,8 @@ mod tests {
 
     #[test]
     fn a_client_that_stops_at_its_allowance_is_always_told_to_go_on() {
-        // The client (like httpd) sends no more than the allowance of the
-        // last SendSpace and then waits for the next one, whether or not
+        // The client (like httpd) sends no more than the byte limit of the
+        // last window and then waits for the next one, whether or not
         // anything was held back: 1 MiB must arrive byte-exact, never more
         // than the allowance may wait unacknowledged beyond TCP, and the
         // client is not woken for every acknowledgement.
@@ -794,30 +767,31 @@ mod tests {
         let (ca, cb) = accept_one(&mut n, &mut sess, 41001);
         let body = pattern(1 << 20, 6);
         let file = make(db, &body);
-        let (mut off, mut allowance, mut sent, mut spaces) = (0usize, None, 0usize, 0);
-        let mut least = u32::MAX;
+        let (mut off, mut w, mut spaces) = (0usize, socket_api::SendWindow::default(), 0);
+        let (mut least, mut allowance) = (usize::MAX, 0);
         let mut got = Vec::new();
         for _ in 0..200_000 {
             while let Some((ev, _, _)) = sess.next_event() {
                 match ev {
-                    Event::SendSpace { conn, space } if conn == cb => {
-                        allowance = Some(socket_api::send_allowance(space));
-                        sent = 0;
+                    // Windows that open bytes: the others only report sends.
+                    Event::Window { conn, sends, units } if conn == cb && w.update(sends, units) => {
                         spaces += 1;
-                        least = least.min(space);
+                        allowance = w.left().unwrap_or(0);
+                        least = least.min(allowance);
                     }
                     Event::Error { code, .. } => panic!("{code:?}"),
                     _ => {}
                 }
             }
-            // Odd pieces, cut at the allowance.
-            while let Some(a) = allowance.filter(|&a| sent < a && off < body.len()) {
-                let k = (a - sent).min(7000).min(body.len() - off);
+            // Odd pieces, cut at the window.
+            while let Some(left) = w.left().filter(|&l| l > 0 && off < body.len()) {
+                let k = left.min(7000).min(body.len() - off);
+                assert!(w.may_send(), "the byte limit comes before the send limit here");
                 sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(off, k).unwrap());
+                w.sent(k);
                 off += k;
-                sent += k;
             }
-            assert!(sess.held_back_bytes() <= allowance.unwrap_or(0));
+            assert!(sess.held_back_bytes() <= allowance);
             n.step();
             sess.poll(&mut n.b);
             while let Ok(Recv::Data(d)) = n.a.recv(ca, usize::MAX) {
@@ -827,14 +801,16 @@ mod tests {
                 break;
             }
         }
-        assert!(got == body, "byte-exact ({} of {}, {spaces} SendSpace events)", got.len(), body.len());
-        assert!(spaces > 2, "{spaces} SendSpace events");
+        assert!(got == body, "byte-exact ({} of {}, {spaces} windows that opened)", got.len(), body.len());
+        assert!(spaces > 2, "{spaces} windows that opened");
         // Woken only once half of what the connection may hold is free
         // (here 64 KiB of 128 KiB: the peer's 64 KiB window and as much
-        // slack): 16 wake-ups for 1 MiB, where one per acknowledgement
-        // made 30, some of them for no space at all.
-        assert!(least >= 64 * 1024, "a SendSpace of {least} bytes");
-        assert!(spaces <= 18, "{spaces} SendSpace events");
+        // slack; the byte limit is whole KiB, rounded down): 16 wake-ups
+        // for 1 MiB, where one per acknowledgement made 30, some of them
+        // for no space at all.
+        let unit = socket_api::WINDOW_UNIT as usize;
+        assert!(least > 64 * 1024 - unit, "a window of {least} bytes");
+        assert!(spaces <= 18, "{spaces} windows that opened");
     }
 
     #[test]
@@ -846,41 +822,28 @@ mod tests {
         let _ = sess.next_event();
         let (ca, cb) = accept_one(&mut n, &mut sess, 41000);
         // A 2 MiB response in 16 KiB pieces; the client (B's side, like
-        // httpd) stops at SendFull and resumes at SendSpace.
+        // httpd) stops when its window closes and resumes when one opens.
         let body = pattern(2 << 20, 5);
         let file = make(db, &body);
-        let (mut off, mut full, mut fulls, mut spaces) = (0usize, false, 0, 0);
+        let (mut off, mut w, mut spaces) = (0usize, socket_api::SendWindow::default(), 0);
+        let closed = |w: &socket_api::SendWindow| w.left() == Some(0);
         let mut most_queued = 0;
         // Until the client is told to stop, then a few more rounds (each
         // may jump to the next timer: zero-window probes).
         let mut after = 0;
         for _ in 0..100_000 {
-            if full {
+            if closed(&w) {
                 after += 1;
                 if after > 12 {
                     break;
                 }
             }
-            while !full && off < body.len() {
-                sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(off, 16384).unwrap());
-                off += 16384;
-                // Events are looked at once per round, as httpd does.
-                if off % (4 * 16384) == 0 {
-                    break;
-                }
-            }
+            send_pieces(&mut sess, &mut n.b, cb, &file, &mut off, &mut w);
             n.step();
             sess.poll(&mut n.b);
             while let Some((ev, _, _)) = sess.next_event() {
                 match ev {
-                    Event::SendFull { conn } if conn == cb => {
-                        full = true;
-                        fulls += 1;
-                    }
-                    Event::SendSpace { conn, .. } if conn == cb => {
-                        full = false;
-                        spaces += 1;
-                    }
+                    Event::Window { conn, sends, units } if conn == cb => spaces += usize::from(w.update(sends, units)),
                     Event::Error { code, .. } => panic!("{code:?} at {} ms, {:?}", n.now, n.b.state(cb)),
                     _ => {}
                 }
@@ -889,30 +852,21 @@ mod tests {
         }
         // A never read: its receive window (64 KiB) is full and it
         // advertises zero. B's queue is the slack (64 KiB) beyond that.
-        assert!(fulls >= 1, "the client was told to stop");
+        assert!(closed(&w), "the client was told to stop");
         assert!(off < body.len(), "and stopped pulling ({off} of {})", body.len());
         let queued = n.b.held_send_bytes();
         assert!(queued <= 64 * 1024, "{queued} bytes queued for a zero window");
         assert!(most_queued <= 64 * 1024 + 64 * 1024, "{most_queued} at most");
         // A reads everything: the rest flows, byte-exact.
         let mut got = Vec::new();
+        let opened_while_stalled = spaces;
         for _ in 0..200_000 {
-            while !full && off < body.len() {
-                sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(off, 16384).unwrap());
-                off += 16384;
-                if off % (4 * 16384) == 0 {
-                    break;
-                }
-            }
+            send_pieces(&mut sess, &mut n.b, cb, &file, &mut off, &mut w);
             n.step();
             sess.poll(&mut n.b);
             while let Some((ev, _, _)) = sess.next_event() {
                 match ev {
-                    Event::SendFull { .. } => full = true,
-                    Event::SendSpace { .. } => {
-                        full = false;
-                        spaces += 1;
-                    }
+                    Event::Window { sends, units, .. } => spaces += usize::from(w.update(sends, units)),
                     Event::Error { code, .. } => panic!("{code:?}"),
                     _ => {}
                 }
@@ -925,8 +879,30 @@ mod tests {
             }
         }
         assert!(got == body, "byte-exact ({} of {})", got.len(), body.len());
-        assert!(spaces >= 1);
+        assert!(spaces > opened_while_stalled, "windows opened once A read");
         assert_eq!(sess.stats().sends_refused, 0);
+    }
+
+    /// Up to four 16 KiB pieces of `file` from `off` on `cb`, as far as
+    /// the window `w` allows (events are looked at once per round, as
+    /// httpd does).
+    fn send_pieces<'d>(
+        sess: &mut Session<'d>,
+        b: &mut NetStack<'d>,
+        cb: ConnId,
+        file: &Aggregate<'d>,
+        off: &mut usize,
+        w: &mut socket_api::SendWindow,
+    ) {
+        for _ in 0..4 {
+            let k = w.left().unwrap_or(0).min(16384).min(file.len() - *off);
+            if k == 0 || !w.may_send() {
+                return;
+            }
+            sess.handle(b, Request::Send { conn: cb }.encode(), file.range(*off, k).unwrap());
+            w.sent(k);
+            *off += k;
+        }
     }
 
     #[test]
@@ -948,13 +924,13 @@ mod tests {
             sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(k * 65536, 65536).unwrap());
         }
         // A reads nothing: its window closes, the sends wait in the session
-        // (and the client is told to stop).
+        // (and the client's window closes: it is told to stop).
         let mut full = false;
         for _ in 0..200 {
             n.step();
             sess.poll(&mut n.b);
             while let Some((ev, _, _)) = sess.next_event() {
-                full |= ev == Event::SendFull { conn: cb };
+                full |= matches!(ev, Event::Window { conn, .. } if conn == cb) && sess.stats().send_full > 0;
             }
             if full && n.b.send_space(cb) == Ok(0) {
                 break;
@@ -990,7 +966,7 @@ mod tests {
         sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
         let _ = sess.next_event();
         let (ca, cb) = accept_one(&mut n, &mut sess, 41001);
-        // A client that ignores SendFull: beyond 4 held-back sends, refused.
+        // A client that ignores its window: beyond 4 held-back sends, refused.
         let body = pattern(600_000, 1);
         let big = make(db, &body);
         for k in 0..10 {
@@ -1031,10 +1007,11 @@ mod tests {
 
     #[test]
     fn a_client_within_its_send_credit_is_never_refused() {
-        // A client that keeps to `SEND_CREDIT` and ignores `SendFull`
-        // (httpd may run many rounds before the stack runs once): however
-        // far ahead it is, no send is refused, and the stream is exact.
-        use socket_api::{SendCredit, SEND_CREDIT};
+        // A client that keeps to its window's send limit and ignores its
+        // byte limit (httpd may run many rounds before the stack runs
+        // once): however far ahead it is, no send is refused, and the
+        // stream is exact.
+        use socket_api::{SendWindow, SEND_CREDIT};
         let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
         let db = n.b.domain();
         let mut sess = Session::new(SEND_CREDIT as usize);
@@ -1052,22 +1029,22 @@ mod tests {
             at += len;
             k += 1;
         }
-        let mut credit = SendCredit::default();
-        let (mut next, mut got, mut reports) = (0, Vec::new(), 0);
+        let mut credit = SendWindow::default();
+        let (mut next, mut got, mut reports, mut opened) = (0, Vec::new(), 0, 0);
         for round in 0..20_000 {
             // As many as the credit allows, before the stack runs.
             while next < cuts.len() && credit.may_send() {
                 let (off, len) = cuts[next];
                 sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(off, len).unwrap());
-                credit.sent();
+                credit.sent(len);
                 next += 1;
             }
             n.step();
             sess.poll(&mut n.b);
             while let Some((ev, _, _)) = sess.next_event() {
                 match ev {
-                    Event::SendsTaken { conn, taken } if conn == cb => {
-                        credit.taken(taken);
+                    Event::Window { conn, sends, units } if conn == cb => {
+                        opened += usize::from(credit.update(sends, units));
                         reports += 1;
                     }
                     Event::Error { .. } => panic!("{ev:?} after {next} sends"),
@@ -1089,39 +1066,47 @@ mod tests {
         assert_eq!(got.len(), body.len());
         assert!(got == body, "the stream is the sent bytes, in order");
         assert!(sess.stats().send_full > 0, "the window closed meanwhile");
-        // One report per half credit, about.
+        // One report per half credit, about (besides the windows that
+        // opened bytes, which carry the count as well).
         assert!(reports >= cuts.len() / SEND_CREDIT as usize, "{reports} reports for {} sends", cuts.len());
-        assert!(reports <= 2 * cuts.len() / (SEND_CREDIT as usize / 2) + 2, "{reports} reports");
+        assert!(reports <= 2 * cuts.len() / (SEND_CREDIT as usize / 2) + 2 + opened, "{reports} reports");
     }
 
     #[test]
     fn a_client_beyond_its_send_credit_is_refused_and_told_what_was_taken() {
         // Sends beyond the credit are refused (WouldBlock), and the refused
         // ones count as taken, so the count stays right for the client.
-        use socket_api::{SendCredit, SEND_CREDIT};
+        use socket_api::{SendWindow, SEND_CREDIT};
         let mut n = Net::new(CopyMode::IoLite, TxChecksum::Cached, 0);
         let db = n.b.domain();
         let mut sess = Session::new(SEND_CREDIT as usize);
         sess.handle(&mut n.b, Request::Listen { port: 80, backlog: 4 }.encode(), Aggregate::new(db));
         let _ = sess.next_event();
         let (_ca, cb) = accept_one(&mut n, &mut sess, 41005);
+        // The window it was accepted with.
+        let mut credit = SendWindow::default();
+        while let Some((ev, _, _)) = sess.next_event() {
+            if let Event::Window { sends, units, .. } = ev {
+                credit.update(sends, units);
+            }
+        }
         let file = make(db, &pattern(4 << 20, 3));
         // The peer never reads: 64 KiB sends fill its window at once.
-        let mut credit = SendCredit::default();
         for k in 0..64 {
             sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), file.range(k << 16, 1 << 16).unwrap());
-            credit.sent();
+            credit.sent(1 << 16);
         }
-        let (mut refused, mut taken) = (0, None);
+        let (mut refused, mut window) = (0, None);
         while let Some((ev, _, _)) = sess.next_event() {
             match ev {
                 Event::Error { code: ErrorCode::WouldBlock, .. } => refused += 1,
-                Event::SendsTaken { taken: t, .. } => taken = Some(t),
+                Event::Window { sends, units, .. } => window = Some((sends, units)),
                 _ => {}
             }
         }
         assert!(refused > 0 && refused == sess.stats().sends_refused);
-        credit.taken(taken.expect("a report"));
+        let (sends, units) = window.expect("a report");
+        credit.update(sends, units);
         // What is still held back is at most the credit.
         assert!(credit.outstanding() <= SEND_CREDIT, "{}", credit.outstanding());
     }
@@ -1444,7 +1429,7 @@ mod tests {
             events.extend(core::iter::from_fn(|| sess.next_event()).map(|e| e.0));
         }
         // Its input waits for the client: the connection stays.
-        assert!(events.iter().all(|e| matches!(e, Event::SendSpace { .. })), "{events:?}");
+        assert!(events.iter().all(|e| matches!(e, Event::Window { .. })), "{events:?}");
         assert_eq!(n.b.state(cb), Ok(crate::TcpState::Closed));
         let answer = make(db, &pattern(5000, 44));
         sess.handle(&mut n.b, Request::Send { conn: cb }.encode(), answer);

@@ -102,12 +102,9 @@ fn fetch_repeatedly(mode: CopyMode, responses: usize, body: &[u8]) -> Outcome {
                             answered = true;
                         }
                     }
-                    // SendFull: httpd would stop pulling the file; here all of it is queued already.
-                    Event::SendSpace { .. }
-                    | Event::SendFull { .. }
-                    | Event::SendsTaken { .. }
-                    | Event::Peer { .. }
-                    | Event::Listening { .. } => {}
+                    // A window that closes: httpd would stop pulling the
+                    // file; here all of it is queued already.
+                    Event::Window { .. } | Event::Peer { .. } | Event::Listening { .. } => {}
                     e => panic!("unexpected event {e:?}"),
                 }
             }

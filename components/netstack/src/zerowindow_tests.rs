@@ -3,8 +3,8 @@
 //! fetches a 64 KiB response again and again. The server is driven the
 //! way the netstack component drives it (a `Session` with the component's
 //! bounds and configuration, a web server on top that hands over 256 KiB
-//! pieces, no more than the allowance of the last `SendSpace`, stops at
-//! `SendFull` and keeps to its send credit, as httpd does); the clients
+//! pieces, no more than the last window allows, bytes and sends, as httpd
+//! does); the clients
 //! are one stack that is always responsive.
 //!
 //! What the held connections cost the normal client is measured as the
@@ -20,7 +20,7 @@ use iolite::{Aggregate, CopyMode, Domain, Trust};
 use crate::api::{ErrorCode, Event, Request, Session, SessionStats};
 use crate::tests::{cfg, domain, make, pattern, Port, APP};
 use crate::{ConnId, NetStack, Recv, TcpState, TxChecksum};
-use socket_api::SendCredit;
+use socket_api::SendWindow;
 
 /// The ticker's period for netstack (20 Hz, `net_every = 4`).
 const TICK_MS: u64 = 200;
@@ -30,17 +30,13 @@ const PIECE: usize = 256 * 1024;
 const CONN_ROUND_SENDS: usize = 16;
 const CONN_ROUND_BYTES: usize = 512 * 1024;
 
-/// One connection of the web server: what it still has to send, whether
-/// netstack said `SendFull` (nothing more is handed over until
-/// `SendSpace`), the allowance the last `SendSpace` gave and the bytes
-/// sent since, its send credit and its unparsed input.
+/// One connection of the web server: what it still has to send, its send
+/// window (nothing more is handed over once it is used up, until the next
+/// window) and its unparsed input.
 struct WebConn<'d> {
     id: ConnId,
     out: VecDeque<Aggregate<'d>>,
-    full: bool,
-    allowance: usize,
-    sent: usize,
-    credit: SendCredit,
+    window: SendWindow,
     input: Vec<u8>,
 }
 
@@ -72,10 +68,7 @@ impl<'d> Web<'d> {
                 Event::Accepted { conn, .. } => self.conns.push(WebConn {
                     id: conn,
                     out: VecDeque::new(),
-                    full: false,
-                    allowance: CONN_ROUND_BYTES,
-                    sent: 0,
-                    credit: SendCredit::default(),
+                    window: SendWindow::default(),
                     input: Vec::new(),
                 }),
                 Event::Data { conn } => {
@@ -91,16 +84,9 @@ impl<'d> Web<'d> {
                         }
                     }
                 }
-                Event::SendFull { conn } => {
+                Event::Window { conn, sends, units } => {
                     if let Some(c) = self.conn(conn) {
-                        c.full = true;
-                    }
-                }
-                Event::SendSpace { conn, space } => {
-                    if let Some(c) = self.conn(conn) {
-                        c.allowance = socket_api::send_allowance(space);
-                        c.sent = 0;
-                        c.full = false;
+                        c.window.update(sends, units);
                     }
                 }
                 // The peer is gone (reset) or done: what it was to get is
@@ -111,11 +97,6 @@ impl<'d> Web<'d> {
                 }
                 Event::Eof { .. } => {}
                 Event::Closed { conn } => self.conns.retain(|c| c.id != conn),
-                Event::SendsTaken { conn, taken } => {
-                    if let Some(c) = self.conn(conn) {
-                        c.credit.taken(taken);
-                    }
-                }
                 Event::Peer { .. } | Event::Listening { .. } => {}
                 // A send or close on a connection the peer reset: httpd
                 // ignores these too.
@@ -131,18 +112,17 @@ impl<'d> Web<'d> {
         let mut any = false;
         for c in self.conns.iter_mut() {
             let (mut sends, mut bytes) = (0, 0);
-            let round_bytes = c.allowance.saturating_sub(c.sent).min(CONN_ROUND_BYTES);
-            while !c.full && sends < CONN_ROUND_SENDS && bytes < round_bytes && c.credit.may_send() {
+            let round_bytes = c.window.left().unwrap_or(CONN_ROUND_BYTES).min(CONN_ROUND_BYTES);
+            while sends < CONN_ROUND_SENDS && bytes < round_bytes && c.window.may_send() {
                 let Some(mut a) = c.out.pop_front() else { break };
                 if a.len() > round_bytes - bytes {
                     let tail = a.split_off(round_bytes - bytes).unwrap();
                     c.out.push_front(tail);
                 }
                 bytes += a.len();
-                c.sent += a.len();
+                c.window.sent(a.len());
                 self.handed += a.len();
                 sess.handle(b, Request::Send { conn: c.id }.encode(), a);
-                c.credit.sent();
                 sends += 1;
                 any = true;
             }
@@ -391,7 +371,7 @@ fn slow_readers_with_small_windows_pin_a_few_windows_each() {
     // Clients that read through a 2 KiB receive buffer (the paper's slow
     // WAN clients): each pins the slack (8 KiB, the least) in TCP and the
     // web server's allowance (8 KiB, the least) held back; with a fixed
-    // 64 KiB slack and 512 KiB pulled per round until `SendFull` came,
+    // 64 KiB slack and 512 KiB pulled per round until the stack said stop,
     // each pinned up to ~600 KiB and 64 of them the system's whole cache.
     let o = scenario(64, 5, 2048, false);
     for (i, body) in o.bodies.iter().enumerate() {

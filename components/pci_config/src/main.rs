@@ -8,8 +8,9 @@
 //!
 //! **Access control.** Each client's calls arrive with its connection badge
 //! (1, 2, … in the order of the `from` ends of the RPC connection). The
-//! attribute `allow` lists `"BADGE=BB:DD.F"` strings: the functions each
-//! badge may read and write. Anything else reads as `0xffffffff` (what an
+//! attribute `allow` lists `"CLIENT=BB:DD.F"` strings, the client by its
+//! instance name (the glue's `CLIENTS` gives its badge): the functions
+//! each client may read and write. Anything else reads as `0xffffffff` (what an
 //! empty slot reads) and writes are refused (`-1`); the first few denials
 //! are logged by name. A client therefore can neither reconfigure another
 //! component's device (BARs, bus mastering) nor probe the bus.
@@ -53,12 +54,15 @@ struct Grant {
     function: pci::Function,
 }
 
-/// Parses `"BADGE=BB:DD.F"` (hex bus/device, function digit).
+/// Parses `"CLIENT=BB:DD.F"` (a caller's instance name; hex bus/device,
+/// function digit): the client's badge is its place in the assembly's
+/// RPC connection (`glue::pci::CLIENTS`, badge 1 first), which the
+/// compiler checked the name against.
 fn parse_grant(s: &str) -> Option<Grant> {
-    let (badge, f) = s.split_once('=')?;
-    let badge: u64 = badge.trim().parse().ok()?;
+    let (client, f) = s.split_once('=')?;
+    let badge = glue::pci::CLIENTS.iter().position(|c| *c == client.trim())? as u64 + 1;
     let function = pci::Function::parse(f)?;
-    (badge > 0).then_some(Grant { badge, function })
+    Some(Grant { badge, function })
 }
 
 struct Server {
@@ -152,7 +156,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
                 n += 1;
             }
             Some(_) => error!("more than {MAX_GRANTS} grants; ignoring {s:?}"),
-            None => error!("bad grant {s:?} (want \"BADGE=BB:DD.F\")"),
+            None => error!("bad grant {s:?} (want \"CLIENT=BB:DD.F\")"),
         }
     }
     let mut list = heapless_list::List::new();

@@ -40,11 +40,25 @@
 //! takes the peer of the `Peer` event just before it. One channel keeps
 //! them in order, so the client needs no more than "the last peer seen".
 //!
+//! ## The client half
+//! [`client`]: a client's connection table, one record per connection,
+//! which reads the send window events for it (httpd and tcp_echo). It
+//! allocates: every client has a heap.
+//!
 //! ## Counters
 //! [`StackCounter`]: netstack's counter page (`stack_stats`), read by the
 //! cgi (`/cgi-bin/stats`) and tcp_echo.
 #![no_std]
 #![deny(missing_docs)]
+
+extern crate alloc;
+
+pub mod client;
+pub mod window;
+pub use window::{
+    send_allowance, Grant, SendWindow, SEND_CREDIT, SEND_SPACE_MAX, SEND_SPACE_MIN, WINDOW_SENDS_MODULUS, WINDOW_UNIT,
+    WINDOW_UNITS_MODULUS,
+};
 
 use core::sync::atomic::Ordering;
 pub use counters::{Counter, CounterPage, Values};
@@ -57,59 +71,6 @@ pub type ConnId = u32;
 
 /// Aggregate descriptors in flight per direction (336 bytes each).
 pub const FWD_CAP: usize = 256;
-/// `Send` requests a client may have on one connection that the stack has
-/// not yet reported taken ([`Event::SendsTaken`]). The stack holds back
-/// that many per connection while TCP's window is full and refuses more
-/// with `WouldBlock`; a client that keeps to the credit never sees that,
-/// however late the stack runs. The stack reports before half the credit
-/// is taken unreported, so a client with every send taken has at least
-/// half of it.
-pub const SEND_CREDIT: u32 = 32;
-
-/// Send counts (posted by the client, [`Event::SendsTaken`] by the stack)
-/// run modulo this.
-pub const SEND_COUNT_MODULUS: u32 = 1 << 24;
-
-/// Sends posted on a connection and not yet reported taken, from the
-/// client's count of sends posted and the last [`Event::SendsTaken`]
-/// (both modulo [`SEND_COUNT_MODULUS`]).
-pub fn sends_outstanding(posted: u32, taken: u32) -> u32 {
-    posted.wrapping_sub(taken) % SEND_COUNT_MODULUS
-}
-
-/// A client's count of its sends on one connection against the stack's
-/// reports: whether it may send now ([`SEND_CREDIT`]).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct SendCredit {
-    posted: u32,
-    taken: u32,
-}
-
-impl SendCredit {
-    /// Whether one more `Send` keeps within the credit.
-    pub fn may_send(&self) -> bool {
-        self.outstanding() < SEND_CREDIT
-    }
-
-    /// Sends made and not yet reported taken.
-    pub fn outstanding(&self) -> u32 {
-        sends_outstanding(self.posted, self.taken)
-    }
-
-    /// Counts a `Send` request made.
-    pub fn sent(&mut self) {
-        self.posted = self.posted.wrapping_add(1) % SEND_COUNT_MODULUS;
-    }
-
-    /// An [`Event::SendsTaken`] count. One that claims more than was sent
-    /// (a stack that miscounts) is ignored.
-    pub fn taken(&mut self, taken: u32) {
-        if sends_outstanding(self.posted, taken) <= self.outstanding() {
-            self.taken = taken % SEND_COUNT_MODULUS;
-        }
-    }
-}
-
 /// Releases in flight per direction (16 bytes each).
 pub const REL_CAP: usize = 2048;
 /// Both channels' ring capacities.
@@ -190,25 +151,10 @@ const EV_LISTENING: u8 = 0x81;
 const EV_ACCEPTED: u8 = 0x82;
 const EV_DATA: u8 = 0x83;
 const EV_EOF: u8 = 0x84;
-const EV_SEND_SPACE: u8 = 0x85;
-/// Largest `space` an [`Event::SendSpace`] carries (its tag has 24 bits
-/// for it): "this much or more".
-pub const SEND_SPACE_MAX: u32 = 0xff_ffff;
-/// The least allowance an [`Event::SendSpace`] gives, whatever its
-/// `space`: below it, events would cost more than the bytes they let go.
-pub const SEND_SPACE_MIN: u32 = 8 * 1024;
-
-/// The allowance an [`Event::SendSpace`] of `space` gives: what the client
-/// may send after it, and what the stack waits to have taken before it
-/// sends the next one unasked. Both ends compute it here.
-pub fn send_allowance(space: u32) -> usize {
-    space.clamp(SEND_SPACE_MIN, SEND_SPACE_MAX) as usize
-}
+const EV_WINDOW: u8 = 0x85;
 const EV_CLOSED: u8 = 0x86;
 const EV_ERROR: u8 = 0x87;
 const EV_PEER: u8 = 0x88;
-const EV_SEND_FULL: u8 = 0x89;
-const EV_SENDS_TAKEN: u8 = 0x8a;
 
 fn tag(op: u8, id: u32, arg: u32) -> u64 {
     (op as u64) << 56 | (id as u64) << 24 | (arg & 0xff_ffff) as u64
@@ -348,43 +294,20 @@ pub enum Event {
         /// Connection.
         conn: ConnId,
     },
-    /// `conn` can take `space` more bytes now (its peer's window plus the
-    /// stack's slack, less what is queued; at most [`SEND_SPACE_MAX`]),
-    /// and everything sent on it so far was taken. It gives the client an
-    /// *allowance*: it may send `max(space, SEND_SPACE_MIN)` bytes after
-    /// this event. Made when the connection is accepted, when data held
-    /// back after a `SendFull` has gone to TCP, and once the stack has
-    /// taken at least the allowance since the last `SendSpace` and holds
-    /// nothing back: a client that stops at its allowance and waits for
-    /// the next `SendSpace` never waits forever, and what it pulls for a
-    /// slow peer (e.g. from its file cache) stays about one window. The
-    /// last two wait, on a connection whose acknowledgements the stack
-    /// follows (zero copy), until half of what the connection may hold is
-    /// free: a client is woken once per half window, not per
-    /// acknowledgement.
-    SendSpace {
+    /// `conn`'s send window (see [`window`]): the client may make sends on
+    /// it until its count of them (modulo [`WINDOW_SENDS_MODULUS`])
+    /// reaches `sends`, and send bytes until its count of them reaches
+    /// `units` [`WINDOW_UNIT`]s (modulo [`WINDOW_UNITS_MODULUS`]), both
+    /// counted from the connection's start. [`SendWindow`] keeps the
+    /// counts.
+    Window {
         /// Connection.
         conn: ConnId,
-        /// Bytes the connection can take now.
-        space: u32,
-    },
-    /// `conn` has taken as much as its peer's window plus the stack's slack:
-    /// data sent now is held back. The client should send no more on it
-    /// (e.g. stop pulling the response from its cache) until `SendSpace`;
-    /// beyond a few held-back sends it gets `WouldBlock` errors.
-    SendFull {
-        /// Connection.
-        conn: ConnId,
-    },
-    /// The stack has taken `taken` (modulo [`SEND_COUNT_MODULUS`]) of the
-    /// `Send` requests made on `conn` so far: handed to TCP, or refused or
-    /// dropped with an error event. Counts only grow, so a later event
-    /// supersedes an earlier one. See [`SEND_CREDIT`].
-    SendsTaken {
-        /// Connection.
-        conn: ConnId,
-        /// Sends taken so far, modulo [`SEND_COUNT_MODULUS`].
-        taken: u32,
+        /// The send limit, modulo [`WINDOW_SENDS_MODULUS`].
+        sends: u8,
+        /// The byte limit in [`WINDOW_UNIT`]s, modulo
+        /// [`WINDOW_UNITS_MODULUS`].
+        units: u16,
     },
     /// `conn` is gone (closed or reset); its id is no longer valid.
     Closed {
@@ -454,9 +377,7 @@ impl Event {
             Event::Accepted { port, conn } => tag(EV_ACCEPTED, conn, port as u32),
             Event::Data { conn } => tag(EV_DATA, conn, 0),
             Event::Eof { conn } => tag(EV_EOF, conn, 0),
-            Event::SendSpace { conn, space } => tag(EV_SEND_SPACE, conn, space.min(SEND_SPACE_MAX)),
-            Event::SendFull { conn } => tag(EV_SEND_FULL, conn, 0),
-            Event::SendsTaken { conn, taken } => tag(EV_SENDS_TAKEN, conn, taken % SEND_COUNT_MODULUS),
+            Event::Window { conn, sends, units } => tag(EV_WINDOW, conn, u32::from(sends) << 16 | u32::from(units)),
             Event::Closed { conn } => tag(EV_CLOSED, conn, 0),
             Event::Error { op, id, code } => tag(EV_ERROR, id, (op as u32) << 8 | code as u32),
         }
@@ -471,9 +392,7 @@ impl Event {
             EV_ACCEPTED => Event::Accepted { port: u16::try_from(arg).ok()?, conn: id },
             EV_DATA => Event::Data { conn: id },
             EV_EOF => Event::Eof { conn: id },
-            EV_SEND_SPACE => Event::SendSpace { conn: id, space: arg },
-            EV_SEND_FULL => Event::SendFull { conn: id },
-            EV_SENDS_TAKEN => Event::SendsTaken { conn: id, taken: arg },
+            EV_WINDOW => Event::Window { conn: id, sends: (arg >> 16) as u8, units: arg as u16 },
             EV_CLOSED => Event::Closed { conn: id },
             EV_ERROR => Event::Error { op: (arg >> 8) as u8, id, code: ErrorCode::from_u8(arg as u8)? },
             _ => return None,
@@ -570,7 +489,8 @@ counters::counters! {
         EventsDropped = "tcp_events_dropped",
         /// Sends refused with `WouldBlock`.
         SendsRefused = "tcp_sends_refused",
-        /// `SendFull` events sent.
+        /// Windows that closed on a connection (its sends held back: the
+        /// client pulls nothing more until the next window).
         SendFull = "tcp_send_full",
         /// Times a client paused a connection's input (`Request::Receive`).
         ReceivePauses = "tcp_receive_pauses",
@@ -687,40 +607,6 @@ mod tests {
     use super::*;
 
     #[test]
-    fn a_client_keeps_to_its_credit_until_sends_are_reported_taken() {
-        let mut c = SendCredit::default();
-        for _ in 0..SEND_CREDIT {
-            assert!(c.may_send());
-            c.sent();
-        }
-        assert!(!c.may_send());
-        c.taken(SEND_CREDIT / 2);
-        assert_eq!(c.outstanding(), SEND_CREDIT / 2);
-        assert!(c.may_send());
-        // An older report, or one beyond what was sent, changes nothing.
-        c.taken(3);
-        c.taken(SEND_CREDIT + 1);
-        assert_eq!(c.outstanding(), SEND_CREDIT / 2);
-        c.taken(SEND_CREDIT);
-        assert_eq!(c.outstanding(), 0);
-        // Across the counts' wrap.
-        let mut w = SendCredit { posted: SEND_COUNT_MODULUS - 2, taken: SEND_COUNT_MODULUS - 2 };
-        for _ in 0..5 {
-            w.sent();
-        }
-        assert_eq!(w.outstanding(), 5);
-        w.taken(1);
-        assert_eq!(w.outstanding(), 2);
-    }
-
-    #[test]
-    fn outstanding_sends_survive_the_counts_wrapping() {
-        assert_eq!(sends_outstanding(5, 5), 0);
-        assert_eq!(sends_outstanding(40, 8), 32);
-        assert_eq!(sends_outstanding(3, SEND_COUNT_MODULUS - 4), 7);
-    }
-
-    #[test]
     fn tags_round_trip_and_garbage_is_rejected() {
         for r in [
             Request::Listen { port: 80, backlog: 16 },
@@ -742,9 +628,9 @@ mod tests {
             Event::Accepted { port: 443, conn: 99 },
             Event::Data { conn: 3 },
             Event::Eof { conn: 3 },
-            Event::SendSpace { conn: 3, space: 70000 },
-            Event::SendsTaken { conn: 3, taken: 0 },
-            Event::SendsTaken { conn: u32::MAX, taken: SEND_COUNT_MODULUS - 1 },
+            Event::Window { conn: 3, sends: 0, units: 0 },
+            Event::Window { conn: 3, sends: 32, units: 70 },
+            Event::Window { conn: u32::MAX, sends: u8::MAX, units: u16::MAX },
             Event::Closed { conn: 3 },
             Event::Error { op: OP_SEND, id: 5, code: ErrorCode::NotYours },
         ] {
@@ -755,9 +641,6 @@ mod tests {
         assert_eq!(Request::decode(tag(OP_LISTEN, 70000, 1)), Err(ErrorCode::BadRequest));
         assert_eq!(Request::decode(tag(OP_HAND_OFF, 1, 2)), Err(ErrorCode::BadRequest));
         assert_eq!(Event::decode(tag(EV_ERROR, 1, 0xff)), None);
-        // A count beyond the modulus is sent modulo it.
-        let e = Event::SendsTaken { conn: 1, taken: SEND_COUNT_MODULUS + 5 };
-        assert_eq!(Event::decode(e.encode()), Some(Event::SendsTaken { conn: 1, taken: 5 }));
         // A port that does not fit 16 bits is garbage, not a truncated port.
         assert_eq!(Event::decode(tag(EV_PEER, 1, 0x1_0000)), None);
     }

@@ -2,10 +2,12 @@
 //! that passes can be carried out without the loader having to guess.
 
 use crate::{
-    Access, Binding, Component, ObjectId, ObjectKind, Rights, SystemSpec, FORMAT_VERSION, MAX_IRQ_VECTOR, PAGE_SIZE,
-    USER_TOP,
+    Access, Binding, Cap, Component, Mapping, ObjectId, ObjectKind, Rights, SystemSpec, FORMAT_VERSION, MAX_IRQ_VECTOR,
+    PAGE_SIZE, USER_TOP,
 };
+use alloc::collections::{BTreeMap, BTreeSet};
 use alloc::string::String;
+use alloc::vec::Vec;
 use core::fmt;
 
 /// Why a spec is inconsistent. Every variant names the object or component
@@ -221,22 +223,84 @@ fn aligned(value: u64) -> bool {
     value.is_multiple_of(PAGE_SIZE)
 }
 
-fn overlaps(a_start: u64, a_len: u64, b_start: u64, b_len: u64) -> bool {
-    a_start < b_start.saturating_add(b_len) && b_start < a_start.saturating_add(a_len)
+/// The first pair of half-open ranges `[start, end)` that overlap, as
+/// `(earlier, later)` by their `tag` (the order they were given in), or
+/// `None`. Sorted once and swept, so thousands of ranges cost n log n,
+/// not n² comparisons.
+fn first_overlap(mut ranges: Vec<(u64, u64, usize)>) -> Option<(usize, usize)> {
+    ranges.sort_unstable();
+    let mut widest: Option<(u64, usize)> = None; // (end, tag) reaching furthest so far
+    let mut found: Option<(usize, usize)> = None;
+    for (start, end, tag) in ranges {
+        if let Some((reach, other)) = widest {
+            if start < reach {
+                let pair = (other.min(tag), other.max(tag));
+                // Of several overlaps, report the one whose later range
+                // comes first, as a check in given order would.
+                if found.is_none_or(|f| (pair.1, pair.0) < (f.1, f.0)) {
+                    found = Some(pair);
+                }
+            }
+        }
+        if widest.is_none_or(|(reach, _)| end > reach) {
+            widest = Some((end, tag));
+        }
+    }
+    found
+}
+
+/// What the log checks need of the whole spec, gathered once (not per
+/// component: a system of thousands of components has thousands of rings).
+struct LogIndex<'a> {
+    /// Components with `log_server`.
+    servers: Vec<&'a Component>,
+    /// Per ring object: the names the (one) server reads it under.
+    sources: BTreeMap<ObjectId, Vec<&'a str>>,
+    /// Per ring object: how many components write it.
+    writers: BTreeMap<ObjectId, usize>,
+    /// Every object some component maps as a dataport.
+    mapped: BTreeSet<ObjectId>,
+    /// The notification the server waits on.
+    server_wait: Option<ObjectId>,
+}
+
+impl<'a> LogIndex<'a> {
+    fn of(spec: &'a SystemSpec) -> LogIndex<'a> {
+        let servers: Vec<&Component> = spec.components.iter().filter(|c| c.log_server.is_some()).collect();
+        let mut sources: BTreeMap<ObjectId, Vec<&str>> = BTreeMap::new();
+        let mut server_wait = None;
+        if let Some(server) = servers.first() {
+            let log = server.log_server.as_ref().expect("filtered");
+            for source in &log.rings {
+                sources.entry(source.ring).or_default().push(&source.name);
+            }
+            server_wait = server.caps.iter().find(|cap| cap.slot == log.wait_slot).map(|cap| cap.object);
+        }
+        let mut writers: BTreeMap<ObjectId, usize> = BTreeMap::new();
+        for end in spec.components.iter().filter_map(|c| c.log_ring.as_ref()) {
+            *writers.entry(end.ring).or_default() += 1;
+        }
+        let mapped = spec.components.iter().flat_map(|c| c.mappings.iter().map(|m| m.object)).collect();
+        LogIndex { servers, sources, writers, mapped, server_wait }
+    }
 }
 
 impl SystemSpec {
     /// Checks that the spec can be carried out as written: objects are
     /// well-formed and do not clash, every reference resolves, slots and
     /// mappings fit and do not collide, and every interface binding agrees
-    /// with the capability or mapping behind it.
+    /// with the capability or mapping behind it. Near-linear in the size of
+    /// the spec (lookups are indexed), so a generated system of tens of
+    /// thousands of connections validates in well under a second.
     pub fn validate(&self) -> Result<(), SpecError> {
         if self.format_version != FORMAT_VERSION {
             return Err(SpecError::WrongVersion(self.format_version));
         }
         self.validate_objects()?;
+        let log = LogIndex::of(self);
+        let mut names = BTreeSet::new();
         for (index, component) in self.components.iter().enumerate() {
-            if self.components[..index].iter().any(|c| c.name == component.name) {
+            if !names.insert(component.name.as_str()) {
                 return Err(SpecError::DuplicateComponent(component.name.clone()));
             }
             self.validate_component(component)?;
@@ -249,16 +313,23 @@ impl SystemSpec {
                     return Err(SpecError::BadEvents { component: component.name.clone() });
                 }
             }
-            self.validate_log(component)?;
-            for (k, &target) in component.may_restart.iter().enumerate() {
-                let bad = |reason| SpecError::BadRestartGrant { component: component.name.clone(), target, reason };
-                match self.components.get(target as usize) {
-                    None => return Err(bad("no such component")),
-                    Some(_) if target as usize == index => return Err(bad("a component cannot restart itself")),
-                    Some(t) if !t.restartable => return Err(bad("it is not restartable")),
-                    Some(_) if component.may_restart[..k].contains(&target) => return Err(bad("listed twice")),
-                    Some(_) => {}
-                }
+            self.validate_log(component, &log)?;
+            self.validate_restart_grants(index, component)?;
+        }
+        Ok(())
+    }
+
+    /// `may_restart` names other, restartable components, each once.
+    fn validate_restart_grants(&self, index: usize, component: &Component) -> Result<(), SpecError> {
+        let mut seen = BTreeSet::new();
+        for &target in &component.may_restart {
+            let bad = |reason| SpecError::BadRestartGrant { component: component.name.clone(), target, reason };
+            match self.components.get(target as usize) {
+                None => return Err(bad("no such component")),
+                Some(_) if target as usize == index => return Err(bad("a component cannot restart itself")),
+                Some(t) if !t.restartable => return Err(bad("it is not restartable")),
+                Some(_) if !seen.insert(target) => return Err(bad("listed twice")),
+                Some(_) => {}
             }
         }
         Ok(())
@@ -267,30 +338,26 @@ impl SystemSpec {
     /// A writer's ring is a one-page frame object only it writes, read by
     /// the server alone; the server's notification is one every writer can
     /// signal and only the server receives on.
-    fn validate_log(&self, c: &Component) -> Result<(), SpecError> {
+    fn validate_log(&self, c: &Component, log: &LogIndex<'_>) -> Result<(), SpecError> {
         let bad = |reason| Err(SpecError::BadLog { component: c.name.clone(), reason });
         let is_ring = |id: ObjectId| matches!(self.object(id).map(|o| &o.kind), Some(ObjectKind::Frames { size }) if *size == crate::LOG_RING_SIZE);
-        let servers: alloc::vec::Vec<&Component> = self.components.iter().filter(|c| c.log_server.is_some()).collect();
-        if servers.len() > 1 {
+        if log.servers.len() > 1 {
             return bad("more than one log server");
         }
         if let Some(end) = &c.log_ring {
-            let Some(server) = servers.first() else { return bad("a log ring without a log server") };
+            if log.servers.is_empty() {
+                return bad("a log ring without a log server");
+            }
             if !is_ring(end.ring) {
                 return bad("the ring is not a one-page frame object");
             }
-            let sources = &server.log_server.as_ref().expect("filtered").rings;
-            if sources.iter().filter(|s| s.ring == end.ring).count() != 1
-                || !sources.iter().any(|s| s.ring == end.ring && s.name == c.name)
-            {
+            if log.sources.get(&end.ring).is_none_or(|names| names.as_slice() != [c.name.as_str()]) {
                 return bad("the server does not read this ring, once, under this component's name");
             }
             let Some(cap) = c.caps.iter().find(|cap| cap.slot == end.signal_slot) else {
                 return bad("no capability in the signal slot");
             };
-            let wait = server.log_server.as_ref().expect("filtered").wait_slot;
-            let server_ntfn = server.caps.iter().find(|cap| cap.slot == wait).map(|cap| cap.object);
-            if Some(cap.object) != server_ntfn || cap.rights != Rights::WRITE {
+            if Some(cap.object) != log.server_wait || cap.rights != Rights::WRITE {
                 return bad("the signal capability is not a send-only capability to the server's notification");
             }
         }
@@ -306,27 +373,29 @@ impl SystemSpec {
             {
                 return bad("the wait capability is not a receive capability to a notification");
             }
-            for (i, source) in server.rings.iter().enumerate() {
-                if !is_ring(source.ring) || server.rings[..i].iter().any(|s| s.ring == source.ring) {
+            let mut listed = BTreeSet::new();
+            for source in &server.rings {
+                if !is_ring(source.ring) || !listed.insert(source.ring) {
                     return bad("a ring that is not a one-page frame object, or listed twice");
                 }
-                let writers =
-                    self.components.iter().filter(|w| w.log_ring.as_ref().is_some_and(|e| e.ring == source.ring));
-                if writers.count() != 1 {
+                if log.writers.get(&source.ring).copied().unwrap_or(0) != 1 {
                     return bad("a ring without exactly one writer");
                 }
             }
         }
         // A ring is mapped by nothing else (the loader maps it itself).
-        for ring in c.log_ring.iter().map(|e| e.ring) {
-            if self.components.iter().any(|o| o.mappings.iter().any(|m| m.object == ring)) {
-                return bad("a log ring is also mapped as a dataport");
-            }
+        if c.log_ring.as_ref().is_some_and(|end| log.mapped.contains(&end.ring)) {
+            return bad("a log ring is also mapped as a dataport");
         }
         Ok(())
     }
 
+    /// Each object on its own, then the pairs that must not clash (device
+    /// frames, I/O ports, IRQ vectors), each found by one sort.
     fn validate_objects(&self) -> Result<(), SpecError> {
+        let mut devices = Vec::new();
+        let mut ports = Vec::new();
+        let mut vectors = BTreeSet::new();
         for (index, object) in self.objects.iter().enumerate() {
             let name = || object.name.clone();
             match &object.kind {
@@ -343,28 +412,13 @@ impl SystemSpec {
                     if !aligned(*paddr) {
                         return Err(SpecError::UnalignedPaddr { object: name(), paddr: *paddr });
                     }
-                    for other in &self.objects[..index] {
-                        if let ObjectKind::DeviceFrames { paddr: p, size: s } = other.kind {
-                            if overlaps(*paddr, *size, p, s) {
-                                return Err(SpecError::OverlappingDeviceFrames {
-                                    first: other.name.clone(),
-                                    second: name(),
-                                });
-                            }
-                        }
-                    }
+                    devices.push((*paddr, paddr.saturating_add(*size), index));
                 }
                 ObjectKind::IoPorts { first, last } => {
                     if first > last {
                         return Err(SpecError::EmptyPortRange { object: name() });
                     }
-                    for other in &self.objects[..index] {
-                        if let ObjectKind::IoPorts { first: f, last: l } = other.kind {
-                            if *first <= l && f <= *last {
-                                return Err(SpecError::OverlappingPorts { first: other.name.clone(), second: name() });
-                            }
-                        }
-                    }
+                    ports.push((u64::from(*first), u64::from(*last) + 1, index));
                 }
                 ObjectKind::IoApicIrq(irq) => {
                     if irq.pin > 23 {
@@ -380,15 +434,18 @@ impl SystemSpec {
                         Some(target) if target.kind == ObjectKind::Notification => {}
                         _ => return Err(SpecError::IrqTargetNotNotification { object: name() }),
                     }
-                    for other in &self.objects[..index] {
-                        if let ObjectKind::IoApicIrq(o) = &other.kind {
-                            if o.vector == irq.vector {
-                                return Err(SpecError::DuplicateVector { vector: irq.vector });
-                            }
-                        }
+                    if !vectors.insert(irq.vector) {
+                        return Err(SpecError::DuplicateVector { vector: irq.vector });
                     }
                 }
             }
+        }
+        let names = |(a, b): (usize, usize)| (self.objects[a].name.clone(), self.objects[b].name.clone());
+        if let Some((first, second)) = first_overlap(devices).map(names) {
+            return Err(SpecError::OverlappingDeviceFrames { first, second });
+        }
+        if let Some((first, second)) = first_overlap(ports).map(names) {
+            return Err(SpecError::OverlappingPorts { first, second });
         }
         Ok(())
     }
@@ -408,74 +465,93 @@ impl SystemSpec {
         if c.first_free_slot > slot_count {
             return Err(SpecError::BadSlot { component: name(), slot: c.first_free_slot });
         }
-        for (index, cap) in c.caps.iter().enumerate() {
+        let mut caps: BTreeMap<u64, &Cap> = BTreeMap::new();
+        for cap in &c.caps {
             if cap.slot == 0 || cap.slot >= c.first_free_slot {
                 return Err(SpecError::BadSlot { component: name(), slot: cap.slot });
             }
-            if c.caps[..index].iter().any(|other| other.slot == cap.slot) {
+            if caps.insert(cap.slot, cap).is_some() {
                 return Err(SpecError::DuplicateSlot { component: name(), slot: cap.slot });
             }
-            let object =
-                self.object(cap.object).ok_or(SpecError::NoSuchObject { component: name(), object: cap.object })?;
-            let bad = |reason| SpecError::BadCap { component: name(), slot: cap.slot, reason };
-            match object.kind {
-                ObjectKind::Endpoint | ObjectKind::Notification => {
-                    if cap.rights == Rights::NONE {
-                        return Err(bad("an endpoint or notification capability without rights is useless"));
-                    }
-                }
-                ObjectKind::Frames { .. } | ObjectKind::DeviceFrames { .. } => {
-                    return Err(bad("frames are mapped, not placed in a CSpace"));
-                }
-                ObjectKind::IoApicIrq(_) | ObjectKind::IoPorts { .. } => {
-                    if cap.badge != 0 {
-                        return Err(bad("only endpoint and notification capabilities carry badges"));
-                    }
-                }
-            }
+            self.validate_cap(c, cap)?;
         }
+        let mut mappings: BTreeMap<u64, &Mapping> = BTreeMap::new();
+        let mut spans = Vec::with_capacity(c.mappings.len());
         for (index, mapping) in c.mappings.iter().enumerate() {
-            let bad = |reason| SpecError::BadMapping { component: name(), vaddr: mapping.vaddr, reason };
-            let object = self
-                .object(mapping.object)
-                .ok_or(SpecError::NoSuchObject { component: name(), object: mapping.object })?;
-            let size = object.kind.mappable_size().ok_or_else(|| bad("only frames can be mapped"))?;
-            if mapping.vaddr == 0 || !aligned(mapping.vaddr) {
-                return Err(bad("virtual address is zero or not page-aligned"));
-            }
-            if let ObjectKind::Frames { size } = object.kind {
-                if mapping.vaddr % crate::frame_size(size) != 0 {
-                    return Err(bad(
-                        "a dataport of 2 MiB multiples is backed by 2 MiB frames: its address must be 2 MiB-aligned",
-                    ));
-                }
-            }
-            if mapping.vaddr.checked_add(size).is_none_or(|end| end > USER_TOP) {
-                return Err(bad("mapping reaches past the user address space"));
-            }
-            if matches!(object.kind, ObjectKind::Frames { .. }) && !mapping.cached {
-                return Err(bad("ordinary RAM is always mapped cached"));
-            }
-            for other in &c.mappings[..index] {
-                let other_size = self.object(other.object).and_then(|o| o.kind.mappable_size()).unwrap_or(0);
-                // The guard page after each mapping must stay unmapped too.
-                if overlaps(mapping.vaddr, size + PAGE_SIZE, other.vaddr, other_size + PAGE_SIZE) {
-                    return Err(SpecError::OverlappingMappings { component: name(), vaddr: mapping.vaddr });
-                }
-            }
+            let size = self.validate_mapping(c, mapping)?;
+            // The guard page after each mapping must stay unmapped too.
+            spans.push((mapping.vaddr, mapping.vaddr + size + PAGE_SIZE, index));
+            mappings.entry(mapping.vaddr).or_insert(mapping);
+        }
+        if let Some((_, later)) = first_overlap(spans) {
+            return Err(SpecError::OverlappingMappings { component: name(), vaddr: c.mappings[later].vaddr });
         }
         for interface in &c.interfaces {
-            self.validate_interface(c, interface)?;
+            self.validate_interface(c, interface, &caps, &mappings)?;
         }
         Ok(())
     }
 
-    fn validate_interface(&self, c: &Component, interface: &crate::Interface) -> Result<(), SpecError> {
+    /// One capability: its object exists and can carry its rights.
+    fn validate_cap(&self, c: &Component, cap: &Cap) -> Result<(), SpecError> {
+        let object =
+            self.object(cap.object).ok_or(SpecError::NoSuchObject { component: c.name.clone(), object: cap.object })?;
+        let bad = |reason| SpecError::BadCap { component: c.name.clone(), slot: cap.slot, reason };
+        match object.kind {
+            ObjectKind::Endpoint | ObjectKind::Notification => {
+                if cap.rights == Rights::NONE {
+                    return Err(bad("an endpoint or notification capability without rights is useless"));
+                }
+            }
+            ObjectKind::Frames { .. } | ObjectKind::DeviceFrames { .. } => {
+                return Err(bad("frames are mapped, not placed in a CSpace"));
+            }
+            ObjectKind::IoApicIrq(_) | ObjectKind::IoPorts { .. } => {
+                if cap.badge != 0 {
+                    return Err(bad("only endpoint and notification capabilities carry badges"));
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// One mapping on its own (the overlaps are checked together): frames,
+    /// aligned, within the user address space. Returns the mapped size.
+    fn validate_mapping(&self, c: &Component, mapping: &Mapping) -> Result<u64, SpecError> {
+        let bad = |reason| SpecError::BadMapping { component: c.name.clone(), vaddr: mapping.vaddr, reason };
+        let object = self
+            .object(mapping.object)
+            .ok_or(SpecError::NoSuchObject { component: c.name.clone(), object: mapping.object })?;
+        let size = object.kind.mappable_size().ok_or_else(|| bad("only frames can be mapped"))?;
+        if mapping.vaddr == 0 || !aligned(mapping.vaddr) {
+            return Err(bad("virtual address is zero or not page-aligned"));
+        }
+        if let ObjectKind::Frames { size } = object.kind {
+            if !mapping.vaddr.is_multiple_of(crate::frame_size(size)) {
+                return Err(bad(
+                    "a dataport of 2 MiB multiples is backed by 2 MiB frames: its address must be 2 MiB-aligned",
+                ));
+            }
+        }
+        if mapping.vaddr.checked_add(size).is_none_or(|end| end > USER_TOP) {
+            return Err(bad("mapping reaches past the user address space"));
+        }
+        if matches!(object.kind, ObjectKind::Frames { .. }) && !mapping.cached {
+            return Err(bad("ordinary RAM is always mapped cached"));
+        }
+        Ok(size)
+    }
+
+    fn validate_interface(
+        &self,
+        c: &Component,
+        interface: &crate::Interface,
+        caps: &BTreeMap<u64, &Cap>,
+        mappings: &BTreeMap<u64, &Mapping>,
+    ) -> Result<(), SpecError> {
         let bad =
             |reason| SpecError::BadInterface { component: c.name.clone(), interface: interface.name.clone(), reason };
-        let cap_kind = |slot: u64| {
-            c.caps.iter().find(|cap| cap.slot == slot).and_then(|cap| self.object(cap.object).map(|o| (cap, &o.kind)))
-        };
+        let cap_kind = |slot: u64| caps.get(&slot).and_then(|cap| self.object(cap.object).map(|o| (*cap, &o.kind)));
         let expect = |slot: u64, want: fn(&ObjectKind) -> bool, rights_ok: fn(Rights) -> bool| match cap_kind(slot) {
             Some((cap, kind)) if want(kind) && rights_ok(cap.rights) => Ok(()),
             Some(_) => Err(bad("the capability in its slot has the wrong object kind or rights")),
@@ -495,11 +571,7 @@ impl SystemSpec {
             }
             Binding::IoPortUser { slot } => expect(slot, |k| matches!(k, ObjectKind::IoPorts { .. }), |_| true),
             Binding::Dataport { vaddr, size, access } => {
-                let mapping = c
-                    .mappings
-                    .iter()
-                    .find(|m| m.vaddr == vaddr)
-                    .ok_or_else(|| bad("no mapping at the dataport's address"))?;
+                let mapping = mappings.get(&vaddr).ok_or_else(|| bad("no mapping at the dataport's address"))?;
                 let mapped_size = self.object(mapping.object).and_then(|o| o.kind.mappable_size());
                 if mapped_size != Some(size) {
                     return Err(bad("the mapping's size differs from the dataport's"));

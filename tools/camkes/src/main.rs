@@ -71,28 +71,20 @@ fn run(args: Args) -> Result<(), String> {
     }
     let output =
         camkes::compile_with(&args.input, &args.import_paths, &settings, &DiskFiles).map_err(|d| d.to_string())?;
-    let write = |path: &PathBuf, bytes: &[u8]| {
-        if std::fs::read(path).is_ok_and(|old| old == bytes) {
-            return Ok(());
-        }
-        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
-            std::fs::create_dir_all(dir).map_err(|e| format!("error: cannot create {}: {e}", dir.display()))?;
-        }
-        std::fs::write(path, bytes).map_err(|e| format!("error: cannot write {}: {e}", path.display()))
-    };
+    let mut outputs: Vec<(PathBuf, Vec<u8>)> = Vec::new();
     if let Some(path) = &args.spec_out {
         let bytes = output.spec.encode().map_err(|e| format!("error: cannot encode the spec: {e}"))?;
-        write(path, &bytes)?;
+        outputs.push((path.clone(), bytes));
     }
     if let Some(path) = &args.spec_text {
         let mut text = camkes::spec::describe(&output.spec);
         text.push_str("IO-Lite pools (ids derived from the assembly):\n");
         text.push_str(&camkes::pools::table(&output.system));
-        write(path, text.as_bytes())?;
+        outputs.push((path.clone(), text.into_bytes()));
     }
     if let Some(dir) = &args.glue_out {
         for (name, text) in &output.glue {
-            write(&dir.join(name), text.as_bytes())?;
+            outputs.push((dir.join(name), text.as_bytes().to_vec()));
         }
     }
     if let Some(path) = &args.elf_list {
@@ -101,7 +93,50 @@ fn run(args: Args) -> Result<(), String> {
         elves.dedup();
         let mut text = elves.join("\n");
         text.push('\n');
-        write(path, text.as_bytes())?;
+        outputs.push((path.clone(), text.into_bytes()));
+    }
+    write_all(&outputs)
+}
+
+/// Writes every output or, as far as the file system allows, none: each
+/// changed file is first written whole to a temporary file beside it, and
+/// only once all of them are written are they renamed into place (a rename
+/// replaces a file atomically). So a failure part-way (a full disk, a path
+/// that cannot be created) leaves no file half-written and no spec that
+/// disagrees with the glue beside it. Files whose contents are unchanged are
+/// not touched, so incremental builds stay incremental.
+fn write_all(outputs: &[(PathBuf, Vec<u8>)]) -> Result<(), String> {
+    let mut staged: Vec<(PathBuf, &PathBuf)> = Vec::new();
+    let result = stage(outputs, &mut staged).and_then(|()| {
+        for (temp, path) in &staged {
+            std::fs::rename(temp, path).map_err(|e| format!("error: cannot write {}: {e}", path.display()))?;
+        }
+        Ok(())
+    });
+    if result.is_err() {
+        for (temp, _) in &staged {
+            let _ = std::fs::remove_file(temp);
+        }
+    }
+    result
+}
+
+/// Writes each changed output to its temporary file, recording it in
+/// `staged` (so the caller can remove them all if one fails).
+fn stage<'a>(outputs: &'a [(PathBuf, Vec<u8>)], staged: &mut Vec<(PathBuf, &'a PathBuf)>) -> Result<(), String> {
+    for (path, bytes) in outputs {
+        if std::fs::read(path).is_ok_and(|old| old == *bytes) {
+            continue;
+        }
+        if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+            std::fs::create_dir_all(dir).map_err(|e| format!("error: cannot create {}: {e}", dir.display()))?;
+        }
+        let mut name = path.file_name().unwrap_or_default().to_os_string();
+        name.push(format!(".tmp{}", std::process::id()));
+        let temp = path.with_file_name(name);
+        let written = std::fs::write(&temp, bytes);
+        staged.push((temp, path));
+        written.map_err(|e| format!("error: cannot write {}: {e}", path.display()))?;
     }
     Ok(())
 }

@@ -36,20 +36,33 @@ pub fn parse_setting(text: &str) -> Result<Setting> {
     }
 }
 
-/// Applies `settings` to the one assembly of `items`: each replaces the
-/// assembly's setting of the same target and attribute, or is added.
+/// Applies `settings` to the assemblies of `items`: each replaces the
+/// setting of the same target and attribute in whichever assembly block
+/// makes it (several blocks merge into one system, so an override must
+/// reach a setting of the second as well as the first), or is added at the
+/// end of the last block.
 pub fn apply(items: &mut [Item], settings: &[Setting]) -> Result<()> {
     let Some(first) = settings.first() else { return Ok(()) };
-    let mut assemblies = items.iter_mut().filter_map(|i| match i {
-        Item::Assembly(a) => Some(a),
-        _ => None,
-    });
-    let Some(assembly) = assemblies.next() else {
+    let mut assemblies: Vec<&mut crate::ast::Assembly> = items
+        .iter_mut()
+        .filter_map(|i| match i {
+            Item::Assembly(a) => Some(a),
+            _ => None,
+        })
+        .collect();
+    if assemblies.is_empty() {
         return err(&first.target.pos, "there is no assembly to apply the override to");
-    };
+    }
+    let overridden: std::collections::HashSet<(&str, &str)> =
+        settings.iter().map(|s| (s.target.text.as_str(), s.attribute.text.as_str())).collect();
+    for assembly in assemblies.iter_mut() {
+        assembly.settings.retain(|old| !overridden.contains(&(old.target.text.as_str(), old.attribute.text.as_str())));
+    }
+    let last = assemblies.last_mut().expect("not empty");
     for s in settings {
-        assembly.settings.retain(|old| !(old.target.text == s.target.text && old.attribute.text == s.attribute.text));
-        assembly.settings.push(s.clone());
+        // A later override of the same setting wins, as on a command line.
+        last.settings.retain(|old| !(old.target.text == s.target.text && old.attribute.text == s.attribute.text));
+        last.settings.push(s.clone());
     }
     Ok(())
 }
@@ -94,5 +107,27 @@ mod tests {
         let mut none: Vec<Item> = Vec::new();
         assert!(apply(&mut none, &[parse_setting("n.dhcp=1").unwrap()]).is_err());
         apply(&mut none, &[]).unwrap();
+    }
+
+    #[test]
+    fn replaces_a_setting_of_a_second_assembly_block() {
+        let file: Arc<str> = Arc::from("t.camkes");
+        let text = "assembly { composition {} configuration { n.dhcp = 0; } }
+                    assembly { composition {} configuration { n.quota = 4; n.port = 1; } }";
+        let mut items = parse(lex(&file, text).unwrap()).unwrap();
+        apply(&mut items, &[parse_setting("n.quota=8").unwrap(), parse_setting("n.dhcp=1").unwrap()]).unwrap();
+        let settings = |i: usize| -> Vec<(String, ValueKind)> {
+            let Item::Assembly(a) = &items[i] else { panic!() };
+            a.settings.iter().map(|s| (s.attribute.text.clone(), s.value.kind.clone())).collect()
+        };
+        assert_eq!(settings(0), []);
+        assert_eq!(
+            settings(1),
+            [
+                ("port".into(), ValueKind::Int(1)),
+                ("quota".into(), ValueKind::Int(8)),
+                ("dhcp".into(), ValueKind::Int(1))
+            ]
+        );
     }
 }

@@ -60,7 +60,7 @@ fn hello_compiles_with_the_documented_layout() {
     assert!(client.control && !server.control);
     assert!(reader.restartable && !client.restartable);
     assert_eq!(server.priority, 200);
-    assert_eq!(client.priority, system_spec::DEFAULT_PRIORITY);
+    assert_eq!(client.priority, 200);
 
     // Slots 1.. for non-dataport interfaces in declaration order.
     assert_eq!(client.interfaces[0].binding, Binding::RpcClient { slot: 1 });
@@ -303,4 +303,51 @@ fn the_cli_reports_errors_in_the_documented_form() {
     assert_eq!(spec.components.len(), 3);
     assert!(glue_out.join("hello_reader.rs").exists());
     std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// A compile whose last output cannot be written (here the ELF list, whose
+/// folder would be inside a regular file) writes nothing: the old spec
+/// stays whole and no temporary file is left behind.
+#[test]
+fn a_failed_late_write_leaves_the_old_outputs_whole() {
+    let dir = std::env::temp_dir().join(format!("camkes-atomic-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&dir);
+    std::fs::create_dir_all(&dir).unwrap();
+    let spec_out = dir.join("system.spec");
+    std::fs::write(&spec_out, b"the previous spec").unwrap();
+    std::fs::write(dir.join("not-a-dir"), b"").unwrap();
+    let output = std::process::Command::new(env!("CARGO_BIN_EXE_camkes"))
+        .args(["compile", "--spec-out"])
+        .arg(&spec_out)
+        .arg("--glue-out")
+        .arg(dir.join("glue"))
+        .arg("--elf-list")
+        .arg(dir.join("not-a-dir/elves"))
+        .arg("../../examples/hello/hello.camkes")
+        .output()
+        .unwrap();
+    assert_eq!(output.status.code(), Some(1));
+    let stderr = String::from_utf8(output.stderr).unwrap();
+    assert!(stderr.starts_with("error: cannot create "), "{stderr}");
+    assert_eq!(std::fs::read(&spec_out).unwrap(), b"the previous spec");
+    let mut left: Vec<String> = std::fs::read_dir(&dir)
+        .unwrap()
+        .chain(std::fs::read_dir(dir.join("glue")).into_iter().flatten())
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    left.sort();
+    assert_eq!(left, ["glue", "not-a-dir", "system.spec"]);
+    std::fs::remove_dir_all(&dir).unwrap();
+}
+
+/// `--set` replaces a setting wherever the assembly makes it, also in a
+/// second assembly block (examples/hostile adds one to the whole system).
+#[test]
+fn set_overrides_a_setting_of_a_second_assembly_block() {
+    let hostile = Path::new("../../examples/hostile/hostile.camkes");
+    let set = [camkes::overrides::parse_setting("netstack.client2_quota=8").unwrap()];
+    let out = camkes::compile_with(hostile, &[PathBuf::from(IMPORT_PATH)], &set, &DiskFiles)
+        .unwrap_or_else(|d| panic!("{d}"));
+    let netstack = &out.glue.iter().find(|(name, _)| name == "netstack.rs").expect("netstack glue").1;
+    assert!(netstack.contains("pub const CLIENT2_QUOTA: i64 = 8;"), "{netstack}");
 }

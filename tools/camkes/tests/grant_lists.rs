@@ -47,6 +47,10 @@ fn a_grant_list_of_pools_the_sender_maps_becomes_a_glue_constant() {
     let out = compile(&system(r#"    net.client_refs = ["app"]; web.client_refs = ["app"];"#)).expect("compiles");
     let (_, glue) = out.glue.iter().find(|(name, _)| name == "net.rs").expect("glue for Net");
     assert!(glue.contains(r#"pub const CLIENT_REFS: &[&str] = &["app"];"#), "{glue}");
+    // The same list as the pools' derived ids (hdr is 1, app 2), so a
+    // component can set it without looking names up.
+    assert!(glue.contains("pub const CLIENT_REFS_IDS: &[u32] = &[2];"), "{glue}");
+    assert!(glue.contains("pub const APP: u32 = 2;"), "{glue}");
 }
 
 #[test]

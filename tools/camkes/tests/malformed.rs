@@ -824,7 +824,7 @@ assembly { composition {
     connection seL4SharedData s(from a.d, to b.d);
 } configuration { s.colour = 4096; } }"#,
         extra: &[],
-        message: r#"unknown attribute 'colour' for connection 's' (connection settings: channel, shared_writers, pool)"#,
+        message: r#"unknown attribute 'colour' for connection 's' (connection settings: channel, shared_writers, pool, initialiser)"#,
         at: "6:21",
     },
     Case {
@@ -1102,6 +1102,150 @@ assembly { composition {
         extra: &[],
         message: r#"RPC calls form a cycle: root -> a -> b -> c -> root"#,
         at: "11:36",
+    },
+    Case {
+        name: "an RPC server below its caller",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component S { provides P p; }
+assembly { composition { component C c; component S s;
+    connection seL4RPCCall call(from c.p, to s.p); }
+  configuration { c.priority = 150; s.priority = 100; } }"#,
+        extra: &[],
+        message: r#"RPC server 's' (priority 100, set at sys/main.camkes:7:50) is below its caller 'c' (priority 150, set at sys/main.camkes:7:32) on 'call': the caller waits while the server works, so every component in between could delay it; give 's' a priority of at least 150"#,
+        at: "6:38",
+    },
+    Case {
+        name: "an RPC server below one of several callers, by default",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component S { provides P p; }
+assembly { composition { component C a; component C b; component S s;
+    connection seL4RPCCall call(from a.p, from b.p, to s.p); }
+  configuration { a.priority = 100; s.priority = 200; } }"#,
+        extra: &[],
+        message: r#"RPC server 's' (priority 200, set at sys/main.camkes:7:50) is below its caller 'b' (priority 254, the default)"#,
+        at: "6:48",
+    },
+    Case {
+        name: "an initialiser not above the end that attaches",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+assembly { composition { component A drv; component A stack;
+    connection seL4SharedData link(from drv.d, to stack.d); }
+  configuration { link.channel = true; link.initialiser = "stack";
+    stack.priority = 140; drv._priority = 140; } }"#,
+        extra: &[],
+        message: r#"'stack' initialises 'link' (priority 140, set at sys/main.camkes:6:22) but 'drv' attaches to it at its start (priority 140, set at sys/main.camkes:6:43): the initialiser must run first, so give 'stack' a priority above 140"#,
+        at: "5:59",
+    },
+    Case {
+        name: "an initialiser that is not an end",
+        source: r#"import <std_connector.camkes>;
+component A { control; dataport Buf d; }
+assembly { composition { component A x; component A y; component A z;
+    connection seL4SharedData r(from x.d, to y.d); }
+  configuration { r.initialiser = "z"; } }"#,
+        extra: &[],
+        message: r#"'r.initialiser' names 'z', which is not an end of 'r'"#,
+        at: "5:35",
+    },
+    Case {
+        name: "a word an attribute does not know",
+        source: r#"import <std_connector.camkes>;
+component Netstack { control; attribute string checksum; }
+assembly { composition { component Netstack netstack; }
+  configuration { netstack.checksum = "ofload"; } }"#,
+        extra: &[],
+        message: r#"'netstack.checksum' = "ofload" is not one of "cached", "software", "offload""#,
+        at: "4:39",
+    },
+    Case {
+        name: "a malformed address",
+        source: r#"import <std_connector.camkes>;
+component Netstack { control; attribute string address = "10.0.2.15/24"; }
+assembly { composition { component Netstack netstack; }
+  configuration { netstack.address = "10.0.2.15/42"; } }"#,
+        extra: &[],
+        message: r#"'netstack.address' = "10.0.2.15/42" is not an IPv4 address with a prefix length"#,
+        at: "4:38",
+    },
+    Case {
+        name: "a share for an instance that is not a client",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component Fs { control; provides P fs; attribute string client_files[]; }
+component S { provides P p; }
+assembly { composition { component C httpd; component Fs fs; component S other; component C cgi;
+    connection seL4RPCCall r(from httpd.p, to fs.fs); connection seL4RPCCall q(from cgi.p, to other.p); }
+  configuration { fs.client_files = ["httpd=520", "cgi=16"]; } }"#,
+        extra: &[],
+        message: r#"'fs.client_files' names 'cgi', which does not call 'fs.fs' (its clients: httpd)"#,
+        at: "8:51",
+    },
+    Case {
+        name: "a client without a share",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component Fs { control; provides P fs; attribute string client_quota[]; }
+assembly { composition { component C httpd; component C cgi; component Fs fs;
+    connection seL4RPCCall r(from httpd.p, from cgi.p, to fs.fs); }
+  configuration { fs.client_quota = ["cgi=64"]; } }"#,
+        extra: &[],
+        message: r#"'fs.client_quota' gives client 'httpd' no share (every caller of 'fs.fs' needs one)"#,
+        at: "7:37",
+    },
+    Case {
+        name: "a client with two shares",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component Fs { control; provides P fs; attribute string client_files[]; }
+assembly { composition { component C httpd; component Fs fs;
+    connection seL4RPCCall r(from httpd.p, to fs.fs); }
+  configuration { fs.client_files = ["httpd=520", "httpd=16"]; } }"#,
+        extra: &[],
+        message: r#"'fs.client_files' gives 'httpd' a second share (the first at sys/main.camkes:7:38)"#,
+        at: "7:51",
+    },
+    Case {
+        name: "a share that is not a number",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component Fs { control; provides P fs; attribute string client_files[]; }
+assembly { composition { component C httpd; component Fs fs;
+    connection seL4RPCCall r(from httpd.p, to fs.fs); }
+  configuration { fs.client_files = ["httpd=many"]; } }"#,
+        extra: &[],
+        message: r#"'fs.client_files': "httpd=many" does not give a positive number after '='"#,
+        at: "7:38",
+    },
+    Case {
+        name: "a grant for an instance that is not a client",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component PciConfig { control; provides P pci; attribute string allow[]; }
+assembly { composition { component C fs; component PciConfig pci_config;
+    connection seL4RPCCall r(from fs.p, to pci_config.pci); }
+  configuration { pci_config.allow = ["fs=00:05.0", "2=00:03.0"]; } }"#,
+        extra: &[],
+        message: r#"'pci_config.allow' names '2', which does not call 'pci_config.pci' (its clients: fs)"#,
+        at: "7:53",
+    },
+    Case {
+        name: "a default an attribute does not know",
+        source: r#"import <std_connector.camkes>;
+component Fs { control; attribute string cache_policy = "lfu"; }
+assembly { composition { component Fs fs; } }"#,
+        extra: &[],
+        message: r#"the default of 'cache_policy' = "lfu" is not one of "lru", "gds""#,
+        at: "2:57",
     },
 ];
 

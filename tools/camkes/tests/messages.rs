@@ -296,14 +296,66 @@ fn a_servers_clients_are_named_from_its_connection() {
     assert!(server.contains("// No `CLIENTS`: instances of `S` have different clients here"), "{server}");
 }
 
+/// Every interface names the instances at its other side from the
+/// assembly, with their spec indices (their system events records), so no
+/// setting restates the wiring: one peer also as `PEER`; an unconnected
+/// `maybe` interface has none; a hardware peer or instances of a type with
+/// different peers get no constant, and a comment says why.
+#[test]
+fn peers_are_named_from_the_connections() {
+    let types = "import <std_connector.camkes>;\nprocedure P { void f(); }\n\
+        component S { control; provides P p; dataport Buf d; maybe dataport Buf spare; }\n\
+        component C { control; uses P p; dataport Buf d; }\n\
+        component Dev { hardware; emits Irq irq; }\n\
+        component D { control; consumes Irq irq; }\n";
+    let glue = |source: &str, file: &str| {
+        let out = compile(source).unwrap_or_else(|e| panic!("{e}"));
+        out.glue.into_iter().find(|(n, _)| n == file).unwrap().1
+    };
+    let module = |text: &str, name: &str| {
+        let start = text.find(&format!("pub mod {name} {{")).unwrap_or_else(|| panic!("no module {name}"));
+        text[start..].split("\n    }\n").next().unwrap().to_string()
+    };
+    let one = format!(
+        "{types}assembly {{ composition {{ component Dev dev; component C a; component C b; component S s; component D drv;\n\
+         connection seL4RPCCall r(from b.p, from a.p, to s.p);\n\
+         connection seL4SharedData m(from s.d, to a.d, to b.d);\n\
+         connection seL4HardwareInterrupt i(from dev.irq, to drv.irq); }}\n\
+         configuration {{ dev.irq_irq_type = \"isa\"; dev.irq_irq_ioapic_pin = 4; dev.irq_irq_vector = 4; }} }}\n"
+    );
+    let server = glue(&one, "s.rs");
+    // Spec indices count software instances only (`dev` is hardware).
+    let p = module(&server, "p");
+    assert!(p.contains("pub const PEERS: &[&str] = &[\"b\", \"a\"];"), "{p}");
+    assert!(p.contains("pub const PEER_INDICES: &[usize] = &[1, 0];"), "{p}");
+    assert!(!p.contains("pub const PEER:"), "{p}");
+    let spare = module(&server, "spare");
+    assert!(spare.contains("pub const PEERS: &[&str] = &[];"), "{spare}");
+    let client = glue(&one, "c.rs");
+    let p = module(&client, "p");
+    assert!(p.contains("pub const PEER: &str = \"s\";") && p.contains("pub const PEER_INDEX: usize = 2;"), "{p}");
+    // Both clients see `s` at the other side of `d`: one constant serves.
+    assert!(module(&client, "d").contains("pub const PEER: &str = \"s\";"));
+    let driver = glue(&one, "d.rs");
+    assert!(module(&driver, "irq").contains("// No `PEERS`: a hardware instance is at the other end"), "{driver}");
+
+    let two = format!(
+        "{types}assembly {{ composition {{ component C a; component C b; component S s; component S t;\n\
+         connection seL4RPCCall r(from a.p, to s.p); connection seL4RPCCall q(from b.p, to t.p);\n\
+         connection seL4SharedData m(from s.d, to a.d); connection seL4SharedData n(from t.d, to b.d); }} }}\n"
+    );
+    let client = glue(&two, "c.rs");
+    assert!(module(&client, "p").contains("// No `PEERS`: instances of this type have different peers here"));
+}
+
 /// fs's clients are named by the compiler, so the setting that once named
 /// them (and could name a wrong instance) is refused in the real assembly,
 /// at its place.
 #[test]
 fn fs_client_names_is_no_longer_a_setting() {
     let real = std::fs::read_to_string("../../camkes/iolite.camkes").unwrap();
-    let anchor = "        fs.clients      = 2;\n";
-    assert!(real.contains(anchor), "the assembly no longer sets fs.clients so");
+    let anchor = "        fs.client_files = [\"httpd=520\", \"cgi=16\"];\n";
+    assert!(real.contains(anchor), "the assembly no longer sets fs.client_files so");
     let stale = real.replacen(anchor, &format!("{anchor}        fs.client_names = [\"httpd\", \"cgi\"];\n"), 1);
     let line = stale[..stale.find("fs.client_names").unwrap()].lines().count();
     let path = scratch("client_names").join("iolite.camkes");
@@ -316,4 +368,47 @@ fn fs_client_names_is_no_longer_a_setting() {
         .unwrap_or_else(|e| panic!("{e}"));
     let fs = &out.glue.iter().find(|(n, _)| n == "fs.rs").unwrap().1;
     assert!(fs.contains("pub const CLIENTS: &[&str] = &[\"httpd\", \"cgi\"];"));
+    // Nor is their number, nor their shares' places: the shares are given
+    // by name and put in badge order for fs.
+    let e = compile_real("fs.clients = 2;", "clients").expect_err("clients");
+    assert_eq!(e.message, "unknown attribute 'clients' for instance 'fs' (component 'Fs')", "{e}");
+    assert!(fs.contains("pub const CLIENT_FILES_BY_BADGE: &[i64] = &[520, 16];"), "{fs}");
+    assert!(fs.contains("pub const CLIENT_QUOTA_BY_BADGE: &[i64] = &[640, 64];"), "{fs}");
+    let e = compile_real("fs.client_files = [\"cgi=16\", \"httpd=520\"];", "reordered");
+    let fs = e.unwrap_or_else(|e| panic!("{e}")).glue.into_iter().find(|(n, _)| n == "fs.rs").unwrap().1;
+    assert!(fs.contains("pub const CLIENT_FILES_BY_BADGE: &[i64] = &[520, 16];"), "{fs}");
+}
+
+/// The real assembly with its `fs.client_files` line replaced by `line`.
+fn compile_real(line: &str, name: &str) -> Result<camkes::Output, camkes::diag::Diagnostic> {
+    let real = std::fs::read_to_string("../../camkes/iolite.camkes").unwrap();
+    let anchor = "        fs.client_files = [\"httpd=520\", \"cgi=16\"];\n";
+    let changed = if line.starts_with("fs.client_files") {
+        real.replacen(anchor, &format!("        {line}\n"), 1)
+    } else {
+        real.replacen(anchor, &format!("{anchor}        {line}\n"), 1)
+    };
+    let path = scratch(name).join("iolite.camkes");
+    std::fs::write(&path, changed).unwrap();
+    camkes::compile(&path, &[PathBuf::from("../../camkes")], &DiskFiles)
+}
+
+/// The real components name their peers from the glue, not from settings
+/// or constants: netstack's client and second client, fs's channels.
+#[test]
+fn the_real_components_peers_come_from_the_assembly() {
+    let out = camkes::compile(Path::new("../../camkes/iolite.camkes"), &[PathBuf::from("../../camkes")], &DiskFiles)
+        .unwrap_or_else(|e| panic!("{e}"));
+    let glue = |file: &str| out.glue.iter().find(|(n, _)| n == file).unwrap().1.clone();
+    let (netstack, fs, httpd, netdrv) = (glue("netstack.rs"), glue("fs.rs"), glue("httpd.rs"), glue("netdrv.rs"));
+    assert!(!netstack.contains("CLIENT_NAME") && !netstack.contains("CLIENT2_NAME"), "{netstack}");
+    for (text, peer) in
+        [(&netstack, "httpd"), (&netstack, "netdrv"), (&netdrv, "netstack"), (&httpd, "cgi"), (&httpd, "fs")]
+    {
+        assert!(text.contains(&format!("pub const PEER: &str = \"{peer}\";")), "{peer}");
+    }
+    assert!(
+        fs.contains("pub const PEERS: &[&str] = &[\"httpd\"];")
+            && fs.contains("pub const PEERS: &[&str] = &[\"cgi\"];")
+    );
 }

@@ -451,7 +451,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
     /// The next action for `c` that does not go to the client: a part of
     /// its streamed request body for the cgi, while the cgi has input
     /// credit. Call it (until `None`) for a connection whose transport
-    /// takes nothing now (netstack said `SendFull`, or its allowance is
+    /// takes nothing now (netstack closed its send window, or its allowance is
     /// spent), instead of [`Server::next`]: a program that reads its body
     /// while its answer waits for the client then still gets the body, and
     /// the only thing that waits is what the client is slow to take. (A

@@ -461,7 +461,7 @@ fn sum(b: &[u8]) -> u32 {
 /// A client uploads 1 MiB to a program that streams its answer while
 /// reading, and reads none of the answer until its upload is done (as
 /// many clients do: they write the whole request first). The answer's
-/// first part fills the transport (`SendFull`) at once. The body must
+/// first part fills the transport (its send window closes) at once. The body must
 /// still reach the program whole, as it credits it: the only thing that
 /// waits for the client is the answer. It used to stall: nothing of the
 /// connection was pulled while its send side was full, body parts

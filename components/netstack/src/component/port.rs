@@ -20,8 +20,9 @@ use super::{glue, NETDRV};
 /// this is full; they go out as the ring drains).
 pub(super) const TX_QUEUE: usize = 512;
 
-/// netdrv's instance name in the events page (its record: its deaths).
-const NETDRV_NAME: &str = "netdrv";
+/// netdrv's instance name in the events page (its record: its deaths): the
+/// link's other end, as the assembly connects it.
+const NETDRV_NAME: &str = glue::link::PEER;
 
 /// The stack's NIC: netdrv through the link region.
 pub(super) struct Port {

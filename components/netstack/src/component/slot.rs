@@ -31,9 +31,9 @@ pub(super) struct Slot {
     /// The region's dataport name, for reports (`channel client.B ...`).
     pub(super) region_name: &'static str,
     /// The client's peer slot and death watch (`Link::name`: its
-    /// instance name where the assembly tells us, `client_name` and
-    /// `client2_name`, else the region's name; for reports, the events
-    /// page and restart requests). Its channels are `client`'s, with
+    /// instance name, the region's other end in the assembly
+    /// (`glue::<region>::PEERS`), where its deaths are followed, else the
+    /// region's name; for reports, the events page and restart requests). Its channels are `client`'s, with
     /// their guards.
     pub(super) link: Link<()>,
     pub(super) region: RwRegion,
@@ -265,18 +265,20 @@ pub(super) fn open_slots(
         restart_requests: 0,
     };
     let mut slots = Vec::new();
-    // The first client's deaths are followed where the assembly names it
-    // (`client_name`, e.g. httpd when it is restartable): its connections
-    // are reset and its state dropped at its death, what we lent it stays
-    // quarantined until the death is settled, and its new incarnation is
-    // attached when it sets the region up again.
-    let link = match glue::attributes::CLIENT_NAME {
-        "" => Link::new("client", CLIENT, None, ()),
-        name => Link::new(name, CLIENT, page, ()),
+    // The first client's deaths are followed where the assembly subscribes
+    // us to system events (the client region's other end, e.g. httpd,
+    // which is restartable): its connections are reset and its state
+    // dropped at its death, what we lent it stays quarantined until the
+    // death is settled, and its new incarnation is attached when it sets
+    // the region up again.
+    let link = match page {
+        None => Link::new("client", CLIENT, None, ()),
+        Some(_) => Link::new(glue::client::PEER, CLIENT, page, ()),
     };
     slots.push(slot("client", link, region, control, true, usize::MAX, false));
     if has_client2 {
-        let name = glue::attributes::CLIENT2_NAME;
+        // The region's other end, as the assembly connects it.
+        let name = glue::client2::PEERS.first().copied().unwrap_or("");
         // SAFETY: the client2 dataport (mapped: checked above), read-write
         // for our lifetime, shared with the second client only.
         let region = unsafe { rw(glue::client2::VADDR, glue::client2::SIZE) };

@@ -46,6 +46,9 @@ use iolite::{init_duplex, AggDesc, RelDesc, RwRegion, SliceDesc};
 use socket_api::{ErrorCode, Event, Request, GEOMETRY as G};
 
 component_runtime::component_entry!(main);
+// socket-api links `alloc` (its client half allocates); we allocate
+// nothing, so the least heap does.
+component_runtime::global_heap!(4096);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/hostile_client.rs"));
 
 const PORT: u16 = glue::attributes::PORT as u16;
@@ -433,6 +436,7 @@ impl Hostile {
 }
 
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
+    init_heap();
     let k = start.restarts;
     let seed = if SEED != 0 { SEED.wrapping_add(k) } else { start.seed };
     log!("incarnation {k}, seed {seed:#018x}");

@@ -29,14 +29,15 @@
 extern crate alloc;
 
 use alloc::boxed::Box;
-use alloc::collections::{BTreeMap, VecDeque};
+use alloc::collections::VecDeque;
 use alloc::string::String;
 use component_runtime::{log, warn};
 use core::fmt::Write;
 use iolite::{Aggregate, Domain, Duplex, Guard, Next, PeerId, RwRegion, Trust, Want};
 use nic_api::DrvCounter;
 use outbox::Outbox;
-use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, SendCredit, StackCounter};
+use socket_api::client::{Conns, Notice};
+use socket_api::{ConnId, CounterPage, ErrorCode, Event, Request, StackCounter};
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(1 << 20);
@@ -53,8 +54,8 @@ const MAX_MESSAGE: usize = 1 << 20;
 /// Bytes a source keeps in flight (sent, not yet returned by netstack).
 const SOURCE_WINDOW: usize = 512 * 1024;
 
-fn msg_slot(conns: &mut BTreeMap<ConnId, Conn>, conn: ConnId) -> &mut Option<Aggregate<'static>> {
-    match conns.get_mut(&conn) {
+fn msg_slot(conns: &mut Conns<Conn>, conn: ConnId) -> &mut Option<Aggregate<'static>> {
+    match conns.get_mut(conn).map(|c| &mut c.app) {
         Some(Conn { kind: Kind::Source { msg, .. }, .. }) => msg,
         _ => unreachable!("a source connection"),
     }
@@ -70,11 +71,10 @@ enum Kind {
     Source { line: String, msg: Option<Aggregate<'static>>, left: u64, size: usize },
 }
 
+/// What we keep of a connection (its record in `Echo::conns`, which also
+/// keeps our sends against netstack's credit and whether we closed it).
 struct Conn {
     kind: Kind,
-    close_sent: bool,
-    /// Our sends against netstack's reports (`socket_api::SEND_CREDIT`).
-    credit: SendCredit,
     /// Echoes beyond the credit, in order. Bounded by what netstack lends
     /// us: it gives no more data while our echoes are held back.
     held: VecDeque<Aggregate<'static>>,
@@ -94,7 +94,7 @@ struct Echo {
     /// Sources add to it only while it is empty, at most a ring's worth;
     /// events (a ring's worth per run) one request each.
     outq: Outbox<(u64, Aggregate<'static>)>,
-    conns: BTreeMap<ConnId, Conn>,
+    conns: Conns<Conn>,
     connections: u64,
     closed: u64,
     bytes_echoed: u64,
@@ -131,7 +131,7 @@ fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
         guard: Guard::new(),
         sources_wait: false,
         outq: Outbox::new(4 * socket_api::FWD_CAP),
-        conns: BTreeMap::new(),
+        conns: Conns::new(),
         connections: 0,
         closed: 0,
         bytes_echoed: 0,
@@ -176,7 +176,7 @@ impl Echo {
         let _ = self.net.tx.poll_releases();
         let tx = &mut self.net.tx;
         self.outq.drain(|m| socket_api::send_request(tx, m));
-        let ids: alloc::vec::Vec<ConnId> = self.conns.keys().copied().collect();
+        let ids: alloc::vec::Vec<ConnId> = self.conns.ids().collect();
         let mut waiting = false;
         for id in ids {
             waiting |= self.pump_source(id);
@@ -199,63 +199,56 @@ impl Echo {
                     break;
                 }
             };
-            match Event::decode(r.tag) {
-                Some(Event::Listening { port }) => {
-                    let what = if port == ECHO_PORT { "echo" } else { "source" };
-                    log!("{what} listening on port {port}");
-                }
-                Some(Event::Accepted { port, conn }) => {
-                    self.connections += 1;
-                    let kind = if port == SOURCE_PORT {
-                        Kind::Source { line: String::new(), msg: None, left: 0, size: 0 }
-                    } else {
-                        Kind::Echo { first: true }
-                    };
-                    self.conns.insert(
-                        conn,
-                        Conn {
-                            kind,
-                            close_sent: false,
-                            credit: SendCredit::default(),
-                            held: VecDeque::new(),
-                            close_after_held: false,
-                        },
-                    );
-                }
-                Some(Event::Data { conn }) => self.data(conn, r.agg),
-                Some(Event::Eof { conn }) => {
-                    if let Some(c) = self.conns.get_mut(&conn) {
-                        let idle_source = matches!(&c.kind, Kind::Source { msg: None, left: 0, .. });
-                        if matches!(c.kind, Kind::Echo { .. }) || idle_source {
-                            self.close(conn);
-                        }
+            let Some(ev) = Event::decode(r.tag) else {
+                self.errors += 1;
+                continue;
+            };
+            if let Some(notice) = self.conns.event(ev) {
+                self.on_notice(notice, r.agg);
+            }
+        }
+    }
+
+    /// One event the connection table left for us (`agg`: its data).
+    fn on_notice(&mut self, notice: Notice<Conn>, agg: Aggregate<'static>) {
+        match notice {
+            Notice::Listening { port } => {
+                let what = if port == ECHO_PORT { "echo" } else { "source" };
+                log!("{what} listening on port {port}");
+            }
+            // The echo does not need to know who connected.
+            Notice::Accepted { port, conn, .. } => {
+                self.connections += 1;
+                let kind = if port == SOURCE_PORT {
+                    Kind::Source { line: String::new(), msg: None, left: 0, size: 0 }
+                } else {
+                    Kind::Echo { first: true }
+                };
+                self.conns.accept(conn, Conn { kind, held: VecDeque::new(), close_after_held: false });
+            }
+            Notice::Data { conn } => self.data(conn, agg),
+            Notice::Eof { conn } => {
+                if let Some(c) = self.conns.get(conn) {
+                    let idle_source = matches!(&c.app.kind, Kind::Source { msg: None, left: 0, .. });
+                    if matches!(c.app.kind, Kind::Echo { .. }) || idle_source {
+                        self.close(conn);
                     }
                 }
-                // netstack stops giving us a connection's data while its
-                // echo is held back (SendFull), so nothing else to do.
-                Some(Event::SendSpace { .. } | Event::SendFull { .. }) => {}
-                Some(Event::SendsTaken { conn, taken }) => {
-                    if let Some(c) = self.conns.get_mut(&conn) {
-                        c.credit.taken(taken);
-                    }
-                    self.send_held(conn);
+            }
+            // netstack stops giving us a connection's data while its echo
+            // is held back (full), so only the credit matters here.
+            Notice::Writable { conn } => self.send_held(conn),
+            Notice::Closed { .. } => {
+                self.closed += 1;
+                if self.closed.is_multiple_of(1000) {
+                    self.log_stats();
                 }
-                // The echo does not need to know who connected.
-                Some(Event::Peer { .. }) => {}
-                Some(Event::Closed { conn }) => {
-                    self.conns.remove(&conn);
-                    self.closed += 1;
-                    if self.closed.is_multiple_of(1000) {
-                        self.log_stats();
-                    }
+            }
+            Notice::Error { op, id, code } => {
+                self.errors += 1;
+                if self.errors <= 10 && code != ErrorCode::NotFound {
+                    warn!("netstack: request {op} on {id} failed: {code:?}");
                 }
-                Some(Event::Error { op, id, code }) => {
-                    self.errors += 1;
-                    if self.errors <= 10 && code != ErrorCode::NotFound {
-                        warn!("netstack: request {op} on {id} failed: {code:?}");
-                    }
-                }
-                None => self.errors += 1,
             }
         }
     }
@@ -263,38 +256,38 @@ impl Echo {
     /// Sends held echoes of `conn` as far as its credit allows.
     fn send_held(&mut self, conn: ConnId) {
         loop {
-            let Some(c) = self.conns.get_mut(&conn) else { return };
-            if !c.credit.may_send() {
+            let Some(c) = self.conns.get_mut(conn) else { return };
+            if !c.may_send() {
+                // The report that frees credit comes as `Writable`.
                 return;
             }
-            let Some(agg) = c.held.pop_front() else {
-                if core::mem::take(&mut c.close_after_held) {
+            let Some(agg) = c.app.held.pop_front() else {
+                if core::mem::take(&mut c.app.close_after_held) {
                     self.close(conn);
                 }
                 return;
             };
-            c.credit.sent();
+            c.sent(agg.len());
             self.request(Request::Send { conn }.encode(), agg);
         }
     }
 
     fn close(&mut self, conn: ConnId) {
-        if let Some(c) = self.conns.get_mut(&conn) {
-            if !c.held.is_empty() {
+        if let Some(c) = self.conns.get_mut(conn) {
+            if !c.app.held.is_empty() {
                 // After the echoes still held (sent as credit comes).
-                c.close_after_held = true;
+                c.app.close_after_held = true;
                 return;
             }
-            if !c.close_sent {
-                c.close_sent = true;
-                self.request(Request::Close { conn }.encode(), Aggregate::new(self.d));
-            }
+        }
+        if let Some(req) = self.conns.close(conn) {
+            self.request(req.encode(), Aggregate::new(self.d));
         }
     }
 
     fn data(&mut self, conn: ConnId, agg: Aggregate<'static>) {
-        let Some(c) = self.conns.get_mut(&conn) else { return };
-        match &mut c.kind {
+        let Some(c) = self.conns.get_mut(conn) else { return };
+        match &mut c.app.kind {
             Kind::Echo { first } => {
                 let was_first = core::mem::replace(first, false);
                 if was_first && agg.eq_bytes(b"STATS\n") {
@@ -304,7 +297,7 @@ impl Echo {
                 }
                 self.bytes_echoed += agg.len() as u64;
                 // Back by reference: the same buffers netstack received into.
-                c.held.push_back(agg);
+                c.app.held.push_back(agg);
                 self.send_held(conn);
             }
             Kind::Source { line, msg, .. } => {
@@ -351,7 +344,9 @@ impl Echo {
             self.close(conn);
             return;
         };
-        if let Some(Conn { kind: Kind::Source { msg: m, left, size: s, .. }, .. }) = self.conns.get_mut(&conn) {
+        if let Some(Conn { kind: Kind::Source { msg: m, left, size: s, .. }, .. }) =
+            self.conns.get_mut(conn).map(|c| &mut c.app)
+        {
             *m = Some(msg);
             *left = count;
             *s = size;
@@ -363,23 +358,21 @@ impl Echo {
     /// whether it waits for netstack to return some.
     fn pump_source(&mut self, conn: ConnId) -> bool {
         let d = self.d;
-        let Some(Conn { kind: Kind::Source { msg: Some(msg), left, size, .. }, close_sent, credit, .. }) =
-            self.conns.get_mut(&conn)
-        else {
-            return false;
-        };
-        let size = *size;
-        if *close_sent {
-            return false;
-        }
-        let window = (SOURCE_WINDOW / size).max(2) as u32;
-        let id = msg.descs()[0];
-        let mut sends = alloc::vec::Vec::new();
         // Messages waiting in `outq` are not lent yet, so the window does
         // not see them: none are made while any wait, and at most a ring's
         // worth at once.
         let room = if self.outq.is_empty() { socket_api::FWD_CAP } else { 0 };
-        while *left > 0 && sends.len() < room && credit.may_send() {
+        let Some(rec) = self.conns.get_mut(conn) else { return false };
+        let Kind::Source { msg: Some(_), left, size, .. } = &rec.app.kind else { return false };
+        let (mut left, size) = (*left, *size);
+        if rec.closing() {
+            return false;
+        }
+        let window = (SOURCE_WINDOW / size).max(2) as u32;
+        let mut sends = alloc::vec::Vec::new();
+        while left > 0 && sends.len() < room && rec.may_send() {
+            let Kind::Source { msg: Some(msg), .. } = &rec.app.kind else { break };
+            let id = msg.descs()[0];
             let in_flight = d.holds(id.pool, id.buf).map(|h| h.lent).unwrap_or(0);
             if in_flight + sends.len() as u32 >= window {
                 break;
@@ -388,10 +381,13 @@ impl Echo {
                 Ok(m) => sends.push(m),
                 Err(_) => break,
             }
-            credit.sent();
-            *left -= 1;
+            rec.sent(size);
+            left -= 1;
         }
-        let done = *left == 0;
+        if let Kind::Source { left: l, .. } = &mut rec.app.kind {
+            *l = left;
+        }
+        let done = left == 0;
         if done {
             // The holds lent to netstack keep the buffer alive until it
             // is sent; our own reference can go now.

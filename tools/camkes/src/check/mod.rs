@@ -7,15 +7,21 @@
 //! In stages, one module each: `model` is what a checked system is;
 //! `resolve` defines the items in order (procedures, components, instances,
 //! connections); `settings` reads the configuration once every assembly is
-//! merged; `checks` applies the rules that need the whole system (rights,
+//! merged (`values` says what a value may be, `unsupported` why upstream
+//! settings are left out); `checks` applies the rules that need the whole system (rights,
 //! interrupts, instances of a type wired alike). [`check`] runs them.
 
 mod checks;
+mod clients;
 mod model;
 mod pools;
+mod priorities;
 mod resolve;
 mod settings;
+mod unsupported;
+mod values;
 
+pub use clients::{PerClient, PER_CLIENT};
 pub use pools::TABLE as POOL_TABLE;
 
 pub use model::{
@@ -133,7 +139,9 @@ impl Checker {
         self.check_instances()?;
         self.check_connections()?;
         self.check_call_graph()?;
+        self.check_priorities()?;
         self.check_component_types()?;
+        self.check_per_client()?;
         self.resolve_pool_ids()?;
         Ok(self.system)
     }

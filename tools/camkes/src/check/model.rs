@@ -121,6 +121,10 @@ pub struct ComponentType {
     /// pool connection (`<connection>.pool = true`), the same for every
     /// instance; `None` for every other interface.
     pub pool_ids: Vec<Option<u32>>,
+    /// Per attribute given per client by name (`check::PER_CLIENT`, integer
+    /// shares): its values in badge order (badge 1 first), the same for
+    /// every instance.
+    pub per_client: Vec<(String, Vec<i64>)>,
 }
 
 impl ComponentType {
@@ -174,6 +178,9 @@ pub struct MmioConfig {
 pub struct InstanceConfig {
     /// Thread priority.
     pub priority: Option<u8>,
+    /// Where the priority that counts is set (`_priority` wins over
+    /// `priority`), for the errors of the priority discipline.
+    pub priority_setting: Option<Pos>,
     /// Maximum controlled priority.
     pub max_priority: Option<u8>,
     /// Stack bytes.
@@ -279,6 +286,11 @@ pub struct ConnectionInfo {
     pub pool: Option<u32>,
     /// Where `<connection>.pool = true` is set, until the ids are derived.
     pub(super) pool_setting: Option<Pos>,
+    /// `<connection>.initialiser = "<instance>"`: the end (instance index)
+    /// that sets the region up while the others attach at their start
+    /// without waiting for it, so it must run above them; with where the
+    /// setting's value is.
+    pub initialiser: Option<(usize, Pos)>,
 }
 
 /// A checked system.

@@ -7,7 +7,7 @@
 use super::model::{
     snake_case, ComponentType, ConnectionInfo, ConnectorKind, EndKind, EndRef, InstanceConfig, InstanceInfo,
 };
-use super::settings::{policy_check, type_check};
+use super::values::{policy_check, type_check};
 use super::{Checker, Defined};
 use crate::ast::{self, DataportType, EndSide, InterfaceKind, Item, Name};
 use crate::diag::{err, Pos, Result};
@@ -217,6 +217,7 @@ impl Checker {
             instantiated: false,
             attribute_values: Vec::new(),
             pool_ids: vec![None; n],
+            per_client: Vec::new(),
         });
         Ok(())
     }
@@ -284,9 +285,10 @@ impl Checker {
         err(&name.pos, self.not_defined_yet(name, "connector"))
     }
 
+    /// A connection of the composition: each end resolved and checked
+    /// against the connector's rules, then the ends' numbers.
     fn add_connection(&mut self, conn: &ast::Connection) -> Result<()> {
         let kind = self.connector(&conn.connector)?;
-        let rule = kind.rule();
         self.assembly_name(&conn.name)?;
         let index = self.system.connections.len();
         let mut info = ConnectionInfo {
@@ -298,79 +300,13 @@ impl Checker {
             shared_writers: None,
             pool: None,
             pool_setting: None,
+            initialiser: None,
         };
         let mut first_type: Option<(String, Pos)> = None;
         for end in &conn.ends {
-            let pos = end.instance.pos.clone();
-            let Some(&instance) = self.instance_names.get(&end.instance.text) else {
-                return err(&end.instance.pos, format!("unknown instance '{}'", end.instance.text));
-            };
-            let component = &self.system.components[self.system.instances[instance].component];
-            let Some(interface) = component.interface(&end.interface.text) else {
-                return err(
-                    &end.interface.pos,
-                    format!(
-                        "instance '{}' (component '{}') has no interface '{}'",
-                        end.instance.text, component.decl.name.text, end.interface.text
-                    ),
-                );
-            };
-            let decl = &component.decl.interfaces[interface];
+            let end_ref = self.resolve_end(end, kind)?;
+            let decl = &self.system.component_of(end_ref.instance).decl.interfaces[end_ref.interface];
             let label = format!("'{}.{}'", end.instance.text, end.interface.text);
-            let (side_word, allowed): (&str, &[InterfaceKind]) = match end.side {
-                EndSide::From => ("from", &[InterfaceKind::Uses, InterfaceKind::Emits, InterfaceKind::Dataport]),
-                EndSide::To => ("to", &[InterfaceKind::Provides, InterfaceKind::Consumes, InterfaceKind::Dataport]),
-            };
-            if !allowed.contains(&decl.kind) {
-                return err(
-                    &pos,
-                    format!(
-                        "{label} is a {} interface and cannot be a '{side_word}' end (those are {})",
-                        decl.kind.keyword(),
-                        allowed.iter().map(|k| k.keyword()).collect::<Vec<_>>().join(", ")
-                    ),
-                );
-            }
-            let end_kind = match decl.kind {
-                InterfaceKind::Provides | InterfaceKind::Uses => EndKind::Procedure,
-                InterfaceKind::Emits | InterfaceKind::Consumes => EndKind::Event,
-                InterfaceKind::Dataport => EndKind::Dataport,
-            };
-            if end_kind != rule.kind {
-                let wanted = match rule.kind {
-                    EndKind::Procedure => "procedures (uses/provides)",
-                    EndKind::Event => "events (emits/consumes)",
-                    EndKind::Dataport => "dataports",
-                };
-                return err(
-                    &pos,
-                    format!("{} connects {wanted}, but {label} is a {} interface", kind.name(), decl.kind.keyword()),
-                );
-            }
-            let needs_hardware = match end.side {
-                EndSide::From => rule.from_hardware,
-                EndSide::To => rule.to_hardware,
-            };
-            if needs_hardware != component.is_hardware() {
-                return err(
-                    &pos,
-                    if needs_hardware {
-                        format!("{} needs a hardware component on its '{side_word}' side; '{}' (component '{}') is not hardware", kind.name(), end.instance.text, component.decl.name.text)
-                    } else {
-                        format!(
-                            "'{}' is a hardware component and cannot be on the '{side_word}' side of {}",
-                            end.instance.text,
-                            kind.name()
-                        )
-                    },
-                );
-            }
-            if kind == ConnectorKind::HardwareIoPort && decl.type_name.text != "IOPort" {
-                return err(
-                    &pos,
-                    format!("{} connects 'IOPort' interfaces; {label} is '{}'", kind.name(), decl.type_name.text),
-                );
-            }
             let type_name = decl.type_name.text.clone();
             match &first_type {
                 Some((first, first_pos)) if *first != type_name && kind != ConnectorKind::RpcCallNoType => {
@@ -379,28 +315,115 @@ impl Checker {
                         format!("conflicting types on connection '{}': {label} is '{type_name}' but the end at {first_pos} is '{first}'", conn.name.text),
                     );
                 }
-                None => first_type = Some((type_name, pos.clone())),
+                None => first_type = Some((type_name, end_ref.pos.clone())),
                 _ => {}
             }
-            if let Some((other, other_pos)) = self.connected.get(&(instance, interface)) {
+            let key = (end_ref.instance, end_ref.interface);
+            if let Some((other, other_pos)) = self.connected.get(&key) {
                 let other_name = if *other == index {
                     conn.name.text.clone()
                 } else {
                     self.system.connections[*other].name.text.clone()
                 };
                 return err(
-                    &pos,
+                    &end_ref.pos,
                     format!("{label} is already connected by '{other_name}' at {other_pos} (one connection per interface; list several ends in one connection instead)"),
                 );
             }
-            self.connected.insert((instance, interface), (index, pos.clone()));
-            self.system.end_index.insert((instance, interface), (index, end.side));
-            let end_ref = EndRef { instance, interface, pos };
+            self.connected.insert(key, (index, end_ref.pos.clone()));
+            self.system.end_index.insert(key, (index, end.side));
             match end.side {
                 EndSide::From => info.from.push(end_ref),
                 EndSide::To => info.to.push(end_ref),
             }
         }
+        self.check_end_counts(conn, &info)?;
+        self.connection_names.insert(conn.name.text.clone(), index);
+        self.system.connections.push(info);
+        Ok(())
+    }
+
+    /// One end of a connection of `kind`: an interface of a known
+    /// instance, of the kind the side and the connector join, on the
+    /// hardware or software side as the connector needs.
+    fn resolve_end(&self, end: &ast::End, kind: ConnectorKind) -> Result<EndRef> {
+        let rule = kind.rule();
+        let pos = end.instance.pos.clone();
+        let Some(&instance) = self.instance_names.get(&end.instance.text) else {
+            return err(&end.instance.pos, format!("unknown instance '{}'", end.instance.text));
+        };
+        let component = &self.system.components[self.system.instances[instance].component];
+        let Some(interface) = component.interface(&end.interface.text) else {
+            return err(
+                &end.interface.pos,
+                format!(
+                    "instance '{}' (component '{}') has no interface '{}'",
+                    end.instance.text, component.decl.name.text, end.interface.text
+                ),
+            );
+        };
+        let decl = &component.decl.interfaces[interface];
+        let label = format!("'{}.{}'", end.instance.text, end.interface.text);
+        let (side_word, allowed): (&str, &[InterfaceKind]) = match end.side {
+            EndSide::From => ("from", &[InterfaceKind::Uses, InterfaceKind::Emits, InterfaceKind::Dataport]),
+            EndSide::To => ("to", &[InterfaceKind::Provides, InterfaceKind::Consumes, InterfaceKind::Dataport]),
+        };
+        if !allowed.contains(&decl.kind) {
+            return err(
+                &pos,
+                format!(
+                    "{label} is a {} interface and cannot be a '{side_word}' end (those are {})",
+                    decl.kind.keyword(),
+                    allowed.iter().map(|k| k.keyword()).collect::<Vec<_>>().join(", ")
+                ),
+            );
+        }
+        let end_kind = match decl.kind {
+            InterfaceKind::Provides | InterfaceKind::Uses => EndKind::Procedure,
+            InterfaceKind::Emits | InterfaceKind::Consumes => EndKind::Event,
+            InterfaceKind::Dataport => EndKind::Dataport,
+        };
+        if end_kind != rule.kind {
+            let wanted = match rule.kind {
+                EndKind::Procedure => "procedures (uses/provides)",
+                EndKind::Event => "events (emits/consumes)",
+                EndKind::Dataport => "dataports",
+            };
+            return err(
+                &pos,
+                format!("{} connects {wanted}, but {label} is a {} interface", kind.name(), decl.kind.keyword()),
+            );
+        }
+        let needs_hardware = match end.side {
+            EndSide::From => rule.from_hardware,
+            EndSide::To => rule.to_hardware,
+        };
+        if needs_hardware != component.is_hardware() {
+            return err(
+                &pos,
+                if needs_hardware {
+                    format!("{} needs a hardware component on its '{side_word}' side; '{}' (component '{}') is not hardware", kind.name(), end.instance.text, component.decl.name.text)
+                } else {
+                    format!(
+                        "'{}' is a hardware component and cannot be on the '{side_word}' side of {}",
+                        end.instance.text,
+                        kind.name()
+                    )
+                },
+            );
+        }
+        if kind == ConnectorKind::HardwareIoPort && decl.type_name.text != "IOPort" {
+            return err(
+                &pos,
+                format!("{} connects 'IOPort' interfaces; {label} is '{}'", kind.name(), decl.type_name.text),
+            );
+        }
+        Ok(EndRef { instance, interface, pos })
+    }
+
+    /// Each side has as many ends as the connector permits.
+    fn check_end_counts(&self, conn: &ast::Connection, info: &ConnectionInfo) -> Result<()> {
+        let (kind, rule) = (info.connector, info.connector.rule());
         for (side, ends, many) in [("from", &info.from, rule.from_many), ("to", &info.to, rule.to_many)] {
             if ends.is_empty() {
                 return err(
@@ -417,10 +440,8 @@ impl Checker {
             return err(&info.from[28].pos, "seL4NotificationNative takes at most 28 emitters (one badge bit each)");
         }
         if kind == ConnectorKind::Notification && info.to.len() > 1 {
-            return err(&info.to[1].pos, self.one_consumer_hint(conn, &info));
+            return err(&info.to[1].pos, self.one_consumer_hint(conn, info));
         }
-        self.connection_names.insert(conn.name.text.clone(), index);
-        self.system.connections.push(info);
         Ok(())
     }
 

@@ -26,6 +26,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["hello_server"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[2];
+        /// The one instance at the other side.
+        pub const PEER: &str = "hello_server";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 2;
 
         /// `int32_t echo_int(in int32_t value)` (label 0).
         pub fn echo_int(value: i32) -> i32 {
@@ -118,6 +126,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["hello_reader"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[0];
+        /// The one instance at the other side.
+        pub const PEER: &str = "hello_reader";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 0;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -127,6 +143,14 @@ pub mod glue {
     /// `dataport Buf(8192) buffer;`, connected by seL4SharedData.
     pub mod buffer {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["hello_reader"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[0];
+        /// The one instance at the other side.
+        pub const PEER: &str = "hello_reader";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 0;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.

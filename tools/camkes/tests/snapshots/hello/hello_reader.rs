@@ -26,6 +26,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["hello_client"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[1];
+        /// The one instance at the other side.
+        pub const PEER: &str = "hello_client";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 1;
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -40,6 +48,14 @@ pub mod glue {
     /// `dataport Buf(8192) buffer;`, connected by seL4SharedData.
     pub mod buffer {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["hello_client"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[1];
+        /// The one instance at the other side.
+        pub const PEER: &str = "hello_client";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 1;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.

@@ -26,6 +26,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["hello_client"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[1];
+        /// The one instance at the other side.
+        pub const PEER: &str = "hello_client";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 1;
         /// The instances that call this interface, in badge order: badge 1
         /// is `CLIENTS[0]` (the connection's `from` ends, as written).
         pub const CLIENTS: &[&str] = &["hello_client"];

@@ -21,8 +21,12 @@ pub mod glue {
     pub mod attributes {
         /// `attribute string cgi_chan_refs[];`
         pub const CGI_CHAN_REFS: &[&str] = &["cgi_req_pool", "body_pool"];
+        /// `cgi_chan_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CGI_CHAN_REFS_IDS: &[u32] = &[5, 8];
         /// `attribute string fs_channel_refs[];`
         pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
+        /// `fs_channel_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const FS_CHANNEL_REFS_IDS: &[u32] = &[6];
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }
@@ -56,6 +60,10 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd", "ticker"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6, 2];
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -72,6 +80,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -83,6 +99,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 3;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
 
         /// `int64_t open(in string path, out uint64_t size, out uint32_t ino)` (label 0).
         pub fn open(path: &str, size: &mut u64, ino: &mut u32) -> i64 {
@@ -320,6 +344,10 @@ pub mod glue {
     /// `dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.
     pub mod cgi_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack", "netdrv", "httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4, 3, 6];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
@@ -338,6 +366,14 @@ pub mod glue {
     /// `dataport Buf(1048576) cgi_req_pool;`, connected by seL4SharedData.
     pub mod cgi_req_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100401000;
         /// The size in bytes.
@@ -356,6 +392,14 @@ pub mod glue {
     /// `dataport Buf(2097152) body_pool;`, connected by seL4SharedData.
     pub mod body_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100600000;
         /// The size in bytes.
@@ -374,6 +418,14 @@ pub mod glue {
     /// `dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100a00000;
         /// The size in bytes.
@@ -392,6 +444,14 @@ pub mod glue {
     /// `dataport Buf(65536) fs_channel;`, connected by seL4SharedData.
     pub mod fs_channel {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101201000;
         /// The size in bytes.
@@ -410,6 +470,14 @@ pub mod glue {
     /// `dataport Buf(131072) cgi_chan;`, connected by seL4SharedData.
     pub mod cgi_chan {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101212000;
         /// The size in bytes.
@@ -428,6 +496,14 @@ pub mod glue {
     /// `dataport Buf(4096) httpd_stats;`, connected by seL4SharedData.
     pub mod httpd_stats {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101233000;
         /// The size in bytes.
@@ -446,6 +522,14 @@ pub mod glue {
     /// `dataport Buf(4096) stack_stats;`, connected by seL4SharedData.
     pub mod stack_stats {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101235000;
         /// The size in bytes.
@@ -464,6 +548,14 @@ pub mod glue {
     /// `dataport Buf(4096) drv_stats;`, connected by seL4SharedData.
     pub mod drv_stats {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netdrv"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[3];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netdrv";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 3;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101237000;
         /// The size in bytes.
@@ -482,6 +574,14 @@ pub mod glue {
     /// `dataport Buf(4096) clock;`, connected by seL4SharedData.
     pub mod clock {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["ticker"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[2];
+        /// The one instance at the other side.
+        pub const PEER: &str = "ticker";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 2;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101239000;
         /// The size in bytes.

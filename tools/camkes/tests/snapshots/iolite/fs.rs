@@ -31,12 +31,14 @@ pub mod glue {
         pub const CACHE_POLICY: &str = "lru";
         /// `attribute int admin;`
         pub const ADMIN: i64 = 0;
-        /// `attribute int clients;`
-        pub const CLIENTS: i64 = 2;
-        /// `attribute int client_files[];`
-        pub const CLIENT_FILES: &[i64] = &[520, 16];
-        /// `attribute int client_quota[];`
-        pub const CLIENT_QUOTA: &[i64] = &[640, 64];
+        /// `attribute string client_files[];`
+        pub const CLIENT_FILES: &[&str] = &["httpd=520", "cgi=16"];
+        /// `client_files` in badge order (badge 1 first, as the server's `CLIENTS`).
+        pub const CLIENT_FILES_BY_BADGE: &[i64] = &[520, 16];
+        /// `attribute string client_quota[];`
+        pub const CLIENT_QUOTA: &[&str] = &["httpd=640", "cgi=64"];
+        /// `client_quota` in badge order (badge 1 first, as the server's `CLIENTS`).
+        pub const CLIENT_QUOTA_BY_BADGE: &[i64] = &[640, 64];
         /// `attribute int test_hooks;`
         pub const TEST_HOOKS: i64 = 0;
     }
@@ -61,6 +63,10 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd", "cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6, 7];
         /// The instances that call this interface, in badge order: badge 1
         /// is `CLIENTS[0]` (the connection's `from` ends, as written).
         pub const CLIENTS: &[&str] = &["httpd", "cgi"];
@@ -401,6 +407,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["pci_config"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[1];
+        /// The one instance at the other side.
+        pub const PEER: &str = "pci_config";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 1;
 
         /// `uint32_t read32(in uint32_t bdf, in uint32_t offset)` (label 0).
         pub fn read32(bdf: u32, offset: u32) -> u32 {
@@ -442,6 +456,7 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 3;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
 
         /// Reads a 8-bit value from `port` (must be in the granted range).
         pub fn in8(port: u16) -> sel4::Result<u8> {
@@ -479,6 +494,7 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 4;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -504,6 +520,10 @@ pub mod glue {
     /// `dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack", "netdrv", "httpd", "cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4, 3, 6, 7];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
@@ -522,6 +542,14 @@ pub mod glue {
     /// `dataport Buf(65536) channel;`, connected by seL4SharedData.
     pub mod channel {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100801000;
         /// The size in bytes.
@@ -540,6 +568,14 @@ pub mod glue {
     /// `maybe dataport Buf(65536) channel2;`, connected by seL4SharedData.
     pub mod channel2 {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7];
+        /// The one instance at the other side.
+        pub const PEER: &str = "cgi";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 7;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100812000;
         /// The size in bytes.
@@ -558,6 +594,14 @@ pub mod glue {
     /// `dataport Buf(131072) dma;`, connected by seL4SharedData.
     pub mod dma {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100823000;
         /// The size in bytes.
@@ -576,6 +620,14 @@ pub mod glue {
     /// `dataport Buf(131072) dma_self;`, connected by seL4SharedData.
     pub mod dma_self {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100844000;
         /// The size in bytes.
@@ -594,6 +646,14 @@ pub mod glue {
     /// `maybe dataport Buf(4096) httpd_stats;`, connected by seL4SharedData.
     pub mod httpd_stats {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100865000;
         /// The size in bytes.
@@ -612,6 +672,14 @@ pub mod glue {
     /// `maybe dataport Buf(4096) stack_stats;`, connected by seL4SharedData.
     pub mod stack_stats {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100867000;
         /// The size in bytes.

@@ -21,10 +21,16 @@ pub mod glue {
     pub mod attributes {
         /// `attribute string client_refs[];`
         pub const CLIENT_REFS: &[&str] = &["sock_pool", "body_pool"];
+        /// `client_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CLIENT_REFS_IDS: &[u32] = &[3, 8];
         /// `attribute string fs_channel_refs[];`
         pub const FS_CHANNEL_REFS: &[&str] = &["file_pool"];
+        /// `fs_channel_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const FS_CHANNEL_REFS_IDS: &[u32] = &[6];
         /// `attribute string cgi_chan_refs[];`
         pub const CGI_CHAN_REFS: &[&str] = &["cgi_pool", "file_pool", "cgi_req_pool", "body_pool"];
+        /// `cgi_chan_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CGI_CHAN_REFS_IDS: &[u32] = &[7, 6, 5, 8];
         /// `attribute int port;`
         pub const PORT: i64 = 80;
         /// `attribute int file_refs_bytes;`
@@ -76,6 +82,10 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack", "cgi", "ticker"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4, 7, 2];
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -92,6 +102,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -103,6 +121,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 3;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7];
+        /// The one instance at the other side.
+        pub const PEER: &str = "cgi";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 7;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -114,6 +140,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 4;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
 
         /// `int64_t open(in string path, out uint64_t size, out uint32_t ino)` (label 0).
         pub fn open(path: &str, size: &mut u64, ino: &mut u32) -> i64 {
@@ -351,6 +385,10 @@ pub mod glue {
     /// `dataport Buf(8388608) app_pool;`, connected by seL4SharedData.
     pub mod app_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack", "netdrv"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4, 3];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
@@ -369,6 +407,14 @@ pub mod glue {
     /// `dataport Buf(4194304) sock_pool;`, connected by seL4SharedData.
     pub mod sock_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100a00000;
         /// The size in bytes.
@@ -387,6 +433,14 @@ pub mod glue {
     /// `dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101000000;
         /// The size in bytes.
@@ -405,6 +459,14 @@ pub mod glue {
     /// `dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.
     pub mod cgi_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7];
+        /// The one instance at the other side.
+        pub const PEER: &str = "cgi";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 7;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101a00000;
         /// The size in bytes.
@@ -423,6 +485,10 @@ pub mod glue {
     /// `dataport Buf(1048576) cgi_req_pool;`, connected by seL4SharedData.
     pub mod cgi_req_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi", "netstack", "netdrv"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7, 4, 3];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101e01000;
         /// The size in bytes.
@@ -441,6 +507,14 @@ pub mod glue {
     /// `dataport Buf(2097152) body_pool;`, connected by seL4SharedData.
     pub mod body_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102000000;
         /// The size in bytes.
@@ -459,6 +533,14 @@ pub mod glue {
     /// `dataport Buf(524288) client;`, connected by seL4SharedData.
     pub mod client {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102201000;
         /// The size in bytes.
@@ -477,6 +559,14 @@ pub mod glue {
     /// `dataport Buf(65536) fs_channel;`, connected by seL4SharedData.
     pub mod fs_channel {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102282000;
         /// The size in bytes.
@@ -495,6 +585,14 @@ pub mod glue {
     /// `dataport Buf(131072) cgi_chan;`, connected by seL4SharedData.
     pub mod cgi_chan {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7];
+        /// The one instance at the other side.
+        pub const PEER: &str = "cgi";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 7;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102293000;
         /// The size in bytes.
@@ -513,6 +611,10 @@ pub mod glue {
     /// `dataport Buf(4096) httpd_stats;`, connected by seL4SharedData.
     pub mod httpd_stats {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi", "fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7, 5];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x1022b4000;
         /// The size in bytes.
@@ -531,6 +633,14 @@ pub mod glue {
     /// `dataport Buf(4096) clock;`, connected by seL4SharedData.
     pub mod clock {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["ticker"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[2];
+        /// The one instance at the other side.
+        pub const PEER: &str = "ticker";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 2;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x1022b6000;
         /// The size in bytes.

@@ -26,6 +26,7 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
 
         /// Reads a 8-bit value from `port` (must be in the granted range).
         pub fn in8(port: u16) -> sel4::Result<u8> {

@@ -21,6 +21,8 @@ pub mod glue {
     pub mod attributes {
         /// `attribute string link_refs[];`
         pub const LINK_REFS: &[&str] = &["hdr_pool", "app_pool", "file_pool", "cgi_pool", "cgi_req_pool", "body_pool"];
+        /// `link_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const LINK_REFS_IDS: &[u32] = &[2, 4, 6, 7, 5, 8];
         /// `attribute int itr;`
         pub const ITR: i64 = 200;
         /// `attribute int poll;`
@@ -72,6 +74,7 @@ pub mod glue {
     /// `dataport Buf(131072) regs;`, connected by seL4HardwareMMIO.
     pub mod regs {
         use super::rt;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
@@ -92,6 +95,7 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -119,6 +123,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -135,6 +147,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 3;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["pci_config"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[1];
+        /// The one instance at the other side.
+        pub const PEER: &str = "pci_config";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 1;
 
         /// `uint32_t read32(in uint32_t bdf, in uint32_t offset)` (label 0).
         pub fn read32(bdf: u32, offset: u32) -> u32 {
@@ -176,6 +196,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 4;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -187,6 +215,10 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 5;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &[];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[];
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -201,6 +233,14 @@ pub mod glue {
     /// `dataport Buf(4194304) rx_pool;`, connected by seL4SharedData.
     pub mod rx_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100200000;
         /// The size in bytes.
@@ -219,6 +259,14 @@ pub mod glue {
     /// `dataport Buf(1048576) hdr_pool;`, connected by seL4SharedData.
     pub mod hdr_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100601000;
         /// The size in bytes.
@@ -237,6 +285,14 @@ pub mod glue {
     /// `dataport Buf(4194304) sock_pool;`, connected by seL4SharedData.
     pub mod sock_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100800000;
         /// The size in bytes.
@@ -255,6 +311,14 @@ pub mod glue {
     /// `dataport Buf(8388608) app_pool;`, connected by seL4SharedData.
     pub mod app_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100e00000;
         /// The size in bytes.
@@ -273,6 +337,14 @@ pub mod glue {
     /// `dataport Buf(524288) link;`, connected by seL4SharedData.
     pub mod link {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101601000;
         /// The size in bytes.
@@ -291,6 +363,14 @@ pub mod glue {
     /// `dataport Buf(4096) drv_stats;`, connected by seL4SharedData.
     pub mod drv_stats {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7];
+        /// The one instance at the other side.
+        pub const PEER: &str = "cgi";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 7;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101682000;
         /// The size in bytes.
@@ -309,6 +389,14 @@ pub mod glue {
     /// `maybe dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101800000;
         /// The size in bytes.
@@ -327,6 +415,14 @@ pub mod glue {
     /// `maybe dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.
     pub mod cgi_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7];
+        /// The one instance at the other side.
+        pub const PEER: &str = "cgi";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 7;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102200000;
         /// The size in bytes.
@@ -345,6 +441,14 @@ pub mod glue {
     /// `maybe dataport Buf(1048576) cgi_req_pool;`, connected by seL4SharedData.
     pub mod cgi_req_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102601000;
         /// The size in bytes.
@@ -363,6 +467,14 @@ pub mod glue {
     /// `maybe dataport Buf(2097152) body_pool;`, connected by seL4SharedData.
     pub mod body_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102800000;
         /// The size in bytes.

@@ -21,14 +21,16 @@ pub mod glue {
     pub mod attributes {
         /// `attribute string link_refs[];`
         pub const LINK_REFS: &[&str] = &["rx_pool"];
+        /// `link_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const LINK_REFS_IDS: &[u32] = &[1];
         /// `attribute string client_refs[];`
         pub const CLIENT_REFS: &[&str] = &["app_pool", "file_pool", "cgi_pool", "cgi_req_pool", "body_pool"];
-        /// `attribute string client_name;`
-        pub const CLIENT_NAME: &str = "httpd";
-        /// `attribute string client2_name;`
-        pub const CLIENT2_NAME: &str = "";
+        /// `client_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CLIENT_REFS_IDS: &[u32] = &[4, 6, 7, 5, 8];
         /// `attribute string client2_refs[];`
         pub const CLIENT2_REFS: &[&str] = &[];
+        /// `client2_refs` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.
+        pub const CLIENT2_REFS_IDS: &[u32] = &[];
         /// `attribute int client2_quota;`
         pub const CLIENT2_QUOTA: i64 = 16;
         /// `attribute int client2_listen;`
@@ -104,6 +106,10 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netdrv", "httpd", "ticker"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[3, 6, 2];
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -120,6 +126,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -129,6 +143,14 @@ pub mod glue {
     /// `dataport Buf(4194304) rx_pool;`, connected by seL4SharedData.
     pub mod rx_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netdrv"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[3];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netdrv";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 3;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.
@@ -147,6 +169,14 @@ pub mod glue {
     /// `dataport Buf(1048576) hdr_pool;`, connected by seL4SharedData.
     pub mod hdr_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netdrv"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[3];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netdrv";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 3;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100401000;
         /// The size in bytes.
@@ -165,6 +195,10 @@ pub mod glue {
     /// `dataport Buf(4194304) sock_pool;`, connected by seL4SharedData.
     pub mod sock_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netdrv", "httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[3, 6];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100600000;
         /// The size in bytes.
@@ -183,6 +217,14 @@ pub mod glue {
     /// `dataport Buf(8388608) app_pool;`, connected by seL4SharedData.
     pub mod app_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100c00000;
         /// The size in bytes.
@@ -201,6 +243,14 @@ pub mod glue {
     /// `dataport Buf(524288) link;`, connected by seL4SharedData.
     pub mod link {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netdrv"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[3];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netdrv";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 3;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101401000;
         /// The size in bytes.
@@ -219,6 +269,14 @@ pub mod glue {
     /// `dataport Buf(524288) client;`, connected by seL4SharedData.
     pub mod client {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101482000;
         /// The size in bytes.
@@ -237,6 +295,10 @@ pub mod glue {
     /// `dataport Buf(4096) stack_stats;`, connected by seL4SharedData.
     pub mod stack_stats {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi", "fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7, 5];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101503000;
         /// The size in bytes.
@@ -255,6 +317,14 @@ pub mod glue {
     /// `maybe dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x101600000;
         /// The size in bytes.
@@ -273,6 +343,14 @@ pub mod glue {
     /// `maybe dataport Buf(4194304) cgi_pool;`, connected by seL4SharedData.
     pub mod cgi_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7];
+        /// The one instance at the other side.
+        pub const PEER: &str = "cgi";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 7;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102000000;
         /// The size in bytes.
@@ -291,6 +369,14 @@ pub mod glue {
     /// `maybe dataport Buf(1048576) cgi_req_pool;`, connected by seL4SharedData.
     pub mod cgi_req_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102401000;
         /// The size in bytes.
@@ -309,6 +395,10 @@ pub mod glue {
     /// `maybe dataport Buf(2097152) body_pool;`, connected by seL4SharedData.
     pub mod body_pool {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netdrv", "httpd", "cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[3, 6, 7];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102600000;
         /// The size in bytes.
@@ -329,6 +419,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 3;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netdrv"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[3];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netdrv";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 3;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -338,6 +436,10 @@ pub mod glue {
     /// `maybe dataport Buf(524288) client2;`, connected by nothing (no instance connects it).
     pub mod client2 {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &[];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x102801000;
         /// The size in bytes.

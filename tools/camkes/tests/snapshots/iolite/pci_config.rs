@@ -20,7 +20,7 @@ pub mod glue {
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
         /// `attribute string allow[];`
-        pub const ALLOW: &[&str] = &["1=00:05.0", "2=00:03.0"];
+        pub const ALLOW: &[&str] = &["fs=00:05.0", "netdrv=00:03.0"];
     }
 
     /// `provides PciConfigSpace pci;`, connected by seL4RPCCall.
@@ -28,6 +28,10 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs", "netdrv"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5, 3];
         /// The instances that call this interface, in badge order: badge 1
         /// is `CLIENTS[0]` (the connection's `from` ends, as written).
         pub const CLIENTS: &[&str] = &["fs", "netdrv"];
@@ -112,6 +116,7 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
 
         /// Reads a 8-bit value from `port` (must be in the granted range).
         pub fn in8(port: u16) -> sel4::Result<u8> {

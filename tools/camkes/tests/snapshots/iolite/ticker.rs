@@ -36,6 +36,7 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 1;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
 
         /// Reads a 8-bit value from `port` (must be in the granted range).
         pub fn in8(port: u16) -> sel4::Result<u8> {
@@ -73,6 +74,7 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 2;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
 
         /// Reads a 8-bit value from `port` (must be in the granted range).
         pub fn in8(port: u16) -> sel4::Result<u8> {
@@ -110,6 +112,7 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 3;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
         /// Blocks until the event arrives; returns the badge bits.
         pub fn wait() -> sel4::Word {
             sel4::wait(SLOT)
@@ -137,6 +140,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 4;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6];
+        /// The one instance at the other side.
+        pub const PEER: &str = "httpd";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 6;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -148,6 +159,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 5;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4];
+        /// The one instance at the other side.
+        pub const PEER: &str = "netstack";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 4;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -159,6 +178,10 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 6;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &[];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[];
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -170,6 +193,14 @@ pub mod glue {
         use super::rt;
         /// The CSpace slot of this interface's capability.
         pub const SLOT: sel4::CPtr = 7;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[7];
+        /// The one instance at the other side.
+        pub const PEER: &str = "cgi";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 7;
         /// Signals the consumer (upstream's `<name>_emit()`).
         pub fn emit() {
             sel4::signal(SLOT)
@@ -179,6 +210,10 @@ pub mod glue {
     /// `maybe dataport Buf(4096) clock;`, connected by seL4SharedData.
     pub mod clock {
         use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["httpd", "cgi"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[6, 7];
         /// The virtual address of the mapping.
         pub const VADDR: usize = 0x100000000;
         /// The size in bytes.

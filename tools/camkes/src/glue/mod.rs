@@ -18,6 +18,8 @@
 //! `out string`, `inout string`, array parameters and struct types are not
 //! supported: [`check_supported`] reports them at their position.
 
+mod peers;
+
 use crate::ast::{Direction, InterfaceKind, Method, Param, Procedure};
 use crate::check::{dataport_size, ComponentType, ConnectorKind, System};
 use crate::diag::{err, Result};
@@ -132,12 +134,26 @@ pub fn check_supported(system: &System) -> Result<()> {
 /// component type. `source` names the assembly in the header comment.
 pub fn generate(system: &System, source: &str) -> Result<Vec<(String, String)>> {
     check_supported(system)?;
+    let spec_index = peers::spec_indices(system);
+    let mut instances_of: Vec<Vec<usize>> = vec![Vec::new(); system.components.len()];
+    for (index, inst) in system.instances.iter().enumerate() {
+        instances_of[inst.component].push(index);
+    }
+    let typed = Typed { system, spec_index: &spec_index };
     Ok(system
         .components
         .iter()
-        .filter(|c| c.instantiated && !c.is_hardware())
-        .map(|c| (format!("{}.rs", c.elf), component_glue(system, c, source)))
+        .enumerate()
+        .filter(|(_, c)| c.instantiated && !c.is_hardware())
+        .map(|(ci, c)| (format!("{}.rs", c.elf), component_glue(&typed, c, &instances_of[ci], source)))
         .collect())
+}
+
+/// What the glue of every type needs of the whole system.
+struct Typed<'a> {
+    system: &'a System,
+    /// Per instance: its index in the spec (`None`: hardware).
+    spec_index: &'a [Option<usize>],
 }
 
 /// How the glue reaches its support code: the `glue-rt` crate (one copy
@@ -150,7 +166,8 @@ const RUNTIME: &str = "
 /// The whole glue file of one component type: a header naming where it
 /// came from, `mod glue` with the type's constants, its attributes and one
 /// module per interface.
-fn component_glue(system: &System, component: &ComponentType, source: &str) -> String {
+fn component_glue(typed: &Typed<'_>, component: &ComponentType, instances: &[usize], source: &str) -> String {
+    let system = typed.system;
     let layout = TypeLayout::of(component);
     let mut out = String::new();
     header(&mut out, component, source);
@@ -158,7 +175,7 @@ fn component_glue(system: &System, component: &ComponentType, source: &str) -> S
     attributes(&mut out, component);
     pools(&mut out, system, component);
     for i in 0..component.decl.interfaces.len() {
-        interface_module(&mut out, system, component, &layout, i);
+        interface_module(&mut out, typed, component, instances, &layout, i);
     }
     out.push_str("}\n");
     out
@@ -193,7 +210,15 @@ pub mod glue {{
 
 /// The module of interface `i`: what it was declared as and connected by,
 /// its capability slot, and what its kind and connector give the code.
-fn interface_module(out: &mut String, system: &System, component: &ComponentType, layout: &TypeLayout, i: usize) {
+fn interface_module(
+    out: &mut String,
+    typed: &Typed<'_>,
+    component: &ComponentType,
+    instances: &[usize],
+    layout: &TypeLayout,
+    i: usize,
+) {
+    let system = typed.system;
     let decl = &component.decl.interfaces[i];
     let maybe = if decl.maybe { "maybe " } else { "" };
     let declared = format!("{maybe}{} {} {}", decl.kind.keyword(), decl.type_name.text, decl.name.text);
@@ -208,12 +233,13 @@ fn interface_module(out: &mut String, system: &System, component: &ComponentType
             "        /// The CSpace slot of this interface's capability.\n        pub const SLOT: sel4::CPtr = {slot};"
         );
     }
+    peers::peers(out, system, typed.spec_index, instances, i);
     let procedure = || system.procedure(&decl.type_name.text).expect("checked");
     match (decl.kind, connector) {
         (InterfaceKind::Uses, Some(ConnectorKind::HardwareIoPort)) => io_port_user(out),
         (InterfaceKind::Uses, _) => rpc_client(out, procedure()),
         (InterfaceKind::Provides, _) => {
-            rpc_clients(out, system, component, i);
+            rpc_clients(out, system, instances, i);
             rpc_server(out, procedure())
         }
         (InterfaceKind::Emits, _) => emitter(out),
@@ -328,8 +354,52 @@ fn attributes(out: &mut String, component: &ComponentType) {
             if decl.array { "[]" } else { "" },
             decl.name.text.to_uppercase()
         );
+        if let Some(ids) = grant_ids(component, decl, value) {
+            let ids: Vec<String> = ids.iter().map(|id| id.to_string()).collect();
+            let _ = writeln!(
+                out,
+                "        /// `{}` as pool ids (`glue::pools`), for `Domain::set_peer_pools`.\n        pub const {}_IDS: &[u32] = &[{}];",
+                decl.name.text,
+                decl.name.text.to_uppercase(),
+                ids.join(", ")
+            );
+        }
+        if let Some((_, shares)) = component.per_client.iter().find(|(a, _)| *a == decl.name.text) {
+            let shares: Vec<String> = shares.iter().map(|n| n.to_string()).collect();
+            let _ = writeln!(
+                out,
+                "        /// `{}` in badge order (badge 1 first, as the server's `CLIENTS`).\n        pub const {}_BY_BADGE: &[i64] = &[{}];",
+                decl.name.text,
+                decl.name.text.to_uppercase(),
+                shares.join(", ")
+            );
+        }
     }
     let _ = writeln!(out, "    }}");
+}
+
+/// A grant list (`<dp>_refs` of a dataport `<dp>`, see `crate::refs`) as
+/// the derived ids of the pools it names, when every one is a connected
+/// pool of the type (the compiler checked the list against the sender's
+/// mappings); `None` for any other attribute.
+fn grant_ids(
+    component: &ComponentType,
+    decl: &crate::ast::AttributeDecl,
+    value: &crate::ast::Value,
+) -> Option<Vec<u32>> {
+    let dp = decl.name.text.strip_suffix("_refs")?;
+    let channel = component.interface(dp)?;
+    if component.decl.interfaces[channel].kind != InterfaceKind::Dataport {
+        return None;
+    }
+    let crate::ast::ValueKind::List(names) = &value.kind else { return None };
+    names
+        .iter()
+        .map(|name| match &name.kind {
+            crate::ast::ValueKind::Str(name) => component.interface(name).and_then(|i| component.pool_ids[i]),
+            _ => None,
+        })
+        .collect()
 }
 
 /// `glue::pools`: the IO-Lite pools of the type (`crate::pools`), one
@@ -537,18 +607,13 @@ fn rpc_server(out: &mut String, procedure: &Procedure) {
 /// glue is per type, so the constant is there only when every instance of
 /// the type has the same clients (else a server that needs it does not
 /// build, rather than guess).
-fn rpc_clients(out: &mut String, system: &System, component: &ComponentType, i: usize) {
-    let mut lists = system
-        .instances
-        .iter()
-        .enumerate()
-        .filter(|(index, _)| system.component_of(*index).decl.name.text == component.decl.name.text)
-        .map(|(index, _)| match system.connection_of(index, i) {
-            Some((c, _)) => {
-                system.connections[c].from.iter().map(|e| system.instances[e.instance].name.text.as_str()).collect()
-            }
-            None => Vec::new(),
-        });
+fn rpc_clients(out: &mut String, system: &System, instances: &[usize], i: usize) {
+    let mut lists = instances.iter().map(|&index| match system.connection_of(index, i) {
+        Some((c, _)) => {
+            system.connections[c].from.iter().map(|e| system.instances[e.instance].name.text.as_str()).collect()
+        }
+        None => Vec::new(),
+    });
     let Some(first) = lists.next() else { return };
     let doc = "        /// The instances that call this interface, in badge order: badge 1\n        /// is `CLIENTS[0]` (the connection's `from` ends, as written).";
     if lists.all(|l| l == first) {
@@ -558,7 +623,7 @@ fn rpc_clients(out: &mut String, system: &System, component: &ComponentType, i: 
         let _ = writeln!(
             out,
             "        // No `CLIENTS`: instances of `{}` have different clients here (the glue is per type).",
-            component.decl.name.text
+            system.component_of(instances[0]).decl.name.text
         );
     }
 }
