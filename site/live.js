@@ -50,6 +50,30 @@
     });
   }
 
+  // Axis layout. Every label is measured before anything is drawn, and
+  // the plot gets what the widest leaves: a fixed margin cut the left
+  // labels once they grew (a 1280-pixel window showed "88.3 KiB/s" for
+  // 488.3 KiB/s). The boxes of the labels drawn are published on the
+  // canvas as data-labels, JSON {"width", "height", "labels": [{"text",
+  // "x", "y", "w", "h"}]} in CSS pixels from the canvas's top-left corner,
+  // so that a test in a real browser checks the geometry this code
+  // computed (tests/lib/Browser.py: inside the canvas, no two overlapping).
+  var PAD = 4, GAP = 6;
+
+  // The ink box of `text` drawn at (x, y) with the current alignment,
+  // vertically centred on y.
+  function box(g, text, x, y) {
+    var m = g.measureText(text);
+    var left = m.actualBoundingBoxLeft, right = m.actualBoundingBoxRight;
+    var up = m.actualBoundingBoxAscent, down = m.actualBoundingBoxDescent;
+    if (!(up + down > 0)) { // no ink metrics (old browsers): the em box
+      up = down = 6;
+      left = g.textAlign === "right" ? m.width : g.textAlign === "center" ? m.width / 2 : 0;
+      right = m.width - left;
+    }
+    return { text: text, x: x - left, y: y - up, w: left + right, h: up + down };
+  }
+
   function draw() {
     var cv = $("chart"), dpr = window.devicePixelRatio || 1;
     var w = cv.clientWidth, h = cv.clientHeight;
@@ -59,21 +83,51 @@
     g.clearRect(0, 0, w, h);
     var css = getComputedStyle(document.documentElement);
     var line = css.getPropertyValue("--line").trim() || "#ddd", muted = css.getPropertyValue("--muted").trim() || "#666";
-    var L = 64, R = 44, T = 10, B = 22, pw = w - L - R, ph = h - T - B;
     var maxB = 1024, maxR = 4; // floors keep the axis labels whole
     samples.forEach(function (s) { maxB = Math.max(maxB, s.ref, s.copy); maxR = Math.max(maxR, s.req); });
     maxB = nice(maxB); maxR = nice(maxR);
     g.font = "11px system-ui, sans-serif";
+    g.textBaseline = "middle";
+    var left = [], right = [], i;
+    for (i = 0; i <= 4; i++) {
+      var r = maxR * i / 4;
+      left.push(human(maxB * i / 4) + "/s");
+      right.push(r % 1 ? r.toFixed(1) : String(r));
+    }
+    function widest(texts, align) {
+      g.textAlign = align;
+      return texts.reduce(function (a, t) { var b = box(g, t, 0, 0); return { w: Math.max(a.w, b.w), h: Math.max(a.h, b.h) }; }, { w: 0, h: 0 });
+    }
+    var lw = widest(left, "right"), rw = widest(right, "left"), xw = widest(["−2 min", "now"], "center");
+    var fh = Math.ceil(Math.max(lw.h, rw.h, xw.h));
+    // Margins: the widest label plus a gap to the plot and a pad to the
+    // edge; the time labels are centred under the plot's ends.
+    var L = Math.ceil(Math.max(PAD + lw.w + GAP, PAD + box(g, "−2 min", 0, 0).w / 2));
+    var R = Math.ceil(Math.max(GAP + rw.w + PAD, PAD + box(g, "now", 0, 0).w / 2));
+    var T = PAD + Math.ceil(fh / 2), B = Math.ceil(fh / 2) + GAP + fh + PAD;
+    var pw = Math.max(1, w - L - R), ph = Math.max(1, h - T - B);
+    // Labels every quarter if they fit, else every half, else the ends.
+    var step = ph / 4 >= fh + 2 ? 1 : ph / 2 >= fh + 2 ? 2 : 4;
+    var boxes = [];
+    function label(text, x, y, align) {
+      g.textAlign = align;
+      g.fillText(text, x, y);
+      var b = box(g, text, x, y);
+      boxes.push({ text: text, x: +b.x.toFixed(2), y: +b.y.toFixed(2), w: +b.w.toFixed(2), h: +b.h.toFixed(2) });
+    }
     g.lineWidth = 1;
-    for (var i = 0; i <= 4; i++) {
+    for (i = 0; i <= 4; i++) {
       var y = T + ph - ph * i / 4;
       g.strokeStyle = line; g.beginPath(); g.moveTo(L, y + .5); g.lineTo(L + pw, y + .5); g.stroke();
-      g.fillStyle = muted; g.textAlign = "right"; g.fillText(human(maxB * i / 4) + "/s", L - 6, y + 4);
-      var r = maxR * i / 4;
-      g.textAlign = "left"; g.fillText(r % 1 ? r.toFixed(1) : String(r), L + pw + 6, y + 4);
+      if (i % step) continue;
+      g.fillStyle = muted;
+      label(left[i], L - GAP, y, "right");
+      label(right[i], L + pw + GAP, y, "left");
     }
-    g.textAlign = "center";
-    g.fillText("−2 min", L, h - 6); g.fillText("now", L + pw, h - 6);
+    var ty = h - PAD - fh / 2;
+    label("−2 min", L, ty, "center");
+    label("now", L + pw, ty, "center");
+    cv.dataset.labels = JSON.stringify({ width: w, height: h, labels: boxes });
     function plot(key, max, color) {
       if (samples.length < 2) return;
       g.strokeStyle = color; g.lineWidth = 2; g.beginPath();

@@ -4,7 +4,7 @@
 # usage: make-site-image.sh SITE_DIR OUT_DIR
 #
 # Leaves in OUT_DIR:
-#   site.img        ext2 (mke2fs -t ext2 -d), 8 MiB (SITE_IMAGE_MB: more,
+#   site.img        ext2 (tools/image/make-disk: mke2fs -t ext2 -d), 8 MiB (SITE_IMAGE_MB: more,
 #                   for the benchmarks' larger sites), 4 KiB blocks: what
 #                   `simulate --disk` attaches as the virtio-blk disk
 #   site.manifest   one line per regular file, sorted by path:
@@ -35,7 +35,6 @@ generated=(
     "odd-100000.bin 100000"
 )
 
-command -v mke2fs >/dev/null || { echo "make-site-image: mke2fs missing (apt install e2fsprogs)" >&2; exit 1; }
 mkdir -p "$out"
 stage=$(mktemp -d "${TMPDIR:-/tmp}/iolite-site.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
@@ -62,11 +61,9 @@ find "$stage" -exec touch -h -d "@$epoch" {} +
     printf 'file %s %s %s\n' "${f#.}" "$(stat -c %s "$f")" "$(sha256sum "$f" | cut -d' ' -f1)"
 done) > "$out/site.manifest.tmp"
 
-rm -f "$out/site.img.tmp"
-# Fixed UUID and hash seed, fake time: the same site gives the same image.
-E2FSPROGS_FAKE_TIME=$epoch mke2fs -q -F -t ext2 -b 4096 -L site \
-    -U 6f2e1c1a-1010-4e5e-9d0d-10117e000001 -E hash_seed=6f2e1c1a-1010-4e5e-9d0d-10117e000002,root_owner=0:0 \
-    -d "$stage" "$out/site.img.tmp" "${image_mb}M" >/dev/null
+# The same checks and mke2fs call as `./iolite image --site`, at the fixed
+# size the benchmarks expect; the epoch makes the image reproducible.
+"$(dirname "$0")/make-disk" --size "$image_mb" --epoch "$epoch" "$stage" "$out/site.img.tmp" >/dev/null
 
 for f in site.img site.manifest; do
     if cmp -s "$out/$f.tmp" "$out/$f"; then rm -f "$out/$f.tmp"; else mv "$out/$f.tmp" "$out/$f"; fi
