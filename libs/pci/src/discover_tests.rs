@@ -64,7 +64,7 @@ fn machine() -> Bus {
     let blk = Function::new(0, 9, 0).bdf();
     bus.regs.borrow_mut().insert((blk, REG_COMMAND), 0x0010_0005);
     bus.regs.borrow_mut().insert((blk, REG_CAPABILITIES), 0x98);
-    bus.regs.borrow_mut().insert((blk, 0x98), 0x0084_0011);
+    bus.regs.borrow_mut().insert((blk, 0x98), 0x0000_8411);
     bus.regs.borrow_mut().insert((blk, 0x84), 0x0000_0005);
     bus.bridge(Function::new(0, 4, 0), 1);
     // 64-bit prefetchable BAR0 above 4 GiB, 16 KiB.
