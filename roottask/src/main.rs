@@ -13,6 +13,7 @@ extern crate alloc;
 
 mod bootinfo;
 mod clock;
+mod discovery;
 #[cfg(fault_injection)]
 mod inject;
 mod loader;
@@ -86,8 +87,10 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
             component_runtime::abort()
         }
     };
+    // Before anything runs: the root task has configuration space to itself.
+    let found = discovery::Discovery::run(&spec);
     log!("loading {} components, {} objects", spec.components.len(), spec.objects.len());
-    let mut system = match loader::System::boot(&mut objects, spec, system_image::ELVES, cfg!(feature = "debug")) {
+    let mut system = match loader::System::boot(&mut objects, spec, system_image::ELVES, cfg!(feature = "debug"), found) {
         Ok(system) => system,
         Err(e) => {
             error!("cannot load the system: {e}");

@@ -44,6 +44,7 @@ fn sample() -> SystemSpec {
         restart_policy: RestartPolicy::default(),
         cnode_size_bits: DEFAULT_CNODE_SIZE_BITS,
         first_free_slot: 1,
+        pci_match: None,
         caps: vec![],
         mappings: vec![],
         interfaces: vec![],

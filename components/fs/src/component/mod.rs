@@ -22,7 +22,7 @@
 //! Lines it prints (stable; tests/robot/filesystem.robot waits for some):
 //!
 //! ```text
-//! [fs] virtio-blk at 00:05.0: I/O ports 0xc000, interrupt line 10 (irq), queue 256, 16384 sectors
+//! [fs] virtio-blk at 00:05.0: I/O ports 0xc000, ioapic pin 10 (irq), queue 256, 16384 sectors
 //! [fs] superblock: magic 0xef53
 //! [fs] mounted ext2: block size 4096, cache budget 2048 KiB, chunk 16 KiB, pool 1023 pages, mode iolite
 //! [fs] cache policy lru                                   (or gds: fs.cache_policy)

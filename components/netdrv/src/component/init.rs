@@ -16,7 +16,6 @@ use netdrv::e1000::{self, Counter, E1000};
 use nic_api::CounterPage;
 
 use super::glue::pools::{APP_POOL, HDR_POOL, RX_POOL, SOCK_POOL};
-use super::probe::E1000 as PCI_E1000;
 use super::relink::{publish_link, wait_for_fresh_link, Relink};
 use super::{glue, Driver, StartDma, NETSTACK, NETSTACK_NAME, POLL, TAKEOVER, TSO};
 
@@ -54,7 +53,8 @@ impl Driver {
         publish_link(&chan, mac, up);
         let m = mac;
         log!(
-            "e1000 at {PCI_E1000} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
+            "e1000 at {} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
+            super::probe::e1000(start).map_or(pci::Function::new(0, 0, 0), |d| d.function()),
             m[0],
             m[1],
             m[2],

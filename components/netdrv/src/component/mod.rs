@@ -4,9 +4,11 @@
 //! against a simulated device); this is the seL4 side: discovery, the
 //! registers and physical addresses, the link with netstack, the loop.
 //!
-//! * **Discovery:** PCI configuration space through the granted ports
-//!   0xCF8..0xCFF; the e1000 must be at 00:03.0 with BAR0 where the assembly
-//!   maps it. Memory decoding and bus mastering (DMA) are switched on.
+//! * **Discovery:** the root task finds the e1000 at boot and binds it to
+//!   netdrv (`netdrv.match = "net"`): the start record names its function,
+//!   the loader maps its BAR0 and routes its interrupt. netdrv checks the
+//!   IDs and BAR0 through pci_config and switches memory decoding and bus
+//!   mastering (DMA) on.
 //! * **Receive:** 512 RX descriptors, each pointing at a one-page buffer of
 //!   the driver's IO-Lite pool (`rx_pool`, read-only for netstack). A
 //!   completed buffer is sealed at the frame's length and goes up to netstack

@@ -1,6 +1,7 @@
-//! Finding the e1000: its PCI function through the pci_config server,
-//! BAR0 checked against where the assembly maps the registers, memory
-//! decoding and bus mastering switched on.
+//! Finding the e1000: the PCI function the root task bound to netdrv at
+//! boot (`netdrv.match = "net"`; the start record names it), reached
+//! through the pci_config server, BAR0 checked against where the loader
+//! mapped the registers, memory decoding and bus mastering switched on.
 
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
@@ -9,44 +10,51 @@ use e1000_regs::Mmio;
 use super::{glue, TEST_HOOKS};
 
 /// The e1000, through the pci_config server (it alone holds the 0xCF8/0xCFC
-/// pair, and lets netdrv touch only the function the assembly grants).
-pub(super) const E1000: pci::Device<pci::ThroughServer> = pci::Device::new(
-    pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32),
-    pci::Function::new(0, 3, 0),
-);
+/// pair, and lets netdrv touch only the function bound to it).
+pub(super) type Pci = pci::Device<pci::ThroughServer>;
 const E1000_IDS: (u16, u16) = (0x8086, 0x100e);
+
+/// The function the root task bound to netdrv, if any.
+pub(super) fn e1000(start: &StartInfo) -> Option<Pci> {
+    let function = pci::Function::from_bdf(u32::from(start.own_pci_device()?.bdf))?;
+    Some(pci::Device::new(pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32), function))
+}
 
 /// Finds the e1000, checks BAR0 against the assembly and enables memory
 /// decoding and bus mastering.
 pub(super) fn probe(start: &StartInfo) -> Result<Option<Mmio>, pci::Refused> {
-    match E1000.ids()? {
+    let Some(dev) = e1000(start) else {
+        error!("the start record names no PCI function bound to netdrv (netdrv.match)");
+        return Ok(None);
+    };
+    match dev.ids()? {
         Some(ids) if ids == E1000_IDS => {}
         other => {
-            error!("no e1000 at {E1000} (found {other:x?}): boot with --net or --port");
+            error!("no e1000 at {dev} (found {other:x?}): boot with --net or --port");
             return Ok(None);
         }
     }
     let mapped = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
-    // Read only: pci_config refuses a driver's BAR writes (sizing), and the
-    // assembly fixes the size (e1000.regs_size, checked by the compiler).
-    match E1000.memory_bar0_base()? {
+    // Read only: pci_config refuses a driver's BAR writes (sizing); the
+    // loader checked the BAR's size against e1000.regs_size.
+    match dev.memory_bar0_base()? {
         Some(base) if base == mapped => {}
         Some(base) => {
-            error!("pci {E1000}: bar0 {base:#x}, but the assembly maps {mapped:#x} (fix e1000.regs_paddr)");
+            error!("pci {dev}: bar0 {base:#x}, but the loader mapped {mapped:#x}");
             return Ok(None);
         }
         None => {
-            error!("pci {E1000}: BAR0 is an I/O BAR");
+            error!("pci {dev}: BAR0 is an I/O BAR");
             return Ok(None);
         }
     }
-    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
-    E1000.write(
+    let command = dev.read(pci::REG_COMMAND)? & 0xffff;
+    dev.write(
         pci::REG_COMMAND,
         (command | pci::COMMAND_MEMORY | pci::COMMAND_BUS_MASTER) & !pci::COMMAND_INTX_DISABLE,
     )?;
     if TEST_HOOKS {
-        try_forbidden_writes()?;
+        try_forbidden_writes(&dev)?;
     }
     Ok(Some(Mmio::new(glue::regs::get())))
 }
@@ -56,20 +64,20 @@ pub(super) fn probe(start: &StartInfo) -> Result<Option<Mmio>, pci::Refused> {
 /// that nothing changes even where pci_config let them through. Logs
 /// whether each was refused, for the end-to-end test of pci_config's
 /// policy.
-fn try_forbidden_writes() -> Result<(), pci::Refused> {
+fn try_forbidden_writes(dev: &Pci) -> Result<(), pci::Refused> {
     let serr = 1 << 8;
-    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
+    let command = dev.read(pci::REG_COMMAND)? & 0xffff;
     for (name, register, value) in [
-        ("BAR0", pci::REG_BAR0, E1000.read(pci::REG_BAR0)?),
-        ("the interrupt line", pci::REG_INTERRUPT, E1000.read(pci::REG_INTERRUPT)?),
+        ("BAR0", pci::REG_BAR0, dev.read(pci::REG_BAR0)?),
+        ("the interrupt line", pci::REG_INTERRUPT, dev.read(pci::REG_INTERRUPT)?),
         ("SERR# enable", pci::REG_COMMAND, command ^ serr),
     ] {
-        match E1000.write(register, value) {
+        match dev.write(register, value) {
             Err(pci::Refused) => log!("test hook: writing {name} was refused"),
             Ok(()) => {
                 error!("test hook: writing {name} was accepted");
                 if register == pci::REG_COMMAND {
-                    E1000.write(register, command)?;
+                    dev.write(register, command)?;
                 }
             }
         }

@@ -249,6 +249,9 @@ pub fn rights_table(spec: &SystemSpec) -> String {
             ObjectKind::DeviceFrames { paddr, size } => format!("device {paddr:#x}+{size:#x}"),
             ObjectKind::IoApicIrq(irq) => format!("irq pin {} badge {:#x}", irq.pin, irq.badge),
             ObjectKind::IoPorts { first, last } => format!("ports {first:#x}:{last:#x}"),
+            ObjectKind::PciBarFrames { driver, bar, size } => format!("{driver}'s device bar{bar} +{size:#x}"),
+            ObjectKind::PciBarPorts { driver, bar } => format!("{driver}'s device bar{bar} ports"),
+            ObjectKind::PciIrq(irq) => format!("{}'s device irq badge {:#x}", irq.driver, irq.badge),
         };
         let mut holders = 0;
         for end in ends[i].iter().chain(&rings[i]) {
