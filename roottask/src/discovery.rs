@@ -107,10 +107,8 @@ impl Discovery {
                 continue;
             };
             let route = pci::route_intx(&self.chipset, &self.found[index]);
-            let wants_irq = spec
-                .objects
-                .iter()
-                .any(|o| matches!(&o.kind, ObjectKind::PciIrq(irq) if irq.driver == component.name));
+            let wants_irq =
+                spec.objects.iter().any(|o| matches!(&o.kind, ObjectKind::PciIrq(irq) if irq.driver == component.name));
             if wants_irq && !matches!(route, Route::IoApic { .. }) {
                 let why = match route {
                     Route::Unknown(why) => why,

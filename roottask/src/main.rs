@@ -90,7 +90,8 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
     // Before anything runs: the root task has configuration space to itself.
     let found = discovery::Discovery::run(&spec);
     log!("loading {} components, {} objects", spec.components.len(), spec.objects.len());
-    let mut system = match loader::System::boot(&mut objects, spec, system_image::ELVES, cfg!(feature = "debug"), found) {
+    let mut system = match loader::System::boot(&mut objects, spec, system_image::ELVES, cfg!(feature = "debug"), found)
+    {
         Ok(system) => system,
         Err(e) => {
             error!("cannot load the system: {e}");

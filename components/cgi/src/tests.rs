@@ -429,8 +429,20 @@ fn tee_answers_with_its_body_by_reference_whole_or_part_by_part() {
 fn stats_name_the_devices_found_at_boot() {
     let mut c = counters();
     c.devices = vec![
-        crate::Device { bdf: "00:07.0".into(), vendor: 0x8086, device: 0x100e, class: 0x02_0000, driver: "netdrv".into() },
-        crate::Device { bdf: "00:04.0".into(), vendor: 0x10ec, device: 0x8139, class: 0x02_0000, driver: String::new() },
+        crate::Device {
+            bdf: "00:07.0".into(),
+            vendor: 0x8086,
+            device: 0x100e,
+            class: 0x02_0000,
+            driver: "netdrv".into(),
+        },
+        crate::Device {
+            bdf: "00:04.0".into(),
+            vendor: 0x10ec,
+            device: 0x8139,
+            class: 0x02_0000,
+            driver: String::new(),
+        },
     ];
     let v: serde_json::Value = serde_json::from_str(&to_json(&c)).expect("valid JSON");
     assert_eq!(v["devices"][0]["bdf"], "00:07.0");

@@ -59,8 +59,22 @@ fn machine() -> Bus {
     bus.function(Function::new(0, 0, 0), 0x1237_8086, 0x0600_00, 0, 0, &[]);
     bus.function(Function::new(0, 1, 0), 0x7000_8086, 0x0601_00, 0, 0, &[]);
     bus.regs.borrow_mut().insert((Function::new(0, 1, 0).bdf(), 0x60), 0x0b0b_0a0a);
-    bus.function(Function::new(0, 7, 0), 0x100e_8086, 0x0200_00, 1, 11, &[(0xfeb8_0000, 0xfffe_0000), (0xc041, 0xffc1)]);
-    bus.function(Function::new(0, 9, 0), 0x1001_1af4, 0x0100_00, 1, 10, &[(0xc001, 0xffc1), (0xfebf_1000, 0xffff_f000)]);
+    bus.function(
+        Function::new(0, 7, 0),
+        0x100e_8086,
+        0x0200_00,
+        1,
+        11,
+        &[(0xfeb8_0000, 0xfffe_0000), (0xc041, 0xffc1)],
+    );
+    bus.function(
+        Function::new(0, 9, 0),
+        0x1001_1af4,
+        0x0100_00,
+        1,
+        10,
+        &[(0xc001, 0xffc1), (0xfebf_1000, 0xffff_f000)],
+    );
     let blk = Function::new(0, 9, 0).bdf();
     bus.regs.borrow_mut().insert((blk, REG_COMMAND), 0x0010_0005);
     bus.regs.borrow_mut().insert((blk, REG_CAPABILITIES), 0x98);
@@ -77,8 +91,12 @@ fn enumerate_finds_every_function_behind_bridges_and_sizes_bars() {
     let bus = machine();
     let mut found = Vec::new();
     enumerate(&bus, |f| found.push(f)).unwrap();
-    let names: Vec<String> = found.iter().map(|f| format!("{} {:04x}:{:04x}", f.function, f.vendor, f.device)).collect();
-    assert_eq!(names, ["00:00.0 8086:1237", "00:01.0 8086:7000", "01:02.0 10ec:8139", "00:07.0 8086:100e", "00:09.0 1af4:1001"]);
+    let names: Vec<String> =
+        found.iter().map(|f| format!("{} {:04x}:{:04x}", f.function, f.vendor, f.device)).collect();
+    assert_eq!(
+        names,
+        ["00:00.0 8086:1237", "00:01.0 8086:7000", "01:02.0 10ec:8139", "00:07.0 8086:100e", "00:09.0 1af4:1001"]
+    );
     let e1000 = &found[3];
     assert_eq!(e1000.bars[0], Bar::Memory { base: 0xfeb8_0000, size: 0x20000 });
     assert_eq!(e1000.bars[1], Bar::Io { base: 0xc040, size: 0x40 });

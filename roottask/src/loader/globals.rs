@@ -4,12 +4,12 @@
 //! of the components that use them.
 
 use super::{device, elf, invoke, LoadError};
+use crate::discovery::Discovery;
 use crate::objects::{ObjectAllocator, Retype};
 use alloc::format;
 use alloc::vec::Vec;
-use sel4::{CPtr, CapData, CapRights, ObjectType, Word};
-use crate::discovery::Discovery;
 use pci::Route;
+use sel4::{CPtr, CapData, CapRights, ObjectType, Word};
 use system_spec::{IoApicIrq, ObjectKind, SystemSpec, LARGE_PAGE_SIZE, PAGE_SIZE};
 
 /// `CONFIG_RETYPE_FAN_OUT_LIMIT` (kernel-config/common.h): the most objects
@@ -98,7 +98,9 @@ fn pci_object(kind: &ObjectKind, found: &Discovery) -> Option<Result<ObjectKind,
                 badge: irq.badge,
             })
         }
-        (ObjectKind::PciBarFrames { .. }, other) => return fail(format_args!("bar{bar} is not a memory BAR ({other:?})")),
+        (ObjectKind::PciBarFrames { .. }, other) => {
+            return fail(format_args!("bar{bar} is not a memory BAR ({other:?})"))
+        }
         (_, other) => return fail(format_args!("bar{bar} is not an I/O BAR ({other:?})")),
     }))
 }

@@ -26,6 +26,7 @@ mod seed;
 
 pub use root_pages::events_page;
 
+use crate::discovery::Discovery;
 use crate::objects::{AllocError, ComponentMemory, ObjectAllocator, Retype};
 use crate::vspace::{MapError, Scratch};
 use alloc::format;
@@ -33,7 +34,6 @@ use alloc::string::String;
 use alloc::vec::Vec;
 #[cfg(fault_injection)]
 use component_runtime::start;
-use crate::discovery::Discovery;
 use globals::Loaded;
 use sel4::{CPtr, ObjectType};
 use system_spec::{Component, SystemSpec};

@@ -50,7 +50,7 @@ const MAX_POLLS: u32 = 100_000;
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     log!("hwprobe started");
     // The loader's start record says where the MMIO dataport is physically
-    // (hwprobe.camkes's e1000.regs_paddr); check_bar0 compares it with what
+    // (BAR0 as the root task found it); check_bar0 compares it with what
     // the firmware put in BAR0.
     let mapped_bar0 = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
     let Some(function) = start.own_pci_device().and_then(|r| pci::Function::from_bdf(u32::from(r.bdf))) else {

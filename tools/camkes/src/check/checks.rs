@@ -336,7 +336,8 @@ impl Checker {
                     let irq = self.interrupt(hw, &conn.name.text)?;
                     if irq.device {
                         let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
-                        let what = format!("{}.{iface}_irq_type = \"device\"", self.system.instances[hw.instance].name.text);
+                        let what =
+                            format!("{}.{iface}_irq_type = \"device\"", self.system.instances[hw.instance].name.text);
                         self.matched_driver(&conn.to[0], &what)?;
                     }
                     if let Some(previous) = vectors.insert(irq.vector, hw.pos.clone()) {

@@ -219,7 +219,10 @@ impl Checker {
                     let known: Vec<String> = pci::MATCHES.iter().map(|m| format!("\"{}\"", m.name)).collect();
                     return err(
                         &s.value.pos,
-                        format!("{label} = \"{name}\" names no kind of device a driver here drives; use one of {}", known.join(", ")),
+                        format!(
+                            "{label} = \"{name}\" names no kind of device a driver here drives; use one of {}",
+                            known.join(", ")
+                        ),
                     );
                 }
                 config.pci_match = Some((name.to_string(), s.value.pos.clone()));

@@ -13,8 +13,8 @@ mod listing;
 
 pub use listing::{describe, rights_table};
 use system_spec::{
-    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, PciIrq, LogRingEnd, LogRingSource, LogServer, Mapping,
-    ObjectId, ObjectKind, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS,
+    frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, LogRingEnd, LogRingSource, LogServer, Mapping,
+    ObjectId, ObjectKind, PciIrq, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS,
     DEFAULT_CONFIRM_DEATH_MS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS, DEFAULT_RESTART_LIMIT,
     DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, LOG_RING_SIZE, PAGE_SIZE,
 };
