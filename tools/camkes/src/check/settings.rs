@@ -342,48 +342,8 @@ impl Checker {
                 return Ok(true);
             }
         }
-        for (suffix, proper) in [("_irq_ioapic_level", "_irq_level"), ("_irq_ioapic_polarity", "_irq_polarity")] {
-            if let Some(i) = interface_with_suffix(suffix) {
-                let name = &component.decl.interfaces[i].name.text;
-                return err(
-                    &s.attribute.pos,
-                    format!("'{target}.{name}{suffix}' is the manual's spelling, which upstream's template ignores; use '{target}.{name}{proper}'"),
-                );
-            }
-        }
-        let irq_suffixes =
-            ["_irq_type", "_irq_ioapic", "_irq_ioapic_pin", "_irq_level", "_irq_polarity", "_irq_vector"];
-        for suffix in irq_suffixes {
-            if let Some(i) =
-                interface_with_suffix(suffix).filter(|&i| component.decl.interfaces[i].kind == InterfaceKind::Emits)
-            {
-                // Stored raw; combined and checked once all are known.
-                let _ = i;
-                match suffix {
-                    "_irq_type" => {
-                        let t = string_value(&s.value, &label)?;
-                        if !["ioapic", "isa", "pci", "device"].contains(&t) {
-                            return err(
-                                &s.value.pos,
-                                format!("{label} = \"{t}\" is not supported; use \"device\" (the interrupt of the PCI function found for the driver), or \"ioapic\", \"isa\" or \"pci\" (a fixed x86 IOAPIC pin)"),
-                            );
-                        }
-                    }
-                    "_irq_ioapic" => {
-                        int_in(&s.value, &label, 0, 255)?;
-                    }
-                    "_irq_ioapic_pin" => {
-                        int_in(&s.value, &label, 0, 23)?;
-                    }
-                    "_irq_level" | "_irq_polarity" => {
-                        int_in(&s.value, &label, 0, 1)?;
-                    }
-                    _ => {
-                        int_in(&s.value, &label, 0, MAX_IRQ_VECTOR as i128)?;
-                    }
-                }
-                return Ok(true);
-            }
+        if Self::irq_setting(component, s, &label)? {
+            return Ok(true);
         }
         if [
             "priority",
@@ -410,6 +370,61 @@ impl Checker {
                 &s.attribute.pos,
                 format!("{label} does not apply: hardware component '{target}' has no thread"),
             );
+        }
+        Ok(false)
+    }
+
+    /// A hardware instance's `<event>_irq_*` setting, checked on its own
+    /// (combined once all are known: `interrupt`). `false` if `s` is none.
+    fn irq_setting(component: &ComponentType, s: &ast::Setting, label: &str) -> Result<bool> {
+        let attr = s.attribute.text.as_str();
+        let target = s.target.text.as_str();
+        let interface_with_suffix = |suffix: &str| -> Option<usize> {
+            let prefix = attr.strip_suffix(suffix)?;
+            component.interface(prefix)
+        };
+        for (suffix, proper) in [("_irq_ioapic_level", "_irq_level"), ("_irq_ioapic_polarity", "_irq_polarity")] {
+            if let Some(i) = interface_with_suffix(suffix) {
+                let name = &component.decl.interfaces[i].name.text;
+                return err(
+                    &s.attribute.pos,
+                    format!("'{target}.{name}{suffix}' is the manual's spelling, which upstream's template ignores; use '{target}.{name}{proper}'"),
+                );
+            }
+        }
+        let irq_suffixes =
+            ["_irq_type", "_irq_ioapic", "_irq_ioapic_pin", "_irq_level", "_irq_polarity", "_irq_vector"];
+        for suffix in irq_suffixes {
+            if let Some(i) =
+                interface_with_suffix(suffix).filter(|&i| component.decl.interfaces[i].kind == InterfaceKind::Emits)
+            {
+                // Stored raw; combined and checked once all are known.
+                let _ = i;
+                match suffix {
+                    "_irq_type" => {
+                        let t = string_value(&s.value, label)?;
+                        if !["ioapic", "isa", "pci", "device"].contains(&t) {
+                            return err(
+                                &s.value.pos,
+                                format!("{label} = \"{t}\" is not supported; use \"device\" (the interrupt of the PCI function found for the driver), or \"ioapic\", \"isa\" or \"pci\" (a fixed x86 IOAPIC pin)"),
+                            );
+                        }
+                    }
+                    "_irq_ioapic" => {
+                        int_in(&s.value, label, 0, 255)?;
+                    }
+                    "_irq_ioapic_pin" => {
+                        int_in(&s.value, label, 0, 23)?;
+                    }
+                    "_irq_level" | "_irq_polarity" => {
+                        int_in(&s.value, label, 0, 1)?;
+                    }
+                    _ => {
+                        int_in(&s.value, label, 0, MAX_IRQ_VECTOR as i128)?;
+                    }
+                }
+                return Ok(true);
+            }
         }
         Ok(false)
     }
