@@ -48,7 +48,7 @@ impl Bus {
         regs.insert((f.bdf(), REG_ID), 0x000c_1b36);
         regs.insert((f.bdf(), REG_CLASS), 0x0604_0000);
         regs.insert((f.bdf(), REG_HEADER), 1 << 16);
-        regs.insert((f.bdf(), REG_BRIDGE_BUSES), u32::from(secondary) << 16 | u32::from(secondary) << 8 | 0);
+        regs.insert((f.bdf(), REG_BRIDGE_BUSES), u32::from(secondary) << 16 | u32::from(secondary) << 8);
     }
 }
 
@@ -56,13 +56,13 @@ impl Bus {
 /// MSI-X) at slot 9, and a NIC at 01:02.0 behind a bridge at slot 4.
 fn machine() -> Bus {
     let mut bus = Bus::default();
-    bus.function(Function::new(0, 0, 0), 0x1237_8086, 0x0600_00, 0, 0, &[]);
-    bus.function(Function::new(0, 1, 0), 0x7000_8086, 0x0601_00, 0, 0, &[]);
+    bus.function(Function::new(0, 0, 0), 0x1237_8086, 0x06_0000, 0, 0, &[]);
+    bus.function(Function::new(0, 1, 0), 0x7000_8086, 0x06_0100, 0, 0, &[]);
     bus.regs.borrow_mut().insert((Function::new(0, 1, 0).bdf(), 0x60), 0x0b0b_0a0a);
     bus.function(
         Function::new(0, 7, 0),
         0x100e_8086,
-        0x0200_00,
+        0x02_0000,
         1,
         11,
         &[(0xfeb8_0000, 0xfffe_0000), (0xc041, 0xffc1)],
@@ -70,7 +70,7 @@ fn machine() -> Bus {
     bus.function(
         Function::new(0, 9, 0),
         0x1001_1af4,
-        0x0100_00,
+        0x01_0000,
         1,
         10,
         &[(0xc001, 0xffc1), (0xfebf_1000, 0xffff_f000)],
@@ -82,7 +82,7 @@ fn machine() -> Bus {
     bus.regs.borrow_mut().insert((blk, 0x84), 0x0000_0005);
     bus.bridge(Function::new(0, 4, 0), 1);
     // 64-bit prefetchable BAR0 above 4 GiB, 16 KiB.
-    bus.function(Function::new(1, 2, 0), 0x8139_10ec, 0x0200_00, 1, 11, &[(0x0000_000c, 0xffff_c000), (0x8, !0)]);
+    bus.function(Function::new(1, 2, 0), 0x8139_10ec, 0x02_0000, 1, 11, &[(0x0000_000c, 0xffff_c000), (0x8, !0)]);
     bus
 }
 

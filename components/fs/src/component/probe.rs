@@ -18,7 +18,8 @@ pub(super) fn bring_up(start: &'static StartInfo) -> Result<VirtioBlk, alloc::st
     use alloc::format;
     // Through the pci_config server (it alone holds the 0xCF8/0xCFC pair,
     // and lets fs touch only the function bound to it).
-    let own = start.own_pci_device().ok_or_else(|| format!("no disk was found at boot (fs.match)"))?;
+    let own =
+        start.own_pci_device().ok_or_else(|| alloc::string::String::from("no disk was found at boot (fs.match)"))?;
     let function = pci::Function::from_bdf(u32::from(own.bdf)).ok_or_else(|| format!("bad function {:#x}", own.bdf))?;
     let access = pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32);
     let blk = pci::Device::new(access, function);
