@@ -48,11 +48,17 @@ pub(super) fn make_objects(
     let mut objects = Vec::with_capacity(spec.objects.len());
     for object in &spec.objects {
         let loaded = match pci_object(&object.kind, found) {
-            Some(Err(())) => Ok(Loaded::Absent),
-            Some(Ok(kind)) => make_object(global, &mut devices, &objects, &kind),
-            None => make_object(global, &mut devices, &objects, &object.kind),
-        }
-        .map_err(|e| LoadError(format!("object {}: {e}", object.name)))?;
+            Some(Err(())) => Loaded::Absent,
+            // A device found at boot that cannot be had (its BAR in no
+            // device region, a pin the kernel refuses) costs its driver
+            // alone: it is not started (`System::build_all`).
+            Some(Ok(kind)) => make_object(global, &mut devices, &objects, &kind).unwrap_or_else(|e| {
+                component_runtime::error!("object {}: {e}", object.name);
+                Loaded::Absent
+            }),
+            None => make_object(global, &mut devices, &objects, &object.kind)
+                .map_err(|e| LoadError(format!("object {}: {e}", object.name)))?,
+        };
         objects.push(loaded);
     }
     Ok(objects)

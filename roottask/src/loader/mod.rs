@@ -209,6 +209,14 @@ impl System {
                 // Discovery said why (no device, or none it could route).
                 continue;
             }
+            let absent = |o: system_spec::ObjectId| matches!(self.objects[o.0 as usize], Loaded::Absent);
+            if component.caps.iter().any(|c| absent(c.object)) || component.mappings.iter().any(|m| absent(m.object)) {
+                component_runtime::error!(
+                    "component {}: not started: a device object of it could not be made",
+                    component.name
+                );
+                continue;
+            }
             let mut instance = core::mem::replace(&mut self.instances[position], placeholder());
             match self.build(&mut instance) {
                 Ok(()) => let_built_components_run(),
