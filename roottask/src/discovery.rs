@@ -59,6 +59,9 @@ pub struct Discovery {
     pub found: Vec<Found>,
     /// One per driver that got a function.
     pub bindings: Vec<Binding>,
+    /// Functions picked for a driver that could then not have them (an
+    /// interrupt that cannot be routed or is taken): indices into `found`.
+    refused: Vec<usize>,
 }
 
 impl Discovery {
@@ -69,7 +72,12 @@ impl Discovery {
             Ok(c) => c,
             Err(e) => {
                 error!("pci: configuration space unreachable ({e:?}): no devices");
-                return Discovery { chipset: Chipset::Other(0xffff, 0xffff), found: Vec::new(), bindings: Vec::new() };
+                return Discovery {
+                    chipset: Chipset::Other(0xffff, 0xffff),
+                    found: Vec::new(),
+                    bindings: Vec::new(),
+                    refused: Vec::new(),
+                };
             }
         };
         let mut found = Vec::new();
@@ -77,7 +85,7 @@ impl Discovery {
             error!("pci: enumeration stopped ({e:?}); using what was found");
         }
         log!("pci: {} functions found ({})", found.len(), chipset.name());
-        let mut discovery = Discovery { chipset, found, bindings: Vec::new() };
+        let mut discovery = Discovery { chipset, found, bindings: Vec::new(), refused: Vec::new() };
         discovery.bind(spec);
         discovery.report(spec);
         discovery
@@ -118,7 +126,24 @@ impl Discovery {
                     "pci {}: its interrupt cannot be routed ({why}; no MSI support yet): {} not started",
                     self.found[index].function, component.name
                 );
+                self.refused.push(index);
                 continue;
+            }
+            // seL4 binds one handler to an IOAPIC pin: two drivers cannot
+            // share one (the second would take the pin from the first).
+            if let Route::IoApic { pin, .. } = route {
+                let shared = self
+                    .bindings
+                    .iter()
+                    .find(|b| wants_irq && matches!(b.route, Route::IoApic { pin: p, .. } if p == pin));
+                if let Some(other) = shared {
+                    error!(
+                        "pci {}: its interrupt arrives at IOAPIC pin {pin}, as that of {} ({}'s); shared pins are not supported (no MSI yet): {} not started",
+                        self.found[index].function, self.found[other.found].function, other.driver, component.name
+                    );
+                    self.refused.push(index);
+                    continue;
+                }
             }
             self.bindings.push(Binding { driver: component.name.clone(), found: index, route });
         }
@@ -144,6 +169,10 @@ impl Discovery {
                 continue;
             }
             let Some(kind) = kind else { continue };
+            if self.refused.contains(&i) {
+                log!("{head}: not bound (its driver cannot have it: see above)");
+                continue;
+            }
             let wanted = spec.components.iter().any(|c| c.pci_match.as_deref() == Some(kind.name));
             if !wanted {
                 log!("{head}: left alone (no driver in this system matches \"{}\")", kind.name);

@@ -9,7 +9,11 @@ Documentation       The default image on other machine shapes (`simulate --shape
 ...                 | q35   | QEMU's Q35 (ICH9): e1000 and virtio-blk where QEMU puts them, PIRQ E-H -> IOAPIC pins 16-23 |
 ...                 | slots | pc with the e1000 at 00:07.0, the disk at 00:09.0, an rtl8139 at 00:04.0 (no driver) and a second e1000 at 00:0a.0 (left alone) |
 ...
-...                 The stats page names the devices found and what each is bound to.
+...                 | q35 + root port | the e1000 at 01:00.0 behind a PCIe root port (the INTx swizzle) |
+...
+...                 The stats page names the devices found and what each is bound to. Two
+...                 devices whose INTx meet at one IOAPIC pin, or no disk at all: the driver
+...                 concerned is not started, with a line saying why, and nothing faults.
 Library             Collections
 Library             QemuSystem    ${BUILD_DIR}
 Library             WebClient    ${PORT}
@@ -22,6 +26,13 @@ ${PORT}             8090
 @{SMALL}            /index.html    /style.css    /file-1k.txt    /sub/note.txt
 
 *** Keywords ***
+Boot Q35 With The NIC Behind A Root Port At Slot
+    [Arguments]    ${slot}
+    Start System    --shape    q35    --disk    ${BUILD_DIR}/images/site.img    --
+    ...    -netdev    user,id=n0,hostfwd=tcp:127.0.0.1:${PORT}-:80
+    ...    -device    pcie-root-port,id=rp1,chassis=1,addr=${slot}
+    ...    -device    e1000,netdev=n0,bus=rp1,romfile=
+
 Boot Shape
     [Arguments]    ${shape}
     Start System    --shape    ${shape}    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
@@ -79,6 +90,25 @@ Unusual Slots: The First Supported NIC Is Used, The Others Left Alone
     Stats Should Name    00:04.0    10ec:8139    ${EMPTY}
     Stats Should Name    00:0a.0    8086:100e    ${EMPTY}
     Serial Should Stay Quiet About Faults    1s
+
+Q35: A NIC Behind A PCIe Root Port
+    # Root port at slot 7: its INTA# (the e1000's, swizzled) is PIRQH, pin 23;
+    # the disk, now at slot 2, is PIRQG, pin 22.
+    Boot Q35 With The NIC Behind A Root Port At Slot    0x7
+    Wait For Serial Line    ^\\[roottask\\] pci 00:02\\.0 1af4:1001 block -> fs \\(bar0 io 0x[0-9a-f]+, bar1 0x[0-9a-f]+, ioapic pin 22\\)$    timeout=60s
+    Wait For Serial Line    ^\\[roottask\\] pci 01:00\\.0 8086:100e net -> netdrv \\(bar0 0x[0-9a-f]+, bar1 io 0x[0-9a-f]+, ioapic pin 23\\)$
+    Site Is Served Byte Exact
+    Stats Should Name    01:00.0    8086:100e    netdrv
+    Serial Should Stay Quiet About Faults    1s
+
+Two Devices On One IOAPIC Pin: The Second Driver Is Not Started
+    # Root port at slot 6: PIRQG, pin 22, as the disk at slot 2. netdrv
+    # comes first in the spec, so fs is the one left without its device.
+    Boot Q35 With The NIC Behind A Root Port At Slot    0x6
+    Wait For Serial Line    ^\\[roottask\\] error: pci 00:02\\.0: its interrupt arrives at IOAPIC pin 22, as that of 01:00\\.0 \\(netdrv's\\); shared pins are not supported \\(no MSI yet\\): fs not started$    timeout=60s
+    Wait For Serial Line    ^\\[roottask\\] pci 00:02\\.0 1af4:1001 block: not bound \\(its driver cannot have it: see above\\)$
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 7 of 8 components running
+    Serial Should Stay Quiet About Faults    2s
 
 No Disk: fs Is Not Started, With A Clear Line, And Nothing Faults
     Start System    --port    ${PORT}:80
