@@ -4,6 +4,7 @@ straight, h2load against each (bench/cluster says what and why).
 usage: cluster.py IMAGE SECONDS CLIENTS SIZES ROUNDS OUT
 """
 import os
+import resource
 import statistics
 import subprocess
 import sys
@@ -57,10 +58,14 @@ def measure(base, path, size, clients, seconds, procs, haproxy):
     cpu0 = [B.guest_cpu_seconds(p) for p in procs]
     hp0 = B.guest_cpu_seconds(haproxy) if haproxy else 0.0
     busy0, total0 = host_busy()
+    # h2load: a child that has been waited for when h2load() returns.
+    kids0 = resource.getrusage(resource.RUSAGE_CHILDREN)
     t0 = time.monotonic()
     r = B.h2load(base, path, clients, seconds)
     wall = time.monotonic() - t0
+    kids1 = resource.getrusage(resource.RUSAGE_CHILDREN)
     busy1, total1 = host_busy()
+    r["h2load_cores"] = round((kids1.ru_utime + kids1.ru_stime - kids0.ru_utime - kids0.ru_stime) / wall, 2)
     r["qemu_cores"] = [round((B.guest_cpu_seconds(p) - c) / wall, 2) for p, c in zip(procs, cpu0)]
     r["haproxy_cores"] = round((B.guest_cpu_seconds(haproxy) - hp0) / wall, 2) if haproxy else 0.0
     r["host_cores"] = round(os.cpu_count() * (busy1 - busy0) / max(1, total1 - total0), 2)
@@ -71,6 +76,7 @@ def measure(base, path, size, clients, seconds, procs, haproxy):
 def main():
     image, seconds, clients, sizes, rounds, out = sys.argv[1:7]
     seconds, clients, rounds, sizes = int(seconds), int(clients), int(rounds), sizes.split()
+    manifest = B.load_manifest(os.path.join(image, "images", "site.manifest"))
     cluster = C.Cluster(APPLIANCES)
     procs = []
     results = []
@@ -96,12 +102,14 @@ def main():
                     haproxy, base = cluster.haproxy, f"http://{C.HOST_SIDE}:{C.FRONTEND_PORT}"
                 for s in sizes:
                     size, path = SIZES[s]
+                    # Once byte for byte first (h2load counts statuses only).
+                    B.check_bytes(base, path, size, manifest[path][1])
                     r = measure(base, path, size, clients, seconds, procs, haproxy)
                     r.update(round=rnd, config=name, appliances=n, size=s)
                     results.append(r)
                     print(f"  round {rnd} {name:11} {s:>4}: {r['rps']:8.1f} req/s {r['mbs']:6.2f} MB/s "
                           f"errors {r['errors']}; cores: qemu {r['qemu_cores']} haproxy {r['haproxy_cores']} "
-                          f"host {r['host_cores']}", flush=True)
+                          f"h2load {r['h2load_cores']} host {r['host_cores']}", flush=True)
     finally:
         for p in procs:
             B.stop(p)
@@ -112,13 +120,16 @@ def main():
 def report(results, sizes, seconds, clients, rounds, out):
     """The scaling table: median req/s per configuration and size, the
     ratio to haproxy with one appliance, the cores used."""
+    load = " ".join(f"{x:.1f}" for x in os.getloadavg())
     lines = [f"bench/cluster: h2load --h1 -c {clients}, {seconds} s per case after a 2 s warm-up, keep-alive,",
              "through haproxy 2.6 (round robin, tools/cluster/cluster.py) on a bridge in a network namespace;",
-             f"appliances under QEMU TCG, one vCPU each; host: {os.cpu_count()} cores; {rounds} round(s), medians.",
-             "scaling: req/s over haproxy x1's; cores: CPU used (s per s) by the appliances' QEMUs, haproxy, the host",
+             f"appliances under QEMU TCG, one vCPU each; host: {os.cpu_count()} cores, load average at the end {load};",
+             f"{rounds} round(s), medians. scaling: req/s over haproxy x1's. cores: CPU time per second of the",
+             "serving appliances' QEMUs, haproxy, h2load and the whole host (every process, other users' too);",
+             "req/core: req/s per core the serving appliances got.",
              ""]
     head = f"{'configuration':13} {'size':>5} {'req/s':>8} {'MB/s':>6} {'scaling':>7} {'errors':>6}  " \
-           f"{'qemu cores':>16} {'haproxy':>7} {'host':>5}"
+           f"{'qemu cores':>16} {'req/core':>8} {'haproxy':>7} {'h2load':>6} {'host':>5}"
     lines += [head, "-" * len(head)]
     configs = []
     for r in results:
@@ -133,12 +144,14 @@ def report(results, sizes, seconds, clients, rounds, out):
             if not rs:
                 continue
             last = rs[-1]
-            used = "+".join(f"{x:.2f}" for x in last["qemu_cores"][:max(1, last["appliances"])])
+            serving = last["qemu_cores"][:max(1, last["appliances"])]
+            used = "+".join(f"{x:.2f}" for x in serving)
+            per_core = f"{med[c] / sum(serving):.0f}" if sum(serving) else "-"
             errors = sum(r["errors"] if r["errors"] >= 0 else 1 for r in rs)
             scale = f"{med[c] / base:.2f}x" if base else "-"
             mbs = statistics.median(r["mbs"] for r in rs)
-            lines.append(f"{c:13} {s:>5} {med[c]:8.1f} {mbs:6.2f} {scale:>7} {errors:6d}  {used:>16} "
-                         f"{last['haproxy_cores']:7.2f} {last['host_cores']:5.2f}")
+            lines.append(f"{c:13} {s:>5} {med[c]:8.1f} {mbs:6.2f} {scale:>7} {errors:6d}  {used:>16} {per_core:>8} "
+                         f"{last['haproxy_cores']:7.2f} {last['h2load_cores']:6.2f} {last['host_cores']:5.2f}")
         lines.append("")
     B.write_report(os.path.join(out, "cluster"), lines, {"results": results})
 

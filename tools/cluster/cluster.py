@@ -232,11 +232,13 @@ class Cluster:
 
     def wait_for_status(self, server, status, timeout=60):
         """Waits until haproxy's health checks give `server` `status` (UP,
-        DOWN); returns the seconds it took."""
+        DOWN); returns the seconds it took. UP counts only after a check
+        passed: haproxy starts every server UP before its first check."""
         start = time.time()
         while True:
-            got = self.server_stats().get(server, {}).get("status", "")
-            if got.split(" ")[0] == status:
+            row = self.server_stats().get(server, {})
+            got = row.get("status", "")
+            if got.split(" ")[0] == status and (status != "UP" or row.get("check_status") == "L7OK"):
                 return time.time() - start
             if time.time() - start > timeout:
                 raise AssertionError(f"haproxy: {server} is {got!r}, not {status}, after {timeout} s")
