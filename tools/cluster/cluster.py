@@ -19,7 +19,7 @@ Usage as a command (see tools/cluster/README.md):
 
     cluster.py haproxy-config [--bind ADDR:PORT] [--check PATH] [--stats-socket PATH]
                               [--stats-bind ADDR:PORT] [--served-by] ADDR:PORT...
-    cluster.py demo [--appliances N] [--build DIR]
+    cluster.py demo [--appliances N] [--build DIR] [--check PATH]
 """
 
 import argparse
@@ -284,9 +284,9 @@ def _kill(proc):
     return None
 
 
-def demo(count, build):
-    """Boots `count` appliances of image `build` behind haproxy and waits
-    for Ctrl-C; prints how to reach them."""
+def demo(count, build, check):
+    """Boots `count` appliances of image `build` behind haproxy (health
+    check: GET `check`) and waits for Ctrl-C; prints how to reach them."""
     simulate = os.path.join(build, "simulate")
     disk = os.path.join(build, "images", "site.img")
     c = Cluster(count)
@@ -299,7 +299,8 @@ def demo(count, build):
             qemus.append(subprocess.Popen([*c.ns_prefix(), simulate, "--tap", tap(n), "--mac", mac(n), "--disk", disk],
                                           stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
                                           start_new_session=True))
-        c.start_haproxy(range(1, count + 1))
+        c.start_haproxy(range(1, count + 1), check=check)
+        print(f"booting {count} appliances ({build}); waiting for haproxy's health checks on {check}", flush=True)
         for n in range(1, count + 1):
             c.wait_for_status(server_name(n), "UP", timeout=300)
         print(f"{count} appliances up behind haproxy in namespace {c.name} (logs in {c.workdir}):\n"
@@ -329,12 +330,13 @@ def main():
     d = sub.add_parser("demo", help="boot appliances behind haproxy in a namespace, until Ctrl-C")
     d.add_argument("--appliances", type=int, default=2)
     d.add_argument("--build", default=os.path.join(ROOT, "build", "variants", "cluster"))
+    d.add_argument("--check", default="/healthz", help="the health check's path (200 = up)")
     a = p.parse_args()
     if a.cmd == "haproxy-config":
         servers = [(f"app{i}", s) for i, s in enumerate(a.servers, 1)]
         sys.stdout.write(haproxy_config(servers, a.bind, a.check, a.stats_socket, a.stats_bind, a.served_by))
     else:
-        demo(a.appliances, a.build)
+        demo(a.appliances, a.build, a.check)
 
 
 if __name__ == "__main__":
