@@ -133,10 +133,6 @@ class Cluster:
         return C.address(int(n))
 
     @keyword
-    def appliance_mac(self, n):
-        return C.mac(int(n))
-
-    @keyword
     def router_address(self):
         """The bridge's address: the router and DHCP server the lease names."""
         return C.HOST_SIDE

@@ -1,7 +1,7 @@
 """bench/cluster's measurement: 1, 2 and 3 appliances behind haproxy and one
 straight, h2load against each (bench/cluster says what and why).
 
-usage: cluster.py IMAGE SECONDS CLIENTS SIZES ROUNDS OUT
+usage: scaleout.py IMAGE SECONDS CLIENTS SIZES ROUNDS OUT
 """
 import os
 import resource
