@@ -8,6 +8,7 @@ pub use crate::testing::*;
 pub use crate::{Action, CgiCall, Config, ConnId, Remote, SourceError};
 
 mod features;
+mod health;
 mod protocol;
 mod queue;
 mod slow_input;

@@ -210,6 +210,8 @@ counters::counters! {
         FileOpensDeferred = "file_opens_deferred",
         /// Requests answered 503: the source stayed busy too long.
         FileOpensExpired = "file_opens_expired",
+        /// `/healthz` requests answered.
+        HealthChecks = "health_checks",
         /// netstack connections open now (the component's).
         ConnectionsOpen = "connections_open",
         /// Of them, connections netstack said were full.

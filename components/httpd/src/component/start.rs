@@ -114,7 +114,8 @@ impl Httpd {
         let fs_peer = Link::new(FS_INSTANCE, FS, page, ()).release_on_request();
         // SAFETY: the clock dataport, mapped read-only for our lifetime.
         let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
-        let srv = Server::new(d, APP_POOL, src, clock, config());
+        let mut srv = Server::new(d, APP_POOL, src, clock, config());
+        srv.set_health_probe(super::peers::health);
         // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
         // its control page is written by the cgi only.
         let cgi_control =

@@ -17,7 +17,7 @@
 //! * `input`: buffered bytes into requests (heads parsed from a bounded
 //!   copy, bodies taken by reference, chunked bodies decoded);
 //! * `respond`: the parts every response shares (status line, complete
-//!   small responses, dispatch by method);
+//!   small responses, dispatch by method); `health`: `/healthz`;
 //! * `output`: the output pulled in order ([`Server::next`]);
 //! * `files`: static files (preconditions, ranges, the header cache, the
 //!   file's bytes pulled lazily from the [`FileSource`]); `waiting`: those
@@ -32,6 +32,7 @@
 mod cgi;
 mod cgi_peer;
 mod files;
+mod health;
 mod input;
 mod output;
 mod queue;
@@ -56,6 +57,7 @@ use crate::Config;
 pub use cgi::OverWindow;
 use cgi::{CgiStream, CgiWait};
 pub use cgi_api::wire::Control;
+pub use health::{HealthProbe, HEALTH_PATH};
 use input::ChunkedBody;
 use queue::GapQueue;
 pub use stats::HttpStats;
@@ -226,6 +228,8 @@ struct Core<'d, S: FileSource<'d>, C> {
     gap: GapQueue<'d>,
     /// Static requests waiting for the file source (`Out::Retry`).
     waiting: SourceQueue,
+    /// What answers `/healthz` ([`Server::set_health_probe`]).
+    health_probe: Option<HealthProbe>,
 }
 
 /// The HTTP server state machine (see the module docs).
@@ -257,11 +261,17 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 controls: Vec::new(),
                 gap: GapQueue::default(),
                 waiting: SourceQueue::default(),
+                health_probe: None,
             },
             conns: BTreeMap::new(),
             next_conn: 1,
             woken: Vec::new(),
         }
+    }
+
+    /// Answers `/healthz` with `probe` (GET and HEAD; see `health`).
+    pub fn set_health_probe(&mut self, probe: HealthProbe) {
+        self.core.health_probe = Some(probe);
     }
 
     /// The configuration.

@@ -117,6 +117,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 self.dispatch_cgi(conn, Box::new(req), body, 0);
                 return;
             }
+            Method::Get | Method::Head
+                if path == super::HEALTH_PATH && self.health(conn, req.method == Method::Head, mode) => {}
             Method::Get | Method::Head => {
                 drop(body); // a body on GET/HEAD is read and ignored
                 let path = req.target.path.clone();

@@ -129,6 +129,8 @@ pub struct HttpStats {
     pub input_flattens: u64,
     /// Bytes copied by those flattenings.
     pub input_bytes_flattened: u64,
+    /// `/healthz` requests answered.
+    pub health_checks: u64,
 }
 
 impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
@@ -187,6 +189,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         v[H::FileReadsDeferred] = s.file_reads_deferred;
         v[H::FileOpensDeferred] = s.file_opens_deferred;
         v[H::FileOpensExpired] = s.file_opens_expired;
+        v[H::HealthChecks] = s.health_checks;
         let d = self.core.d.stats();
         v[H::BytesCopied] = d.bytes_copied;
         v[H::BytesByRefSent] = d.bytes_by_ref_sent;
