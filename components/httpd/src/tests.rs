@@ -7,6 +7,7 @@ pub use iolite::SliceDesc;
 pub use crate::testing::*;
 pub use crate::{Action, CgiCall, Config, ConnId, Remote, SourceError};
 
+mod access;
 mod features;
 mod health;
 mod protocol;

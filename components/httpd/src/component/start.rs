@@ -168,6 +168,7 @@ impl Httpd {
             fs_peer,
             netstack_restarts: 0,
             netstack_conns_lost: 0,
+            log_rate: httpd::server::LogRate::new(0),
         };
         // Until the cgi attaches, CGI requests are held for it (503 after
         // `cgi_queue_timeout_ms`).
