@@ -6,6 +6,7 @@
 //! dropped (rate limit)`.
 
 use component_runtime::log;
+use httpd::Clock;
 
 use super::Httpd;
 

@@ -173,9 +173,11 @@ fn write_addr(out: &mut String, remote: Option<Remote>) {
 }
 
 impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
-    /// A request's head was parsed (`req`) or refused (`None`): its entry,
-    /// with the raw request line from the start of `conn`'s parse buffer.
+    /// A request's head was parsed (`req`) or refused (`None`): counted,
+    /// and its entry made, with the raw request line from the start of
+    /// `conn`'s parse buffer.
     pub(super) fn log_begin(&mut self, conn: &mut Conn<'d, S::File>, req: Option<&Request>) {
+        self.stats.requests += 1;
         let mut e = Entry::new(conn.req_start.unwrap_or_else(|| self.clock.now_ms()));
         let head = &conn.scan;
         let line_end = head.iter().position(|&b| b == b'\n').unwrap_or(head.len());

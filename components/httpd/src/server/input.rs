@@ -113,13 +113,11 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                             return;
                         }
                         Head::Reject(r) => {
-                            self.stats.requests += 1;
                             self.log_begin(conn, None);
                             self.reject(conn, r.status, r.allow);
                             return;
                         }
                         Head::Done(req, n) => {
-                            self.stats.requests += 1;
                             self.log_begin(conn, Some(&req));
                             // A body is taken by reference: the parse buffer
                             // is refilled only after it (not copied into it).
