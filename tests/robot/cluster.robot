@@ -37,9 +37,9 @@ Test Tags           cluster
 
 *** Variables ***
 ${CLUSTER_BUILD_DIR}    ${CURDIR}/../../build/variants/cluster
-# haproxy's health check: the site's index page (200 when httpd, fs and
-# netstack answer).
-${CHECK}                /
+# haproxy's health check: httpd's /healthz (200 when every component is up
+# and every death settled, 503 otherwise).
+${CHECK}                /healthz
 ${CLIENTS}              4
 
 *** Keywords ***
