@@ -96,7 +96,7 @@ def main():
                     cluster.stop_haproxy()
                     base = f"http://{C.address(1)}"
                 else:
-                    cluster.start_haproxy(range(1, n + 1), check="/")
+                    cluster.start_haproxy(range(1, n + 1))
                     for k in range(1, n + 1):
                         cluster.wait_for_status(C.server_name(k), "UP", timeout=60)
                     haproxy, base = cluster.haproxy, f"http://{C.HOST_SIDE}:{C.FRONTEND_PORT}"
