@@ -5,8 +5,9 @@ Documentation       Two appliances behind Debian's haproxy, the way web operator
 ...                 netstack.dhcp=1) on its own TAP device with its own MAC, its address a
 ...                 fixed lease by MAC from Debian's dnsmasq on the bridge, haproxy on the
 ...                 bridge's side with the configuration tools/cluster/cluster.py writes
-...                 (round robin, health checks, retries 3 with a redispatch on every
-...                 retry, retry-on conn-failure empty-response response-timeout).
+...                 (round robin, health checks on httpd's /healthz, retries 3 with a
+...                 redispatch on every retry, retry-on conn-failure empty-response
+...                 response-timeout).
 ...
 ...                 Under a load of keep-alive clients (real HTTP/1.1, every body checked
 ...                 against the site manifest's SHA-256) one appliance's QEMU is killed
