@@ -1,4 +1,12 @@
-//! The e1000 (82540EM) rings, over any [`RegisterFile`] and [`Dma`].
+//! The e1000 rings, over any [`RegisterFile`] and [`Dma`], for both models
+//! [`Model`] names: the 82540EM (QEMU `e1000`) and the 82574L (QEMU
+//! `e1000e`), which keeps the 82540EM's legacy descriptors, rings,
+//! checksum and TSO context descriptors and ITR. What differs is set up
+//! per model ([`Setup`]): the interrupt causes the 82574 may report (its
+//! ICR also carries INT_ASSERTED and the MSI-X queue causes), and its
+//! interrupt acknowledge auto-mask, switched off (CTRL_EXT.IAME, IAM): in
+//! INTx mode reading ICR clears it, as on the 82540EM, and the mask stays
+//! as the driver set it.
 //!
 //! * **Receive:** [`RING`] descriptors, each pointing at a buffer of the
 //!   driver's IO-Lite pool. A completed buffer is sealed at the frame's
@@ -24,7 +32,8 @@
 //! * **What the device says is checked:** a write-back with errors, without
 //!   end of packet (the rest of that frame is dropped too), or with a
 //!   length outside 14..=2048 is dropped and its buffer reused; an interrupt
-//!   cause register with reserved bits set did not come from an 82540EM
+//!   cause register with bits set the model does not define did not come
+//!   from the device
 //!   ([`Interrupt::NotTheDevice`]); after reset, the head registers must
 //!   read back as programmed ([`InitError::Head`]), and the reset must
 //!   finish within a bound ([`InitError::ResetStuck`]).
@@ -41,6 +50,8 @@ mod fake;
 mod takeover;
 #[cfg(test)]
 mod tests;
+#[cfg(test)]
+mod tests_82574;
 mod tx;
 
 pub use takeover::{quiesce_tx, running, salvage_rx, take_over, PoolWindow, Salvaged, TakenOver, TX_DRAIN_POLLS};
@@ -78,6 +89,17 @@ pub trait Dma {
 /// and `BusyCycles`; the rest are counted here.
 pub use nic_api::DrvCounter as Counter;
 use nic_api::Values;
+
+/// How [`E1000::new`] programs the device.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Setup {
+    /// Which device it is (by PCI ID, [`Model::from_ids`]).
+    pub model: Model,
+    /// The interrupt throttling register (ITR, 256 ns units; 0: off).
+    pub itr: u32,
+    /// Unmask the causes the driver handles (otherwise the caller polls).
+    pub interrupts: bool,
+}
 
 /// Why the device could not be brought up.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -153,8 +175,8 @@ pub enum Interrupt {
         /// The new link state after a link status change.
         link: Option<bool>,
     },
-    /// Reserved bits set (all ones: a device that no longer answers): the
-    /// causes are not believed.
+    /// Bits set the model does not define (all ones: a device that no
+    /// longer answers): the causes are not believed.
     NotTheDevice(u32),
 }
 
@@ -240,6 +262,7 @@ impl Ring {
 
 /// The driver's view of the device.
 pub struct E1000<'d, R: RegisterFile, M: Dma> {
+    model: Model,
     regs: R,
     dma: M,
     d: &'d Domain,
@@ -274,27 +297,19 @@ pub struct E1000<'d, R: RegisterFile, M: Dma> {
 impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     /// Sets up both rings (pages of `rx_pool`, owned by `d`) on a device
     /// [`reset`] left quiet, fills the RX ring, and enables receive and
-    /// transmit with interrupt throttling `itr`; the interrupt causes the
-    /// driver handles are unmasked only with `interrupts` (otherwise the
-    /// caller polls).
-    pub fn new(regs: R, dma: M, d: &'d Domain, rx_pool: PoolId, itr: u32, interrupts: bool) -> Result<Self, InitError> {
-        Self::set_up(regs, dma, d, rx_pool, itr, interrupts, None)
+    /// transmit as `setup` says: interrupt throttling, and the interrupt
+    /// causes the driver handles unmasked or not (the caller polls).
+    pub fn new(regs: R, dma: M, d: &'d Domain, rx_pool: PoolId, setup: Setup) -> Result<Self, InitError> {
+        Self::set_up(regs, dma, d, rx_pool, setup, None)
     }
 
     /// As [`E1000::new`], on a device [`take_over`] took over: the rings
     /// start at the tails it found (head = tail throughout, so the device
     /// never owns a descriptor of the new ring before it is filled) and
     /// RCTL, already as we want it, is not written again.
-    pub fn resume(
-        regs: R,
-        dma: M,
-        d: &'d Domain,
-        rx_pool: PoolId,
-        itr: u32,
-        interrupts: bool,
-    ) -> Result<Self, InitError> {
+    pub fn resume(regs: R, dma: M, d: &'d Domain, rx_pool: PoolId, setup: Setup) -> Result<Self, InitError> {
         let tails = (regs.read(RDT) as usize % RING, regs.read(TDT) as usize % RING);
-        Self::set_up(regs, dma, d, rx_pool, itr, interrupts, Some(tails))
+        Self::set_up(regs, dma, d, rx_pool, setup, Some(tails))
     }
 
     fn set_up(
@@ -302,8 +317,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         dma: M,
         d: &'d Domain,
         rx_pool: PoolId,
-        itr: u32,
-        interrupts: bool,
+        setup: Setup,
         tails: Option<(usize, usize)>,
     ) -> Result<Self, InitError> {
         let taken_over = tails.is_some();
@@ -311,6 +325,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         let tx_ring = Ring::new(d, rx_pool, &dma)?;
         let rx_ring = Ring::new(d, rx_pool, &dma)?;
         let mut nic = E1000 {
+            model: setup.model,
             regs,
             dma,
             d,
@@ -355,14 +370,21 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
                 v => return Err(InitError::Head(name, v as u32)),
             }
         }
+        if setup.model == Model::I82574L {
+            // No auto-mask: a read of an asserted ICR would otherwise also
+            // mask the causes in IAM, and nothing here unmasks them again.
+            // EIAC matters only with MSI-X, which is not enabled.
+            r.write(CTRL_EXT, r.read(CTRL_EXT) & !CTRL_EXT_IAME);
+            r.write(IAM, 0);
+        }
         r.write(TIPG, TIPG_DEFAULT);
         r.write(TCTL, TCTL_EN | TCTL_PSP | TCTL_CT | TCTL_COLD);
-        r.write(ITR, itr);
+        r.write(ITR, setup.itr);
         nic.rx_refill();
         if !taken_over {
             nic.regs.write(RCTL, RCTL_OURS);
         }
-        if interrupts {
+        if setup.interrupts {
             nic.regs.write(IMS, INT_RXT0 | INT_RXO | INT_RXDMT0 | INT_LSC | INT_TXDW);
         }
         nic.link_up();
@@ -391,6 +413,11 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         self.counters[c] = value;
     }
 
+    /// The model driven.
+    pub fn model(&self) -> Model {
+        self.model
+    }
+
     /// The register file (tests reach the simulated device through it).
     pub fn regs(&mut self) -> &mut R {
         &mut self.regs
@@ -407,7 +434,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
     /// also the new link state. Reading ICR deasserts a level interrupt.
     pub fn interrupt(&mut self) -> Interrupt {
         let icr = self.regs.read(ICR);
-        if icr & !INT_DEFINED != 0 {
+        if icr & !self.model.causes_defined() != 0 {
             return Interrupt::NotTheDevice(icr);
         }
         let link = (icr & INT_LSC != 0).then(|| self.link_up());

@@ -114,6 +114,65 @@ pub const INT_RXT0: u32 = 1 << 7;
 /// The causes the 82540EM defines (bits 0..=16; the rest are reserved and
 /// read as 0). A read with a reserved bit set did not come from the device.
 pub const INT_DEFINED: u32 = 0x1_FFFF;
+/// 82574 interrupt cause: set in ICR whenever a cause the mask lets
+/// through is pending (the interrupt is asserted); a read without it, in
+/// INTx mode, is not this device's interrupt.
+pub const INT_ASSERTED: u32 = 1 << 31;
+/// The causes the 82574 defines: the 82540EM's, ACK and MNG (17, 18), the
+/// per-queue causes of its MSI-X mode (20..=24) and [`INT_ASSERTED`].
+pub const INT_DEFINED_82574: u32 = INT_DEFINED | 0b11 << 17 | 0x1f << 20 | INT_ASSERTED;
+/// 82574 extended device control.
+pub const CTRL_EXT: usize = 0x0018;
+/// CTRL_EXT: interrupt acknowledge auto-mask enable (reading an asserted
+/// ICR also masks the causes in [`IAM`]).
+pub const CTRL_EXT_IAME: u32 = 1 << 27;
+/// 82574 interrupt acknowledge auto-mask: the causes a read of ICR masks
+/// while [`CTRL_EXT_IAME`] is set.
+pub const IAM: usize = 0x00E0;
+/// 82574 extended interrupt auto-clear (MSI-X only: the vectors whose
+/// causes clear themselves when sent).
+pub const EIAC: usize = 0x00DC;
+
+/// The models this register file describes, told apart by PCI ID. The
+/// 82574 keeps the 82540EM's legacy descriptors, ring and receive/transmit
+/// control registers, checksum and TSO context descriptors and ITR; what
+/// a driver must treat differently is listed on [`Model`]'s methods.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Model {
+    /// The 82540EM (QEMU `-device e1000`, 8086:100e).
+    I82540EM,
+    /// The 82574L (QEMU `-device e1000e`, 8086:10d3).
+    I82574L,
+}
+
+impl Model {
+    /// The model with this PCI vendor and device ID, if supported.
+    pub const fn from_ids(vendor: u16, device: u16) -> Option<Model> {
+        match (vendor, device) {
+            (0x8086, 0x100e) => Some(Model::I82540EM),
+            (0x8086, 0x10d3) => Some(Model::I82574L),
+            _ => None,
+        }
+    }
+
+    /// The driver's name for it (what `/cgi-bin/stats` and the boot log
+    /// say).
+    pub const fn name(self) -> &'static str {
+        match self {
+            Model::I82540EM => "e1000",
+            Model::I82574L => "e1000e",
+        }
+    }
+
+    /// Every ICR bit the model may set; a read with any other bit set did
+    /// not come from it (all ones: a device that no longer answers).
+    pub const fn causes_defined(self) -> u32 {
+        match self {
+            Model::I82540EM => INT_DEFINED,
+            Model::I82574L => INT_DEFINED_82574,
+        }
+    }
+}
 
 /// Legacy TX descriptor command bit (byte 11): end of packet.
 pub const TXD_CMD_EOP: u32 = 0x01;
@@ -347,6 +406,18 @@ mod tests {
         assert_eq!(mac(&r), None, "RAH.AV clear");
         r.write(RAH0, r.read(RAH0) | RAH_AV);
         assert_eq!(mac(&r), Some([0x52, 0x54, 0x00, 0x12, 0x34, 0x56]));
+    }
+
+    #[test]
+    fn models_by_pci_id() {
+        assert_eq!(Model::from_ids(0x8086, 0x100e), Some(Model::I82540EM));
+        assert_eq!(Model::from_ids(0x8086, 0x10d3), Some(Model::I82574L));
+        // The 82576 (igb) and a virtio-net are not these models.
+        assert_eq!(Model::from_ids(0x8086, 0x10c9), None);
+        assert_eq!(Model::from_ids(0x1af4, 0x1041), None);
+        assert_eq!((Model::I82540EM.name(), Model::I82574L.name()), ("e1000", "e1000e"));
+        assert_eq!(Model::I82540EM.causes_defined() & INT_ASSERTED, 0);
+        assert_eq!(Model::I82574L.causes_defined(), 0x81f7_ffff);
     }
 
     #[test]

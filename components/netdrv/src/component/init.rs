@@ -7,12 +7,12 @@ use alloc::collections::VecDeque;
 use component_runtime::link::{Deaths, Link};
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
-use e1000_regs::Mmio;
+use e1000_regs::{Mmio, Model};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use iolite::duplex::Control;
 use iolite::{Aggregate, Domain, Duplex, DuplexAttach, Trust};
-use netdrv::e1000::{self, Counter, E1000};
+use netdrv::e1000::{self, Counter, Setup, E1000};
 use nic_api::CounterPage;
 
 use super::glue::pools::{APP_POOL, HDR_POOL, RX_POOL, SOCK_POOL};
@@ -20,8 +20,8 @@ use super::relink::{publish_link, wait_for_fresh_link, Relink};
 use super::{glue, Driver, StartDma, NETSTACK, NETSTACK_NAME, POLL, TAKEOVER, TSO};
 
 impl Driver {
-    /// Brings the driver up on the registers `probe` found.
-    pub(super) fn init(start: &'static StartInfo, mut regs: Mmio) -> Driver {
+    /// Brings the driver up on the registers of the model `probe` found.
+    pub(super) fn init(start: &'static StartInfo, model: Model, mut regs: Mmio) -> Driver {
         let restarts = start.restarts;
         let taken_over = TAKEOVER && restarts > 0 && e1000::running(&regs);
         let (mac, tx_abandoned) = device(&mut regs, taken_over, restarts);
@@ -39,8 +39,9 @@ impl Driver {
         // --- the rings: pages of our pool, kept for good ---
         let itr = glue::attributes::ITR as u32;
         let set_up = if taken_over { E1000::resume } else { E1000::new };
-        let mut nic = set_up(regs, StartDma(start), d, RX_POOL, itr, !POLL).unwrap_or_else(|e| {
-            error!("e1000: {e}");
+        let setup = Setup { model, itr, interrupts: !POLL };
+        let mut nic = set_up(regs, StartDma(start), d, RX_POOL, setup).unwrap_or_else(|e| {
+            error!("{}: {e}", model.name());
             component_runtime::exit(1)
         });
         nic.set_tso(TSO);
@@ -53,7 +54,8 @@ impl Driver {
         publish_link(&chan, mac, up);
         let m = mac;
         log!(
-            "e1000 at {} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
+            "{} at {} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
+            model.name(),
             super::probe::e1000(start).map_or(pci::Function::new(0, 0, 0), |d| d.function()),
             m[0],
             m[1],

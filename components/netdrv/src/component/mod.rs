@@ -149,15 +149,15 @@ struct Driver {
 
 fn main(start: &'static StartInfo) -> ! {
     init_heap();
-    let regs = match probe::probe(start) {
-        Ok(Some(r)) => r,
+    let (model, regs) = match probe::probe(start) {
+        Ok(Some(found)) => found,
         Ok(None) => component_runtime::exit(1),
         Err(e) => {
             error!("PCI configuration space access failed: {e:?}");
             component_runtime::exit(1)
         }
     };
-    shell::run(Driver::init(start, regs))
+    shell::run(Driver::init(start, model, regs))
 }
 
 impl Shell for Driver {

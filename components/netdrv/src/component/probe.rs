@@ -1,18 +1,17 @@
-//! Finding the e1000: the PCI function the root task bound to netdrv at
+//! Finding the e1000 (82540EM) or e1000e (82574L): the PCI function the root task bound to netdrv at
 //! boot (`netdrv.match = "net"`; the start record names it), reached
-//! through the pci_config server, BAR0 checked against where the loader
+//! through the pci_config server, the model told by its IDs, BAR0 checked against where the loader
 //! mapped the registers, memory decoding and bus mastering switched on.
 
 use component_runtime::start::StartInfo;
 use component_runtime::{error, log};
-use e1000_regs::Mmio;
+use e1000_regs::{Mmio, Model};
 
 use super::{glue, TEST_HOOKS};
 
 /// The e1000, through the pci_config server (it alone holds the 0xCF8/0xCFC
 /// pair, and lets netdrv touch only the function bound to it).
 pub(super) type Pci = pci::Device<pci::ThroughServer>;
-const E1000_IDS: (u16, u16) = (0x8086, 0x100e);
 
 /// The function the root task bound to netdrv, if any.
 pub(super) fn e1000(start: &StartInfo) -> Option<Pci> {
@@ -20,20 +19,23 @@ pub(super) fn e1000(start: &StartInfo) -> Option<Pci> {
     Some(pci::Device::new(pci::ThroughServer::new(glue::pci_config::read32, glue::pci_config::write32), function))
 }
 
-/// Finds the e1000, checks BAR0 against the assembly and enables memory
-/// decoding and bus mastering.
-pub(super) fn probe(start: &StartInfo) -> Result<Option<Mmio>, pci::Refused> {
+/// Finds the NIC, tells its model by ID, checks BAR0 against the assembly
+/// and enables memory decoding and bus mastering. Both models' BAR0 is the
+/// 128 KiB register file (`e1000.regs_size`); both interrupt by INTx here
+/// (the 82574's MSI and MSI-X stay off: the root task routes the pin).
+pub(super) fn probe(start: &StartInfo) -> Result<Option<(Model, Mmio)>, pci::Refused> {
     let Some(dev) = e1000(start) else {
         error!("the start record names no PCI function bound to netdrv (netdrv.match)");
         return Ok(None);
     };
-    match dev.ids()? {
-        Some(ids) if ids == E1000_IDS => {}
-        other => {
-            error!("no e1000 at {dev} (found {other:x?}): boot with --net or --port");
-            return Ok(None);
-        }
-    }
+    let model = match dev.ids()? {
+        Some((vendor, device)) => Model::from_ids(vendor, device),
+        None => None,
+    };
+    let Some(model) = model else {
+        error!("no e1000 or e1000e at {dev} (found {:x?}): boot with --net or --port", dev.ids()?);
+        return Ok(None);
+    };
     let mapped = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
     // Read only: pci_config refuses a driver's BAR writes (sizing); the
     // loader checked the BAR's size against e1000.regs_size.
@@ -56,7 +58,7 @@ pub(super) fn probe(start: &StartInfo) -> Result<Option<Mmio>, pci::Refused> {
     if TEST_HOOKS {
         try_forbidden_writes(&dev)?;
     }
-    Ok(Some(Mmio::new(glue::regs::get())))
+    Ok(Some((model, Mmio::new(glue::regs::get()))))
 }
 
 /// Writes a driver must not make (BAR0, the interrupt line, a command bit

@@ -1,4 +1,4 @@
-//! A simulated 82540EM for the host tests: a register file that records
+//! A simulated 82540EM or 82574L for the host tests: a register file that records
 //! every write, and enough of the device behind it to move frames through
 //! the rings the driver sets up: receive into the buffers the RX
 //! descriptors point at, transmit (context and data descriptors, gathered
@@ -6,6 +6,11 @@
 //! write-back, heads, interrupt causes. All its DMA goes
 //! through the same physical address map the driver was given; an address
 //! outside it is recorded as a DMA fault, never followed.
+//!
+//! The 82574L ([`Device::new_82574`]) differs where QEMU's `e1000e` does
+//! in INTx mode: a read of ICR carries INT_ASSERTED while a cause the mask
+//! lets through is pending, and, with CTRL_EXT.IAME set, such a read also
+//! masks the causes in IAM (the auto-mask the driver must leave off).
 //!
 //! Hostile settings make it lie the ways a broken or malicious device
 //! could: a head register with any value, an interrupt cause register of
@@ -85,6 +90,7 @@ pub fn internet_sum(data: &[u8]) -> u16 {
 
 /// The device.
 pub struct Device {
+    model: Model,
     regs: Vec<Cell<u32>>,
     map: Map,
     /// Every register write, in order.
@@ -111,7 +117,17 @@ pub const MAC: [u8; 6] = [0x52, 0x54, 0x00, 0x12, 0x34, 0x56];
 impl Device {
     /// A device after power-on, link up, with [`MAC`] in receive address 0.
     pub fn new(map: Map) -> Device {
+        Device::of(Model::I82540EM, map)
+    }
+
+    /// An 82574L after power-on, as [`Device::new`].
+    pub fn new_82574(map: Map) -> Device {
+        Device::of(Model::I82574L, map)
+    }
+
+    fn of(model: Model, map: Map) -> Device {
         let dev = Device {
+            model,
             regs: (0..0x20000 / 4).map(|_| Cell::new(0)).collect(),
             map,
             writes: Vec::new(),
@@ -359,8 +375,15 @@ impl RegisterFile for Device {
                 return v;
             }
         }
-        let v = self.get(offset);
+        let mut v = self.get(offset);
         if offset == ICR {
+            let asserted = v & self.get(IMS) != 0;
+            if self.model == Model::I82574L && asserted {
+                v |= INT_ASSERTED;
+                if self.get(CTRL_EXT) & CTRL_EXT_IAME != 0 {
+                    self.set(IMS, self.get(IMS) & !self.get(IAM));
+                }
+            }
             self.set(ICR, 0);
         }
         v

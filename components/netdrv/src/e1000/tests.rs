@@ -12,23 +12,23 @@ use iolite::{BufMeta, PoolLayout, RwRegion, Trust};
 use super::fake::{Device, Map, Sent, MAC};
 use super::*;
 
-const RX_POOL: PoolId = 1;
-const HDR_POOL: PoolId = 2;
-const APP_POOL: PoolId = 3;
+pub(super) const RX_POOL: PoolId = 1;
+pub(super) const HDR_POOL: PoolId = 2;
+pub(super) const APP_POOL: PoolId = 3;
 /// A pool that is not a dataport (not in the DMA map).
 const PRIVATE_POOL: PoolId = 4;
 /// Pages of the RX pool the rings take (two per ring).
-const RING_PAGES: u32 = 4;
+pub(super) const RING_PAGES: u32 = 4;
 
-type Nic = E1000<'static, Device, Map>;
+pub(super) type Nic = E1000<'static, Device, Map>;
 
-fn leak<T>(v: T) -> &'static mut T {
+pub(super) fn leak<T>(v: T) -> &'static mut T {
     Box::leak(Box::new(v))
 }
 
 /// A domain owning the RX pool (`rx_pages` pages), a header and a payload
 /// pool (all three "dataports" in the returned map) and a private pool.
-fn domain(rx_pages: u32) -> (&'static Domain, Map) {
+pub(super) fn domain(rx_pages: u32) -> (&'static Domain, Map) {
     let d: &'static Domain = leak(Domain::new());
     let mut map = Map::default();
     for (id, pages, dataport) in
@@ -48,17 +48,22 @@ fn domain(rx_pages: u32) -> (&'static Domain, Map) {
     (d, map)
 }
 
+/// How the tests set up an 82540EM: ITR 200, `interrupts` or polled.
+pub(super) fn setup(interrupts: bool) -> Setup {
+    Setup { model: Model::I82540EM, itr: 200, interrupts }
+}
+
 /// The driver on a fresh device, interrupts on.
-fn nic(rx_pages: u32) -> (&'static Domain, Nic) {
+pub(super) fn nic(rx_pages: u32) -> (&'static Domain, Nic) {
     let (d, map) = domain(rx_pages);
     let mut dev = Device::new(map.clone());
     assert_eq!(reset(&mut dev, || {}), Ok(MAC));
-    (d, E1000::new(dev, map, d, RX_POOL, 200, true).unwrap())
+    (d, E1000::new(dev, map, d, RX_POOL, setup(true)).unwrap())
 }
 
 /// `len` pseudo-random bytes (IPv4 ethertype unless `arp`), different per
 /// `seed`.
-fn frame(seed: u64, len: usize, arp: bool) -> Vec<u8> {
+pub(super) fn frame(seed: u64, len: usize, arp: bool) -> Vec<u8> {
     let mut x = seed.wrapping_mul(0x9E37_79B9_7F4A_7C15) | 1;
     let mut f: Vec<u8> = (0..len)
         .map(|_| {
@@ -74,14 +79,14 @@ fn frame(seed: u64, len: usize, arp: bool) -> Vec<u8> {
     f
 }
 
-fn bytes(agg: &Aggregate<'_>) -> Vec<u8> {
+pub(super) fn bytes(agg: &Aggregate<'_>) -> Vec<u8> {
     let mut out = vec![0; agg.len()];
     assert_eq!(agg.read_at(0, &mut out), agg.len());
     out
 }
 
 /// Takes every completed frame, returns them in order.
-fn drain(nic: &mut Nic) -> Vec<Aggregate<'static>> {
+pub(super) fn drain(nic: &mut Nic) -> Vec<Aggregate<'static>> {
     let mut got = Vec::new();
     nic.rx_drain(usize::MAX, |a| {
         got.push(a);
@@ -91,7 +96,7 @@ fn drain(nic: &mut Nic) -> Vec<Aggregate<'static>> {
 }
 
 /// An aggregate of `parts` bytes each in its own buffer of `pool`.
-fn aggregate(d: &'static Domain, pool: PoolId, parts: &[&[u8]]) -> Aggregate<'static> {
+pub(super) fn aggregate(d: &'static Domain, pool: PoolId, parts: &[&[u8]]) -> Aggregate<'static> {
     let mut agg = Aggregate::new(d);
     for p in parts {
         agg.append(d.alloc_copy(pool, p).unwrap()).map_err(|_| ()).unwrap();
@@ -99,16 +104,16 @@ fn aggregate(d: &'static Domain, pool: PoolId, parts: &[&[u8]]) -> Aggregate<'st
     agg
 }
 
-fn pages_in_use(d: &Domain, pool: PoolId) -> u32 {
+pub(super) fn pages_in_use(d: &Domain, pool: PoolId) -> u32 {
     d.pool_stats(pool).unwrap().pages_in_use
 }
 
-fn counter(nic: &Nic, c: Counter) -> u64 {
+pub(super) fn counter(nic: &Nic, c: Counter) -> u64 {
     nic.counters()[c]
 }
 
 /// Posts `frames` (plain), returns how many `pull` calls there were.
-fn post(nic: &mut Nic, frames: &mut VecDeque<(Aggregate<'static>, TxRequest)>) -> usize {
+pub(super) fn post(nic: &mut Nic, frames: &mut VecDeque<(Aggregate<'static>, TxRequest)>) -> usize {
     let mut pulls = 0;
     nic.tx_post(|| {
         pulls += 1;
@@ -146,7 +151,7 @@ fn set_up_gives_the_device_both_rings_and_all_rx_descriptors_but_one() {
     let (d, map) = domain(RING_PAGES + 8);
     let mut dev = Device::new(map.clone());
     reset(&mut dev, || {}).unwrap();
-    let mut polled = E1000::new(dev, map, d, RX_POOL, 200, false).unwrap();
+    let mut polled = E1000::new(dev, map, d, RX_POOL, setup(false)).unwrap();
     assert_eq!(polled.regs().read(IMS), 0);
 }
 
@@ -175,7 +180,7 @@ fn a_head_register_that_does_not_read_back_is_refused() {
         let mut dev = Device::new(map.clone());
         reset(&mut dev, || {}).unwrap();
         dev.lie = Some((reg, value));
-        let r = E1000::new(dev, map, d, RX_POOL, 200, true);
+        let r = E1000::new(dev, map, d, RX_POOL, setup(true));
         assert_eq!(r.err(), Some(InitError::Head(name, value)));
     }
 }
@@ -540,7 +545,7 @@ fn interrupt_causes_and_link_changes() {
 /// `options` bytes of TCP options, IPv4 identification `id`, sequence
 /// number `seq`, PSH | ACK (and FIN if `fin`), the IPv4 header checksum 0
 /// and in the TCP checksum field the pseudo-header sum without its length.
-fn tso_headers(options: usize, id: u16, seq: u32, fin: bool) -> Vec<u8> {
+pub(super) fn tso_headers(options: usize, id: u16, seq: u32, fin: bool) -> Vec<u8> {
     let tcp_len = 20 + options;
     let mut h = vec![0u8; 14 + 20 + tcp_len];
     h[..6].copy_from_slice(&[0x52, 0x55, 10, 0, 2, 2]);
@@ -582,7 +587,7 @@ fn pseudo_sum(src: [u8; 4], dst: [u8; 4], len: u16) -> u16 {
 /// Checks `seg` is segment `k` of `n` cut from `frame` (headers of
 /// `hdr_len`, `mss`): the headers as expected, both checksums valid, the
 /// payload the frame's `k`th `mss` bytes.
-fn check_segment(seg: &[u8], frame: &[u8], hdr_len: usize, mss: usize, k: usize, n: usize) {
+pub(super) fn check_segment(seg: &[u8], frame: &[u8], hdr_len: usize, mss: usize, k: usize, n: usize) {
     use super::fake::internet_sum;
     let payload = &frame[hdr_len..][k * mss..((k + 1) * mss).min(frame.len() - hdr_len)];
     assert!(seg.len() <= MAX_FRAME, "segment {k}: {} bytes", seg.len());
@@ -610,7 +615,7 @@ fn check_segment(seg: &[u8], frame: &[u8], hdr_len: usize, mss: usize, k: usize,
     assert_eq!(((s & 0xffff) + (s >> 16)) as u16, 0xffff, "segment {k}: TCP checksum");
 }
 
-fn tso(tcp_start: usize, hdr_len: usize, mss: usize) -> TxRequest {
+pub(super) fn tso(tcp_start: usize, hdr_len: usize, mss: usize) -> TxRequest {
     TxRequest::Tso(nic_api::Tso::new(tcp_start, hdr_len, mss).unwrap())
 }
 
@@ -794,7 +799,7 @@ fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
     let mut dev = Device::new(map.clone());
     assert!(!running(&dev), "a device after power-on is not running");
     reset(&mut dev, || {}).unwrap();
-    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, setup(true)).unwrap();
     // The old incarnation ran a while: frames in, some drained, one
     // completed but never drained, a frame sent.
     let early: Vec<Vec<u8>> = (0..300).map(|i| frame(100 + i, 60 + i as usize, false)).collect();
@@ -840,7 +845,7 @@ fn a_restarted_driver_takes_the_running_device_over_without_writing_rctl() {
     expected.extend(meanwhile.iter().cloned());
     assert_eq!(found, Salvaged { frames: 5, dropped: 0 });
     assert_eq!(salvaged, expected);
-    let mut nic = E1000::resume(dev, map, d, RX_POOL, 200, true).unwrap();
+    let mut nic = E1000::resume(dev, map, d, RX_POOL, setup(true)).unwrap();
     let dev = nic.regs();
     let after = &dev.writes[writes_before..];
     assert!(!after.iter().any(|w| w.0 == RCTL), "RCTL is not written again");
@@ -889,7 +894,7 @@ fn a_reset_turns_off_a_device_that_ignores_ctrl_rst_before_the_rings_move() {
     let mut dev = Device::new(map.clone());
     reset(&mut dev, || {}).unwrap();
     assert!(dev.writes_to(RCTL).is_empty(), "nothing to turn off after power-on");
-    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, setup(true)).unwrap();
     for i in 0..5 {
         assert!(old.regs().receive(&frame(i, 100, false)));
     }
@@ -901,7 +906,7 @@ fn a_reset_turns_off_a_device_that_ignores_ctrl_rst_before_the_rings_move() {
     assert_eq!(dev.read(RCTL), 0);
     assert_eq!(dev.read(TCTL), 0);
     assert!(!running(&dev));
-    let mut nic = E1000::new(dev, map, d, RX_POOL, 200, true).unwrap();
+    let mut nic = E1000::new(dev, map, d, RX_POOL, setup(true)).unwrap();
     let dev = nic.regs();
     let after = &dev.writes[before..];
     let pos = |reg: usize| after.iter().position(|w| w.0 == reg).unwrap();
@@ -923,7 +928,7 @@ fn salvage_believes_nothing_outside_the_pool() {
     let (d, map) = domain(2 * (RING_PAGES + RING as u32));
     let mut dev = Device::new(map.clone());
     reset(&mut dev, || {}).unwrap();
-    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, setup(true)).unwrap();
     let frames: Vec<Vec<u8>> = (0..6).map(|i| frame(40 + i, 100, false)).collect();
     for f in &frames {
         assert!(old.regs().receive(f));
@@ -964,7 +969,7 @@ fn a_take_over_stops_the_device_reading_what_the_dead_incarnation_posted() {
     let (d, map) = domain(3 * (RING_PAGES + RING as u32));
     let mut dev = Device::new(map.clone());
     reset(&mut dev, || {}).unwrap();
-    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, 200, true).unwrap();
+    let mut old = E1000::new(dev, map.clone(), d, RX_POOL, setup(true)).unwrap();
     // One frame sent, then three posted that a slow device has not
     // fetched yet when the driver dies (QEMU sends inside the TDT write;
     // real hardware DMAs later).
@@ -1001,7 +1006,7 @@ fn a_take_over_stops_the_device_reading_what_the_dead_incarnation_posted() {
 
     // The new incarnation enables the transmitter again on fresh rings and
     // sends byte-exact; none of the abandoned frames goes out.
-    let mut nic = E1000::resume(dev, map, d, RX_POOL, 200, true).unwrap();
+    let mut nic = E1000::resume(dev, map, d, RX_POOL, setup(true)).unwrap();
     assert_ne!(nic.regs().read(TCTL) & TCTL_EN, 0);
     let next = frame(20, 500, false);
     let mut q = VecDeque::from([(aggregate(d, HDR_POOL, &[&next]), TxRequest::Plain)]);
