@@ -4,9 +4,11 @@
 //! checksum and TSO context descriptors and ITR. What differs is set up
 //! per model ([`Setup`]): the interrupt causes the 82574 may report (its
 //! ICR also carries INT_ASSERTED and the MSI-X queue causes), and its
-//! interrupt acknowledge auto-mask, switched off (CTRL_EXT.IAME, IAM): in
-//! INTx mode reading ICR clears it, as on the 82540EM, and the mask stays
-//! as the driver set it.
+//! interrupt acknowledge auto-mask, switched off (CTRL_EXT.IAME, IAM), so
+//! that the mask stays as the driver set it; without it a read of ICR
+//! need not clear it (QEMU 7.2's e1000e clears on read only with IMS 0 or
+//! the auto-mask on), so the causes read are cleared by writing them back
+//! (write 1 to clear, which every 82574 honours).
 //!
 //! * **Receive:** [`RING`] descriptors, each pointing at a buffer of the
 //!   driver's IO-Lite pool. A completed buffer is sealed at the frame's
@@ -430,12 +432,18 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         up
     }
 
-    /// Reads (and so clears) the interrupt causes; on a link status change
-    /// also the new link state. Reading ICR deasserts a level interrupt.
+    /// Reads and clears the interrupt causes; on a link status change
+    /// also the new link state. Clearing ICR deasserts a level interrupt:
+    /// on the 82540EM the read does it, on the 82574 the write back of the
+    /// causes read (only those: one arriving in between stays pending).
     pub fn interrupt(&mut self) -> Interrupt {
         let icr = self.regs.read(ICR);
         if icr & !self.model.causes_defined() != 0 {
             return Interrupt::NotTheDevice(icr);
+        }
+        let causes = icr & !INT_ASSERTED;
+        if self.model == Model::I82574L && causes != 0 {
+            self.regs.write(ICR, causes);
         }
         let link = (icr & INT_LSC != 0).then(|| self.link_up());
         Interrupt::Causes { icr, link }

@@ -7,10 +7,12 @@
 //! through the same physical address map the driver was given; an address
 //! outside it is recorded as a DMA fault, never followed.
 //!
-//! The 82574L ([`Device::new_82574`]) differs where QEMU's `e1000e` does
-//! in INTx mode: a read of ICR carries INT_ASSERTED while a cause the mask
-//! lets through is pending, and, with CTRL_EXT.IAME set, such a read also
-//! masks the causes in IAM (the auto-mask the driver must leave off).
+//! The 82574L ([`Device::new_82574`]) differs where QEMU 7.2's `e1000e`
+//! does in INTx mode: a read of ICR carries INT_ASSERTED while a cause the
+//! mask lets through is pending; it clears ICR only with IMS 0 or, with
+//! CTRL_EXT.IAME set, when asserted, and then also masks the causes in
+//! IAM (the auto-mask the driver must leave off); writing 1s to ICR clears
+//! those causes.
 //!
 //! Hostile settings make it lie the ways a broken or malicious device
 //! could: a head register with any value, an interrupt cause register of
@@ -376,15 +378,20 @@ impl RegisterFile for Device {
             }
         }
         let mut v = self.get(offset);
-        if offset == ICR {
-            let asserted = v & self.get(IMS) != 0;
-            if self.model == Model::I82574L && asserted {
-                v |= INT_ASSERTED;
-                if self.get(CTRL_EXT) & CTRL_EXT_IAME != 0 {
-                    self.set(IMS, self.get(IMS) & !self.get(IAM));
-                }
-            }
+        if offset == ICR && self.model == Model::I82540EM {
             self.set(ICR, 0);
+        } else if offset == ICR {
+            let asserted = v & self.get(IMS) != 0;
+            let iame = self.get(CTRL_EXT) & CTRL_EXT_IAME != 0;
+            if asserted {
+                v |= INT_ASSERTED;
+            }
+            if asserted && iame {
+                self.set(IMS, self.get(IMS) & !self.get(IAM));
+            }
+            if self.get(IMS) == 0 || asserted && iame {
+                self.set(ICR, 0);
+            }
         }
         v
     }
@@ -396,6 +403,7 @@ impl RegisterFile for Device {
             IMS => self.set(IMS, self.get(IMS) | value),
             IMC => self.set(IMS, self.get(IMS) & !value),
             ICS => self.raise(value),
+            ICR if self.model == Model::I82574L => self.set(ICR, self.get(ICR) & !value),
             _ => self.set(offset, value),
         }
     }

@@ -37,9 +37,17 @@ fn the_fake_82574_auto_masks_when_iame_is_set() {
     dev.raise(INT_RXT0);
     assert_eq!(dev.read(ICR), INT_RXT0 | INT_ASSERTED);
     assert_eq!(dev.read(IMS), INT_TXDW, "the read masked RXT0");
-    // Not asserted (no cause the mask lets through): no INT_ASSERTED.
+    assert_eq!(dev.read(ICR), 0, "and cleared ICR");
+    // Not asserted (no cause the mask lets through): no INT_ASSERTED, and
+    // with a mask and no auto-mask the read leaves ICR as it was.
     dev.raise(INT_RXT0);
     assert_eq!(dev.read(ICR), INT_RXT0);
+    dev.write(CTRL_EXT, 0);
+    dev.write(IMS, INT_RXT0);
+    assert_eq!(dev.read(ICR), INT_RXT0 | INT_ASSERTED);
+    assert_eq!(dev.read(ICR), INT_RXT0 | INT_ASSERTED, "not cleared by the read");
+    dev.write(ICR, INT_RXT0);
+    assert_eq!(dev.read(ICR), 0, "write 1 to clear");
 }
 
 #[test]
@@ -55,8 +63,12 @@ fn an_82574_is_set_up_without_auto_mask_and_keeps_its_mask() {
         nic.regs().raise(INT_RXT0 | INT_TXDW);
         assert_eq!(nic.interrupt(), Interrupt::Causes { icr: INT_RXT0 | INT_TXDW | INT_ASSERTED, link: None });
         assert_eq!(nic.regs().read(IMS), mask, "no cause masked by the read");
+        assert_eq!(nic.regs().writes_to(ICR).last(), Some(&(INT_RXT0 | INT_TXDW)), "the causes written back");
     }
-    assert_eq!(nic.interrupt(), Interrupt::Causes { icr: 0, link: None }, "reading cleared them");
+    assert_eq!(nic.interrupt(), Interrupt::Causes { icr: 0, link: None }, "the write back cleared them");
+    let clears = nic.regs().writes_to(ICR).len();
+    nic.interrupt();
+    assert_eq!(nic.regs().writes_to(ICR).len(), clears, "nothing to clear: no write");
     nic.regs().set(STATUS, 0);
     nic.regs().raise(INT_LSC);
     assert_eq!(nic.interrupt(), Interrupt::Causes { icr: INT_LSC | INT_ASSERTED, link: Some(false) });
@@ -77,6 +89,10 @@ fn each_model_believes_only_the_causes_it_defines() {
     e82540.regs().lie = Some((ICR, INT_ASSERTED | INT_RXT0));
     assert!(matches!(e82540.interrupt(), Interrupt::NotTheDevice(_)));
     assert!(e82540.regs().writes_to(IAM).is_empty(), "the 82540EM has no IAM");
+    e82540.regs().lie = None;
+    e82540.regs().raise(INT_RXT0);
+    assert_eq!(e82540.interrupt(), Interrupt::Causes { icr: INT_RXT0, link: None });
+    assert!(e82540.regs().writes_to(ICR).is_empty(), "its read clears: no write back");
 }
 
 #[test]
