@@ -255,3 +255,38 @@ pub fn check_combination(s: &Settings) -> Result<(), Invalid> {
     }
     Ok(())
 }
+
+/// What a file sets, for the boot line.
+pub fn summary(s: &Settings) -> String {
+    use alloc::format;
+    let mut parts: Vec<String> = Vec::new();
+    if let Some((a, p)) = s.address {
+        parts.push(format!("address {}.{}.{}.{}/{p}", a[0], a[1], a[2], a[3]));
+    }
+    if let Some(g) = s.gateway {
+        parts.push(format!("gateway {}.{}.{}.{}", g[0], g[1], g[2], g[3]));
+    }
+    if let Some(d) = s.dhcp {
+        parts.push(format!("dhcp {d}"));
+    }
+    if let Some(h) = &s.hostname {
+        parts.push(format!("hostname {h}"));
+    }
+    if let Some(p) = s.listen_port {
+        parts.push(format!("listen_port {p}"));
+    }
+    if let Some(n) = &s.server_name {
+        parts.push(format!("server_name {n:?}"));
+    }
+    if let Some(i) = &s.index {
+        parts.push(format!("index {}", i.join(" ")));
+    }
+    if let Some(l) = s.log_level {
+        parts.push(format!("log_level {}", l.name()));
+    }
+    if parts.is_empty() {
+        String::from("sets nothing: assembly defaults")
+    } else {
+        parts.join(", ")
+    }
+}

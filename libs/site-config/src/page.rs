@@ -36,6 +36,8 @@ pub const PAGE_BYTES: usize = 676;
 const MAGIC: u32 = u32::from_le_bytes(*b"IOCF");
 const VERSION: u32 = 1;
 const SUM_AT: usize = 672;
+/// [`decode`]'s error for a torn or corrupt page.
+const CHECKSUM_MISMATCH: &str = "checksum mismatch";
 const SLOT: usize = 64;
 const HOSTNAME_AT: usize = 32;
 const SERVER_AT: usize = 96;
@@ -218,7 +220,7 @@ pub fn decode(p: &[u8; PAGE_BYTES]) -> Result<(Source, Settings), Invalid> {
         return Err(String::from("not a config page of this layout"));
     }
     if word(SUM_AT) != fnv1a(&p[4..SUM_AT]) {
-        return Err(String::from("checksum mismatch"));
+        return Err(String::from(CHECKSUM_MISMATCH));
     }
     let source = Source::from_u32(word(8)).ok_or_else(|| String::from("unknown source"))?;
     let has = word(12);
@@ -282,4 +284,64 @@ pub fn decode(p: &[u8; PAGE_BYTES]) -> Result<(Source, Settings), Invalid> {
     }
     check_combination(&s)?;
     Ok((source, s))
+}
+
+/// What a receiver got from the page ([`receive`]).
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub enum Received {
+    /// A valid page: where its values came from, and the values.
+    Values(Source, Settings),
+    /// A page that fails its checks (the receiver uses its defaults).
+    Invalid(Invalid),
+    /// Nothing published within the wait (the receiver uses its defaults).
+    TimedOut,
+}
+
+/// Waits up to `timeout_ms` (by `now_ms`, calling `pause` between looks)
+/// for the page at `src`, then decodes one copy of it. A copy whose
+/// checksum fails is looked at again within the wait (the writer may be
+/// rewriting it after a restart), then reported.
+///
+/// # Safety
+/// As [`snapshot`].
+pub unsafe fn receive(src: *const u8, timeout_ms: u64, now_ms: impl Fn() -> u64, mut pause: impl FnMut()) -> Received {
+    let start = now_ms();
+    loop {
+        let late = now_ms().saturating_sub(start) >= timeout_ms;
+        // SAFETY: per the caller.
+        if let Some(p) = unsafe { snapshot(src) } {
+            match decode(&p) {
+                Ok((source, s)) => return Received::Values(source, s),
+                Err(e) if late || e != CHECKSUM_MISMATCH => return Received::Invalid(e),
+                Err(_) => {}
+            }
+        }
+        if late {
+            return Received::TimedOut;
+        }
+        pause();
+    }
+}
+
+impl Received {
+    /// The receiver's boot line, and whether it is a warning (it uses
+    /// the defaults for a reason other than "no file").
+    pub fn report(&self, wait_ms: u64) -> (bool, String) {
+        match self {
+            Self::Values(Source::File, s) => (false, alloc::format!("site config: {}", crate::summary(s))),
+            Self::Values(Source::Refused, _) => (true, String::from("site config: ") + Source::Refused.describe()),
+            Self::Values(src, _) => (false, String::from("site config: ") + src.describe()),
+            Self::Invalid(e) => (true, alloc::format!("site config page refused ({e}): assembly defaults")),
+            Self::TimedOut => (true, alloc::format!("no site config from fs within {wait_ms} ms: assembly defaults")),
+        }
+    }
+
+    /// The values to apply over the assembly's defaults (none unless the
+    /// page carried a valid file's).
+    pub fn into_settings(self) -> Settings {
+        match self {
+            Self::Values(Source::File, s) => s,
+            _ => Settings::default(),
+        }
+    }
 }

@@ -24,7 +24,7 @@ fn main() {
         std::process::exit(2);
     }
     match site_config::parse(&bytes) {
-        Ok(s) => println!("{}: ok: {s:?}", site_config::PATH),
+        Ok(s) => println!("{}: ok: {}", site_config::PATH, site_config::summary(&s)),
         Err(errors) => {
             for e in errors {
                 eprintln!("{e}");
