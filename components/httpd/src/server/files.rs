@@ -63,8 +63,17 @@ fn range_spec(req: &Request, st: &FileStat, tag: &str) -> RangeSpec {
     }
 }
 
+/// The folder of the site disk httpd never serves (docs/config.md).
+const PRIVATE: &str = "/.iolite";
+
 impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     pub(super) fn serve_static(&mut self, conn: &mut Conn<'d, S::File>, req: &Request, path: &str, mode: ConnMode) {
+        // The site disk's own configuration (`/.iolite/config`, and the
+        // write secret it is to hold) is the system's, not the site's.
+        if path == PRIVATE || path.strip_prefix(PRIVATE).is_some_and(|rest| rest.starts_with('/')) {
+            self.push_simple(conn, 404, req.method == Method::Head, mode, "");
+            return;
+        }
         self.serve_static_waited(conn, req, path, mode, None);
     }
 
