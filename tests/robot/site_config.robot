@@ -12,7 +12,9 @@ Documentation       Deployment values at boot from the site disk's `/.iolite/con
 ...                 refused by `./iolite image` on the host with its `file:line` errors
 ...                 (exit status 2, no image); put on a disk without that check, it is
 ...                 refused at boot with the same lines on serial, and the system serves the
-...                 site on the assembly's defaults (10.0.2.15, port 80). Two boots.
+...                 site on the assembly's defaults (10.0.2.15, port 80). Without a disk,
+...                 netstack says so and takes the defaults at once (httpd then waits for
+...                 fs, which has nothing to serve). Three boots.
 ...
 ...                 Serial lines waited for:
 ...                 | [fs] /.iolite/config: address 10.0.2.20/24, gateway 10.0.2.2, ... |
@@ -98,3 +100,9 @@ A Bad Config At Boot Means Defaults, Said On Serial
     Wait For Serial Line Anywhere    ${STARTED}    timeout=60s
     Site Should Be Served Byte Exact    ${dir}    ${PORT}    Iolite-httpd/0.1    index.html
     System Should Be Running
+
+No Disk Means Defaults, Said On Serial
+    Start System    --port    ${PORT}:80
+    Wait For Serial Line Anywhere    ^\\[fs\\] error: no disk at 00:05\\.0    timeout=120s
+    Wait For Serial Line Anywhere    ^\\[netstack\\] site config: no site disk: assembly defaults$    timeout=60s
+    Wait For Serial Line Anywhere    ^\\[netstack\\] ip 10\\.0\\.2\\.15/24 gw 10\\.0\\.2\\.2$    timeout=60s
