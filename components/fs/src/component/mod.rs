@@ -26,6 +26,7 @@
 //! [fs] superblock: magic 0xef53
 //! [fs] mounted ext2: block size 4096, cache budget 2048 KiB, chunk 16 KiB, pool 1023 pages, mode iolite
 //! [fs] cache policy lru                                   (or gds: fs.cache_policy)
+//! [fs] /.iolite/config: address 10.0.2.20/24, ...         (or why not: site.rs)
 //! [fs] ready
 //! [fs] evict <ino> <offset> referenced|unreferenced       (when fs.evict_log = 1)
 //! [fs] budget <bytes>                                     (set_budget)
