@@ -20,6 +20,11 @@ index = ["home.html", "index.html"]
 log_level = "info"
 """
 
+# The address from QEMU's DHCP server instead of the assembly's static one.
+DHCP = """dhcp = true
+listen_port = 8082
+"""
+
 # Every error on its own line, as the boot reports them (line: message).
 BAD = """# refused whole: the system runs on the assembly's defaults
 address = "10.0.2.20/33"
@@ -52,7 +57,7 @@ class SiteConfig:
     @keyword
     def make_config_site(self, directory, which):
         """Writes a small site into `directory` (replaced) with the GOOD or
-        BAD /.iolite/config; returns the config's text."""
+        BAD (or DHCP) /.iolite/config; returns the config's text."""
         subprocess.run(["rm", "-rf", directory], check=True)
         os.makedirs(os.path.join(directory, "sub"))
         os.makedirs(os.path.join(directory, ".iolite"))
@@ -66,7 +71,7 @@ class SiteConfig:
         for rel, data in files.items():
             with open(os.path.join(directory, rel), "wb") as f:
                 f.write(data)
-        text = GOOD if which == "good" else BAD
+        text = {"good": GOOD, "bad": BAD, "dhcp": DHCP}[which]
         with open(os.path.join(directory, ".iolite", "config"), "w") as f:
             f.write(text)
         return text

@@ -14,7 +14,8 @@ Documentation       Deployment values at boot from the site disk's `/.iolite/con
 ...                 refused at boot with the same lines on serial, and the system serves the
 ...                 site on the assembly's defaults (10.0.2.15, port 80). Without a disk,
 ...                 netstack says so and takes the defaults at once (httpd then waits for
-...                 fs, which has nothing to serve). Three boots.
+...                 fs, which has nothing to serve). `dhcp = true` takes the address from
+...                 QEMU's DHCP server (10.0.2.15) instead. Four boots.
 ...
 ...                 Serial lines waited for:
 ...                 | [fs] /.iolite/config: address 10.0.2.20/24, gateway 10.0.2.2, ... |
@@ -100,6 +101,18 @@ A Bad Config At Boot Means Defaults, Said On Serial
     Wait For Serial Line Anywhere    ${STARTED}    timeout=60s
     Site Should Be Served Byte Exact    ${dir}    ${PORT}    Iolite-httpd/0.1    index.html
     System Should Be Running
+
+Dhcp True Takes The Address From DHCP
+    ${dir}=    Set Variable    ${TEMPDIR}/iolite-config-dhcp-${PORT}
+    Make Config Site    ${dir}    dhcp
+    ${r}=    Run Process    ${ROOT}/iolite    image    --site    ${dir}    -o    ${dir}.img
+    Should Be Equal As Integers    ${r.rc}    0    ${r.stderr}
+    Start System    --port    ${PORT}:8082    --disk    ${dir}.img
+    Wait For Serial Line Anywhere    ^\\[netstack\\] site config: dhcp true, listen_port 8082$    timeout=120s
+    Wait For Serial Line Anywhere    ^\\[netstack\\] ip via dhcp$    timeout=60s
+    Wait For Serial Line Anywhere    ^\\[netstack\\] dhcp lease 10\\.0\\.2\\.15/24 gw 10\\.0\\.2\\.2 from 10\\.0\\.2\\.2    timeout=60s
+    Wait For Serial Line Anywhere    ^\\[httpd\\] listening on port 8082$    timeout=60s
+    Wait Until Keyword Succeeds    30s    1s    Site Should Be Served Byte Exact    ${dir}    ${PORT}    Iolite-httpd/0.1    index.html
 
 No Disk Means Defaults, Said On Serial
     Start System    --port    ${PORT}:80
