@@ -65,7 +65,17 @@ pub(super) fn load(fs: &mut Fs<'static, VirtioBlk>) {
         component_runtime::console::set_level(l as u8);
     }
     publish(source, &settings);
+    // The system's files are not the site's: no client finds them, by
+    // their path or any link to them (httpd also answers 404 for the path).
+    match fs.hide(PRIVATE.as_bytes()) {
+        Ok(0) => {}
+        Ok(n) => log!("{PRIVATE}: {n} objects hidden from clients"),
+        Err(e) => error!("{PRIVATE}: cannot hide it: {e}"),
+    }
 }
+
+/// The folder of the system's own files on the site disk.
+const PRIVATE: &str = "/.iolite";
 
 /// The file's values, `None` without a file, or the lines saying why not.
 fn read(fs: &mut Fs<'static, VirtioBlk>) -> Result<Option<Settings>, Vec<String>> {
