@@ -588,8 +588,8 @@ fn hidden_objects_are_out_of_reach_by_any_path() {
     }
     assert_eq!(fs.list_dir(b"/.iolite").err(), Some(FsError::NotFound));
     let names: BTreeSet<Vec<u8>> = fs.list_dir(b"/").unwrap().into_iter().map(|e| e.name).collect();
-    assert!(!names.contains(&b".iolite"[..].to_vec()) && !names.contains(&b"hard"[..].to_vec()), "{names:?}");
-    assert!(names.contains(&b"index.html"[..].to_vec()) && names.contains(&b"soft"[..].to_vec()));
+    assert!(!names.contains(&b".iolite"[..]) && !names.contains(&b"hard"[..]), "{names:?}");
+    assert!(names.contains(&b"index.html"[..]) && names.contains(&b"soft"[..]));
     let f = fs.open(b"/index.html").unwrap();
     let mut buf = [0u8; 64];
     let n = fs.read_into(&f, 0, &mut buf).unwrap();
