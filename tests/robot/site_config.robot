@@ -55,6 +55,19 @@ A Bad Config Is Refused On The Host With Its Lines
     File Should Not Exist    ${dir}.img
     File Should Not Exist    ${dir}.img.tmp
 
+The Host Check Says Where To Forward
+    # What `./iolite run` forwards 127.0.0.1:8080 to for this file.
+    ${dir}=    Set Variable    ${TEMPDIR}/iolite-config-forward-${PORT}
+    Make Config Site    ${dir}    good
+    ${r}=    Run Process    cargo    run    -q    --release    -p    site-config-check    --    --forward    8080
+    ...    ${dir}/.iolite/config    cwd=${ROOT}
+    Should Be Equal As Integers    ${r.rc}    0    ${r.stderr}
+    Should Be Equal    ${r.stdout.strip()}    8080:10.0.2.20:8081
+    Make Config Site    ${dir}    dhcp
+    ${r}=    Run Process    cargo    run    -q    --release    -p    site-config-check    --    --forward    8080
+    ...    ${dir}/.iolite/config    cwd=${ROOT}
+    Should Be Equal    ${r.stdout.strip()}    8080:10.0.2.15:8082
+
 A Good Config Moves Address, Port And Names
     ${dir}=    Set Variable    ${TEMPDIR}/iolite-config-good-${PORT}
     Make Config Site    ${dir}    good
