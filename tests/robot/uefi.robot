@@ -1,0 +1,48 @@
+*** Settings ***
+Documentation       The ISO booted by UEFI firmware (OVMF, Debian's `ovmf`;
+...                 `simulate --firmware uefi`): grub-mkrescue's EFI GRUB loads seL4 by
+...                 multiboot2, the kernel takes the ACPI RSDP from multiboot 2's ACPI tag
+...                 (kernel-config/patches 0005: UEFI leaves none in the BIOS area), and
+...                 the whole system serves the site byte-exact.
+...
+...                 The image is tests/variants' uefi: the default image with the e1000's
+...                 register address where OVMF puts BAR 0 on `pc` (0x81000000; SeaBIOS
+...                 puts it at 0xfebc0000, where the default assembly expects it). The
+...                 virtio-blk ports and both interrupt lines are the same under both.
+...
+...                 Serial lines these tests wait for (stable):
+...                 | Iolite OS: GRUB booting seL4 under UEFI (multiboot2) |
+...                 | ACPI: RSDP from the boot loader (multiboot 2) |
+...                 | [roottask] system started: 8 of 8 components running |
+Library             QemuSystem    ${UEFI_BUILD_DIR}
+Library             WebClient    ${PORT}
+Test Teardown       Stop System And Attach Log If Failed
+Test Tags           uefi
+
+*** Variables ***
+${UEFI_BUILD_DIR}       ${CURDIR}/../../build/variants/uefi
+${PORT}                 8080
+
+*** Keywords ***
+Boot Under UEFI
+    [Arguments]    ${machine}
+    Start System    --firmware    uefi    --machine    ${machine}    --port    ${PORT}:80
+    ...    --disk    ${UEFI_BUILD_DIR}/images/site.img
+    # OVMF under TCG takes some seconds before GRUB runs.
+    Wait For Serial Line    Iolite OS: GRUB booting seL4 under UEFI \\(multiboot2\\)    timeout=120s
+    Wait For Serial Line    ^ACPI: RSDP from the boot loader \\(multiboot 2\\)$    timeout=30s
+    Wait For Serial Line    ^Booting all finished, dropped to user space$    timeout=60s
+    Wait For Serial Line    ^\\[roottask\\] cpu: has everything seL4 and Iolite OS need    timeout=30s
+    Wait For Serial Line    ^\\[roottask\\] all checks passed    timeout=60s
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=60s
+    Wait For Web Server    timeout=90
+
+*** Test Cases ***
+The ISO Boots Under UEFI On pc And Serves The Site Byte Exact
+    Boot Under UEFI    pc
+    ${n}=    Every File Should Be Byte Exact    ${UEFI_BUILD_DIR}/images/site.manifest
+    Should Be True    ${n} > 10    only ${n} files in the manifest
+    ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo?firmware\=uefi
+    Should Be Equal As Integers    ${status}    200
+    Should Contain    ${{$body.decode()}}    QUERY_STRING=firmware=uefi
+    Serial Should Stay Quiet About Faults    1s
