@@ -25,7 +25,7 @@ ${HAS}              ^\\[roottask\\] cpu: has everything seL4 and Iolite OS need:
 Console Should Not Show
     [Arguments]    ${pattern}
     ${lines}=    Serial Lines So Far
-    ${found}=    Evaluate    [l for l in $lines if re.search($pattern, l)]    modules=re
+    ${found}=    Evaluate    list(filter(re.compile($pattern).search, $lines))    modules=re
     Should Be Empty    ${found}
 
 *** Test Cases ***
