@@ -42,6 +42,12 @@ The ISO Boots Under UEFI On pc And Serves The Site Byte Exact
     Boot Under UEFI    pc
     ${n}=    Every File Should Be Byte Exact    ${UEFI_BUILD_DIR}/images/site.manifest
     Should Be True    ${n} > 10    only ${n} files in the manifest
+    # The keep-alive and pipelining cases, every body by the manifest.
+    Check Bodies Against Site    ${UEFI_BUILD_DIR}/images/site.manifest    ${CURDIR}/../../site
+    ${ok}=    Keep Alive Requests    10    /file-64k.bin
+    Should Be Equal As Integers    ${ok}    10
+    ${statuses}=    Pipelined Requests    /index.html    /style.css    /file-1k.txt    /file-64k.bin
+    Should Be Equal    ${statuses}    ${{[200, 200, 200, 200]}}
     ${status}    ${h}    ${body}=    Fetch    /cgi-bin/echo?firmware\=uefi
     Should Be Equal As Integers    ${status}    200
     Should Contain    ${{$body.decode()}}    QUERY_STRING=firmware=uefi
