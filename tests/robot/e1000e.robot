@@ -8,7 +8,8 @@ Documentation       The default image on QEMU's Q35 with an e1000e (Intel 82574L
 ...                 keep-alive and 64 pipelined requests, TSO frames cut by the 82574,
 ...                 `/cgi-bin/stats` naming the device and no payload byte copied (netdrv,
 ...                 fs, httpd; netstack: none for whole files, only its coalescing of small
-...                 pipelined responses, counted as such).
+...                 pipelined responses, counted as such). Then once more under UEFI
+...                 (OVMF booting the ISO, `--firmware uefi`): the site byte for byte.
 ...
 ...                 Serial lines these tests wait for (stable):
 ...                 | [roottask] pci 00:02.0 8086:10d3 net -> netdrv (bar0 ..., ioapic pin 22) |
@@ -28,10 +29,13 @@ ${PORT}             8094
 
 *** Keywords ***
 Boot Q35 With An E1000e
-    Start System    --shape    q35-e1000e    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
-    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=90s
+    [Arguments]    @{firmware}
+    Start System    --shape    q35-e1000e    @{firmware}    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=150s
     Wait Until Keyword Succeeds    60s    0.5s    Serial Line Seen    ^\\[httpd\\] listening on port 80$
     Wait For Web Server    timeout=90
+    ${s}=    Seconds Since Start
+    Log    first HTTP response ${{round($s, 1)}} s after QEMU started (q35-e1000e @{firmware})    console=True
 
 *** Test Cases ***
 The Root Task Binds netdrv To The 82574L And netdrv Drives It As An e1000e
@@ -81,4 +85,16 @@ Stats Name The e1000e And Count No Payload Byte Copied
     Should Be True    ${j}[netdrv][drv_rx_frames] > 100
     Should Be True    ${j}[netdrv][drv_irqs] > 0
     Should Be Equal As Integers    ${j}[netdrv][drv_link_up]    1
+    Serial Should Stay Quiet About Faults    1s
+
+Under UEFI Too: OVMF Boots The ISO And The e1000e Serves The Site
+    Stop System
+    Boot Q35 With An E1000e    --firmware    uefi
+    Serial Line Seen    ^\\[roottask\\] pci 00:02\\.0 8086:10d3 net -> netdrv \\(bar0 0x[0-9a-f]+.*ioapic pin \\d+\\)$
+    Serial Line Seen    ^\\[netdrv\\] e1000e at 00:02\\.0 mac 52:54:00:12:34:56 link (up|down)$
+    ${n}=    Every File Should Be Byte Exact    ${BUILD_DIR}/images/site.manifest
+    Should Be True    ${n} > 10
+    Keep Alive Requests    20    /file-64k.bin
+    ${n}=    Pipelined Rounds Should Be Byte Exact    1    64    each    @{SMALL}
+    Should Be Equal As Integers    ${n}    ${{64 * len($SMALL)}}
     Serial Should Stay Quiet About Faults    1s
