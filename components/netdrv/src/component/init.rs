@@ -24,7 +24,7 @@ impl Driver {
     pub(super) fn init(start: &'static StartInfo, model: Model, mut regs: Mmio) -> Driver {
         let restarts = start.restarts;
         let taken_over = TAKEOVER && restarts > 0 && e1000::running(&regs);
-        let (mac, tx_abandoned) = device(&mut regs, taken_over, restarts);
+        let (mac, tx_abandoned) = device(model, &mut regs, taken_over, restarts);
 
         let d: &'static Domain = Box::leak(Box::new(Domain::new()));
         map_pools(d);
@@ -94,14 +94,14 @@ impl Driver {
 /// The device: quiet and reset, or, after a restart, taken over as the
 /// dead incarnation left it. Returns the MAC address and, after a take
 /// over, how many descriptors the dead incarnation posted were not sent.
-fn device(regs: &mut Mmio, taken_over: bool, restarts: u64) -> ([u8; 6], Option<usize>) {
+fn device(model: Model, regs: &mut Mmio, taken_over: bool, restarts: u64) -> ([u8; 6], Option<usize>) {
     // A take-over stops the dead incarnation's transmitter first
     // (`e1000::quiesce_tx`): only then may netstack reuse the frames it
     // had lent it, which it does once we published our MAC address
     // and the death is settled. A reset stops it too.
     let mut tx_abandoned = None;
     let mac = if taken_over {
-        log!("restart {restarts}: taking the running e1000 over (no reset)");
+        log!("restart {restarts}: taking the running {} over (no reset)", model.name());
         e1000::take_over(regs).map(|t| {
             log!(
                 "restart {restarts}: transmitter stopped, {} descriptors the dead incarnation posted not sent",
@@ -114,7 +114,7 @@ fn device(regs: &mut Mmio, taken_over: bool, restarts: u64) -> ([u8; 6], Option<
         e1000::reset(regs, sel4::yield_now)
     };
     let mac = mac.unwrap_or_else(|e| {
-        error!("e1000: {e}");
+        error!("{}: {e}", model.name());
         component_runtime::exit(1)
     });
     (mac, tx_abandoned)
