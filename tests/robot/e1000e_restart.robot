@@ -27,6 +27,7 @@ Boot The Recovery Image On The e1000e
     Start System    --shape    q35-e1000e    --port    ${PORT}:80    --disk    ${RECOVERY_BUILD_DIR}/images/site.img
     Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=90s
     Wait For Web Server    timeout=90
+    Check Bodies Against Site    ${RECOVERY_BUILD_DIR}/images/site.manifest    ${CURDIR}/../../site
     Serial Line Seen    ^\\[netdrv\\] e1000e at 00:02\\.0 mac 52:54:00:12:34:56 link (up|down)$
 
 *** Test Cases ***
