@@ -260,7 +260,8 @@ impl Driver {
             }
             Some(Interrupt::NotTheDevice(icr)) if !self.bogus_icr_seen => {
                 self.bogus_icr_seen = true;
-                error!("e1000: interrupt causes {icr:#x} have reserved bits set: not believed (device gone?)");
+                let model = self.nic.model().name();
+                error!("{model}: interrupt causes {icr:#x} have bits the model does not define: not believed (device gone?)");
             }
             _ => {}
         }
