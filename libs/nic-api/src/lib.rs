@@ -293,6 +293,19 @@ counters::counters! {
         /// Transmit descriptors a dead incarnation had posted that the
         /// device had not sent when it was stopped (never sent; TCP resends).
         TxAbandoned = "drv_tx_abandoned",
+        /// Doorbell writes, each an exit to the hypervisor: the e1000's
+        /// RDT and TDT writes, a virtio device's queue notifications.
+        Notifies = "drv_notifies",
+        /// Batches published to a virtio queue without a notification (the
+        /// device had not asked for one: `VIRTIO_F_EVENT_IDX`).
+        NotifiesSuppressed = "drv_notifies_suppressed",
+        /// Used-ring entries of a virtio device that could not be true (an
+        /// index ahead of what is in flight, an unknown id): the driver
+        /// marks the device failed and stops.
+        DeviceErrors = "drv_device_errors",
+        /// Header bytes (never payload) of TSO frames a virtio driver wrote
+        /// again with the IPv4 length and checksum a host stack checks.
+        TxTsoHeaderBytes = "drv_tx_tso_header_bytes",
     }
 }
 

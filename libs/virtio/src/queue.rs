@@ -256,6 +256,12 @@ impl Queue {
         }
     }
 
+    /// Whether the device has given back a chain not popped yet (an
+    /// entry [`Queue::pop`] will look at; it may still be refused).
+    pub fn has_used(&self) -> bool {
+        self.broken.is_none() && self.read16(used_offset(self.n) + 2) != self.last_used
+    }
+
     /// The next chain the device is done with, if any; its descriptors are
     /// free again. An error breaks the queue for good.
     pub fn pop(&mut self) -> Result<Option<Used>, UsedError> {

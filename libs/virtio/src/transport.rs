@@ -219,6 +219,13 @@ impl<R: Regs> Transport<R> {
         self.set_status(STATUS_ACKNOWLEDGE | STATUS_DRIVER | STATUS_FEATURES_OK | STATUS_DRIVER_OK);
     }
 
+    /// Marks the device FAILED: the driver gave up on it (it may stop
+    /// using the queues; a reset is the way back).
+    pub fn set_failed(&mut self) {
+        let s = self.status();
+        self.set_status(s | STATUS_FAILED);
+    }
+
     /// Rings queue `q`'s doorbell.
     pub fn notify(&mut self, setup: QueueSetup, q: u16) {
         self.regs.write16(setup.doorbell, q);
