@@ -403,7 +403,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<DrvCounter>());
-        let names: [&str; 25] = [
+        let names: [&str; 29] = [
             "drv_rx_frames",
             "drv_rx_bytes",
             "drv_rx_dropped",
@@ -429,6 +429,10 @@ mod tests {
             "drv_rx_tail_writes",
             "drv_tx_quiesced",
             "drv_tx_abandoned",
+            "drv_notifies",
+            "drv_notifies_suppressed",
+            "drv_device_errors",
+            "drv_tx_tso_header_bytes",
         ];
         assert!(DrvCounter::ALL.iter().map(|c| c.name()).eq(names));
     }
