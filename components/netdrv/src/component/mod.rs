@@ -64,12 +64,12 @@ use component_runtime::start::StartInfo;
 use component_runtime::time::rdtsc;
 use component_runtime::{error, log};
 use core::sync::atomic::Ordering;
-use e1000_regs::Mmio;
 use iolite::{Domain, Duplex, PeerId, Want};
-use netdrv::e1000::{Counter, Dma, Interrupt, Pull, TxRequest, E1000};
+use netdrv::e1000::{Counter, Dma, Pull, TxRequest};
 use nic_api::{CounterPage, TxOffload};
 
 mod init;
+mod nic;
 mod probe;
 mod relink;
 
@@ -112,7 +112,10 @@ impl Dma for StartDma {
 
 /// netdrv's peers (netstack, above it, over the link) and its round.
 struct Driver {
-    nic: E1000<'static, Mmio, StartDma>,
+    nic: nic::Nic,
+    /// A device error (a virtio used ring that cannot be true) was
+    /// reported (once).
+    device_error_seen: bool,
     d: &'static Domain,
     /// The link with netstack: frames up on `chan.tx`, down on `chan.rx`;
     /// a ring netstack corrupts, or a descriptor that fails validation,
@@ -128,6 +131,8 @@ struct Driver {
     restarts: u64,
     /// The MAC address and offloads, published again on every link.
     mac: [u8; 6],
+    /// TCP segmentation offload is offered (the device carries it out).
+    tso: bool,
     /// An interrupt cause register that did not come from the device was
     /// reported (once).
     bogus_icr_seen: bool,
@@ -147,7 +152,7 @@ struct Driver {
 
 fn main(start: &'static StartInfo) -> ! {
     init_heap();
-    let regs = match probe::probe(start) {
+    let found = match probe::probe(start) {
         Ok(Some(r)) => r,
         Ok(None) => component_runtime::exit(1),
         Err(e) => {
@@ -155,7 +160,7 @@ fn main(start: &'static StartInfo) -> ! {
             component_runtime::exit(1)
         }
     };
-    shell::run(Driver::init(start, regs))
+    shell::run(Driver::init(start, found))
 }
 
 impl Shell for Driver {
@@ -251,16 +256,14 @@ impl Driver {
             return;
         }
         self.woke = rdtsc();
-        match interrupt {
-            Some(Interrupt::Causes { link: Some(up), .. }) => {
-                self.link.chan.control().word(nic_api::WORD_LINK_UP).store(up as u64, Ordering::Release);
-                log!("link {}", if up { "up" } else { "down" });
-            }
-            Some(Interrupt::NotTheDevice(icr)) if !self.bogus_icr_seen => {
-                self.bogus_icr_seen = true;
-                error!("e1000: interrupt causes {icr:#x} have reserved bits set: not believed (device gone?)");
-            }
-            _ => {}
+        let Some(woke) = interrupt else { return };
+        if let Some(up) = woke.link {
+            self.link.chan.control().word(nic_api::WORD_LINK_UP).store(up as u64, Ordering::Release);
+            log!("link {}", if up { "up" } else { "down" });
+        }
+        if let Some(icr) = woke.bogus.filter(|_| !self.bogus_icr_seen) {
+            self.bogus_icr_seen = true;
+            error!("e1000: interrupt causes {icr:#x} have reserved bits set: not believed (device gone?)");
         }
     }
 
@@ -284,6 +287,10 @@ impl Driver {
     }
 
     fn publish(&mut self) {
+        if let Some(e) = self.nic.device_error().filter(|_| !self.device_error_seen) {
+            self.device_error_seen = true;
+            error!("virtio-net: {e}: device marked failed, nothing more sent or received");
+        }
         self.nic.set_counter(Counter::BytesCopied, self.d.stats().bytes_copied);
         let in_use = self.d.pool_stats(RX_POOL).map_or(0, |p| p.pages_in_use as u64);
         self.nic.set_counter(Counter::RxPoolPagesInUse, in_use);
