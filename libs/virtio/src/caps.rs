@@ -91,7 +91,7 @@ pub fn parse(mut read32: impl FnMut(u8) -> u32) -> Result<Layout, CapError> {
     let mut ptr = (read32(0x34) & 0xff) as u8;
     let mut seen = 0;
     while ptr != 0 {
-        if !(0x40..=0xfc).contains(&ptr) || ptr % 4 != 0 {
+        if !(0x40..=0xfc).contains(&ptr) || !ptr.is_multiple_of(4) {
             return Err(CapError::BadPointer(ptr));
         }
         seen += 1;

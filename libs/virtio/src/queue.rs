@@ -126,7 +126,7 @@ impl Queue {
         if n == 0 || !n.is_power_of_two() || n > 32768 {
             return Err(QueueError::Size(n));
         }
-        if len < bytes(n) || va as usize % 16 != 0 || pa % 16 != 0 {
+        if len < bytes(n) || !(va as usize).is_multiple_of(16) || !pa.is_multiple_of(16) {
             return Err(QueueError::Memory);
         }
         // SAFETY: ours (the caller's promise), and in range (checked).

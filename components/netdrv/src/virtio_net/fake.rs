@@ -41,6 +41,10 @@ pub struct Sent {
     pub descriptors: usize,
 }
 
+/// A chain as the device reads it: its head and (address, length, write)
+/// per descriptor.
+type Chain = (u16, Vec<(u64, u32, bool)>);
+
 #[derive(Clone, Copy, Default)]
 struct Q {
     size: u16,
@@ -134,7 +138,7 @@ impl Device {
     }
 
     /// The next chain offered on queue `qi`: (head, [(addr, len, write)]).
-    fn take(&mut self, qi: usize) -> Option<(u16, Vec<(u64, u32, bool)>)> {
+    fn take(&mut self, qi: usize) -> Option<Chain> {
         let q = self.q[qi];
         if !q.enabled || self.status & 4 == 0 {
             return None;

@@ -27,6 +27,9 @@ fn wr32(va: *mut u8, off: usize, v: u32) {
     unsafe { va.add(off).cast::<u32>().write_volatile(v) }
 }
 
+/// A chain as the device reads it: its head and (addr, len, flags) each.
+type Chain = (u16, Vec<(u64, u32, u16)>);
+
 /// The device's side: which chains it has seen, what it completed.
 struct Device {
     va: *mut u8,
@@ -37,7 +40,7 @@ struct Device {
 
 impl Device {
     /// The new chains' descriptors: (addr, len, flags) each.
-    fn take(&mut self) -> Vec<(u16, Vec<(u64, u32, u16)>)> {
+    fn take(&mut self) -> Vec<Chain> {
         let avail = avail_offset(self.n);
         let idx = rd16(self.va, avail + 2);
         let mut out = Vec::new();
