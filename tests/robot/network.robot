@@ -42,8 +42,10 @@ Driver Finds The E1000 And The Link Is Up
     Wait For Serial Line    ^\\[netdrv\\] e1000 at 00:03\\.0 mac 52:54:00:12:34:56 link up$    timeout=30s
 
 Stack Has Its Static Address And Echo Listens
-    Wait For Serial Line    ^\\[netstack\\] ip 10\\.0\\.2\\.15/24 gw 10\\.0\\.2\\.2$
-    Wait For Serial Line    ^\\[tcp_echo\\] echo listening on port 7$
+    # netstack, netdrv and tcp_echo print from their own threads: these
+    # lines' order among the link-up line above is not fixed.
+    Wait For Serial Line Anywhere    ^\\[netstack\\] ip 10\\.0\\.2\\.15/24 gw 10\\.0\\.2\\.2$
+    Wait For Serial Line Anywhere    ^\\[tcp_echo\\] echo listening on port 7$
     Wait For Port    ${ECHO}    timeout=60
 
 TCP Timers Run On The TSC Rate Measured At Boot
