@@ -27,13 +27,17 @@ Test Tags           virtio
 
 *** Variables ***
 ${VIRTIO_BUILD_DIR}     ${CURDIR}/../../build/variants/virtio
+# The NIC QEMU attaches (simulate --nic). `e1000` with the default image
+# (VIRTIO_BUILD_DIR:build) runs the same load on the e1000 path, for the
+# exits per frame the stats test logs; its virtio checks then fail.
+${NIC}                  virtio
 # Files of the site small enough that 64 responses stay in flight at once.
 @{SMALL}                /sub/note.txt    /empty.txt    /file-1k.txt    /index.html    /style.css    /odd-4097.bin
 
 *** Keywords ***
 Boot On A Tap Network With Virtio
     ${ns}=    Create Tap Network
-    Start System In Namespace    ${ns}    --nic    virtio    --tap    tap0    --disk    ${VIRTIO_BUILD_DIR}/images/site.img
+    Start System In Namespace    ${ns}    --nic    ${NIC}    --tap    tap0    --disk    ${VIRTIO_BUILD_DIR}/images/site.img
     Wait For Serial Line    \\[httpd\\] listening on port 80    timeout=120s
     Wait For Web Server On Tap    timeout=120
     Enter Tap Network
@@ -82,6 +86,10 @@ The Stats Page Shows The Virtio Counters And No Payload Copied
     ${j}=    Stats Json
     Log    ${j}
     ${d}=    Set Variable    ${j}[netdrv]
+    ${frames}=    Evaluate    ${d}[drv_rx_frames] + ${d}[drv_tx_frames]
+    ${exits}=    Evaluate    ${d}[drv_notifies] + ${d}[drv_irqs]
+    ${requests}=    Set Variable    ${j}[httpd][requests]
+    Log    ${exits} doorbells and interrupts for ${frames} frames, ${requests} requests (${{round(${exits} / ${frames}, 3)}} per frame, ${{round(${exits} / ${requests}, 3)}} per request)
     Should Be Equal As Integers    ${d}[drv_device_errors]    0
     Should Be Equal As Integers    ${d}[drv_bytes_copied]    0
     Should Be Equal As Integers    ${d}[drv_tx_rejected]    0
@@ -91,8 +99,5 @@ The Stats Page Shows The Virtio Counters And No Payload Copied
     # Batches the device had not asked to hear of: no doorbell.
     Should Be True    ${d}[drv_notifies_suppressed] > 0
     Should Be Equal As Integers    ${j}[httpd][static_bytes_copied]    0
-    ${frames}=    Evaluate    ${d}[drv_rx_frames] + ${d}[drv_tx_frames]
-    ${exits}=    Evaluate    ${d}[drv_notifies] + ${d}[drv_irqs]
-    Log    ${exits} doorbells and interrupts for ${frames} frames (${{round(${exits} / ${frames}, 3)}} per frame)
     Serial Should Stay Quiet About Faults    1s
     System Should Be Running
