@@ -1,12 +1,16 @@
-//! netdrv: the e1000 (82540EM) driver of the network path
-//! (examples/netecho/netecho.camkes). The rings, receive, transmit and the
-//! interrupt causes are the library's (`netdrv::e1000`, tested on the host
-//! against a simulated device); this is the seL4 side: discovery, the
-//! registers and physical addresses, the link with netstack, the loop.
+//! netdrv: the NIC driver of the network path (examples/netecho/netecho.camkes):
+//! the e1000 (82540EM) or a virtio-net 1.0 device, picked by the function's
+//! vendor/device ID. The rings, receive, transmit and the interrupt causes
+//! are the libraries' (`netdrv::e1000`, `netdrv::virtio_net`, tested on the
+//! host against simulated devices; `nic.rs` gives the round one face for
+//! both); this is the seL4 side: discovery, the registers and physical
+//! addresses, the link with netstack, the loop. What follows describes the
+//! e1000 path; the virtio one is the same in kind (README, "virtio-net").
 //!
-//! * **Discovery:** PCI configuration space through the granted ports
-//!   0xCF8..0xCFF; the e1000 must be at 00:03.0 with BAR0 where the assembly
-//!   maps it. Memory decoding and bus mastering (DMA) are switched on.
+//! * **Discovery:** PCI configuration space through pci_config; the NIC
+//!   must be at 00:03.0 with its register BAR (the e1000's BAR0, the BAR
+//!   virtio's capabilities name) where the assembly maps the registers.
+//!   Memory decoding and bus mastering (DMA) are switched on.
 //! * **Receive:** 512 RX descriptors, each pointing at a one-page buffer of
 //!   the driver's IO-Lite pool (`rx_pool`, read-only for netstack). A
 //!   completed buffer is sealed at the frame's length and goes up to netstack
