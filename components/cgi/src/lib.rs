@@ -3,7 +3,8 @@
 //! §2.10 and §4.2: CGI output and POST bodies cross the boundary by
 //! reference, never copied).
 //!
-//! * [`stats`]: `/cgi-bin/stats` as JSON (schema documented there) and HTML.
+//! * [`stats`]: `/cgi-bin/stats` as JSON (schema documented there) and HTML;
+//!   [`metrics`]: the same counters for Prometheus (`/metrics`).
 //! * [`programs`]: the built-in programs (stats, echo, the fragment page,
 //!   [`stream`], output that comes over time, and [`upload`], a program
 //!   that consumes a large body as it arrives).
@@ -23,6 +24,7 @@ extern crate alloc;
 
 pub use cgi_api::{chan, env, output, wire};
 pub mod gen;
+pub mod metrics;
 pub mod programs;
 pub mod stats;
 pub mod stream;

@@ -2,6 +2,8 @@
 //!
 //! * `/cgi-bin/stats`: the counters of every component, HTML, or JSON with
 //!   `?format=json` (see [`crate::stats`]).
+//! * `/cgi-bin/metrics` (httpd's `/metrics`): the same counters in the
+//!   Prometheus text format (see [`crate::metrics`]).
 //! * `/cgi-bin/echo`: the method, the meta-variables and the body. The body
 //!   goes back **by reference**: the reply aggregate is a generated part
 //!   followed by the very slices the request body arrived in.
@@ -61,6 +63,8 @@ pub struct ProgramStats {
     pub requests: u64,
     /// Requests per program.
     pub stats_requests: u64,
+    /// `/cgi-bin/metrics` (`/metrics`) runs.
+    pub metrics_requests: u64,
     /// `/cgi-bin/echo` runs.
     pub echo_requests: u64,
     /// `/cgi-bin/page` runs.
@@ -187,6 +191,7 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
             .with("upload_bytes", s.upload_bytes)
             .with("tee_requests", s.tee_requests)
             .with("tee_bytes", s.tee_bytes)
+            .with("metrics_requests", s.metrics_requests)
             .with_iolite(&self.d.stats())
     }
 
@@ -251,6 +256,7 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
                 return self.run_tee(body).map(Started::Tee).inspect_err(|_| self.stats.failures += 1);
             }
             "/cgi-bin/stats" => self.run_stats(env, counters),
+            "/cgi-bin/metrics" => self.run_metrics(counters),
             "/cgi-bin/echo" => self.run_echo(env, body),
             "/cgi-bin/page" => self.run_page(env, counters),
             _ => {
@@ -313,6 +319,16 @@ impl<'d, F: FragmentSource<'d>> Programs<'d, F> {
                 w.write_str("Content-Type: text/html; charset=utf-8\r\nCache-Control: no-store\r\n\r\n")?;
                 write_html(w, &all)
             }
+        })
+    }
+
+    fn run_metrics(&mut self, counters: &Counters) -> Result<Aggregate<'d>, ProgramError> {
+        self.stats.metrics_requests += 1;
+        let mut all = counters.clone();
+        all.push(self.component());
+        self.gen(|w| {
+            write!(w, "Content-Type: {}\r\nCache-Control: no-store\r\n\r\n", crate::metrics::CONTENT_TYPE)?;
+            crate::metrics::write_metrics(w, &all)
         })
     }
 

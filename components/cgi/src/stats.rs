@@ -32,6 +32,9 @@ pub struct Component {
     pub name: String,
     /// `(counter name, value)`, in display order.
     pub counters: Vec<(String, u64)>,
+    /// `(counter name, what it counts)` where known (a counter page's
+    /// docs, [`counters::Counter::help`]): `/metrics`' `# HELP`.
+    pub help: Vec<(String, &'static str)>,
 }
 
 fn clean(s: &str) -> String {
@@ -41,7 +44,21 @@ fn clean(s: &str) -> String {
 impl Component {
     /// A component without counters. The name is forced into `[a-z0-9_]`.
     pub fn new(name: &str) -> Self {
-        Self { name: clean(name), counters: Vec::new() }
+        Self { name: clean(name), counters: Vec::new(), help: Vec::new() }
+    }
+
+    /// Says what counter `key` counts (for `/metrics`).
+    pub fn describe(&mut self, key: &str, help: &'static str) {
+        let key = clean(key);
+        match self.help.iter_mut().find(|(k, _)| *k == key) {
+            Some(h) => h.1 = help,
+            None => self.help.push((key, help)),
+        }
+    }
+
+    /// What counter `key` counts, if known.
+    pub fn help_of(&self, key: &str) -> Option<&'static str> {
+        self.help.iter().find(|(k, _)| k == key).map(|(_, h)| *h)
     }
 
     /// Adds (or replaces) a counter.

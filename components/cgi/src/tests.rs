@@ -1,5 +1,7 @@
 //! Host tests of the cgi library.
 
+mod metrics;
+
 use std::collections::HashMap;
 use std::string::String;
 use std::vec::Vec;

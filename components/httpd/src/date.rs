@@ -57,6 +57,22 @@ pub fn format(secs: u64) -> [u8; 29] {
     out
 }
 
+/// Writes `secs` as nginx's `$time_local` in UTC (`02/Dec/2026:06:10:00
+/// +0000`: the access log's time).
+pub fn write_log_time(w: &mut dyn core::fmt::Write, secs: u64) -> core::fmt::Result {
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    let (hh, mm, ss) = (rem / 3600, rem / 60 % 60, rem % 60);
+    write!(w, "{d:02}/{}/{y:04}:{hh:02}:{mm:02}:{ss:02} +0000", MONTHS[m as usize - 1])
+}
+
+/// Writes `secs` as nginx's error log time (`2026/12/02 06:10:00`, UTC).
+pub fn write_error_log_time(w: &mut dyn core::fmt::Write, secs: u64) -> core::fmt::Result {
+    let (y, m, d) = civil_from_days((secs / 86_400) as i64);
+    let rem = secs % 86_400;
+    write!(w, "{y:04}/{m:02}/{d:02} {:02}:{:02}:{:02}", rem / 3600, rem / 60 % 60, rem % 60)
+}
+
 fn num(s: &str, digits: usize) -> Option<u32> {
     if s.len() != digits || !s.bytes().all(|b| b.is_ascii_digit()) {
         return None;

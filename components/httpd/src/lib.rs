@@ -50,7 +50,9 @@ mod tests;
 use alloc::string::String;
 
 pub use filerefs::{FileRefs, FileRefsStats, Limits as FileRefsLimits};
-pub use server::{Action, CgiCall, ConnId, Control, HttpStats, OverWindow, Remote, Server, PART_MAX};
+pub use server::{
+    Action, CgiCall, ConnId, Control, HealthProbe, HttpStats, OverWindow, Remote, Server, HEALTH_PATH, PART_MAX,
+};
 pub use source::{Clock, FetchedAhead, FileSource, FileStat, Kind, SourceError};
 
 /// `Server` header and `SERVER_SOFTWARE`.

@@ -7,7 +7,9 @@ pub use iolite::SliceDesc;
 pub use crate::testing::*;
 pub use crate::{Action, CgiCall, Config, ConnId, Remote, SourceError};
 
+mod access;
 mod features;
+mod health;
 mod protocol;
 mod queue;
 mod slow_input;

@@ -82,6 +82,11 @@ pub struct EventsPage {
     /// `supervisor_policy::late`).
     /// Written by the supervisor only ([`EventsPage::note_late`]).
     pub late_confirms: [AtomicU32; MAX_COMPONENTS],
+    /// Bit `i` set while record `i`'s component is not running: from its
+    /// death until its new incarnation is built (for good if it is held
+    /// down, stopped or not restartable). Written by the supervisor only
+    /// ([`EventsPage::set_running`]); what `/healthz` reads.
+    pub not_running: AtomicU64,
 }
 
 const _: () = assert!(core::mem::size_of::<EventsPage>() <= 4096);
@@ -139,6 +144,72 @@ impl EventsPage {
         if let Some(n) = self.late_confirms.get(i) {
             let _ = n.fetch_update(Ordering::AcqRel, Ordering::Acquire, |v| v.checked_add(1));
         }
+    }
+}
+
+/// Why the system is not healthy (one of [`EventsPage::health`]'s
+/// findings), per component.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Unhealthy {
+    /// Held down by the supervisor: it will not come back.
+    HeldDown,
+    /// Dead, its new incarnation not built yet (`deaths` so far).
+    Down {
+        /// Its deaths so far.
+        deaths: u64,
+    },
+    /// Running again (or never died), but a death is not settled: a peer
+    /// has not confirmed it yet, so its pages stay out of use.
+    Unsettled {
+        /// Its deaths so far.
+        deaths: u64,
+        /// The highest one every peer settled.
+        settled: u64,
+    },
+}
+
+impl EventsPage {
+    /// Marks record `i`'s component running or not (the supervisor: not
+    /// at a death, running once its new incarnation is built). An index
+    /// past the bitmap is ignored.
+    pub fn set_running(&self, i: usize, running: bool) {
+        if i >= 64 {
+            return;
+        }
+        let bit = 1u64 << i;
+        if running {
+            self.not_running.fetch_and(!bit, Ordering::AcqRel);
+        } else {
+            self.not_running.fetch_or(bit, Ordering::AcqRel);
+        }
+    }
+
+    /// Whether record `i`'s component runs (true past the bitmap).
+    pub fn running(&self, i: usize) -> bool {
+        i >= 64 || self.not_running.load(Ordering::Acquire) & (1u64 << i) == 0
+    }
+
+    /// Calls `f` with every component that is not healthy (in record
+    /// order) and returns how many there were: 0 when every component is
+    /// up and every death settled. Cheap: a few loads per record, so a
+    /// load balancer may poll it as often as it likes.
+    pub fn health(&self, mut f: impl FnMut(&str, Unhealthy)) -> usize {
+        let mut n = 0;
+        for i in 0..self.len() {
+            let (deaths, settled) = self.state(i);
+            let finding = if self.held_down(i) {
+                Unhealthy::HeldDown
+            } else if !self.running(i) {
+                Unhealthy::Down { deaths }
+            } else if settled < deaths {
+                Unhealthy::Unsettled { deaths, settled }
+            } else {
+                continue;
+            };
+            n += 1;
+            f(self.name(i).unwrap_or("?"), finding);
+        }
+        n
     }
 }
 
@@ -284,5 +355,53 @@ mod tests {
         page.late_confirms[5].store(u32::MAX, Ordering::Relaxed);
         page.note_late(5);
         assert_eq!(page.late_confirms(5), u64::from(u32::MAX));
+    }
+
+    fn named(page: &EventsPage, names: &[&str]) {
+        for (r, n) in page.records.iter().zip(names) {
+            // SAFETY: a host page of our own, nobody reads it meanwhile.
+            unsafe { core::ptr::copy_nonoverlapping(n.as_ptr(), r.name.as_ptr() as *mut u8, n.len()) };
+            r.name_len.store(n.len() as u64, Ordering::Relaxed);
+        }
+        page.count.store(names.len() as u64, Ordering::Relaxed);
+    }
+
+    fn findings(page: &EventsPage) -> Vec<(String, Unhealthy)> {
+        let mut v = Vec::new();
+        let n = page.health(|name, u| v.push((name.to_string(), u)));
+        assert_eq!(n, v.len());
+        v
+    }
+
+    #[test]
+    fn health_follows_a_death_through_restart_and_settlement() {
+        // SAFETY: as above.
+        let page: Box<EventsPage> = unsafe { Box::new_zeroed().assume_init() };
+        named(&page, &["log", "fs", "cgi"]);
+        assert_eq!(findings(&page), []);
+        // cgi dies: down until rebuilt, then unsettled until its peers
+        // confirm.
+        page.records[2].deaths.store(1, Ordering::Relaxed);
+        page.set_running(2, false);
+        assert_eq!(findings(&page), [("cgi".into(), Unhealthy::Down { deaths: 1 })]);
+        page.set_running(2, true);
+        assert_eq!(findings(&page), [("cgi".into(), Unhealthy::Unsettled { deaths: 1, settled: 0 })]);
+        page.records[2].settled.store(1, Ordering::Relaxed);
+        assert_eq!(findings(&page), []);
+        // Settled before the rebuild (no peer to wait for): still down.
+        page.records[1].deaths.store(1, Ordering::Relaxed);
+        page.records[1].settled.store(1, Ordering::Relaxed);
+        page.set_running(1, false);
+        assert_eq!(findings(&page), [("fs".into(), Unhealthy::Down { deaths: 1 })]);
+        // Held down wins over the rest.
+        page.records[1].held_down.store(1, Ordering::Relaxed);
+        page.records[0].deaths.store(2, Ordering::Relaxed);
+        assert_eq!(
+            findings(&page),
+            [("log".into(), Unhealthy::Unsettled { deaths: 2, settled: 0 }), ("fs".into(), Unhealthy::HeldDown)]
+        );
+        // Past the bitmap: ignored, taken as running.
+        page.set_running(64, false);
+        assert!(page.running(64));
     }
 }

@@ -39,9 +39,14 @@ pub trait Counter: Copy + 'static {
     fn index(self) -> usize;
     /// The counter's name, `[a-z0-9_]+`, as readers show it.
     fn name(self) -> &'static str;
+    /// What it counts: its doc comment, lines joined (each starts with
+    /// the space after `///`), as `/metrics` gives it in `# HELP`.
+    fn help(self) -> &'static str;
 }
 
-/// Declares a set of counters: an enum, each variant with its name.
+/// Declares a set of counters: an enum, each variant with its name and
+/// its doc comment (the only attribute a variant takes: it becomes
+/// [`Counter::help`]).
 ///
 /// ```
 /// counters::counters! {
@@ -59,20 +64,21 @@ pub trait Counter: Copy + 'static {
 /// let mut v = counters::Values::<Drv>::new();
 /// v[Drv::TxFrames] += 3;
 /// assert_eq!(v[Drv::TxFrames], 3);
+/// assert_eq!(Drv::TxFrames.help(), " Frames sent.");
 /// ```
 #[macro_export]
 macro_rules! counters {
     (
         $(#[$meta:meta])*
         $vis:vis enum $name:ident {
-            $( $(#[$vmeta:meta])* $variant:ident = $text:literal, )+
+            $( $(#[doc = $doc:literal])* $variant:ident = $text:literal, )+
         }
     ) => {
         $(#[$meta])*
         #[derive(Debug, Clone, Copy, PartialEq, Eq)]
         #[repr(usize)]
         $vis enum $name {
-            $( $(#[$vmeta])* $variant, )+
+            $( $(#[doc = $doc])* $variant, )+
         }
 
         impl $crate::Counter for $name {
@@ -83,6 +89,11 @@ macro_rules! counters {
             fn name(self) -> &'static str {
                 match self {
                     $($name::$variant => $text,)+
+                }
+            }
+            fn help(self) -> &'static str {
+                match self {
+                    $($name::$variant => concat!($($doc),*),)+
                 }
             }
         }

@@ -210,6 +210,17 @@ counters::counters! {
         FileOpensDeferred = "file_opens_deferred",
         /// Requests answered 503: the source stayed busy too long.
         FileOpensExpired = "file_opens_expired",
+        /// `/healthz` requests answered.
+        HealthChecks = "health_checks",
+        /// Access and error log lines made.
+        AccessLogLines = "access_log_lines",
+        /// Of them, lines dropped before the component took them.
+        AccessLogLinesDropped = "access_log_lines_dropped",
+        /// Bytes of request lines, referers and user agents copied into
+        /// log lines (metadata, not payload).
+        AccessLogBytesCopied = "access_log_bytes_copied",
+        /// Log lines the component did not print: over its rate limit.
+        AccessLogRateDropped = "access_log_rate_dropped",
         /// netstack connections open now (the component's).
         ConnectionsOpen = "connections_open",
         /// Of them, connections netstack said were full.

@@ -20,6 +20,8 @@ impl Supervisor<'_, '_> {
         if let Some(r) = events_page().records.get(index) {
             r.deaths.store(death, Ordering::Release);
         }
+        // Down until a new incarnation is built (`rebuild`): /healthz.
+        events_page().set_running(index, false);
         self.release_callers(position);
         for p in peers {
             self.system.signal_events(p);

@@ -90,6 +90,8 @@ impl Supervisor<'_, '_> {
         }
         events_page().free_untyped_bytes.store(self.objects.free_bytes(), Ordering::Release);
         if self.system.instances[position].tcb.is_some() {
+            let index = self.system.instances[position].index;
+            events_page().set_running(index, true);
             // Restarts must not leak: the boot allocator's free memory
             // stays put, and an incarnation uses as much of its private
             // untyped as the last (recovery.robot compares).

@@ -17,6 +17,9 @@ fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component>
         return None;
     }
     let mut c = Component::from_counters(name, page.read::<C>());
+    for &k in C::ALL {
+        c.describe(k.name(), k.help());
+    }
     let alias = |c: &mut Component, to: &str, from: &str| {
         if let Some(v) = c.get(from) {
             c.set(to, v);
@@ -88,6 +91,8 @@ pub(super) fn collect() -> Counters {
                 sup.set(&alloc::format!("deaths_{name}"), page.state(i).0);
                 sup.set(&alloc::format!("settled_{name}"), page.state(i).1);
                 sup.set(&alloc::format!("late_confirms_{name}"), page.late_confirms(i));
+                let up = page.running(i) && !page.held_down(i);
+                sup.set(&alloc::format!("up_{name}"), u64::from(up));
             }
         }
         all.push(sup);

@@ -162,8 +162,11 @@ fn run(
             return (id, Outcome::Whole(reply, ok));
         }
     }
-    let counters =
-        if script == "/cgi-bin/stats" || script == "/cgi-bin/page" { collect() } else { Counters::default() };
+    let counters = if matches!(script.as_str(), "/cgi-bin/stats" | "/cgi-bin/page" | "/cgi-bin/metrics") {
+        collect()
+    } else {
+        Counters::default()
+    };
     match programs.start(&env, body, &counters, now_ms(), may_stream) {
         Ok(Started::Whole(out)) => (id, Outcome::Whole(out, true)),
         Ok(Started::Stream(s)) => (id, Outcome::Stream(s)),

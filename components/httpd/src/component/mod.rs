@@ -56,7 +56,8 @@
 //! record each) and reads netstack's events; `pump` pulls output each
 //! round; `cgi` carries CGI calls, bodies and replies; `cgi_life` follows
 //! the cgi's restarts and lends it priority; `fs` is the file source;
-//! `peers` reads the system events page (our peers' deaths).
+//! `peers` reads the system events page (our peers' deaths) and answers
+//! `/healthz`; `logs` prints the access and error logs.
 
 use alloc::boxed::Box;
 use alloc::collections::{BTreeMap, BTreeSet};
@@ -159,6 +160,7 @@ impl Clock for TickClock {
 mod cgi;
 mod cgi_life;
 mod fs;
+mod logs;
 mod net;
 mod peers;
 mod pump;
@@ -262,6 +264,8 @@ struct Httpd {
     /// Times netstack died under us, and the connections that went with it.
     netstack_restarts: u64,
     netstack_conns_lost: u64,
+    /// What the access and error logs may print (see `logs`).
+    log_rate: httpd::server::LogRate,
 }
 
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
@@ -339,6 +343,7 @@ impl Httpd {
         self.pump();
         self.send_controls();
         self.sync_input_pauses();
+        self.print_logs();
     }
 
     /// Sends what waits, returns releases, and signals netstack and the
@@ -441,6 +446,7 @@ impl Httpd {
             v.set_io_bytes_held(u64::from(p.pages_in_use) * iolite::PAGE_SIZE as u64);
         }
         v[H::CopyMode] = BUILD_COPY_MODE.number();
+        v[H::AccessLogRateDropped] = self.log_rate.dropped_total();
         // SAFETY: our counter page (4 KiB, page-aligned), mapped
         // read-write, written only here.
         unsafe { httpd_api::CounterPage::at(glue::httpd_stats::VADDR as *const u8) }.publish(&v);

@@ -62,3 +62,26 @@ impl Httpd {
         }
     }
 }
+
+/// `/healthz`'s probe: a line per component the supervisor's events page
+/// shows dead, held down or with a death not settled; the count. Read
+/// from the page at each request (a few loads per component), so it
+/// answers whatever state the cgi is in. Without a page (the assembly
+/// does not subscribe us) nothing can be known: one line says so.
+pub(super) fn health(out: &mut alloc::string::String) -> usize {
+    use component_runtime::events::{page, Unhealthy};
+    use core::fmt::Write;
+    let Some(page) = page() else {
+        out.push_str("no system events page: health unknown\n");
+        return 1;
+    };
+    page.health(|name, u| {
+        let _ = match u {
+            Unhealthy::HeldDown => writeln!(out, "{name}: held down (not restarted any more)"),
+            Unhealthy::Down { deaths } => writeln!(out, "{name}: down (death {deaths}, not restarted yet)"),
+            Unhealthy::Unsettled { deaths, settled } => {
+                writeln!(out, "{name}: death {deaths} not settled (settled: {settled})")
+            }
+        };
+    })
+}

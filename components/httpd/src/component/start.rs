@@ -114,7 +114,8 @@ impl Httpd {
         let fs_peer = Link::new(FS_INSTANCE, FS, page, ()).release_on_request();
         // SAFETY: the clock dataport, mapped read-only for our lifetime.
         let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
-        let srv = Server::new(d, APP_POOL, src, clock, config());
+        let mut srv = Server::new(d, APP_POOL, src, clock, config());
+        srv.set_health_probe(super::peers::health);
         // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
         // its control page is written by the cgi only.
         let cgi_control =
@@ -167,6 +168,7 @@ impl Httpd {
             fs_peer,
             netstack_restarts: 0,
             netstack_conns_lost: 0,
+            log_rate: httpd::server::LogRate::new(0),
         };
         // Until the cgi attaches, CGI requests are held for it (503 after
         // `cgi_queue_timeout_ms`).

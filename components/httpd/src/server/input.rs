@@ -113,12 +113,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                             return;
                         }
                         Head::Reject(r) => {
-                            self.stats.requests += 1;
+                            self.log_begin(conn, None);
                             self.reject(conn, r.status, r.allow);
                             return;
                         }
                         Head::Done(req, n) => {
-                            self.stats.requests += 1;
+                            self.log_begin(conn, Some(&req));
                             // A body is taken by reference: the parse buffer
                             // is refilled only after it (not copied into it).
                             conn.consume(n, &mut self.stats, self.cfg.scan_cap(), req.content_length == 0);
@@ -288,6 +288,7 @@ impl<'d, F> Conn<'d, F> {
             remote,
             eof: false,
             continue_sent: false,
+            log: None,
             upload: None,
         }
     }

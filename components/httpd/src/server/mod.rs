@@ -17,7 +17,8 @@
 //! * `input`: buffered bytes into requests (heads parsed from a bounded
 //!   copy, bodies taken by reference, chunked bodies decoded);
 //! * `respond`: the parts every response shares (status line, complete
-//!   small responses, dispatch by method);
+//!   small responses, dispatch by method); `health`: `/healthz`;
+//! * `access`: the access and error logs;
 //! * `output`: the output pulled in order ([`Server::next`]);
 //! * `files`: static files (preconditions, ranges, the header cache, the
 //!   file's bytes pulled lazily from the [`FileSource`]); `waiting`: those
@@ -29,9 +30,11 @@
 //!   held while it is away;
 //! * `timeouts`: what [`Server::tick`] ends; `stats`: the counters.
 
+mod access;
 mod cgi;
 mod cgi_peer;
 mod files;
+mod health;
 mod input;
 mod output;
 mod queue;
@@ -53,9 +56,11 @@ use crate::request::Request;
 use crate::source::{Clock, FileSource};
 use crate::Config;
 
+pub use access::{cause, escape_into, LogRate, AGENT_MAX, PENDING_MAX, REFERER_MAX, REQUEST_MAX};
 pub use cgi::OverWindow;
 use cgi::{CgiStream, CgiWait};
 pub use cgi_api::wire::Control;
+pub use health::{HealthProbe, HEALTH_PATH};
 use input::ChunkedBody;
 use queue::GapQueue;
 pub use stats::HttpStats;
@@ -204,6 +209,8 @@ struct Conn<'d, F> {
     continue_sent: bool,
     /// A body going to the cgi in parts (see `upload`).
     upload: Option<Box<Upload<'d>>>,
+    /// The access log's entry of the request being answered (`access`).
+    log: Option<Box<access::Entry>>,
 }
 
 /// The shared part of the server (everything but the connection table),
@@ -226,6 +233,10 @@ struct Core<'d, S: FileSource<'d>, C> {
     gap: GapQueue<'d>,
     /// Static requests waiting for the file source (`Out::Retry`).
     waiting: SourceQueue,
+    /// What answers `/healthz` ([`Server::set_health_probe`]).
+    health_probe: Option<HealthProbe>,
+    /// Access and error log lines not taken yet (`access`).
+    log_lines: VecDeque<String>,
 }
 
 /// The HTTP server state machine (see the module docs).
@@ -257,11 +268,18 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
                 controls: Vec::new(),
                 gap: GapQueue::default(),
                 waiting: SourceQueue::default(),
+                health_probe: None,
+                log_lines: VecDeque::new(),
             },
             conns: BTreeMap::new(),
             next_conn: 1,
             woken: Vec::new(),
         }
+    }
+
+    /// Answers `/healthz` with `probe` (GET and HEAD; see `health`).
+    pub fn set_health_probe(&mut self, probe: HealthProbe) {
+        self.core.health_probe = Some(probe);
     }
 
     /// The configuration.
@@ -473,6 +491,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
             self.core.stats.cgi_queue_dropped += 1;
         }
         if let Some(mut conn) = self.conns.remove(&c.0) {
+            self.core.log_end(c, &mut conn);
             if !held {
                 self.core.leave_cgi(&conn);
             }

@@ -170,6 +170,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         let conn = self.conns.get_mut(&c.0)?;
         conn.last_active = core.clock.now_ms();
         if conn.outq.is_empty() {
+            // The previous response is done: its log lines.
+            core.log_end(c, conn);
             core.process(conn);
             if matches!(conn.outq.front(), Some(Out::Retry { .. })) {
                 // Refused just now: tried again on a later pull.
@@ -182,6 +184,14 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         }
         let out = conn.outq.pop_front()?;
         match core.pull(c.0, conn, out, max) {
+            Pull::Act(Action::Send(a)) => {
+                core.log_sent(conn, &a);
+                Some(Action::Send(a))
+            }
+            Pull::Act(Action::Close) => {
+                core.log_end(c, conn);
+                Some(Action::Close)
+            }
             Pull::Act(a) => Some(a),
             Pull::Wait => None,
             Pull::Again => self.next_within(c, max),

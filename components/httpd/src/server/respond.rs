@@ -5,6 +5,7 @@
 
 use alloc::boxed::Box;
 use alloc::format;
+use alloc::string::String;
 use core::fmt::Write;
 
 use iolite::gen::generate;
@@ -18,6 +19,11 @@ use crate::{date, SERVER};
 
 /// Methods of static files (405 and OPTIONS).
 pub(super) const ALLOW_STATIC: &str = "GET, HEAD, OPTIONS";
+/// Where Prometheus scrapes (the usual path), and the cgi's program that
+/// answers it (`cgi::metrics`).
+pub const METRICS_PATH: &str = "/metrics";
+/// See [`METRICS_PATH`].
+pub const METRICS_PROGRAM: &str = "/cgi-bin/metrics";
 /// Methods of CGI programs and of the server as a whole (`OPTIONS *`).
 const ALLOW_CGI: &str = "GET, HEAD, POST, OPTIONS";
 
@@ -107,7 +113,12 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         conn.state = State::Closing;
     }
 
-    pub(super) fn handle(&mut self, conn: &mut Conn<'d, S::File>, req: Request, body: Option<Aggregate<'d>>) {
+    pub(super) fn handle(&mut self, conn: &mut Conn<'d, S::File>, mut req: Request, body: Option<Aggregate<'d>>) {
+        if req.target.path == METRICS_PATH && matches!(req.method, Method::Get | Method::Head) {
+            // The cgi gathers every component's counters (the pages
+            // are mapped there, not here): `/metrics` is its program.
+            req.target.path = String::from(METRICS_PROGRAM);
+        }
         let mode = ConnMode::of(&req);
         let path = &req.target.path;
         let cgi = path == "/cgi-bin" || path.starts_with("/cgi-bin/");
@@ -117,6 +128,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 self.dispatch_cgi(conn, Box::new(req), body, 0);
                 return;
             }
+            Method::Get | Method::Head
+                if path == super::HEALTH_PATH && self.health(conn, req.method == Method::Head, mode) => {}
             Method::Get | Method::Head => {
                 drop(body); // a body on GET/HEAD is read and ignored
                 let path = req.target.path.clone();

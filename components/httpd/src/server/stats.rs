@@ -129,6 +129,15 @@ pub struct HttpStats {
     pub input_flattens: u64,
     /// Bytes copied by those flattenings.
     pub input_bytes_flattened: u64,
+    /// `/healthz` requests answered.
+    pub health_checks: u64,
+    /// Access and error log lines made.
+    pub access_log_lines: u64,
+    /// Lines dropped: the component had not taken the ones before.
+    pub access_log_lines_dropped: u64,
+    /// Bytes of request lines, `Referer` and `User-Agent` copied (escaped)
+    /// into log lines: metadata, not payload.
+    pub access_log_bytes_copied: u64,
 }
 
 impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
@@ -187,6 +196,10 @@ impl<'d, S: FileSource<'d>, C: Clock> Server<'d, S, C> {
         v[H::FileReadsDeferred] = s.file_reads_deferred;
         v[H::FileOpensDeferred] = s.file_opens_deferred;
         v[H::FileOpensExpired] = s.file_opens_expired;
+        v[H::HealthChecks] = s.health_checks;
+        v[H::AccessLogLines] = s.access_log_lines;
+        v[H::AccessLogLinesDropped] = s.access_log_lines_dropped;
+        v[H::AccessLogBytesCopied] = s.access_log_bytes_copied;
         let d = self.core.d.stats();
         v[H::BytesCopied] = d.bytes_copied;
         v[H::BytesByRefSent] = d.bytes_by_ref_sent;
