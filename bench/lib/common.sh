@@ -27,6 +27,7 @@ bench_setup() {
             dpkg-deb) pkg=dpkg ;;
             readelf | objcopy) pkg=binutils ;;
             debugfs) pkg=e2fsprogs ;;
+            dnsmasq) pkg=dnsmasq-base ;;
             *) pkg=$t ;;
         esac
         command -v "$t" >/dev/null || {

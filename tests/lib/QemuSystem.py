@@ -42,8 +42,13 @@ FAULT_PATTERNS = [
 class QemuSystem:
     """Starts, watches and always stops one QEMU running Iolite OS."""
 
-    def __init__(self, build_dir=None):
+    def __init__(self, build_dir=None, name=None):
         self.build_dir = os.path.abspath(build_dir or os.environ.get("IOLITE_BUILD_DIR", "build"))
+        # A suite that boots several systems (one library instance each,
+        # `Library QemuSystem DIR app1 AS App1`) names them, so that their
+        # serial logs do not overwrite each other.
+        self.name = name
+        self.boots = 0
         self.process = None
         self.reader = None
         self.lines = []
@@ -85,6 +90,9 @@ class QemuSystem:
         test_name = BuiltIn().get_variable_value("${TEST NAME}", None) or \
             BuiltIn().get_variable_value("${SUITE NAME}", "suite")
         safe = re.sub(r"[^\w.-]+", "_", test_name)
+        self.boots += 1
+        if self.name:
+            safe = f"{self.name}-{self.boots}-{safe}"
         self.log_path = os.path.join(output_dir, f"serial-{safe}.log")
         self.lines, self.partial, self.cursor, self.fault_cursor = [], "", 0, 0
         self.line_times, self.command_at = [], None
@@ -104,10 +112,20 @@ class QemuSystem:
     @keyword
     def stop_system(self):
         """Kills QEMU's whole process group and waits for it. Safe to call twice."""
+        self._stop((signal.SIGTERM, signal.SIGKILL))
+
+    @keyword
+    def kill_system(self):
+        """Kills QEMU's whole process group with SIGKILL at once (a machine
+        losing power: the guest does nothing more, not even a reset on the
+        wire) and waits for it; `Start System` may boot it again."""
+        self._stop((signal.SIGKILL,))
+
+    def _stop(self, signals):
         process, self.process = self.process, None
         if process is None:
             return
-        for sig in (signal.SIGTERM, signal.SIGKILL):
+        for sig in signals:
             try:
                 os.killpg(process.pid, sig)
             except ProcessLookupError:
