@@ -10,7 +10,7 @@
   var status = $("status");
 
   function comps(j) {
-    return Object.keys(j).filter(function (k) { return j[k] && typeof j[k] === "object"; });
+    return Object.keys(j).filter(function (k) { return j[k] && typeof j[k] === "object" && !Array.isArray(j[k]); });
   }
   function total(j, key) {
     return comps(j).reduce(function (s, c) { return s + (j[c][key] || 0); }, 0);

@@ -8,7 +8,7 @@ Documentation       The file system on the image: examples/fsread/fsread.camkes
 ...
 ...                 Serial lines these tests wait for (stable; fs_reader prints them in
 ...                 this order, fs's lines come during the calls that cause them):
-...                 | [fs] virtio-blk at 00:05.0: I/O ports 0xc000, interrupt line 10 (irq), queue N, 16384 sectors |
+...                 | [fs] virtio-blk at 00:05.0: I/O ports 0xc000, ioapic pin 10 (irq), queue N, 16384 sectors |
 ...                 | [fs] superblock: magic 0xef53 |
 ...                 | [fs] mounted ext2: block size 4096, cache budget 2048 KiB, chunk 16 KiB, pool N pages, mode M |
 ...                 | [fs] ready |
@@ -45,7 +45,7 @@ ${POLICY_EVENT}             ^\\[(fs\\] evict |fs_reader\\] policy (step|done))
 *** Test Cases ***
 Disk Is Found And The Site Mounted
     Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 3 of 3 components running    timeout=60s
-    Wait For Serial Line    ^\\[fs\\] virtio-blk at 00:05\\.0: I/O ports 0xc000, interrupt line 10 \\(irq\\), queue \\d+, 16384 sectors$
+    Wait For Serial Line    ^\\[fs\\] virtio-blk at 00:05\\.0: I/O ports 0xc000, ioapic pin 10 \\(irq\\), queue \\d+, 16384 sectors$
     Wait For Serial Line    ^\\[fs\\] superblock: magic 0xef53$
     Wait For Serial Line    ^\\[fs\\] mounted ext2: block size 4096, cache budget 2048 KiB, chunk 16 KiB, pool \\d+ pages, mode iolite$
     Wait For Serial Line    ^\\[fs\\] ready$

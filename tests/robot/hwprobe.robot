@@ -14,6 +14,10 @@ Test Tags           hwprobe
 ${HWPROBE_BUILD_DIR}        build/variants/hwprobe
 
 *** Test Cases ***
+Root Task Finds The E1000 And Binds It To The Probe
+    Wait For Serial Line    ^\\[roottask\\] pci: 6 functions found \\(i440fx/piix3\\)$    timeout=60s
+    Wait For Serial Line    ^\\[roottask\\] pci 00:03\\.0 8086:100e net -> pci_probe \\(bar0 0xfebc0000, bar1 io 0x[0-9a-f]+, ioapic pin 11\\)$
+
 Loader Builds The Probe With Its Hardware Objects
     Wait For Serial Line    ^\\[roottask\\] loading 1 components, 4 objects    timeout=60s
     Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 1 of 1 components running
@@ -32,7 +36,7 @@ Kernel Refuses Ports Outside The Granted Range
     Wait For Serial Line    ^\\[pci_probe\\] port 0xcfe \\(32-bit, past 0xcff\\) refused: IllegalOperation$
 
 E1000 Registers Through The Uncached MMIO Mapping
-    Wait For Serial Line    ^\\[pci_probe\\] pci 00:03\\.0: bar0 matches the assembly \\(0xfebc0000, from the loader.s start record\\)$
+    Wait For Serial Line    ^\\[pci_probe\\] pci 00:03\\.0: bar0 matches the mapping \\(0xfebc0000, from the loader.s start record\\)$
     Wait For Serial Line    ^\\[pci_probe\\] e1000 status 0x[0-9a-f]{8} mac 52:54:00:12:34:56 link up$
 
 IOAPIC Interrupt Is Delivered And Acknowledged Three Times

@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       The `virtio` image on QEMU's user networking (`simulate --nic virtio
+Documentation       The default image on virtio-net and QEMU's user networking (`simulate --nic virtio
 ...                 --port P:80`): slirp has no vnet_hdr, so QEMU's virtio-net offers neither
 ...                 checksum offload nor TSO. netdrv must then offer netstack no TSO, and
 ...                 every frame goes out whole with netstack's own checksums: every file
@@ -8,7 +8,7 @@ Documentation       The `virtio` image on QEMU's user networking (`simulate --ni
 ...                 Serial lines these tests wait for (stable):
 ...                 | [netdrv] virtio-net features 0x120010020 (offered and wanted) |
 ...                 | [netdrv] tcp segmentation offload off |
-Library             QemuSystem    ${VIRTIO_BUILD_DIR}
+Library             QemuSystem    ${BUILD_DIR}
 Library             WebClient    ${PORT}
 Suite Setup         Boot With Virtio On User Networking
 Suite Teardown      Stop System
@@ -16,16 +16,16 @@ Test Teardown       Attach Serial Log If Test Failed
 Test Tags           virtio
 
 *** Variables ***
-${VIRTIO_BUILD_DIR}     ${CURDIR}/../../build/variants/virtio
+${BUILD_DIR}            ${CURDIR}/../../build
 ${PORT}                 8093
 @{SMALL}                /sub/note.txt    /empty.txt    /file-1k.txt    /index.html    /style.css
 
 *** Keywords ***
 Boot With Virtio On User Networking
-    Start System    --nic    virtio    --port    ${PORT}:80    --disk    ${VIRTIO_BUILD_DIR}/images/site.img
+    Start System    --nic    virtio    --port    ${PORT}:80    --disk    ${BUILD_DIR}/images/site.img
     Wait For Serial Line    ^\\[httpd\\] listening on port 80$    timeout=120s
     Wait For Web Server    timeout=120
-    Check Bodies Against Site    ${VIRTIO_BUILD_DIR}/images/site.manifest    ${CURDIR}/../../site
+    Check Bodies Against Site    ${BUILD_DIR}/images/site.manifest    ${CURDIR}/../../site
 
 *** Test Cases ***
 Without vnet_hdr Only VERSION_1, Event Index, MAC And Status Are Taken
@@ -34,7 +34,7 @@ Without vnet_hdr Only VERSION_1, Event Index, MAC And Status Are Taken
     Serial Line Seen    ^\\[netdrv\\] tcp segmentation offload off$
 
 Every Demo File Is Byte Exact
-    ${n}=    Every File Should Be Byte Exact    ${VIRTIO_BUILD_DIR}/images/site.manifest
+    ${n}=    Every File Should Be Byte Exact    ${BUILD_DIR}/images/site.manifest
     Should Be True    ${n} >= 10
 
 Pipelined And Keep-Alive Requests Are Byte Exact

@@ -35,6 +35,6 @@ mod tests;
 
 pub use cgi_api::{parse_output, split_output, Env, EnvError, Failure, Kind, Output, OutputError, RequestInfo};
 pub use programs::{FragmentSource, ProgramError, ProgramStats, Programs, Started};
-pub use stats::{Component, Counters};
+pub use stats::{Component, Counters, Device};
 pub use stream::Stream;
 pub use upload::Upload;

@@ -8,8 +8,10 @@
 //!   "uptime_ms": <u64>,
 //!   "<component>": { "<counter>": <u64>, ... },    one object per component
 //!   ...
-//! }
-//! ```
+//!   "devices": [ { "bdf": "00:03.0", "id": "8086:100e", "class": "020000",
+//!                  "driver": "netdrv" }, ... ]        the PCI functions found
+//! }                                                   at boot ("driver": "" if
+//! ```                                                 left alone)
 //!
 //! Component and counter names are `[a-z0-9_]+`. Every counter is a
 //! non-negative integer that only grows, except the gauges whose names end
@@ -113,6 +115,23 @@ pub struct Counters {
     pub uptime_ms: u64,
     /// One entry per component, in display order.
     pub components: Vec<Component>,
+    /// The PCI functions the root task found at boot.
+    pub devices: Vec<Device>,
+}
+
+/// A PCI function found at boot, as the stats show it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Device {
+    /// `BB:DD.F`.
+    pub bdf: String,
+    /// Vendor ID.
+    pub vendor: u16,
+    /// Device ID.
+    pub device: u16,
+    /// Class, subclass, programming interface (24 bits).
+    pub class: u32,
+    /// The component bound to it, `[a-z0-9_]` ("" if left alone).
+    pub driver: String,
 }
 
 impl Counters {
@@ -152,7 +171,27 @@ pub fn write_json(w: &mut dyn Write, c: &Counters) -> fmt::Result {
         }
         w.write_char('}')?;
     }
-    w.write_str("}\n")
+    w.write_str(",\"devices\":[")?;
+    for (i, d) in c.devices.iter().enumerate() {
+        if i > 0 {
+            w.write_char(',')?;
+        }
+        write!(
+            w,
+            "{{\"bdf\":\"{}\",\"id\":\"{:04x}:{:04x}\",\"class\":\"{:06x}\",\"driver\":\"{}\"}}",
+            clean_bdf(&d.bdf),
+            d.vendor,
+            d.device,
+            d.class & 0xff_ffff,
+            clean(&d.driver)
+        )?;
+    }
+    w.write_str("]}\n")
+}
+
+/// A `BB:DD.F` string with anything but hex digits, `:` and `.` replaced.
+fn clean_bdf(s: &str) -> String {
+    s.chars().map(|c| if c.is_ascii_hexdigit() || c == ':' || c == '.' { c } else { '_' }).collect()
 }
 
 /// The JSON document as a string.
@@ -202,7 +241,15 @@ pub fn write_html(w: &mut dyn Write, c: &Counters) -> fmt::Result {
         }
         w.write_str("</table></section>\n")?;
     }
-    w.write_str("</div>\n</main></body></html>\n")
+    w.write_str("</div>\n<h2>Devices</h2>\n<table class=\"devices\"><tr><th>PCI</th><th>vendor:device</th><th>class</th><th>driver</th></tr>\n")?;
+    for d in &c.devices {
+        w.write_str("<tr><td>")?;
+        html_escape(w, &d.bdf)?;
+        write!(w, "</td><td>{:04x}:{:04x}</td><td>{:06x}</td><td>", d.vendor, d.device, d.class & 0xff_ffff)?;
+        html_escape(w, if d.driver.is_empty() { "(left alone)" } else { &d.driver })?;
+        w.write_str("</td></tr>\n")?;
+    }
+    w.write_str("</table>\n</main></body></html>\n")
 }
 
 /// A number with thousands separators (`1,234,567`), for people.

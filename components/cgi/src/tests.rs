@@ -27,7 +27,7 @@ fn setup() -> &'static Domain {
 }
 
 fn counters() -> Counters {
-    let mut c = Counters { uptime_ms: 61_500, components: Vec::new() };
+    let mut c = Counters { uptime_ms: 61_500, components: Vec::new(), devices: Vec::new() };
     c.push(Component::new("httpd").with("requests", 12).with("bytes_by_ref_sent", 1_000_000).with("bytes_copied", 0));
     c.push(
         Component::new("netstack")
@@ -425,4 +425,35 @@ fn tee_answers_with_its_body_by_reference_whole_or_part_by_part() {
     assert_eq!(bytes(&out), head);
     let s = p.stats();
     assert_eq!((s.tee_requests, s.tee_bytes), (3, 11 + 3 + 5));
+}
+
+#[test]
+fn stats_name_the_devices_found_at_boot() {
+    let mut c = counters();
+    c.devices = vec![
+        crate::Device {
+            bdf: "00:07.0".into(),
+            vendor: 0x8086,
+            device: 0x100e,
+            class: 0x02_0000,
+            driver: "netdrv".into(),
+        },
+        crate::Device {
+            bdf: "00:04.0".into(),
+            vendor: 0x10ec,
+            device: 0x8139,
+            class: 0x02_0000,
+            driver: String::new(),
+        },
+    ];
+    let v: serde_json::Value = serde_json::from_str(&to_json(&c)).expect("valid JSON");
+    assert_eq!(v["devices"][0]["bdf"], "00:07.0");
+    assert_eq!(v["devices"][0]["id"], "8086:100e");
+    assert_eq!(v["devices"][0]["class"], "020000");
+    assert_eq!(v["devices"][0]["driver"], "netdrv");
+    assert_eq!(v["devices"][1]["driver"], "");
+    assert_eq!(v["httpd"]["requests"], 12, "the components are still there");
+    let h = to_html(&c);
+    assert!(h.contains("<tr><td>00:07.0</td><td>8086:100e</td><td>020000</td><td>netdrv</td></tr>"), "{h}");
+    assert!(h.contains("<tr><td>00:04.0</td><td>10ec:8139</td><td>020000</td><td>(left alone)</td></tr>"));
 }

@@ -8,9 +8,11 @@
 //!
 //! **Access control.** Each client's calls arrive with its connection badge
 //! (1, 2, … in the order of the `from` ends of the RPC connection). The
-//! attribute `allow` lists `"CLIENT=BB:DD.F"` strings, the client by its
-//! instance name (the glue's `CLIENTS` gives its badge): the functions
-//! each client may read and write. Anything else reads as `0xffffffff` (what an
+//! attribute `allow` lists `"CLIENT=MATCH"` strings, the client by its
+//! instance name (the glue's `CLIENTS` gives its badge) and the kind of
+//! device it drives (`"netdrv=net"`): each client may read and write the
+//! function the root task bound to it at boot, as the start record lists
+//! it (roottask/README.md, "Devices"). Anything else reads as `0xffffffff` (what an
 //! empty slot reads) and writes are refused (`-1`); the first few denials
 //! are logged by name. A client therefore can neither reconfigure another
 //! component's device (BARs, bus mastering) nor probe the bus.
@@ -36,6 +38,7 @@
 #![no_std]
 #![no_main]
 
+use component_runtime::start::StartInfo;
 use component_runtime::{error, log, warn};
 
 component_runtime::component_entry!(main);
@@ -54,15 +57,33 @@ struct Grant {
     function: pci::Function,
 }
 
-/// Parses `"CLIENT=BB:DD.F"` (a caller's instance name; hex bus/device,
-/// function digit): the client's badge is its place in the assembly's
-/// RPC connection (`glue::pci::CLIENTS`, badge 1 first), which the
-/// compiler checked the name against.
-fn parse_grant(s: &str) -> Option<Grant> {
-    let (client, f) = s.split_once('=')?;
-    let badge = glue::pci::CLIENTS.iter().position(|c| *c == client.trim())? as u64 + 1;
-    let function = pci::Function::parse(f)?;
-    Some(Grant { badge, function })
+/// Why a grant of the assembly gives nothing.
+enum BadGrant {
+    /// Not `CLIENT=MATCH` with a client of the RPC connection and a known
+    /// match.
+    Syntax,
+    /// The root task bound no function of that kind to the client (the
+    /// client is then not started either).
+    Unbound,
+}
+
+/// Parses `"CLIENT=MATCH"` (a caller's instance name, the kind of device
+/// it drives: `"netdrv=net"`) into the function the root task bound to
+/// that client at boot, which the start record lists. The client's badge
+/// is its place in the assembly's RPC connection (`glue::pci::CLIENTS`,
+/// badge 1 first), which the compiler checked the name against.
+fn parse_grant(s: &str, start: &StartInfo) -> Result<Grant, BadGrant> {
+    let (client, kind) = s.split_once('=').ok_or(BadGrant::Syntax)?;
+    let client = client.trim();
+    let badge = glue::pci::CLIENTS.iter().position(|c| *c == client).ok_or(BadGrant::Syntax)? as u64 + 1;
+    let kind = pci::match_kind(kind.trim()).ok_or(BadGrant::Syntax)?;
+    let record = start
+        .pci_devices()
+        .iter()
+        .find(|r| r.driver() == client && (r.class >> 8) as u16 == kind.class)
+        .ok_or(BadGrant::Unbound)?;
+    let function = pci::Function::from_bdf(u32::from(record.bdf)).ok_or(BadGrant::Unbound)?;
+    Ok(Grant { badge, function })
 }
 
 struct Server {
@@ -146,17 +167,18 @@ impl glue::pci::PciConfigSpace for Server {
     }
 }
 
-fn main(_start: &'static component_runtime::start::StartInfo) -> ! {
+fn main(start: &'static StartInfo) -> ! {
     let mut server = Server { grants: [None; MAX_GRANTS], denials: 0 };
     let mut n = 0;
     for s in glue::attributes::ALLOW {
-        match parse_grant(s) {
-            Some(g) if n < MAX_GRANTS => {
+        match parse_grant(s, start) {
+            Ok(g) if n < MAX_GRANTS => {
                 server.grants[n] = Some(g);
                 n += 1;
             }
-            Some(_) => error!("more than {MAX_GRANTS} grants; ignoring {s:?}"),
-            None => error!("bad grant {s:?} (want \"CLIENT=BB:DD.F\")"),
+            Ok(_) => error!("more than {MAX_GRANTS} grants; ignoring {s:?}"),
+            Err(BadGrant::Syntax) => error!("bad grant {s:?} (want \"CLIENT=MATCH\", e.g. \"netdrv=net\")"),
+            Err(BadGrant::Unbound) => log!("grant {s:?}: no device was bound to that client at boot"),
         }
     }
     let mut list = heapless_list::List::new();

@@ -88,7 +88,65 @@ pub struct StartInfo {
     /// The TSC rate in MHz as the kernel measured it at boot (boot info
     /// `archInfo`), 0 if there was none; see [`crate::time`].
     pub tsc_mhz: u64,
+    /// How many entries of `pci` are valid.
+    pub pci_count: u64,
+    /// The PCI functions the root task found at boot, in the order it
+    /// walked the buses, and which component each is bound to: a driver
+    /// finds its own with [`StartInfo::own_pci_device`], pci_config its
+    /// clients', the stats page them all.
+    pub pci: [PciRecord; MAX_PCI_DEVICES],
 }
+
+/// Most PCI functions the start page lists (more are found and reported
+/// on the console, but left out here).
+pub const MAX_PCI_DEVICES: usize = 16;
+/// Longest driver name a [`PciRecord`] carries.
+pub const PCI_DRIVER_LEN: usize = 24;
+/// [`PciRecord::ioapic_pin`] of a function without a routed interrupt.
+pub const PCI_NO_PIN: u8 = 0xff;
+
+/// One PCI function found at boot.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct PciRecord {
+    /// Bus, device, function: `bus << 8 | device << 3 | function`.
+    pub bdf: u16,
+    /// Vendor ID.
+    pub vendor: u16,
+    /// Device ID.
+    pub device: u16,
+    /// The IOAPIC pin its interrupt was routed to for its driver, or
+    /// [`PCI_NO_PIN`].
+    pub ioapic_pin: u8,
+    /// Length of `driver` (0: left alone).
+    pub driver_len: u8,
+    /// Class, subclass, programming interface (24 bits).
+    pub class: u32,
+    /// The instance name of the component it is bound to.
+    pub driver: [u8; PCI_DRIVER_LEN],
+}
+
+impl PciRecord {
+    /// The component it is bound to, "" if none.
+    pub fn driver(&self) -> &str {
+        let len = (self.driver_len as usize).min(PCI_DRIVER_LEN);
+        core::str::from_utf8(&self.driver[..len]).unwrap_or("")
+    }
+
+    /// Binds the record to `name` (truncated at a character boundary).
+    pub fn set_driver(&mut self, name: &str) {
+        let mut len = name.len().min(PCI_DRIVER_LEN);
+        while !name.is_char_boundary(len) {
+            len -= 1;
+        }
+        self.driver = [0; PCI_DRIVER_LEN];
+        self.driver[..len].copy_from_slice(&name.as_bytes()[..len]);
+        self.driver_len = len as u8;
+    }
+}
+
+// The start record is one page.
+const _: () = assert!(core::mem::size_of::<StartInfo>() <= 4096);
 
 /// Most rings the log server reads (the start page's table size).
 pub const MAX_LOG_RINGS: usize = 40;
@@ -176,7 +234,20 @@ impl StartInfo {
             log_ring_count: 0,
             log_rings: [LogRingRecord::default(); MAX_LOG_RINGS],
             tsc_mhz: 0,
+            pci_count: 0,
+            pci: [PciRecord::default(); MAX_PCI_DEVICES],
         }
+    }
+
+    /// The PCI functions found at boot.
+    pub fn pci_devices(&self) -> &[PciRecord] {
+        &self.pci[..(self.pci_count as usize).min(MAX_PCI_DEVICES)]
+    }
+
+    /// The PCI function the root task bound to this component (its
+    /// `match` in the assembly), if any.
+    pub fn own_pci_device(&self) -> Option<&PciRecord> {
+        self.pci_devices().iter().find(|r| r.driver_len != 0 && Some(r.driver()) == self.name())
     }
 
     /// Adds a dataport record; false if the table is full.
@@ -214,6 +285,18 @@ impl StartInfo {
         let len = (self.name_len as usize).min(MAX_NAME_LEN);
         core::str::from_utf8(&self.name[..len]).ok()
     }
+}
+
+/// This component's start record, or `None` in the root task or a host
+/// build.
+pub fn start_info() -> Option<&'static StartInfo> {
+    if crate::supervisor_slot() == 0 {
+        return None;
+    }
+    // SAFETY: a component started by the loader has its start page mapped
+    // read-only here for its whole life (the entry macro checked it).
+    let start = unsafe { &*(START_INFO_VADDR as *const StartInfo) };
+    (start.magic == START_INFO_MAGIC).then_some(start)
 }
 
 /// Whether the loader mapped the system events page into this component.

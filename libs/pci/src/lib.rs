@@ -136,6 +136,9 @@ impl<A: ConfigAccess> ConfigAccess for DriverPolicy<A> {
     }
 }
 
+mod discover;
+pub use discover::*;
+
 /// A PCI function: bus 0..255, device 0..31, function 0..7.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Function {

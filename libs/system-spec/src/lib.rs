@@ -53,7 +53,7 @@ pub use validate::SpecError;
 
 /// Bumped whenever the encoded form changes, so a loader never misreads a
 /// spec written by a different compiler.
-pub const FORMAT_VERSION: u32 = 6;
+pub const FORMAT_VERSION: u32 = 7;
 
 /// The first bytes of an encoded spec; they make a stray blob fail loudly.
 pub const MAGIC: [u8; 8] = *b"IOLSPEC\0";
@@ -180,6 +180,44 @@ pub enum ObjectKind {
         /// Last port of the range (inclusive, as upstream's `"0xA:0xB"`).
         last: u16,
     },
+    /// Device frames covering memory BAR `bar` of the PCI function the
+    /// loader bound to `driver` ([`Component::pci_match`]), found at boot
+    /// (`seL4HardwareMMIO` with `<dataport>_bar`). The BAR must be at
+    /// least `size` bytes; the first `size` are mapped.
+    PciBarFrames {
+        /// The driver component's instance name.
+        driver: String,
+        /// BAR number, 0..=5.
+        bar: u8,
+        /// Bytes mapped (the dataport's size); a multiple of [`PAGE_SIZE`].
+        size: u64,
+    },
+    /// The I/O port range of I/O BAR `bar` of the function bound to
+    /// `driver` (`seL4HardwareIOPort` with `<interface>_bar`).
+    PciBarPorts {
+        /// The driver component's instance name.
+        driver: String,
+        /// BAR number, 0..=5.
+        bar: u8,
+    },
+    /// The interrupt of the function bound to `driver`, routed by the
+    /// loader (`seL4HardwareInterrupt` with `_irq_type = "device"`).
+    PciIrq(PciIrq),
+}
+
+/// The interrupt of a PCI function found at boot: where it arrives (an
+/// IOAPIC pin, worked out from the chipset) is the loader's to find; the
+/// spec fixes the vector and where it is delivered.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PciIrq {
+    /// The driver component's instance name ([`Component::pci_match`]).
+    pub driver: String,
+    /// The CPU vector, 0..=[`MAX_IRQ_VECTOR`], unique in the system.
+    pub vector: u32,
+    /// The notification the IRQ handler is bound to.
+    pub notification: ObjectId,
+    /// The badge the interrupt signals it with (as [`IoApicIrq::badge`]).
+    pub badge: u64,
 }
 
 /// The arguments of `seL4_IRQControl_GetIOAPIC`, plus where the IRQ is
@@ -288,6 +326,12 @@ pub struct Component {
     /// The first slot the spec does not use; the loader may put its own caps
     /// (TCB, CNode, ...) from here on.
     pub first_free_slot: u64,
+    /// What PCI device this component drives (`<instance>.match`, our own
+    /// attribute: `"net"`, `"block"`; `pci::MATCHES`): the loader binds the
+    /// first supported function of that kind found at boot to it, makes
+    /// the `Pci*` objects from that function, and does not start the
+    /// component when there is none.
+    pub pci_match: Option<String>,
     /// Capabilities to place in the component's CSpace.
     pub caps: Vec<Cap>,
     /// Frames to map into the component's address space.
@@ -569,7 +613,9 @@ impl ObjectKind {
     /// cannot be mapped.
     pub fn mappable_size(&self) -> Option<u64> {
         match self {
-            ObjectKind::Frames { size } | ObjectKind::DeviceFrames { size, .. } => Some(*size),
+            ObjectKind::Frames { size }
+            | ObjectKind::DeviceFrames { size, .. }
+            | ObjectKind::PciBarFrames { size, .. } => Some(*size),
             _ => None,
         }
     }

@@ -44,6 +44,7 @@ fn sample() -> SystemSpec {
         restart_policy: RestartPolicy::default(),
         cnode_size_bits: DEFAULT_CNODE_SIZE_BITS,
         first_free_slot: 1,
+        pci_match: None,
         caps: vec![],
         mappings: vec![],
         interfaces: vec![],
@@ -267,4 +268,58 @@ fn restart_grants_name_other_restartable_components_once() {
     // The grant survives encoding.
     let back = SystemSpec::decode(&s.encode().unwrap()).unwrap();
     assert_eq!(back.components[0].may_restart, vec![1]);
+}
+
+/// The sample's driver with its registers, ports and interrupt as those
+/// of the PCI function the loader binds to it at boot.
+fn found_at_boot(s: &mut SystemSpec) {
+    s.objects[2].kind = ObjectKind::PciBarFrames { driver: "driver".to_string(), bar: 0, size: PAGE_SIZE };
+    s.objects[4].kind =
+        ObjectKind::PciIrq(PciIrq { driver: "driver".to_string(), vector: 20, notification: ObjectId(3), badge: 1 });
+    s.objects[5].kind = ObjectKind::PciBarPorts { driver: "driver".to_string(), bar: 1 };
+    s.components.iter_mut().find(|c| c.name == "driver").unwrap().pci_match = Some("net".to_string());
+}
+
+#[test]
+fn devices_found_at_boot_need_a_driver_with_a_match() {
+    let mut spec = sample();
+    found_at_boot(&mut spec);
+    spec.validate().unwrap();
+    let bytes = spec.encode().unwrap();
+    assert_eq!(SystemSpec::decode(&bytes).unwrap(), spec);
+    let msg = invalid(|s| {
+        found_at_boot(s);
+        s.components.iter_mut().find(|c| c.name == "driver").unwrap().pci_match = None;
+    });
+    assert!(msg.contains("'uart_mmio': its driver is no component with a match"), "{msg}");
+    let msg = invalid(|s| {
+        found_at_boot(s);
+        s.objects[5].kind = ObjectKind::PciBarPorts { driver: "driver".to_string(), bar: 6 };
+    });
+    assert!(msg.contains("BAR number must be 0..=5"), "{msg}");
+    let msg = invalid(|s| {
+        found_at_boot(s);
+        s.objects[2].kind = ObjectKind::PciBarFrames { driver: "nobody".to_string(), bar: 0, size: PAGE_SIZE };
+    });
+    assert!(msg.contains("its driver is no component with a match"), "{msg}");
+    let msg = invalid(|s| {
+        found_at_boot(s);
+        if let ObjectKind::PciIrq(irq) = &mut s.objects[4].kind {
+            irq.notification = ObjectId(0);
+        }
+    });
+    assert!(msg.contains("must signal a notification"), "{msg}");
+    let msg = invalid(|s| {
+        found_at_boot(s);
+        s.add_object(
+            "other.irq",
+            ObjectKind::PciIrq(PciIrq {
+                driver: "driver".to_string(),
+                vector: 20,
+                notification: ObjectId(3),
+                badge: 1,
+            }),
+        );
+    });
+    assert!(msg.contains("vector 20 is used twice"), "{msg}");
 }

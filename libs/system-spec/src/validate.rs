@@ -57,6 +57,14 @@ pub enum SpecError {
         /// What is wrong.
         reason: &'static str,
     },
+    /// A device object of a PCI function found at boot names a BAR or a
+    /// driver it cannot have.
+    BadPciDevice {
+        /// The object's name.
+        object: String,
+        /// What is wrong.
+        reason: &'static str,
+    },
     /// Two IRQs ask for the same vector.
     DuplicateVector {
         /// The vector.
@@ -176,7 +184,7 @@ impl fmt::Display for SpecError {
             OverlappingDeviceFrames { first, second } => {
                 write!(f, "device frames of '{first}' and '{second}' overlap")
             }
-            BadIrq { object, reason } => write!(f, "object '{object}': {reason}"),
+            BadIrq { object, reason } | BadPciDevice { object, reason } => write!(f, "object '{object}': {reason}"),
             DuplicateVector { vector } => write!(f, "IRQ vector {vector} is used twice"),
             IrqTargetNotNotification { object } => {
                 write!(f, "object '{object}': an IRQ must signal a notification object")
@@ -438,6 +446,29 @@ impl SystemSpec {
                         return Err(SpecError::DuplicateVector { vector: irq.vector });
                     }
                 }
+                ObjectKind::PciBarFrames { driver, bar, size } => {
+                    if *size == 0 || !aligned(*size) {
+                        return Err(SpecError::BadFrameSize { object: name(), size: *size });
+                    }
+                    self.validate_pci(name, driver, *bar)?;
+                }
+                ObjectKind::PciBarPorts { driver, bar } => self.validate_pci(name, driver, *bar)?,
+                ObjectKind::PciIrq(irq) => {
+                    self.validate_pci(name, &irq.driver, 0)?;
+                    if irq.vector > MAX_IRQ_VECTOR {
+                        return Err(SpecError::BadIrq { object: name(), reason: "IRQ vector must be 0..=107" });
+                    }
+                    if irq.badge == 0 || irq.badge >= 1 << 28 {
+                        return Err(SpecError::BadIrq { object: name(), reason: "badge must be 1..2^28" });
+                    }
+                    match self.object(irq.notification) {
+                        Some(target) if target.kind == ObjectKind::Notification => {}
+                        _ => return Err(SpecError::IrqTargetNotNotification { object: name() }),
+                    }
+                    if !vectors.insert(irq.vector) {
+                        return Err(SpecError::DuplicateVector { vector: irq.vector });
+                    }
+                }
             }
         }
         let names = |(a, b): (usize, usize)| (self.objects[a].name.clone(), self.objects[b].name.clone());
@@ -492,6 +523,18 @@ impl SystemSpec {
         Ok(())
     }
 
+    /// A found-at-boot device object: a BAR number of a type 0 header and
+    /// a driver that names what it drives.
+    fn validate_pci(&self, name: impl Fn() -> String, driver: &str, bar: u8) -> Result<(), SpecError> {
+        if bar > 5 {
+            return Err(SpecError::BadPciDevice { object: name(), reason: "BAR number must be 0..=5" });
+        }
+        match self.components.iter().find(|c| c.name == driver) {
+            Some(c) if c.pci_match.is_some() => Ok(()),
+            _ => Err(SpecError::BadPciDevice { object: name(), reason: "its driver is no component with a match" }),
+        }
+    }
+
     /// One capability: its object exists and can carry its rights.
     fn validate_cap(&self, c: &Component, cap: &Cap) -> Result<(), SpecError> {
         let object =
@@ -503,10 +546,13 @@ impl SystemSpec {
                     return Err(bad("an endpoint or notification capability without rights is useless"));
                 }
             }
-            ObjectKind::Frames { .. } | ObjectKind::DeviceFrames { .. } => {
+            ObjectKind::Frames { .. } | ObjectKind::DeviceFrames { .. } | ObjectKind::PciBarFrames { .. } => {
                 return Err(bad("frames are mapped, not placed in a CSpace"));
             }
-            ObjectKind::IoApicIrq(_) | ObjectKind::IoPorts { .. } => {
+            ObjectKind::IoApicIrq(_)
+            | ObjectKind::IoPorts { .. }
+            | ObjectKind::PciIrq(_)
+            | ObjectKind::PciBarPorts { .. } => {
                 if cap.badge != 0 {
                     return Err(bad("only endpoint and notification capabilities carry badges"));
                 }
@@ -567,9 +613,11 @@ impl SystemSpec {
             Binding::EventConsumer { slot } => expect(slot, is_notification, |r| r.read),
             Binding::InterruptConsumer { slot, irq_handler_slot } => {
                 expect(slot, is_notification, |r| r.read)?;
-                expect(irq_handler_slot, |k| matches!(k, ObjectKind::IoApicIrq(_)), |_| true)
+                expect(irq_handler_slot, |k| matches!(k, ObjectKind::IoApicIrq(_) | ObjectKind::PciIrq(_)), |_| true)
             }
-            Binding::IoPortUser { slot } => expect(slot, |k| matches!(k, ObjectKind::IoPorts { .. }), |_| true),
+            Binding::IoPortUser { slot } => {
+                expect(slot, |k| matches!(k, ObjectKind::IoPorts { .. } | ObjectKind::PciBarPorts { .. }), |_| true)
+            }
             Binding::Dataport { vaddr, size, access } => {
                 let mapping = mappings.get(&vaddr).ok_or_else(|| bad("no mapping at the dataport's address"))?;
                 let mapped_size = self.object(mapping.object).and_then(|o| o.kind.mappable_size());
@@ -580,7 +628,10 @@ impl SystemSpec {
                     return Err(bad("the mapping's rights differ from the dataport's"));
                 }
                 if access == Access::ReadOnly
-                    && matches!(self.object(mapping.object).map(|o| &o.kind), Some(ObjectKind::DeviceFrames { .. }))
+                    && matches!(
+                        self.object(mapping.object).map(|o| &o.kind),
+                        Some(ObjectKind::DeviceFrames { .. } | ObjectKind::PciBarFrames { .. })
+                    )
                 {
                     return Err(bad("device memory is always mapped read-write"));
                 }

@@ -113,6 +113,7 @@ impl System {
         let mut info = StartInfo::new(&component.name, instance.index as u64, instance.restarts, flags, fault_slot);
         info.seed = seed::random_seed();
         info.tsc_mhz = component_runtime::time::measured_tsc_mhz().unwrap_or(0);
+        self.discovery.fill(&mut info);
         if self.progress_frames.get(instance.index).copied().flatten().is_some() {
             info.flags |= start::START_FLAG_PROGRESS;
         }
@@ -276,6 +277,7 @@ impl System {
                 Loaded::Frames(_) => {
                     return Err(LoadError(format!("slot {}: frames are mapped, not granted", cap.slot)))
                 }
+                Loaded::Absent => return Err(LoadError(format!("slot {}: its device was not found", cap.slot))),
             };
             invoke("CNode_Mint (component capability)", result)?;
         }

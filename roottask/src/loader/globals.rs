@@ -4,11 +4,13 @@
 //! of the components that use them.
 
 use super::{device, elf, invoke, LoadError};
+use crate::discovery::Discovery;
 use crate::objects::{ObjectAllocator, Retype};
 use alloc::format;
 use alloc::vec::Vec;
+use pci::Route;
 use sel4::{CPtr, CapData, CapRights, ObjectType, Word};
-use system_spec::{IoApicIrq, ObjectKind, SystemSpec, LARGE_PAGE_SIZE};
+use system_spec::{IoApicIrq, ObjectKind, SystemSpec, LARGE_PAGE_SIZE, PAGE_SIZE};
 
 /// `CONFIG_RETYPE_FAN_OUT_LIMIT` (kernel-config/common.h): the most objects
 /// one Untyped_Retype may make.
@@ -22,6 +24,9 @@ pub(super) enum Loaded {
     Frames(Frames),
     IrqHandler(CPtr),
     IoPorts(CPtr),
+    /// A device object of a driver that got no device at boot (it is not
+    /// started, so nothing refers to this).
+    Absent,
 }
 
 /// The frame capabilities backing one dataport, in address order.
@@ -34,15 +39,90 @@ pub(super) struct Frames {
 
 /// Makes every global object of `spec`, in order (an IRQ names a
 /// notification made before it).
-pub(super) fn make_objects(global: &mut ObjectAllocator<'_>, spec: &SystemSpec) -> Result<Vec<Loaded>, LoadError> {
+pub(super) fn make_objects(
+    global: &mut ObjectAllocator<'_>,
+    spec: &SystemSpec,
+    found: &Discovery,
+) -> Result<Vec<Loaded>, LoadError> {
     let mut devices = device::DeviceMemory::new(global.bootinfo());
     let mut objects = Vec::with_capacity(spec.objects.len());
     for object in &spec.objects {
-        let loaded = make_object(global, &mut devices, &objects, &object.kind)
-            .map_err(|e| LoadError(format!("object {}: {e}", object.name)))?;
+        let loaded = match pci_object(&object.kind, found) {
+            Some(Err(())) => Loaded::Absent,
+            // A device found at boot that cannot be had (its BAR in no
+            // device region, a pin the kernel refuses) costs its driver
+            // alone: it is not started (`System::build_all`).
+            Some(Ok(kind)) => make_object(global, &mut devices, &objects, &kind).unwrap_or_else(|e| {
+                component_runtime::error!("object {}: {e}", object.name);
+                Loaded::Absent
+            }),
+            None => make_object(global, &mut devices, &objects, &object.kind)
+                .map_err(|e| LoadError(format!("object {}: {e}", object.name)))?,
+        };
         objects.push(loaded);
     }
     Ok(objects)
+}
+
+/// A device object of a function found at boot, as the fixed object it
+/// resolves to: `None` for objects that are fixed already, `Some(Err)`
+/// when the driver got no device (or the BAR is not what the spec needs:
+/// said here, and the driver is then not started).
+fn pci_object(kind: &ObjectKind, found: &Discovery) -> Option<Result<ObjectKind, ()>> {
+    use pci::Bar;
+    let (driver, bar) = match kind {
+        ObjectKind::PciBarFrames { driver, bar, .. } | ObjectKind::PciBarPorts { driver, bar } => (driver, *bar),
+        ObjectKind::PciIrq(irq) => (&irq.driver, 0),
+        _ => return None,
+    };
+    let Some((f, binding)) = found.bound(driver) else { return Some(Err(())) };
+    // The register frames map the BAR the device names where it names one
+    // (virtio's capabilities), else the assembly's: one BAR, never all of
+    // the function's.
+    let bar = match kind {
+        ObjectKind::PciBarFrames { .. } => binding.regs_bar.unwrap_or(bar),
+        _ => bar,
+    };
+    let fail = |what: core::fmt::Arguments<'_>| {
+        component_runtime::error!("pci {}: {what}: {driver} not started", f.function);
+        Some(Err(()))
+    };
+    Some(Ok(match (kind, f.bars.get(bar as usize).copied().unwrap_or(Bar::None)) {
+        (ObjectKind::PciBarFrames { size, .. }, Bar::Memory { base, size: bar_size }) => {
+            // A BAR smaller than the dataport (virtio's 16 KiB in the
+            // e1000's 128 KiB) is mapped at its own size, no more: the
+            // driver reads that size from its start record and bounds
+            // every access by it.
+            let mapped = bar_size.min(*size);
+            if mapped < PAGE_SIZE || mapped % PAGE_SIZE != 0 || base % PAGE_SIZE != 0 {
+                return fail(format_args!(
+                    "bar{bar} is {bar_size:#x} bytes at {base:#x}: not whole pages the driver can map ({size:#x} at most)"
+                ));
+            }
+            ObjectKind::DeviceFrames { paddr: base, size: mapped }
+        }
+        (ObjectKind::PciBarPorts { .. }, Bar::Io { base, size }) => {
+            ObjectKind::IoPorts { first: base, last: base + (size - 1) }
+        }
+        (ObjectKind::PciIrq(irq), _) => {
+            let Route::IoApic { pin, active_low } = binding.route else {
+                return fail(format_args!("its interrupt cannot be routed"));
+            };
+            ObjectKind::IoApicIrq(IoApicIrq {
+                ioapic: 0,
+                pin: u32::from(pin),
+                level_triggered: true,
+                active_low,
+                vector: irq.vector,
+                notification: irq.notification,
+                badge: irq.badge,
+            })
+        }
+        (ObjectKind::PciBarFrames { .. }, other) => {
+            return fail(format_args!("bar{bar} is not a memory BAR ({other:?})"))
+        }
+        (_, other) => return fail(format_args!("bar{bar} is not an I/O BAR ({other:?})")),
+    }))
 }
 
 /// Makes one global object of the spec.
@@ -76,6 +156,9 @@ fn make_object(
                 ),
             )?;
             Loaded::IoPorts(slot)
+        }
+        ObjectKind::PciBarFrames { .. } | ObjectKind::PciBarPorts { .. } | ObjectKind::PciIrq(_) => {
+            unreachable!("resolved by pci_object")
         }
     })
 }

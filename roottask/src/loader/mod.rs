@@ -26,6 +26,7 @@ mod seed;
 
 pub use root_pages::events_page;
 
+use crate::discovery::Discovery;
 use crate::objects::{AllocError, ComponentMemory, ObjectAllocator, Retype};
 use crate::vspace::{MapError, Scratch};
 use alloc::format;
@@ -111,6 +112,8 @@ pub struct System {
     /// Per spec component: the frame of its progress page, if the assembly
     /// watches it (`hang_cpu_ms`); made once, kept across restarts.
     progress_frames: Vec<Option<CPtr>>,
+    /// The PCI functions found at boot and which driver each is bound to.
+    discovery: Discovery,
 }
 
 /// Lets every component built so far run until it blocks, then takes the
@@ -137,10 +140,11 @@ impl System {
         spec: SystemSpec,
         elves: &'static [(&'static str, &'static [u8])],
         debug_kernel: bool,
+        discovery: Discovery,
     ) -> Result<System, LoadError> {
         let scratch = Scratch::new(global)?;
         let fault_endpoint = global.object(ObjectType::Endpoint, 0)?;
-        let objects = globals::make_objects(global, &spec)?;
+        let objects = globals::make_objects(global, &spec, &discovery)?;
         let events_frame = root_pages::make_events_page(global, &spec)?;
         let events_caps = root_pages::events_caps(global, &spec, &objects)?;
         let root_ring = root_pages::make_root_ring(global, &spec, &objects)?;
@@ -157,6 +161,7 @@ impl System {
             events_frame,
             events_caps,
             root_ring,
+            discovery,
         };
         system.reserve_all(global);
         system.build_all();
@@ -199,6 +204,19 @@ impl System {
         let mut order: Vec<usize> = (0..self.instances.len()).collect();
         order.sort_by_key(|&p| core::cmp::Reverse(self.spec.components[self.instances[p].index].priority));
         for position in order {
+            let component = &self.spec.components[self.instances[position].index];
+            if component.pci_match.is_some() && self.discovery.bound(&component.name).is_none() {
+                // Discovery said why (no device, or none it could route).
+                continue;
+            }
+            let absent = |o: system_spec::ObjectId| matches!(self.objects[o.0 as usize], Loaded::Absent);
+            if component.caps.iter().any(|c| absent(c.object)) || component.mappings.iter().any(|m| absent(m.object)) {
+                component_runtime::error!(
+                    "component {}: not started: a device object of it could not be made",
+                    component.name
+                );
+                continue;
+            }
             let mut instance = core::mem::replace(&mut self.instances[position], placeholder());
             match self.build(&mut instance) {
                 Ok(()) => let_built_components_run(),

@@ -69,7 +69,9 @@ fn dataport_frames(spec: &SystemSpec, component: &Component) -> u64 {
         .iter()
         .map(|m| match spec.objects.get(m.object.0 as usize).map(|o| &o.kind) {
             Some(ObjectKind::Frames { size }) => size.div_ceil(system_spec::frame_size(*size)),
-            Some(ObjectKind::DeviceFrames { size, .. }) => size.div_ceil(elf::PAGE),
+            Some(ObjectKind::DeviceFrames { size, .. } | ObjectKind::PciBarFrames { size, .. }) => {
+                size.div_ceil(elf::PAGE)
+            }
             _ => 0,
         })
         .sum()

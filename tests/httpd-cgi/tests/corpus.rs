@@ -90,7 +90,7 @@ fn pump<'d>(h: &mut Harness<'d>, c: ConnId, progs: &mut cgi::Programs<'d, NoFrag
             return (all, false);
         }
         for call in dr.cgi {
-            let mut counters = cgi::Counters { uptime_ms: h.now.get(), components: Vec::new() };
+            let mut counters = cgi::Counters { uptime_ms: h.now.get(), components: Vec::new(), devices: Vec::new() };
             let mut v = Values::<HttpdCounter>::new();
             h.srv.counters(&mut v);
             counters.push(cgi::Component::from_counters("httpd", v.iter().map(|(c, n)| (c.name(), n))));

@@ -135,11 +135,12 @@ fn iolite_system_compiles() {
     for expected in ["pci_config", "ticker", "netdrv", "netstack", "fs", "httpd", "cgi"] {
         assert!(names.contains(&expected), "{expected} missing from {names:?}");
     }
-    // The e1000's registers are device memory, mapped uncached in netdrv only.
+    // The e1000's registers are BAR0 of the NIC found at boot for netdrv
+    // (no address in the assembly), mapped uncached in netdrv only.
     let regs = spec
         .objects
         .iter()
-        .position(|o| o.kind == ObjectKind::DeviceFrames { paddr: 0xfebc0000, size: 0x20000 })
+        .position(|o| o.kind == ObjectKind::PciBarFrames { driver: "netdrv".into(), bar: 0, size: 0x20000 })
         .unwrap();
     let holders: Vec<_> = spec
         .components
@@ -150,16 +151,31 @@ fn iolite_system_compiles() {
     assert_eq!(holders, ["netdrv"]);
     let netdrv = spec.component("netdrv").unwrap();
     assert!(netdrv.mappings.iter().any(|m| m.vaddr == DATAPORT_BASE && m.object.0 as usize == regs && !m.cached));
-    // The e1000's INTA# as the MADT describes it: pin 11, level, active high.
-    let irqs: Vec<_> = spec
+    assert_eq!(netdrv.pci_match.as_deref(), Some("net"));
+    assert_eq!(spec.component("fs").unwrap().pci_match.as_deref(), Some("block"));
+    // No device address anywhere: the disk's ports are its BAR0, both
+    // interrupts the loader's to route; only fixed ISA devices (COM1, the
+    // PIT, the RTC, 0xCF8) have addresses.
+    assert!(spec.objects.iter().any(|o| o.kind == ObjectKind::PciBarPorts { driver: "fs".into(), bar: 0 }));
+    let pci_irqs: Vec<_> = spec
         .objects
         .iter()
         .filter_map(|o| match &o.kind {
-            ObjectKind::IoApicIrq(irq) => Some((irq.pin, irq.level_triggered, irq.active_low)),
+            ObjectKind::PciIrq(irq) => Some((irq.driver.as_str(), irq.vector)),
             _ => None,
         })
         .collect();
-    assert!(irqs.contains(&(11, true, false)), "{irqs:?}");
+    assert_eq!(pci_irqs, [("netdrv", 11), ("fs", 10)]);
+    assert!(!spec.objects.iter().any(|o| matches!(o.kind, ObjectKind::DeviceFrames { .. })));
+    let pins: Vec<_> = spec
+        .objects
+        .iter()
+        .filter_map(|o| match &o.kind {
+            ObjectKind::IoApicIrq(irq) => Some(irq.pin),
+            _ => None,
+        })
+        .collect();
+    assert_eq!(pins, [2], "the PIT alone has a fixed pin");
     // PCI configuration space belongs to pci_config alone (address/data pair).
     let pci_ports =
         spec.objects.iter().position(|o| o.kind == ObjectKind::IoPorts { first: 0xcf8, last: 0xcff }).unwrap();

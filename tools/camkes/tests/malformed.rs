@@ -301,7 +301,7 @@ assembly { composition {
     connection seL4HardwareIOPort io(from drv.ports, to uart.ports);
 } }"#,
         extra: &[],
-        message: r#"seL4HardwareIOPort connection 'io' needs 'uart.ports_attributes = "0xFIRST:0xLAST"'"#,
+        message: r#"seL4HardwareIOPort connection 'io' needs 'uart.ports_bar' (an I/O BAR of the PCI device its driver matches) or 'uart.ports_attributes = "0xFIRST:0xLAST"'"#,
         at: "6:57",
     },
     Case {
@@ -452,7 +452,7 @@ assembly { composition {
     dev.regs_size = 4096;
 } }"#,
         extra: &[],
-        message: r#"seL4HardwareMMIO connection 'm' needs 'dev.regs_paddr'"#,
+        message: r#"seL4HardwareMMIO connection 'm' needs 'dev.regs_bar' (a BAR of the PCI device its driver matches) or 'dev.regs_paddr'"#,
         at: "6:53",
     },
     Case {
@@ -491,7 +491,7 @@ assembly { composition { component Dev dev; } configuration {
     dev.irq_irq_type = "msi";
 } }"#,
         extra: &[],
-        message: r#"'dev.irq_irq_type' = "msi" is not supported; use "ioapic", "isa" or "pci""#,
+        message: r#"'dev.irq_irq_type' = "msi" is not supported; use "device" (the interrupt of the PCI function found for the driver), or "ioapic", "isa" or "pci""#,
         at: "4:24",
     },
     Case {
@@ -1233,10 +1233,103 @@ component C { control; uses P p; }
 component PciConfig { control; provides P pci; attribute string allow[]; }
 assembly { composition { component C fs; component PciConfig pci_config;
     connection seL4RPCCall r(from fs.p, to pci_config.pci); }
-  configuration { pci_config.allow = ["fs=00:05.0", "2=00:03.0"]; } }"#,
+  configuration { fs.match = "block"; pci_config.allow = ["fs=block", "2=net"]; } }"#,
         extra: &[],
         message: r#"'pci_config.allow' names '2', which does not call 'pci_config.pci' (its clients: fs)"#,
-        at: "7:53",
+        at: "7:71",
+    },
+    Case {
+        name: "a match no driver here has",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf regs; emits Irq irq; }
+component Drv { control; dataport Buf regs; consumes Irq irq; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareMMIO m(from drv.regs, to dev.regs);
+    connection seL4HardwareInterrupt i(from dev.irq, to drv.irq);
+  } configuration {
+    drv.match = "sound"; dev.regs_bar = 0; dev.regs_size = 4096; dev.irq_irq_type = "device"; dev.irq_irq_vector = 5;
+} }"#,
+        extra: &[],
+        message: r#"names no kind of device a driver here drives; use one of "net", "block""#,
+        at: "9:17",
+    },
+    Case {
+        name: "a BAR for a driver without a match",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf regs; emits Irq irq; }
+component Drv { control; dataport Buf regs; consumes Irq irq; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareMMIO m(from drv.regs, to dev.regs);
+    connection seL4HardwareInterrupt i(from dev.irq, to drv.irq);
+  } configuration {
+    dev.regs_bar = 0; dev.regs_size = 4096; dev.irq_irq_type = "device"; dev.irq_irq_vector = 5;
+} }"#,
+        extra: &[],
+        message: r#"is a device found at boot, but its driver 'drv' names no match (set 'drv.match', e.g. "net")"#,
+        at: "6:40",
+    },
+    Case {
+        name: "a fixed address and a BAR",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf regs; emits Irq irq; }
+component Drv { control; dataport Buf regs; consumes Irq irq; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareMMIO m(from drv.regs, to dev.regs);
+    connection seL4HardwareInterrupt i(from dev.irq, to drv.irq);
+  } configuration {
+    drv.match = "net"; dev.regs_paddr = 0x1000; dev.regs_bar = 0; dev.regs_size = 4096;
+} }"#,
+        extra: &[],
+        message: r#"has both '_paddr' and '_bar'"#,
+        at: "6:53",
+    },
+    Case {
+        name: "a device interrupt with a fixed pin",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf regs; emits Irq irq; }
+component Drv { control; dataport Buf regs; consumes Irq irq; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareMMIO m(from drv.regs, to dev.regs);
+    connection seL4HardwareInterrupt i(from dev.irq, to drv.irq);
+  } configuration {
+    drv.match = "net"; dev.regs_bar = 0; dev.regs_size = 4096; dev.irq_irq_type = "device"; dev.irq_irq_ioapic_pin = 11; dev.irq_irq_vector = 5;
+} }"#,
+        extra: &[],
+        message: r#"does not apply: irq type "device" is routed by the loader"#,
+        at: "9:118",
+    },
+    Case {
+        name: "a BAR number past 5",
+        source: r#"import <std_connector.camkes>;
+component Dev { hardware; dataport Buf regs; emits Irq irq; }
+component Drv { control; dataport Buf regs; consumes Irq irq; }
+assembly { composition {
+    component Dev dev; component Drv drv;
+    connection seL4HardwareMMIO m(from drv.regs, to dev.regs);
+    connection seL4HardwareInterrupt i(from dev.irq, to drv.irq);
+  } configuration {
+    drv.match = "net"; dev.regs_bar = 6; dev.regs_size = 4096;
+} }"#,
+        extra: &[],
+        message: r#"'dev.regs_bar' = 6 is out of range (0..=5)"#,
+        at: "9:39",
+    },
+    Case {
+        name: "a pci_config grant that is not the client's match",
+        source: r#"import <std_connector.camkes>;
+procedure P { void f(); }
+component C { control; uses P p; }
+component PciConfig { control; provides P pci; attribute string allow[]; }
+assembly { composition { component C fs; component PciConfig pci_config;
+    connection seL4RPCCall r(from fs.p, to pci_config.pci); }
+  configuration { fs.match = "block"; pci_config.allow = ["fs=net"]; } }"#,
+        extra: &[],
+        message: r#"'pci_config.allow': "fs=net" is not the device bound to its client: 'fs' drives "block""#,
+        at: "7:59",
     },
     Case {
         name: "a default an attribute does not know",

@@ -38,7 +38,7 @@ fn each_device_region_is_mapped_in_exactly_one_component() {
     let out = compile();
     let mut devices = 0;
     for o in &out.spec.objects {
-        if let ObjectKind::DeviceFrames { .. } = o.kind {
+        if let ObjectKind::DeviceFrames { .. } | ObjectKind::PciBarFrames { .. } = o.kind {
             devices += 1;
             let holders = mappings(&out.spec, &o.name);
             let components: BTreeSet<_> = holders.iter().map(|(c, _)| c.as_str()).collect();

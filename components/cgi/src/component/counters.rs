@@ -42,9 +42,25 @@ fn counter_page<C: Counter>(name: &str, page: &CounterPage) -> Option<Component>
     Some(c)
 }
 
+/// The PCI functions the root task found at boot (our start record).
+fn devices() -> Vec<cgi::Device> {
+    let Some(start) = component_runtime::start::start_info() else { return Vec::new() };
+    start
+        .pci_devices()
+        .iter()
+        .map(|r| cgi::Device {
+            bdf: pci::Function::from_bdf(u32::from(r.bdf)).map(|f| alloc::format!("{f}")).unwrap_or_default(),
+            vendor: r.vendor,
+            device: r.device,
+            class: r.class,
+            driver: r.driver().into(),
+        })
+        .collect()
+}
+
 /// Every component's counters, for `/cgi-bin/stats` and the page.
 pub(super) fn collect() -> Counters {
-    let mut all = Counters { uptime_ms: now_ms(), components: Vec::new() };
+    let mut all = Counters { uptime_ms: now_ms(), components: Vec::new(), devices: devices() };
     // SAFETY: the counter pages, mapped read-only; we only load from them.
     let (httpd, stk, drv) = unsafe {
         (

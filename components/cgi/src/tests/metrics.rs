@@ -12,7 +12,7 @@ use crate::metrics::{is_gauge, to_metrics};
 use crate::stats::{Component, Counters};
 
 fn sample() -> Counters {
-    let mut c = Counters { uptime_ms: 61_500, components: Vec::new() };
+    let mut c = Counters { uptime_ms: 61_500, components: Vec::new(), devices: Vec::new() };
     let mut h = Component::new("httpd").with("requests", 12).with("connections_active", 2).with("bytes_copied", 0);
     h.describe("requests", " Complete requests parsed \\ (including rejected ones).");
     c.push(h);

@@ -22,10 +22,11 @@
 //! Lines it prints (stable; tests/robot/filesystem.robot waits for some):
 //!
 //! ```text
-//! [fs] virtio-blk at 00:05.0: I/O ports 0xc000, interrupt line 10 (irq), queue 256, 16384 sectors
+//! [fs] virtio-blk at 00:05.0: I/O ports 0xc000, ioapic pin 10 (irq), queue 256, 16384 sectors
 //! [fs] superblock: magic 0xef53
 //! [fs] mounted ext2: block size 4096, cache budget 2048 KiB, chunk 16 KiB, pool 1023 pages, mode iolite
 //! [fs] cache policy lru                                   (or gds: fs.cache_policy)
+//! [fs] /.iolite/config: address 10.0.2.20/24, ...         (or why not: site.rs)
 //! [fs] ready
 //! [fs] evict <ino> <offset> referenced|unreferenced       (when fs.evict_log = 1)
 //! [fs] budget <bytes>                                     (set_budget)
@@ -50,6 +51,7 @@
 
 mod probe;
 mod rpc;
+mod site;
 mod virtio_blk;
 
 use alloc::boxed::Box;
@@ -158,7 +160,7 @@ fn main(start: &'static StartInfo) -> ! {
         Ok(dev) => dev,
         Err(msg) => {
             error!("{msg}");
-            component_runtime::exit(1)
+            no_disk()
         }
     };
     serve(dev, start)
@@ -185,6 +187,7 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
     let sizes: Vec<usize> = CLIENT_FILES[..CLIENTS].iter().map(|&n| n as usize).collect();
 
     let mut fs = mount(dev, d);
+    site::load(&mut fs);
     let peers = Peers::new(start);
     let elastic = (MEMORY_BUDGET > 0).then(|| {
         let pool_bytes = POOL_PAGES as usize * iolite::PAGE_SIZE;
@@ -236,6 +239,13 @@ fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
     glue::fs::run(&mut server)
 }
 
+/// Without a disk we can read: the others run on the assembly's defaults
+/// (the config page says so at once, rather than after their wait).
+fn no_disk() -> ! {
+    site::publish(site_config::page::Source::NoDisk, &site_config::Settings::default());
+    component_runtime::exit(1)
+}
+
 /// Step one of bring-up, kept as a check: the superblock's magic, read
 /// raw from sector 2 (bytes 1024.. of the disk).
 fn check_superblock(dev: &mut VirtioBlk) {
@@ -245,7 +255,7 @@ fn check_superblock(dev: &mut VirtioBlk) {
         Ok(()) => log!("superblock: magic {:#06x}", u16::from_le_bytes([sb[56], sb[57]])),
         Err(e) => {
             error!("reading the superblock failed: {e:?}");
-            component_runtime::exit(1)
+            no_disk()
         }
     }
 }
@@ -262,7 +272,7 @@ fn mount(dev: VirtioBlk, d: &'static Domain) -> Fs<'static, VirtioBlk> {
         Ok(fs) => fs,
         Err(e) => {
             error!("mount failed: {e}");
-            component_runtime::exit(1)
+            no_disk()
         }
     };
     let evict_log = glue::attributes::EVICT_LOG != 0;

@@ -18,7 +18,7 @@ use nic_api::CounterPage;
 
 use super::glue::pools::{APP_POOL, HDR_POOL, RX_POOL, SOCK_POOL};
 use super::nic::Nic;
-use super::probe::{Found, E1000 as PCI_NIC};
+use super::probe::Found;
 use super::relink::{publish_link, wait_for_fresh_link, Relink};
 use super::{glue, Driver, StartDma, NETSTACK, NETSTACK_NAME, POLL, TAKEOVER, TSO};
 
@@ -55,8 +55,9 @@ impl Driver {
         publish_link(&chan, mac, up, tso);
         let m = mac;
         log!(
-            "{} at {PCI_NIC} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
+            "{} at {} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
             if matches!(nic, Nic::E1000(_)) { "e1000" } else { "virtio-net" },
+            super::probe::nic(start).map_or(pci::Function::new(0, 0, 0), |d| d.function()),
             m[0],
             m[1],
             m[2],

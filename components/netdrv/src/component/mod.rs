@@ -7,10 +7,13 @@
 //! addresses, the link with netstack, the loop. What follows describes the
 //! e1000 path; the virtio one is the same in kind (README, "virtio-net").
 //!
-//! * **Discovery:** PCI configuration space through pci_config; the NIC
-//!   must be at 00:03.0 with its register BAR (the e1000's BAR0, the BAR
-//!   virtio's capabilities name) where the assembly maps the registers.
-//!   Memory decoding and bus mastering (DMA) are switched on.
+//! * **Discovery:** the root task finds the NIC (an e1000 or a virtio-net
+//!   1.0 device) at boot and binds it to netdrv (`netdrv.match = "net"`):
+//!   the start record names its function, the loader maps its register
+//!   BAR (the e1000's BAR0, the BAR virtio's capabilities name) and routes
+//!   its interrupt. netdrv checks the IDs and that BAR through pci_config,
+//!   bounds every access by the BAR's real size, and switches memory
+//!   decoding and bus mastering (DMA) on.
 //! * **Receive:** 512 RX descriptors, each pointing at a one-page buffer of
 //!   the driver's IO-Lite pool (`rx_pool`, read-only for netstack). A
 //!   completed buffer is sealed at the frame's length and goes up to netstack

@@ -3,10 +3,11 @@
 //! precursor to the e1000 driver. Boot with `simulate --net`.
 //!
 //! 1. **I/O ports:** reads PCI configuration space through 0xCF8/0xCFC,
-//!    lists every function on bus 0, reports the e1000 at 00:03.0 (IDs,
+//!    lists every function on bus 0, reports the e1000 the root task bound
+//!    to it (IDs,
 //!    BAR0 and its size, interrupt line and pin), and shows that the kernel
 //!    refuses ports outside the granted range through the same capability.
-//! 2. **MMIO:** checks BAR0 against the address the assembly declares, then
+//! 2. **MMIO:** checks BAR0 against the address the loader mapped, then
 //!    reads STATUS and the MAC address from the uncached register mapping.
 //! 3. **Interrupts:** raises an interrupt cause through the device's ICS
 //!    register, waits (bounded) for the IOAPIC interrupt on the notification,
@@ -29,9 +30,9 @@ mod pci;
 component_runtime::component_entry!(main);
 include!(concat!(env!("IOLITE_GLUE_DIR"), "/pci_probe.rs"));
 
-/// Where QEMU's e1000 sits under `-machine pc` (first free slot after the
-/// host bridge, PIIX3 and VGA).
-const E1000: pci::Device<pci::ThroughPorts> = pci::Device::new(pci::ThroughPorts, pci::Function::new(0, 3, 0));
+/// The e1000, wherever the root task found it (its start record names
+/// the function bound to this component: `pci_probe.match = "net"`).
+type E1000 = pci::Device<pci::ThroughPorts>;
 const E1000_VENDOR: u16 = 0x8086;
 const E1000_DEVICE: u16 = 0x100e;
 
@@ -49,10 +50,15 @@ const MAX_POLLS: u32 = 100_000;
 fn main(start: &'static component_runtime::start::StartInfo) -> ! {
     log!("hwprobe started");
     // The loader's start record says where the MMIO dataport is physically
-    // (hwprobe.camkes's e1000.regs_paddr); check_bar0 compares it with what
+    // (BAR0 as the root task found it); check_bar0 compares it with what
     // the firmware put in BAR0.
     let mapped_bar0 = start.physical_address(glue::regs::VADDR as u64).unwrap_or(0);
-    if let Err(e) = probe(mapped_bar0) {
+    let Some(function) = start.own_pci_device().and_then(|r| pci::Function::from_bdf(u32::from(r.bdf))) else {
+        error!("the start record names no PCI function bound to this component");
+        component_runtime::exit(1)
+    };
+    let dev = pci::Device::new(pci::ThroughPorts, function);
+    if let Err(e) = probe(&dev, mapped_bar0) {
         error!("I/O port access to PCI configuration space failed: {e:?}");
     }
     log!("hwprobe done");
@@ -60,15 +66,15 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
 }
 
 /// All steps; an `Err` is an I/O port access that should have worked.
-fn probe(mapped_bar0: u64) -> sel4::Result<()> {
+fn probe(dev: &E1000, mapped_bar0: u64) -> sel4::Result<()> {
     scan_bus0()?;
-    let e1000_found = report_e1000()?;
+    let e1000_found = report_e1000(dev)?;
     check_port_range();
     if !e1000_found {
-        log!("no e1000 at {E1000}: boot with --net; skipping MMIO and interrupts");
+        log!("no e1000 at {dev}: boot with --net; skipping MMIO and interrupts");
         return Ok(());
     }
-    if !check_bar0(mapped_bar0)? {
+    if !check_bar0(dev, mapped_bar0)? {
         log!("skipping MMIO and interrupts: the register mapping is not the e1000's");
         return Ok(());
     }
@@ -91,26 +97,26 @@ fn scan_bus0() -> sel4::Result<()> {
 
 /// Step 1b: the e1000's identity, BAR0 and interrupt routing. Returns
 /// whether it is there.
-fn report_e1000() -> sel4::Result<bool> {
-    let Some((vendor, device)) = E1000.ids()? else {
+fn report_e1000(dev: &E1000) -> sel4::Result<bool> {
+    let Some((vendor, device)) = dev.ids()? else {
         return Ok(false);
     };
-    log!("pci {E1000}: vendor {vendor:#06x} device {device:#06x}");
+    log!("pci {dev}: vendor {vendor:#06x} device {device:#06x}");
     if (vendor, device) != (E1000_VENDOR, E1000_DEVICE) {
-        error!("pci {E1000}: expected the e1000 ({E1000_VENDOR:#06x}:{E1000_DEVICE:#06x})");
+        error!("pci {dev}: expected the e1000 ({E1000_VENDOR:#06x}:{E1000_DEVICE:#06x})");
         return Ok(false);
     }
-    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
+    let command = dev.read(pci::REG_COMMAND)? & 0xffff;
     log!(
-        "pci {E1000}: command {command:#06x} (memory {}, INTx {})",
+        "pci {dev}: command {command:#06x} (memory {}, INTx {})",
         if command & pci::COMMAND_MEMORY != 0 { "on" } else { "off" },
         if command & pci::COMMAND_INTX_DISABLE != 0 { "disabled" } else { "enabled" },
     );
-    match E1000.memory_bar0()? {
-        Some(bar) => log!("pci {E1000}: bar0 {:#x} size {:#x}", bar.base, bar.size),
-        None => error!("pci {E1000}: BAR0 is an I/O BAR"),
+    match dev.memory_bar0()? {
+        Some(bar) => log!("pci {dev}: bar0 {:#x} size {:#x}", bar.base, bar.size),
+        None => error!("pci {dev}: BAR0 is an I/O BAR"),
     }
-    let interrupt = E1000.read(pci::REG_INTERRUPT)?;
+    let interrupt = dev.read(pci::REG_INTERRUPT)?;
     let (line, pin) = (interrupt & 0xff, (interrupt >> 8) & 0xff);
     let pin_name = match pin {
         0 => "none",
@@ -120,7 +126,7 @@ fn report_e1000() -> sel4::Result<bool> {
         4 => "INTD#",
         _ => "invalid",
     };
-    log!("pci {E1000}: interrupt line {line} pin {pin} ({pin_name})");
+    log!("pci {dev}: interrupt line {line} pin {pin} ({pin_name})");
     Ok(true)
 }
 
@@ -147,26 +153,26 @@ fn report_refusal(what: &str, result: sel4::Result<u32>) {
 /// Step 2a: does the mapping the loader made really cover the e1000's
 /// registers? BAR0 must be where the assembly says, as large as the
 /// dataport, and answered (memory decoding on).
-fn check_bar0(mapped_bar0: u64) -> sel4::Result<bool> {
-    let Some(bar) = E1000.memory_bar0()? else {
+fn check_bar0(dev: &E1000, mapped_bar0: u64) -> sel4::Result<bool> {
+    let Some(bar) = dev.memory_bar0()? else {
         return Ok(false);
     };
     if bar.base != mapped_bar0 || bar.size != glue::regs::SIZE as u64 {
         error!(
-            "pci {E1000}: bar0 {:#x} size {:#x}, but the assembly maps {mapped_bar0:#x} size {:#x} \
-             (fix e1000.regs_paddr in hwprobe.camkes)",
+            "pci {dev}: bar0 {:#x} size {:#x}, but the assembly maps {mapped_bar0:#x} size {:#x} \
+             (the loader mapped another BAR)",
             bar.base,
             bar.size,
             glue::regs::SIZE
         );
         return Ok(false);
     }
-    let command = E1000.read(pci::REG_COMMAND)? & 0xffff;
+    let command = dev.read(pci::REG_COMMAND)? & 0xffff;
     if command & pci::COMMAND_MEMORY == 0 {
-        log!("pci {E1000}: enabling memory decoding");
-        E1000.write(pci::REG_COMMAND, command | pci::COMMAND_MEMORY)?;
+        log!("pci {dev}: enabling memory decoding");
+        dev.write(pci::REG_COMMAND, command | pci::COMMAND_MEMORY)?;
     }
-    log!("pci {E1000}: bar0 matches the assembly ({mapped_bar0:#x}, from the loader's start record)");
+    log!("pci {dev}: bar0 matches the mapping ({mapped_bar0:#x}, from the loader's start record)");
     Ok(true)
 }
 

@@ -70,6 +70,128 @@ impl Checker {
         Ok(())
     }
 
+    /// A seL4HardwareMMIO connection: its size, a fixed address or a BAR
+    /// of the device found at boot, and its one driver.
+    fn device_memory(
+        &self,
+        conn: &ConnectionInfo,
+        device_regions: &mut Vec<(u64, u64, usize, Pos, String)>,
+    ) -> Result<()> {
+        let hw = &conn.to[0];
+        let inst = &self.system.instances[hw.instance];
+        let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
+        let mmio = inst.config.mmio.get(&hw.interface);
+        if mmio.is_none_or(|m| m.size == 0) {
+            return err(
+                &hw.pos,
+                format!("seL4HardwareMMIO connection '{}' needs '{}.{iface}_size'", conn.name.text, inst.name.text),
+            );
+        }
+        let paddr = self.paddr_set(hw.instance, &format!("{iface}_paddr"));
+        match (paddr, mmio.and_then(|m| m.bar)) {
+            (true, Some(_)) => {
+                return err(
+                    &hw.pos,
+                    format!("'{}.{iface}' has both '_paddr' and '_bar': a fixed address or a BAR of the device found at boot, not both", inst.name.text),
+                );
+            }
+            (false, None) => {
+                return err(
+                    &hw.pos,
+                    format!(
+                        "seL4HardwareMMIO connection '{}' needs '{}.{iface}_bar' (a BAR of the PCI device its driver matches) or '{}.{iface}_paddr'",
+                        conn.name.text, inst.name.text, inst.name.text
+                    ),
+                );
+            }
+            (false, Some(_)) => {
+                self.matched_driver(&conn.from[0], &format!("{}.{iface}_bar", inst.name.text))?;
+                self.one_driver_only(conn)?;
+            }
+            (true, None) => self.one_driver(conn, device_regions)?,
+        }
+        Ok(())
+    }
+
+    /// A seL4HardwareIOPort connection: a fixed range (not overlapping
+    /// another) or an I/O BAR of the device found at boot.
+    fn io_ports(&self, conn: &ConnectionInfo, port_ranges: &mut Vec<((u16, u16), Pos, String)>) -> Result<()> {
+        let hw = &conn.to[0];
+        let inst = &self.system.instances[hw.instance];
+        let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
+        let range = inst.config.ports.get(&hw.interface).copied();
+        let bar = inst.config.port_bars.contains_key(&hw.interface);
+        let range = match (range, bar) {
+            (Some(_), true) => {
+                return err(
+                    &hw.pos,
+                    format!("'{}.{iface}' has both '_attributes' and '_bar': fixed ports or a BAR of the device found at boot, not both", inst.name.text),
+                );
+            }
+            (None, true) => {
+                let what = format!("{}.{iface}_bar", inst.name.text);
+                self.matched_driver(&conn.from[0], &what)?;
+                return Ok(());
+            }
+            (Some(range), false) => range,
+            (None, false) => {
+                return err(
+                    &hw.pos,
+                    format!(
+                        "seL4HardwareIOPort connection '{}' needs '{}.{iface}_bar' (an I/O BAR of the PCI device its driver matches) or '{}.{iface}_attributes = \"0xFIRST:0xLAST\"'",
+                        conn.name.text, inst.name.text, inst.name.text
+                    ),
+                );
+            }
+        };
+        for (other, other_pos, other_name) in port_ranges.iter() {
+            if range.0 <= other.1 && other.0 <= range.1 {
+                return err(
+                    &hw.pos,
+                    format!(
+                        "I/O ports {:#x}:{:#x} of '{}.{iface}' overlap those of '{other_name}' at {other_pos}",
+                        range.0, range.1, inst.name.text
+                    ),
+                );
+            }
+        }
+        port_ranges.push((range, hw.pos.clone(), format!("{}.{iface}", inst.name.text)));
+        Ok(())
+    }
+
+    /// A device object of the PCI function found at boot needs a driver
+    /// that says what it drives (`<driver>.match`).
+    fn matched_driver(&self, driver: &EndRef, what: &str) -> Result<()> {
+        let inst = &self.system.instances[driver.instance];
+        if inst.config.pci_match.is_none() {
+            return err(
+                &driver.pos,
+                format!(
+                    "'{what}' is a device found at boot, but its driver '{}' names no match (set '{}.match', e.g. \"net\")",
+                    inst.name.text, inst.name.text
+                ),
+            );
+        }
+        Ok(())
+    }
+
+    /// Device memory of a device found at boot belongs to its one driver
+    /// too (where it lies is known only then, and the loader gives each
+    /// function to one driver).
+    fn one_driver_only(&self, conn: &ConnectionInfo) -> Result<()> {
+        let driver = conn.from[0].instance;
+        if let Some(second) = conn.from.iter().find(|e| e.instance != driver) {
+            return err(
+                &second.pos,
+                format!(
+                    "device memory of connection '{}' is already mapped into '{}'; device registers belong to their one driver",
+                    conn.name.text, self.system.instances[driver].name.text
+                ),
+            );
+        }
+        Ok(())
+    }
+
     /// Least rights for shared memory: an end without `_access` is
     /// read-write on the `from` side (the owner, who fills the region) and
     /// read-only on the `to` side; both ends of a channel are read-write.
@@ -258,29 +380,7 @@ impl Checker {
                         }
                     }
                     if conn.connector == ConnectorKind::HardwareMmio {
-                        let hw = &conn.to[0];
-                        let inst = &self.system.instances[hw.instance];
-                        let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
-                        let mmio = inst.config.mmio.get(&hw.interface);
-                        if mmio.is_none_or(|m| m.size == 0) {
-                            return err(
-                                &hw.pos,
-                                format!(
-                                    "seL4HardwareMMIO connection '{}' needs '{}.{iface}_size'",
-                                    conn.name.text, inst.name.text
-                                ),
-                            );
-                        }
-                        if !self.paddr_set(hw.instance, &format!("{iface}_paddr")) {
-                            return err(
-                                &hw.pos,
-                                format!(
-                                    "seL4HardwareMMIO connection '{}' needs '{}.{iface}_paddr'",
-                                    conn.name.text, inst.name.text
-                                ),
-                            );
-                        }
-                        self.one_driver(&conn, &mut device_regions)?;
+                        self.device_memory(&conn, &mut device_regions)?;
                     } else {
                         self.one_writer(&conn)?;
                     }
@@ -288,6 +388,12 @@ impl Checker {
                 ConnectorKind::HardwareInterrupt => {
                     let hw = &conn.from[0];
                     let irq = self.interrupt(hw, &conn.name.text)?;
+                    if irq.device {
+                        let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
+                        let what =
+                            format!("{}.{iface}_irq_type = \"device\"", self.system.instances[hw.instance].name.text);
+                        self.matched_driver(&conn.to[0], &what)?;
+                    }
                     if let Some(previous) = vectors.insert(irq.vector, hw.pos.clone()) {
                         return err(
                             &hw.pos,
@@ -299,26 +405,7 @@ impl Checker {
                     let driver = &conn.to[0];
                     self.system.instances[driver.instance].config.irq_badge.insert(driver.interface, badge);
                 }
-                ConnectorKind::HardwareIoPort => {
-                    let hw = &conn.to[0];
-                    let inst = &self.system.instances[hw.instance];
-                    let iface = &self.system.component_of(hw.instance).decl.interfaces[hw.interface].name.text;
-                    let Some(&range) = inst.config.ports.get(&hw.interface) else {
-                        return err(
-                            &hw.pos,
-                            format!(
-                                "seL4HardwareIOPort connection '{}' needs '{}.{iface}_attributes = \"0xFIRST:0xLAST\"'",
-                                conn.name.text, inst.name.text
-                            ),
-                        );
-                    };
-                    for (other, other_pos, other_name) in &port_ranges {
-                        if range.0 <= other.1 && other.0 <= range.1 {
-                            return err(&hw.pos, format!("I/O ports {:#x}:{:#x} of '{}.{iface}' overlap those of '{other_name}' at {other_pos}", range.0, range.1, inst.name.text));
-                        }
-                    }
-                    port_ranges.push((range, hw.pos.clone(), format!("{}.{iface}", inst.name.text)));
-                }
+                ConnectorKind::HardwareIoPort => self.io_ports(&conn, &mut port_ranges)?,
                 ConnectorKind::RpcCall
                 | ConnectorKind::RpcCallNoType
                 | ConnectorKind::Notification

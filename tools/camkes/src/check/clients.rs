@@ -27,15 +27,40 @@ pub struct PerClient {
     /// Whether the part after `=` is a positive integer (then resolved
     /// into badge order for the glue).
     pub integer: bool,
+    /// Whether the part after `=` must be the client's own `match` (the
+    /// kind of device bound to it at boot).
+    pub matched: bool,
 }
 
 /// The attributes given per client (see the module documentation).
 pub const PER_CLIENT: &[PerClient] = &[
     // components/fs: each client's open-file table and quota of held buffers.
-    PerClient { component: "Fs", attribute: "client_files", interface: "fs", each_once: true, integer: true },
-    PerClient { component: "Fs", attribute: "client_quota", interface: "fs", each_once: true, integer: true },
-    // components/pci_config: the functions each client may touch, "name=BB:DD.F".
-    PerClient { component: "PciConfig", attribute: "allow", interface: "pci", each_once: false, integer: false },
+    PerClient {
+        component: "Fs",
+        attribute: "client_files",
+        interface: "fs",
+        each_once: true,
+        integer: true,
+        matched: false,
+    },
+    PerClient {
+        component: "Fs",
+        attribute: "client_quota",
+        interface: "fs",
+        each_once: true,
+        integer: true,
+        matched: false,
+    },
+    // components/pci_config: each client may touch the function bound to
+    // it at boot, "name=MATCH".
+    PerClient {
+        component: "PciConfig",
+        attribute: "allow",
+        interface: "pci",
+        each_once: false,
+        integer: false,
+        matched: true,
+    },
 ];
 
 impl Checker {
@@ -75,15 +100,12 @@ impl Checker {
         };
         let ValueKind::List(items) = &value.kind else { return Ok(None) };
         let label = format!("'{}.{}'", inst.name.text, rule.attribute);
-        let clients: Vec<&str> =
+        let ends: Vec<usize> =
             match component.interface(rule.interface).and_then(|i| self.system.connection_of(instance, i)) {
-                Some((c, _)) => self.system.connections[c]
-                    .from
-                    .iter()
-                    .map(|e| self.system.instances[e.instance].name.text.as_str())
-                    .collect(),
+                Some((c, _)) => self.system.connections[c].from.iter().map(|e| e.instance).collect(),
                 None => Vec::new(),
             };
+        let clients: Vec<&str> = ends.iter().map(|&e| self.system.instances[e].name.text.as_str()).collect();
         let mut shares: Vec<Option<(i64, &Value)>> = vec![None; clients.len()];
         for item in items {
             let ValueKind::Str(text) = &item.kind else { continue };
@@ -103,6 +125,16 @@ impl Checker {
                     ),
                 );
             };
+            if rule.matched {
+                let own = self.system.instances[ends[badge]].config.pci_match.as_ref().map(|(m, _)| m.as_str());
+                if own != Some(rest.trim()) {
+                    let why = match own {
+                        Some(m) => format!("'{}' drives \"{m}\"", clients[badge]),
+                        None => format!("'{}' names no match (set '{}.match')", clients[badge], clients[badge]),
+                    };
+                    return err(&item.pos, format!("{label}: \"{text}\" is not the device bound to its client: {why}"));
+                }
+            }
             if !rule.integer {
                 continue;
             }

@@ -160,6 +160,9 @@ pub struct IrqConfig {
     pub polarity_low: bool,
     /// `_irq_vector`
     pub vector: u32,
+    /// `_irq_type = "device"`: the interrupt of the PCI function bound to
+    /// the driver at boot (pin, trigger and polarity are the loader's).
+    pub device: bool,
 }
 
 /// Device memory, from `<dataport>_paddr`/`_size`/`_hardware_cached`.
@@ -171,6 +174,9 @@ pub struct MmioConfig {
     pub size: u64,
     /// Whether to map it cached.
     pub cached: bool,
+    /// `<dataport>_bar`: this BAR of the PCI function bound to the driver
+    /// at boot, instead of a fixed `_paddr`.
+    pub bar: Option<u8>,
 }
 
 /// Per-instance settings, resolved and checked.
@@ -228,6 +234,12 @@ pub struct InstanceConfig {
     pub irq: HashMap<usize, IrqConfig>,
     /// I/O port ranges by (hardware) interface index.
     pub ports: HashMap<usize, (u16, u16)>,
+    /// `<interface>_bar`: I/O BARs of the PCI function bound to the driver
+    /// at boot, by (hardware) interface index, instead of a fixed range.
+    pub port_bars: HashMap<usize, u8>,
+    /// `match`: what PCI device this driver drives (`pci::MATCHES`), with
+    /// where the setting is.
+    pub pci_match: Option<(String, Pos)>,
     /// `<irq>_notification = "<consumes>"`: interrupt-consuming interface
     /// index to the `consumes` interface whose notification the interrupt
     /// is delivered to (with where the setting is).

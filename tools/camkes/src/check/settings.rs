@@ -213,6 +213,21 @@ impl Checker {
                 config.system_events = Some(system_events(component, &s.value, label)?);
                 return Ok(true);
             }
+            "match" => {
+                let name = string_value(&s.value, label)?;
+                if pci::match_kind(name).is_none() {
+                    let known: Vec<String> = pci::MATCHES.iter().map(|m| format!("\"{}\"", m.name)).collect();
+                    return err(
+                        &s.value.pos,
+                        format!(
+                            "{label} = \"{name}\" names no kind of device a driver here drives; use one of {}",
+                            known.join(", ")
+                        ),
+                    );
+                }
+                config.pci_match = Some((name.to_string(), s.value.pos.clone()));
+                return Ok(true);
+            }
             "may_restart" => {
                 let ValueKind::List(names) = &s.value.kind else {
                     return err(
@@ -285,7 +300,7 @@ impl Checker {
             if !paddr.is_multiple_of(PAGE_SIZE) {
                 return err(&s.value.pos, format!("{label} = {paddr:#x} is not page-aligned"));
             }
-            config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false }).paddr = paddr;
+            config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false, bar: None }).paddr = paddr;
             return Ok(true);
         }
         if let Some(i) = interface_with_suffix("_size").filter(|&i| is_dataport(component, i)) {
@@ -300,12 +315,24 @@ impl Checker {
                     ),
                 );
             }
-            config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false }).size = size;
+            config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false, bar: None }).size = size;
             return Ok(true);
+        }
+        if let Some(i) = interface_with_suffix("_bar") {
+            let bar = int_in(&s.value, &label, 0, 5)? as u8;
+            if is_dataport(component, i) {
+                config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false, bar: None }).bar =
+                    Some(bar);
+                return Ok(true);
+            }
+            if component.decl.interfaces[i].kind == InterfaceKind::Provides {
+                config.port_bars.insert(i, bar);
+                return Ok(true);
+            }
         }
         if let Some(i) = interface_with_suffix("_hardware_cached").filter(|&i| is_dataport(component, i)) {
             let cached = int_in(&s.value, &label, 0, 1)? == 1;
-            config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false }).cached = cached;
+            config.mmio.entry(i).or_insert(MmioConfig { paddr: 0, size: 0, cached: false, bar: None }).cached = cached;
             return Ok(true);
         }
         if let Some(i) = interface_with_suffix("_attributes") {
@@ -315,48 +342,8 @@ impl Checker {
                 return Ok(true);
             }
         }
-        for (suffix, proper) in [("_irq_ioapic_level", "_irq_level"), ("_irq_ioapic_polarity", "_irq_polarity")] {
-            if let Some(i) = interface_with_suffix(suffix) {
-                let name = &component.decl.interfaces[i].name.text;
-                return err(
-                    &s.attribute.pos,
-                    format!("'{target}.{name}{suffix}' is the manual's spelling, which upstream's template ignores; use '{target}.{name}{proper}'"),
-                );
-            }
-        }
-        let irq_suffixes =
-            ["_irq_type", "_irq_ioapic", "_irq_ioapic_pin", "_irq_level", "_irq_polarity", "_irq_vector"];
-        for suffix in irq_suffixes {
-            if let Some(i) =
-                interface_with_suffix(suffix).filter(|&i| component.decl.interfaces[i].kind == InterfaceKind::Emits)
-            {
-                // Stored raw; combined and checked once all are known.
-                let _ = i;
-                match suffix {
-                    "_irq_type" => {
-                        let t = string_value(&s.value, &label)?;
-                        if !["ioapic", "isa", "pci"].contains(&t) {
-                            return err(
-                                &s.value.pos,
-                                format!("{label} = \"{t}\" is not supported; use \"ioapic\", \"isa\" or \"pci\" (x86 IOAPIC)"),
-                            );
-                        }
-                    }
-                    "_irq_ioapic" => {
-                        int_in(&s.value, &label, 0, 255)?;
-                    }
-                    "_irq_ioapic_pin" => {
-                        int_in(&s.value, &label, 0, 23)?;
-                    }
-                    "_irq_level" | "_irq_polarity" => {
-                        int_in(&s.value, &label, 0, 1)?;
-                    }
-                    _ => {
-                        int_in(&s.value, &label, 0, MAX_IRQ_VECTOR as i128)?;
-                    }
-                }
-                return Ok(true);
-            }
+        if Self::irq_setting(component, s, &label)? {
+            return Ok(true);
         }
         if [
             "priority",
@@ -383,6 +370,61 @@ impl Checker {
                 &s.attribute.pos,
                 format!("{label} does not apply: hardware component '{target}' has no thread"),
             );
+        }
+        Ok(false)
+    }
+
+    /// A hardware instance's `<event>_irq_*` setting, checked on its own
+    /// (combined once all are known: `interrupt`). `false` if `s` is none.
+    fn irq_setting(component: &ComponentType, s: &ast::Setting, label: &str) -> Result<bool> {
+        let attr = s.attribute.text.as_str();
+        let target = s.target.text.as_str();
+        let interface_with_suffix = |suffix: &str| -> Option<usize> {
+            let prefix = attr.strip_suffix(suffix)?;
+            component.interface(prefix)
+        };
+        for (suffix, proper) in [("_irq_ioapic_level", "_irq_level"), ("_irq_ioapic_polarity", "_irq_polarity")] {
+            if let Some(i) = interface_with_suffix(suffix) {
+                let name = &component.decl.interfaces[i].name.text;
+                return err(
+                    &s.attribute.pos,
+                    format!("'{target}.{name}{suffix}' is the manual's spelling, which upstream's template ignores; use '{target}.{name}{proper}'"),
+                );
+            }
+        }
+        let irq_suffixes =
+            ["_irq_type", "_irq_ioapic", "_irq_ioapic_pin", "_irq_level", "_irq_polarity", "_irq_vector"];
+        for suffix in irq_suffixes {
+            if let Some(i) =
+                interface_with_suffix(suffix).filter(|&i| component.decl.interfaces[i].kind == InterfaceKind::Emits)
+            {
+                // Stored raw; combined and checked once all are known.
+                let _ = i;
+                match suffix {
+                    "_irq_type" => {
+                        let t = string_value(&s.value, label)?;
+                        if !["ioapic", "isa", "pci", "device"].contains(&t) {
+                            return err(
+                                &s.value.pos,
+                                format!("{label} = \"{t}\" is not supported; use \"device\" (the interrupt of the PCI function found for the driver), or \"ioapic\", \"isa\" or \"pci\" (a fixed x86 IOAPIC pin)"),
+                            );
+                        }
+                    }
+                    "_irq_ioapic" => {
+                        int_in(&s.value, label, 0, 255)?;
+                    }
+                    "_irq_ioapic_pin" => {
+                        int_in(&s.value, label, 0, 23)?;
+                    }
+                    "_irq_level" | "_irq_polarity" => {
+                        int_in(&s.value, label, 0, 1)?;
+                    }
+                    _ => {
+                        int_in(&s.value, label, 0, MAX_IRQ_VECTOR as i128)?;
+                    }
+                }
+                return Ok(true);
+            }
         }
         Ok(false)
     }
@@ -462,6 +504,21 @@ impl Checker {
             ValueKind::Str(s) => s.clone(),
             _ => unreachable!("checked as a string"),
         };
+        if irq_type == "device" {
+            for suffix in ["_irq_ioapic", "_irq_ioapic_pin", "_irq_level", "_irq_polarity"] {
+                if let Some(v) = get(suffix) {
+                    return err(
+                        &v.pos,
+                        format!(
+                            "'{}.{iface}{suffix}' does not apply: irq type \"device\" is routed by the loader from what it finds at boot",
+                            inst.name.text
+                        ),
+                    );
+                }
+            }
+            let vector = int(need("_irq_vector")?) as u32;
+            return Ok(IrqConfig { ioapic: 0, pin: 0, level: true, polarity_low: true, vector, device: true });
+        }
         let (level, polarity_low) = match irq_type.as_str() {
             "ioapic" => (int(need("_irq_level")?) == 1, int(need("_irq_polarity")?) == 1),
             fixed => {
@@ -486,6 +543,7 @@ impl Checker {
             level,
             polarity_low,
             vector: int(need("_irq_vector")?) as u32,
+            device: false,
         })
     }
 

@@ -249,6 +249,10 @@ pub fn rights_table(spec: &SystemSpec) -> String {
             ObjectKind::DeviceFrames { paddr, size } => format!("device {paddr:#x}+{size:#x}"),
             ObjectKind::IoApicIrq(irq) => format!("irq pin {} badge {:#x}", irq.pin, irq.badge),
             ObjectKind::IoPorts { first, last } => format!("ports {first:#x}:{last:#x}"),
+            // The device bound to the driver at boot.
+            ObjectKind::PciBarFrames { driver, bar, size } => format!("pci bar{bar}+{size:#x} ({driver})"),
+            ObjectKind::PciBarPorts { driver, bar } => format!("pci bar{bar} ports ({driver})"),
+            ObjectKind::PciIrq(irq) => format!("pci irq badge {:#x} ({})", irq.badge, irq.driver),
         };
         let mut holders = 0;
         for end in ends[i].iter().chain(&rings[i]) {

@@ -14,7 +14,7 @@ mod listing;
 pub use listing::{describe, rights_table};
 use system_spec::{
     frame_size, Access, Binding, Cap, Component, Interface, IoApicIrq, LogRingEnd, LogRingSource, LogServer, Mapping,
-    ObjectId, ObjectKind, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS,
+    ObjectId, ObjectKind, PciIrq, RestartPolicy, Rights, SystemSpec, DATAPORT_BASE, DEFAULT_CNODE_SIZE_BITS,
     DEFAULT_CONFIRM_DEATH_MS, DEFAULT_PRIORITY, DEFAULT_RESTART_BACKOFF_MS, DEFAULT_RESTART_LIMIT,
     DEFAULT_RESTART_WINDOW_MS, DEFAULT_STACK_SIZE, FIRST_INTERFACE_SLOT, LOG_RING_SIZE, PAGE_SIZE,
 };
@@ -155,6 +155,7 @@ fn component(system: &System, inst: &InstanceInfo, layout: &TypeLayout) -> Resul
         },
         cnode_size_bits,
         first_free_slot: layout.first_free_slot,
+        pci_match: inst.config.pci_match.as_ref().map(|(m, _)| m.clone()),
         caps: Vec::new(),
         mappings: Vec::new(),
         interfaces: component
@@ -237,7 +238,14 @@ impl Builder<'_> {
         } else {
             let hw = &conn.to[0];
             let mmio = &system.instances[hw.instance].config.mmio[&hw.interface];
-            let object = self.spec.add_object(name, ObjectKind::DeviceFrames { paddr: mmio.paddr, size });
+            let kind = match mmio.bar {
+                Some(bar) => {
+                    let driver = system.instances[first.instance].name.text.clone();
+                    ObjectKind::PciBarFrames { driver, bar, size }
+                }
+                None => ObjectKind::DeviceFrames { paddr: mmio.paddr, size },
+            };
+            let object = self.spec.add_object(name, kind);
             (object, mmio.cached, conn.from.iter().collect::<Vec<_>>())
         };
         for end in ends {
@@ -266,8 +274,11 @@ impl Builder<'_> {
             }
             None => self.spec.add_object(conn.name.text.clone(), ObjectKind::Notification),
         };
-        let handler = self.spec.add_object(
-            format!("{}.irq", conn.name.text),
+        let badge = config.irq_badge[&driver.interface];
+        let kind = if irq.device {
+            let driver = system.instances[driver.instance].name.text.clone();
+            ObjectKind::PciIrq(PciIrq { driver, vector: irq.vector, notification, badge })
+        } else {
             ObjectKind::IoApicIrq(IoApicIrq {
                 ioapic: irq.ioapic,
                 pin: irq.pin,
@@ -275,9 +286,10 @@ impl Builder<'_> {
                 active_low: irq.polarity_low,
                 vector: irq.vector,
                 notification,
-                badge: config.irq_badge[&driver.interface],
-            }),
-        );
+                badge,
+            })
+        };
+        let handler = self.spec.add_object(format!("{}.irq", conn.name.text), kind);
         let layout = &self.layouts[system.instances[driver.instance].component];
         let s = layout.slot[driver.interface].expect("consumes has a slot");
         let h = layout.irq_handler_slot[driver.interface].expect("interrupt consumers have a handler slot");
@@ -290,8 +302,18 @@ impl Builder<'_> {
     /// The I/O port range of the hardware end, held by its one user.
     fn io_ports(&mut self, conn: &ConnectionInfo) {
         let hw = &conn.to[0];
-        let (first, last) = self.system.instances[hw.instance].config.ports[&hw.interface];
-        let ports = self.spec.add_object(conn.name.text.clone(), ObjectKind::IoPorts { first, last });
+        let config = &self.system.instances[hw.instance].config;
+        let kind = match config.port_bars.get(&hw.interface) {
+            Some(&bar) => {
+                let driver = self.system.instances[conn.from[0].instance].name.text.clone();
+                ObjectKind::PciBarPorts { driver, bar }
+            }
+            None => {
+                let (first, last) = config.ports[&hw.interface];
+                ObjectKind::IoPorts { first, last }
+            }
+        };
+        let ports = self.spec.add_object(conn.name.text.clone(), kind);
         self.cap(&conn.from[0], ports, Rights::ALL, 0, |slot| Binding::IoPortUser { slot });
     }
 }

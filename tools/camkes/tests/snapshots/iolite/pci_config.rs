@@ -20,7 +20,7 @@ pub mod glue {
     /// The component's attributes, as the assembly sets them.
     pub mod attributes {
         /// `attribute string allow[];`
-        pub const ALLOW: &[&str] = &["fs=00:05.0", "netdrv=00:03.0"];
+        pub const ALLOW: &[&str] = &["fs=block", "netdrv=net"];
     }
 
     /// `provides PciConfigSpace pci;`, connected by seL4RPCCall.
