@@ -65,6 +65,11 @@ def get(base, path, timeout=10):
 DISK_IOPS = os.environ.get("BENCH_DISK_IOPS", "")
 
 
+# The NIC every system of a run gets (simulate --nic: e1000 or virtio),
+# set by bench/web's --nic option.
+NIC = os.environ.get("BENCH_NIC", "e1000")
+
+
 def disk_note():
     """How the disk was modelled, for a table's header."""
     return f"disk throttled to {DISK_IOPS} requests/s" if DISK_IOPS else "disk unthrottled (host page cache)"
@@ -106,6 +111,7 @@ def boot(system, disk=None, net="tap", simulate_from=None, linux=LINUX, timeout=
         args = ["--disk", disk or os.path.join(d, "images", "site.img")]
         if DISK_IOPS:
             args += ["--disk-iops", DISK_IOPS]
+    args += ["--nic", NIC]
     if net == "tap":
         args += ["--tap", "tap0"]
         base = f"http://{GUEST}"

@@ -49,6 +49,10 @@ pub struct Binding {
     pub found: usize,
     /// Where its interrupt arrives.
     pub route: Route,
+    /// The memory BAR its registers are in, where the device says so
+    /// rather than the assembly (`regs_bar`): a modern virtio function's
+    /// is the one its capabilities name.
+    pub regs_bar: Option<u8>,
 }
 
 /// What enumeration found and bound.
@@ -145,7 +149,8 @@ impl Discovery {
                     continue;
                 }
             }
-            self.bindings.push(Binding { driver: component.name.clone(), found: index, route });
+            let regs_bar = regs_bar(&self.found[index]);
+            self.bindings.push(Binding { driver: component.name.clone(), found: index, route, regs_bar });
         }
     }
 
@@ -219,6 +224,27 @@ impl Discovery {
             }
             info.pci[i] = record;
             info.pci_count = i as u64 + 1;
+        }
+    }
+}
+
+/// The BAR a modern (1.0) virtio function's structures are in, from its
+/// capabilities (`virtio::caps`; the driver parses them again, through
+/// pci_config, and checks they lie in what was mapped); `None` for other
+/// functions, whose register BAR the assembly names. A virtio function
+/// whose capabilities are unusable gets `None` too: the loader then maps
+/// the assembly's BAR and the driver refuses the device, saying why.
+fn regs_bar(f: &Found) -> Option<u8> {
+    let modern_virtio = f.vendor == 0x1af4 && (0x1040..=0x107f).contains(&f.device);
+    if !modern_virtio {
+        return None;
+    }
+    let read = |register: u8| pci::ConfigAccess::read32(&RootPorts, f.function, register & !3).unwrap_or(0);
+    match virtio::caps::parse(read) {
+        Ok(layout) => Some(layout.common.bar),
+        Err(e) => {
+            error!("pci {}: virtio capabilities: {e}", f.function);
+            None
         }
     }
 }

@@ -48,7 +48,7 @@ use e1000_regs::*;
 use iolite::{Aggregate, BufMut, Domain, PoolId};
 
 #[cfg(test)]
-mod fake;
+pub(crate) mod fake;
 mod takeover;
 #[cfg(test)]
 mod tests;
@@ -551,6 +551,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
             self.rx_tail = self.rx_prepared;
             self.regs.write(RDT, self.rx_tail as u32);
             self.counters[Counter::RxTailWrites] += 1;
+            self.counters[Counter::Notifies] += 1;
         }
     }
 }

@@ -14,3 +14,4 @@
 extern crate alloc;
 
 pub mod e1000;
+pub mod virtio_net;

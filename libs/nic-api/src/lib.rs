@@ -293,6 +293,19 @@ counters::counters! {
         /// Transmit descriptors a dead incarnation had posted that the
         /// device had not sent when it was stopped (never sent; TCP resends).
         TxAbandoned = "drv_tx_abandoned",
+        /// Doorbell writes, each an exit to the hypervisor: the e1000's
+        /// RDT and TDT writes, a virtio device's queue notifications.
+        Notifies = "drv_notifies",
+        /// Batches published to a virtio queue without a notification (the
+        /// device had not asked for one: `VIRTIO_F_EVENT_IDX`).
+        NotifiesSuppressed = "drv_notifies_suppressed",
+        /// Used-ring entries of a virtio device that could not be true (an
+        /// index ahead of what is in flight, an unknown id): the driver
+        /// marks the device failed and stops.
+        DeviceErrors = "drv_device_errors",
+        /// Header bytes (never payload) of TSO frames a virtio driver wrote
+        /// again with the IPv4 length and checksum a host stack checks.
+        TxTsoHeaderBytes = "drv_tx_tso_header_bytes",
     }
 }
 
@@ -390,7 +403,7 @@ mod tests {
     #[test]
     fn counter_names_are_the_published_ones() {
         assert!(counters::names_are_valid::<DrvCounter>());
-        let names: [&str; 25] = [
+        let names: [&str; 29] = [
             "drv_rx_frames",
             "drv_rx_bytes",
             "drv_rx_dropped",
@@ -416,6 +429,10 @@ mod tests {
             "drv_rx_tail_writes",
             "drv_tx_quiesced",
             "drv_tx_abandoned",
+            "drv_notifies",
+            "drv_notifies_suppressed",
+            "drv_device_errors",
+            "drv_tx_tso_header_bytes",
         ];
         assert!(DrvCounter::ALL.iter().map(|c| c.name()).eq(names));
     }

@@ -95,8 +95,14 @@ pub struct MatchKind {
 /// (the driver itself tells the models apart by the vendor and device IDs
 /// it is given).
 pub const MATCHES: &[MatchKind] = &[
-    // Ethernet: the 82540EM (QEMU's e1000) and the 82574L (QEMU's e1000e).
-    MatchKind { name: "net", class: 0x0200, supported: &[(0x8086, 0x100e, "e1000"), (0x8086, 0x10d3, "e1000e")] },
+    // Ethernet: the 82540EM (QEMU's e1000), the 82574L (QEMU's e1000e) and
+    // a modern (1.0, non-transitional) virtio-net, whose register BAR its
+    // virtio capabilities name.
+    MatchKind {
+        name: "net",
+        class: 0x0200,
+        supported: &[(0x8086, 0x100e, "e1000"), (0x8086, 0x10d3, "e1000e"), (0x1af4, 0x1041, "virtio-net")],
+    },
     // SCSI-class mass storage: the legacy (transitional) virtio-blk.
     MatchKind { name: "block", class: 0x0100, supported: &[(0x1af4, 0x1001, "virtio-blk")] },
 ];

@@ -187,4 +187,10 @@ fn matches_name_classes_and_supported_models() {
     assert!(net.candidate(&found[2]) && net.supports(&found[2]).is_none(), "rtl8139: a NIC, not ours");
     assert_eq!(block.supports(&found[4]), Some("virtio-blk"));
     assert!(!block.candidate(&found[3]));
+    // A modern virtio-net is a NIC netdrv drives; a transitional one
+    // (1af4:1000, legacy I/O registers) is not.
+    let mut virtio = Found { vendor: 0x1af4, device: 0x1041, class: 0x02_0000, ..found[3] };
+    assert_eq!(net.supports(&virtio), Some("virtio-net"));
+    virtio.device = 0x1000;
+    assert!(net.candidate(&virtio) && net.supports(&virtio).is_none());
 }

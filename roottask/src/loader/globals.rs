@@ -76,16 +76,30 @@ fn pci_object(kind: &ObjectKind, found: &Discovery) -> Option<Result<ObjectKind,
         _ => return None,
     };
     let Some((f, binding)) = found.bound(driver) else { return Some(Err(())) };
+    // The register frames map the BAR the device names where it names one
+    // (virtio's capabilities), else the assembly's: one BAR, never all of
+    // the function's.
+    let bar = match kind {
+        ObjectKind::PciBarFrames { .. } => binding.regs_bar.unwrap_or(bar),
+        _ => bar,
+    };
     let fail = |what: core::fmt::Arguments<'_>| {
         component_runtime::error!("pci {}: {what}: {driver} not started", f.function);
         Some(Err(()))
     };
-    Some(Ok(match (kind, f.bars[bar as usize]) {
+    Some(Ok(match (kind, f.bars.get(bar as usize).copied().unwrap_or(Bar::None)) {
         (ObjectKind::PciBarFrames { size, .. }, Bar::Memory { base, size: bar_size }) => {
-            if bar_size < *size || base % PAGE_SIZE != 0 {
-                return fail(format_args!("bar{bar} is {bar_size:#x} bytes at {base:#x}, the driver maps {size:#x}"));
+            // A BAR smaller than the dataport (virtio's 16 KiB in the
+            // e1000's 128 KiB) is mapped at its own size, no more: the
+            // driver reads that size from its start record and bounds
+            // every access by it.
+            let mapped = bar_size.min(*size);
+            if mapped < PAGE_SIZE || mapped % PAGE_SIZE != 0 || base % PAGE_SIZE != 0 {
+                return fail(format_args!(
+                    "bar{bar} is {bar_size:#x} bytes at {base:#x}: not whole pages the driver can map ({size:#x} at most)"
+                ));
             }
-            ObjectKind::DeviceFrames { paddr: base, size: *size }
+            ObjectKind::DeviceFrames { paddr: base, size: mapped }
         }
         (ObjectKind::PciBarPorts { .. }, Bar::Io { base, size }) => {
             ObjectKind::IoPorts { first: base, last: base + (size - 1) }

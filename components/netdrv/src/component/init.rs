@@ -13,50 +13,51 @@ use glue_rt::pools::rw;
 use iolite::duplex::Control;
 use iolite::{Aggregate, Domain, Duplex, DuplexAttach, Trust};
 use netdrv::e1000::{self, Counter, Setup, E1000};
+use netdrv::virtio_net::VirtioNet;
 use nic_api::CounterPage;
 
 use super::glue::pools::{APP_POOL, HDR_POOL, RX_POOL, SOCK_POOL};
+use super::nic::Nic;
+use super::probe::Found;
 use super::relink::{publish_link, wait_for_fresh_link, Relink};
 use super::{glue, Driver, StartDma, NETSTACK, NETSTACK_NAME, POLL, TAKEOVER, TSO};
 
 impl Driver {
-    /// Brings the driver up on the registers of the model `probe` found.
-    pub(super) fn init(start: &'static StartInfo, model: Model, mut regs: Mmio) -> Driver {
+    /// Brings the driver up on the device `probe` found.
+    pub(super) fn init(start: &'static StartInfo, found: Found) -> Driver {
         let restarts = start.restarts;
-        let taken_over = TAKEOVER && restarts > 0 && e1000::running(&regs);
-        let (mac, tx_abandoned) = device(model, &mut regs, taken_over, restarts);
-
         let d: &'static Domain = Box::leak(Box::new(Domain::new()));
-        map_pools(d);
-        let chan = attach_link(d, restarts);
+        let (nic, mac, salvaged, chan, deaths) = match found {
+            Found::E1000(model, regs) => e1000_up(start, model, regs, d),
+            Found::Virtio(regs, layout) => {
+                // A restart resets the device as at a first start: a virtio
+                // reset stops it using every queue (the dead incarnation's
+                // buffers) and, unlike the e1000's RCTL write, costs QEMU no
+                // second of held frames.
+                map_pools(d);
+                let chan = attach_link(d, restarts);
+                let deaths = Deaths::new(start.instance as usize, d, &[RX_POOL]);
+                let nic = VirtioNet::new(regs, layout, StartDma(start), d, RX_POOL, TSO, sel4::yield_now)
+                    .unwrap_or_else(|e| {
+                        error!("virtio-net: {e}");
+                        component_runtime::exit(1)
+                    });
+                let mac = nic.mac();
+                log!("virtio-net features {:#x} (offered and wanted)", nic.features());
+                (Nic::Virtio(nic), mac, VecDeque::new(), chan, deaths)
+            }
+        };
         // SAFETY: our counter page, mapped read-write.
         let stats = unsafe { CounterPage::at(glue::drv_stats::VADDR as *const u8) };
-        // What the dead incarnation left in use in our pool (rings, posted
-        // and lent buffers) stays quarantined until its death is settled.
-        let deaths = Deaths::new(start.instance as usize, d, &[RX_POOL]);
-        let salvaged = if taken_over { salvage(start, &regs, d, restarts) } else { VecDeque::new() };
-
-        // --- the rings: pages of our pool, kept for good ---
-        let itr = glue::attributes::ITR as u32;
-        let set_up = if taken_over { E1000::resume } else { E1000::new };
-        let setup = Setup { model, itr, interrupts: !POLL };
-        let mut nic = set_up(regs, StartDma(start), d, RX_POOL, setup).unwrap_or_else(|e| {
-            error!("{}: {e}", model.name());
-            component_runtime::exit(1)
-        });
-        nic.set_tso(TSO);
-        nic.count(Counter::RxSalvaged, salvaged.len() as u64);
-        if let Some(n) = tx_abandoned {
-            nic.count(Counter::TxQuiesced, 1);
-            nic.count(Counter::TxAbandoned, n as u64);
-        }
+        let mut nic = nic;
+        let tso = nic.tso(TSO);
         let up = nic.link_up();
-        publish_link(&chan, mac, up);
+        publish_link(&chan, mac, up, tso);
         let m = mac;
         log!(
             "{} at {} mac {:02x}:{:02x}:{:02x}:{:02x}:{:02x}:{:02x} link {}",
-            model.name(),
-            super::probe::e1000(start).map_or(pci::Function::new(0, 0, 0), |d| d.function()),
+            nic.name(),
+            super::probe::nic(start).map_or(pci::Function::new(0, 0, 0), |d| d.function()),
             m[0],
             m[1],
             m[2],
@@ -65,7 +66,7 @@ impl Driver {
             m[5],
             if up { "up" } else { "down" }
         );
-        log!("tcp segmentation offload {}", if TSO { "offered" } else { "off (tso = 0)" });
+        log!("tcp segmentation offload {}", if tso { "offered" } else { "off" });
         if POLL {
             log!("no interrupt: polling the rings on every tick");
         } else {
@@ -75,6 +76,7 @@ impl Driver {
         }
         Driver {
             nic,
+            device_error_seen: false,
             d,
             link: Link::new(NETSTACK_NAME, NETSTACK, deaths.page(), chan),
             relink: Relink::default(),
@@ -82,6 +84,7 @@ impl Driver {
             stats,
             restarts,
             mac,
+            tso,
             bogus_icr_seen: false,
             salvaged,
             wake_stack: true,
@@ -89,6 +92,40 @@ impl Driver {
             waited_relinking: false,
         }
     }
+}
+
+/// What bringing a device up leaves: the driver, the MAC address, the
+/// frames salvaged from a dead incarnation's ring, the link and the deaths.
+type Up = (Nic, [u8; 6], VecDeque<Aggregate<'static>>, Duplex<'static>, Deaths);
+
+/// The e1000: reset, or taken over after a restart, with what the dead
+/// incarnation's ring received and nobody took.
+fn e1000_up(start: &'static StartInfo, model: Model, mut regs: Mmio, d: &'static Domain) -> Up {
+    let restarts = start.restarts;
+    let taken_over = TAKEOVER && restarts > 0 && e1000::running(&regs);
+    let (mac, tx_abandoned) = device(model, &mut regs, taken_over, restarts);
+    map_pools(d);
+    let chan = attach_link(d, restarts);
+    // What the dead incarnation left in use in our pool (rings, posted
+    // and lent buffers) stays quarantined until its death is settled.
+    let deaths = Deaths::new(start.instance as usize, d, &[RX_POOL]);
+    let salvaged = if taken_over { salvage(start, &regs, d, restarts) } else { VecDeque::new() };
+
+    // --- the rings: pages of our pool, kept for good ---
+    let itr = glue::attributes::ITR as u32;
+    let set_up = if taken_over { E1000::resume } else { E1000::new };
+    let setup = Setup { model, itr, interrupts: !POLL };
+    let mut nic = set_up(regs, StartDma(start), d, RX_POOL, setup).unwrap_or_else(|e| {
+        error!("{}: {e}", model.name());
+        component_runtime::exit(1)
+    });
+    nic.set_tso(TSO);
+    nic.count(Counter::RxSalvaged, salvaged.len() as u64);
+    if let Some(n) = tx_abandoned {
+        nic.count(Counter::TxQuiesced, 1);
+        nic.count(Counter::TxAbandoned, n as u64);
+    }
+    (Nic::E1000(nic), mac, salvaged, chan, deaths)
 }
 
 /// The device: quiet and reset, or, after a restart, taken over as the

@@ -1,14 +1,19 @@
-//! netdrv: the e1000 (82540EM) driver of the network path
-//! (examples/netecho/netecho.camkes). The rings, receive, transmit and the
-//! interrupt causes are the library's (`netdrv::e1000`, tested on the host
-//! against a simulated device); this is the seL4 side: discovery, the
-//! registers and physical addresses, the link with netstack, the loop.
+//! netdrv: the NIC driver of the network path (examples/netecho/netecho.camkes):
+//! the e1000 (82540EM) or a virtio-net 1.0 device, picked by the function's
+//! vendor/device ID. The rings, receive, transmit and the interrupt causes
+//! are the libraries' (`netdrv::e1000`, `netdrv::virtio_net`, tested on the
+//! host against simulated devices; `nic.rs` gives the round one face for
+//! both); this is the seL4 side: discovery, the registers and physical
+//! addresses, the link with netstack, the loop. What follows describes the
+//! e1000 path; the virtio one is the same in kind (README, "virtio-net").
 //!
-//! * **Discovery:** the root task finds the e1000 at boot and binds it to
-//!   netdrv (`netdrv.match = "net"`): the start record names its function,
-//!   the loader maps its BAR0 and routes its interrupt. netdrv checks the
-//!   IDs and BAR0 through pci_config and switches memory decoding and bus
-//!   mastering (DMA) on.
+//! * **Discovery:** the root task finds the NIC (an e1000 or a virtio-net
+//!   1.0 device) at boot and binds it to netdrv (`netdrv.match = "net"`):
+//!   the start record names its function, the loader maps its register
+//!   BAR (the e1000's BAR0, the BAR virtio's capabilities name) and routes
+//!   its interrupt. netdrv checks the IDs and that BAR through pci_config,
+//!   bounds every access by the BAR's real size, and switches memory
+//!   decoding and bus mastering (DMA) on.
 //! * **Receive:** 512 RX descriptors, each pointing at a one-page buffer of
 //!   the driver's IO-Lite pool (`rx_pool`, read-only for netstack). A
 //!   completed buffer is sealed at the frame's length and goes up to netstack
@@ -66,12 +71,12 @@ use component_runtime::start::StartInfo;
 use component_runtime::time::rdtsc;
 use component_runtime::{error, log};
 use core::sync::atomic::Ordering;
-use e1000_regs::Mmio;
 use iolite::{Domain, Duplex, PeerId, Want};
-use netdrv::e1000::{Counter, Dma, Interrupt, Pull, TxRequest, E1000};
+use netdrv::e1000::{Counter, Dma, Pull, TxRequest};
 use nic_api::{CounterPage, TxOffload};
 
 mod init;
+mod nic;
 mod probe;
 mod relink;
 
@@ -114,7 +119,10 @@ impl Dma for StartDma {
 
 /// netdrv's peers (netstack, above it, over the link) and its round.
 struct Driver {
-    nic: E1000<'static, Mmio, StartDma>,
+    nic: nic::Nic,
+    /// A device error (a virtio used ring that cannot be true) was
+    /// reported (once).
+    device_error_seen: bool,
     d: &'static Domain,
     /// The link with netstack: frames up on `chan.tx`, down on `chan.rx`;
     /// a ring netstack corrupts, or a descriptor that fails validation,
@@ -130,6 +138,8 @@ struct Driver {
     restarts: u64,
     /// The MAC address and offloads, published again on every link.
     mac: [u8; 6],
+    /// TCP segmentation offload is offered (the device carries it out).
+    tso: bool,
     /// An interrupt cause register that did not come from the device was
     /// reported (once).
     bogus_icr_seen: bool,
@@ -149,15 +159,15 @@ struct Driver {
 
 fn main(start: &'static StartInfo) -> ! {
     init_heap();
-    let (model, regs) = match probe::probe(start) {
-        Ok(Some(found)) => found,
+    let found = match probe::probe(start) {
+        Ok(Some(r)) => r,
         Ok(None) => component_runtime::exit(1),
         Err(e) => {
             error!("PCI configuration space access failed: {e:?}");
             component_runtime::exit(1)
         }
     };
-    shell::run(Driver::init(start, model, regs))
+    shell::run(Driver::init(start, found))
 }
 
 impl Shell for Driver {
@@ -253,17 +263,15 @@ impl Driver {
             return;
         }
         self.woke = rdtsc();
-        match interrupt {
-            Some(Interrupt::Causes { link: Some(up), .. }) => {
-                self.link.chan.control().word(nic_api::WORD_LINK_UP).store(up as u64, Ordering::Release);
-                log!("link {}", if up { "up" } else { "down" });
-            }
-            Some(Interrupt::NotTheDevice(icr)) if !self.bogus_icr_seen => {
-                self.bogus_icr_seen = true;
-                let model = self.nic.model().name();
-                error!("{model}: interrupt causes {icr:#x} have bits the model does not define: not believed (device gone?)");
-            }
-            _ => {}
+        let Some(woke) = interrupt else { return };
+        if let Some(up) = woke.link {
+            self.link.chan.control().word(nic_api::WORD_LINK_UP).store(up as u64, Ordering::Release);
+            log!("link {}", if up { "up" } else { "down" });
+        }
+        if let Some(icr) = woke.bogus.filter(|_| !self.bogus_icr_seen) {
+            self.bogus_icr_seen = true;
+            let model = self.nic.name();
+            error!("{model}: interrupt causes {icr:#x} have bits the model does not define: not believed (device gone?)");
         }
     }
 
@@ -287,6 +295,10 @@ impl Driver {
     }
 
     fn publish(&mut self) {
+        if let Some(e) = self.nic.device_error().filter(|_| !self.device_error_seen) {
+            self.device_error_seen = true;
+            error!("virtio-net: {e}: device marked failed, nothing more sent or received");
+        }
         self.nic.set_counter(Counter::BytesCopied, self.d.stats().bytes_copied);
         let in_use = self.d.pool_stats(RX_POOL).map_or(0, |p| p.pages_in_use as u64);
         self.nic.set_counter(Counter::RxPoolPagesInUse, in_use);

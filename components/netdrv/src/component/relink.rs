@@ -20,7 +20,7 @@ use iolite::duplex::Control;
 use iolite::{Duplex, DuplexAttach};
 use nic_api::Offloads;
 
-use super::{glue, Driver, NETSTACK, TSO};
+use super::{glue, Driver, NETSTACK};
 
 /// How long a new incarnation waits for netstack to set the link up again
 /// before it gives up (exits).
@@ -87,7 +87,7 @@ impl Driver {
         };
         self.link.reattach(link, self.d);
         let up = self.nic.link_up();
-        publish_link(&self.link.chan, self.mac, up);
+        publish_link(&self.link.chan, self.mac, up, self.tso);
         // It waits for the MAC address: it runs now, above us.
         glue::wake::emit();
         log!(
@@ -100,11 +100,11 @@ impl Driver {
 
 /// The protocol words netstack reads: the offloads, then the MAC address
 /// (which says they are valid), and the link state.
-pub(super) fn publish_link(link: &Duplex<'_>, m: [u8; 6], up: bool) {
+pub(super) fn publish_link(link: &Duplex<'_>, m: [u8; 6], up: bool, tso: bool) {
     let words = link.control();
     // Before the MAC address: netstack reads the offloads once it sees a
     // valid one.
-    words.word(nic_api::WORD_OFFLOADS).store(Offloads { tso: TSO }.word(), Ordering::Release);
+    words.word(nic_api::WORD_OFFLOADS).store(Offloads { tso }.word(), Ordering::Release);
     words
         .word(nic_api::WORD_MAC)
         .store(1 << 63 | u64::from_le_bytes([m[0], m[1], m[2], m[3], m[4], m[5], 0, 0]), Ordering::Release);

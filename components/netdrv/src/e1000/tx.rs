@@ -101,6 +101,7 @@ impl<'d, R: RegisterFile, M: Dma> E1000<'d, R, M> {
         if self.tx_tail != start_tail {
             fence(Ordering::Release);
             self.regs.write(TDT, self.tx_tail as u32);
+            self.counters[Counter::Notifies] += 1;
         }
     }
 
