@@ -430,7 +430,11 @@ impl<R: Registers> Controller<R> {
         self.dma.write_u32(entry + 44, cmd.cdw11);
         self.dma.write_u32(entry + 48, cmd.cdw12);
         let new_tail = (tail + 1) % QUEUE_ENTRIES;
-        if io { self.io.tail = new_tail } else { self.admin.tail = new_tail }
+        if io {
+            self.io.tail = new_tail
+        } else {
+            self.admin.tail = new_tail
+        }
         self.doorbell(qid, false, new_tail);
         let done = self.complete(io, cid, wait)?;
         if done.status != 0 {
