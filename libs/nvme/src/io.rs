@@ -32,7 +32,7 @@ impl<R: Registers> Controller<R> {
     pub fn read_phys(&mut self, offset: u64, phys: u64, len: usize, wait: &mut impl Wait) -> Result<(), Error> {
         self.check_range(offset, len)?;
         // PRP entries are dword-aligned (§4.3).
-        if phys % 4 != 0 {
+        if !phys.is_multiple_of(4) {
             return Err(Error::OutOfRange);
         }
         let step = self.step();

@@ -154,7 +154,7 @@ impl DmaArea {
     /// from `phys`, page-aligned, and used by nothing else (the controller
     /// and this driver only) for as long as the controller lives.
     pub unsafe fn new(virt: *mut u8, phys: u64, len: usize) -> Result<DmaArea, Error> {
-        if len < layout::SIZE || virt as usize % PAGE != 0 || phys % PAGE as u64 != 0 {
+        if len < layout::SIZE || !(virt as usize).is_multiple_of(PAGE) || !phys.is_multiple_of(PAGE as u64) {
             return Err(Error::DmaArea);
         }
         Ok(DmaArea { virt, phys, len })

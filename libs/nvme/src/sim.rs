@@ -236,7 +236,7 @@ impl State {
             }
             0x05 => {
                 let (qid, size) = ((dw[10] & 0xffff) as usize, (dw[10] >> 16) as u16 + 1);
-                if qid != 1 || dw[11] & 1 == 0 || prp1 % PAGE as u64 != 0 {
+                if qid != 1 || dw[11] & 1 == 0 || !prp1.is_multiple_of(PAGE as u64) {
                     return 0x102; // command specific: invalid queue identifier
                 }
                 self.cq[1] = SimQueue { base: prp1, size, phase: true, ..SimQueue::default() };
@@ -286,7 +286,7 @@ impl State {
         let page = PAGE as u64;
         let prp1 = u64::from(dw[6]) | u64::from(dw[7]) << 32;
         let prp2 = u64::from(dw[8]) | u64::from(dw[9]) << 32;
-        if prp1 % 4 != 0 {
+        if !prp1.is_multiple_of(4) {
             return None;
         }
         let first = ((page - prp1 % page) as usize).min(len);
@@ -296,13 +296,13 @@ impl State {
             return Some(out);
         }
         if rest <= PAGE {
-            if prp2 % page != 0 {
+            if !prp2.is_multiple_of(page) {
                 return None;
             }
             out.push((prp2, rest));
             return Some(out);
         }
-        if prp2 % 8 != 0 {
+        if !prp2.is_multiple_of(8) {
             return None;
         }
         self.list_reads += 1;
@@ -310,7 +310,7 @@ impl State {
         while rest > 0 {
             assert!(i < PAGE / 8 - 1, "one list page is enough for our transfers");
             let e = rd64(prp2 + 8 * i as u64);
-            if e % page != 0 {
+            if !e.is_multiple_of(page) {
                 return None;
             }
             let n = rest.min(PAGE);

@@ -40,7 +40,7 @@ impl Wait for Spin {
 
 /// A disk whose every 8 bytes say where they are (and a salt).
 fn pattern(len: usize) -> Vec<u8> {
-    (0..len / 8).flat_map(|i| ((i as u64) * 0x9e37_79b9 ^ 0x5a5a).to_le_bytes()).collect()
+    (0..len / 8).flat_map(|i| (((i as u64) * 0x9e37_79b9) ^ 0x5a5a).to_le_bytes()).collect()
 }
 
 const LIMITS: Limits = Limits { ready_polls: 100, command_polls: 100 };

@@ -34,7 +34,7 @@ impl Mmio {
     }
 
     fn at(&self, off: usize) -> *mut u32 {
-        assert!(off % 4 == 0 && off + 4 <= glue::nvme_regs::SIZE, "register inside the mapped BAR");
+        assert!(off.is_multiple_of(4) && off + 4 <= glue::nvme_regs::SIZE, "register inside the mapped BAR");
         // SAFETY: in bounds of the mapping (checked above).
         unsafe { self.0.add(off).cast() }
     }
