@@ -61,3 +61,43 @@ fn for_each_device_region(bootinfo: &sel4::BootInfo, mut visit: impl FnMut(u64, 
         visit(s, e);
     }
 }
+
+/// Prints the CPU and checks it against what seL4 and the system need
+/// (`component_runtime::cpu`); false when something required is missing.
+pub fn check_cpu() -> bool {
+    use component_runtime::{cpu, error};
+    let report = cpu::check(cpu::cpuid);
+    let (family, model, stepping) = report.signature;
+    log!("cpu: {} \"{}\" family {family} model {model} stepping {stepping}", report.vendor(), report.brand());
+    for f in report.missing() {
+        error!("cpu: missing {}: {}", f.name, f.why);
+    }
+    if !report.runs() {
+        error!("cpu: this CPU cannot run Iolite OS (README, \"Booting a real PC\"); stopping");
+        return false;
+    }
+    let mut names = [""; cpu::REQUIRED.len()];
+    for (name, f) in names.iter_mut().zip(cpu::REQUIRED.iter()) {
+        *name = f.name;
+    }
+    log!("cpu: has everything seL4 and Iolite OS need: {}", Names(&names));
+    for f in report.lacking() {
+        log!("cpu: no {}: {}", f.name, f.why);
+    }
+    true
+}
+
+/// Space-separated names.
+struct Names<'a>(&'a [&'a str]);
+
+impl core::fmt::Display for Names<'_> {
+    fn fmt(&self, f: &mut core::fmt::Formatter<'_>) -> core::fmt::Result {
+        for (i, name) in self.0.iter().enumerate() {
+            if i > 0 {
+                f.write_str(" ")?;
+            }
+            f.write_str(name)?;
+        }
+        Ok(())
+    }
+}

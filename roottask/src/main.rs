@@ -56,6 +56,12 @@ fn main(bootinfo: *const sel4::BootInfo) -> ! {
             "\nIolite OS root task (seL4 5.0.0, {KERNEL_VARIANT} kernel, x86_64 pc99)"
         );
     }
+    // Before anything is loaded, so a machine that cannot run the system
+    // says why instead of failing somewhere later.
+    if !bootinfo::check_cpu() {
+        let _ = sel4::tcb_suspend(sel4::CAP_INIT_THREAD_TCB);
+        component_runtime::abort()
+    }
     bootinfo::report(bootinfo);
     // The PIT is ours until the ticker starts: check the kernel's TSC rate
     // against it (component_runtime::time::pit).

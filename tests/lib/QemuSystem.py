@@ -312,6 +312,22 @@ class QemuSystem:
                 self._wait_for_more(pattern, timeout, deadline)
 
     @keyword
+    def wait_for_serial_text(self, text, timeout="30s"):
+        """Waits until ``text`` (plain, not a pattern) appears anywhere in the
+        console output since the start, the unfinished last line included:
+        for what is printed without a newline and then nothing more (the
+        kernel's 32-bit entry code halts right after its message). Fails on
+        timeout, when QEMU exits, or on a fault."""
+        deadline = time.monotonic() + _seconds(timeout)
+        with self.lock:
+            while True:
+                self._scan_faults()
+                if any(text in line for line in self.lines) or text in self.partial:
+                    logger.info(f"seen after {self.seconds_since_start():.2f} s: {text}")
+                    return
+                self._wait_for_more(repr(text), timeout, deadline)
+
+    @keyword
     def serial_mark(self):
         """The number of whole console lines so far: pass it as ``since`` to
         `Wait For Serial Line Anywhere` to look only at lines after it."""

@@ -1,5 +1,5 @@
 *** Settings ***
-Documentation       The bootable ISO (GRUB, multiboot) of the default image, the whole
+Documentation       The bootable ISO (GRUB for BIOS, multiboot2) of the default image, the whole
 ...                 system: it reaches the root task the same way the QEMU -kernel boot
 ...                 does, starts every component and serves the site. This is the image
 ...                 for real PCs, so it is also where the default image is checked to
@@ -22,6 +22,10 @@ ${PORT}             8080
 
 *** Test Cases ***
 ISO Boots The Whole System And Serves The Site
+    # GRUB for BIOS loads seL4 by multiboot2 as GRUB for UEFI does
+    # (tests/robot/uefi.robot): the RSDP comes from multiboot 2's ACPI tag.
+    Wait For Serial Line    Iolite OS: GRUB booting seL4 under BIOS \\(multiboot2\\)    timeout=90s
+    Wait For Serial Line    ^ACPI: RSDP from the boot loader \\(multiboot 2\\)$    timeout=30s
     Wait For Serial Line    Booting all finished, dropped to user space    timeout=90s
     Wait For Serial Line    ^\\[roottask\\] all checks passed    timeout=60s
     Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=60s

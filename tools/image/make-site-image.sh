@@ -16,7 +16,8 @@
 # (SHA-256 in counter mode over "iolite-site/<name>/<seed>"), so every
 # build makes the same bytes. Timestamps are fixed (SOURCE_DATE_EPOCH,
 # default 1700000000) so that mtimes, and ETags built from them, are stable.
-# Unchanged outputs are not rewritten.
+# Unchanged outputs are not rewritten. SITE_CONFIG=FILE puts FILE on the
+# disk as /.iolite/config.
 set -euo pipefail
 
 site=${1:?usage: make-site-image.sh SITE_DIR OUT_DIR}
@@ -40,6 +41,12 @@ stage=$(mktemp -d "${TMPDIR:-/tmp}/iolite-site.XXXXXX")
 trap 'rm -rf "$stage"' EXIT
 
 cp -a "$site/." "$stage/"
+# SITE_CONFIG=FILE: the disk's deployment values (docs/config.md), checked
+# by make-disk like any site's /.iolite/config.
+if [ -n "${SITE_CONFIG:-}" ]; then
+    mkdir -p "$stage/.iolite"
+    cp "$SITE_CONFIG" "$stage/.iolite/config"
+fi
 for g in "${generated[@]}"; do
     read -r name size <<<"$g"
     python3 - "$stage/$name" "$size" "$name" "$seed" <<'PY'

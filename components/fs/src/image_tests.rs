@@ -561,3 +561,40 @@ fn a_site_of_thousands_of_files_reads_its_metadata_once() {
     assert_eq!(fs.stats().disk.reads, reads, "the second pass read the device");
     assert_eq!(fs.open(b"/t/f3000.html").unwrap_err(), FsError::NotFound);
 }
+
+/// `Fs::hide`: the system's folder and everything in it are gone for
+/// every path that reaches them (a symlink, a hard link), after fs itself
+/// read them; the rest of the disk is untouched.
+#[test]
+fn hidden_objects_are_out_of_reach_by_any_path() {
+    let t = TempDir::new("hide");
+    let site = t.0.join("site");
+    write(&site, "index.html", b"<p>site</p>\n");
+    write(&site, ".iolite/config", b"listen_port = 8081\n");
+    write(&site, ".iolite/keys/secret", b"s3cret\n");
+    fs::hard_link(site.join(".iolite/keys/secret"), site.join("hard")).unwrap();
+    symlink(".iolite/config", site.join("soft")).unwrap();
+    symlink(".iolite", site.join("dirlink")).unwrap();
+    let img = mkfs(&site, 4096, 4096);
+    let d = domain();
+    own_pool(d, POOL, 64);
+    let mut fs = Fs::mount(img.as_slice(), d, POOL, Config::with_budget(1 << 20)).unwrap();
+    // Read before hiding, as fs reads its config.
+    assert!(fs.open(b"/.iolite/config").is_ok());
+    assert_eq!(fs.hide(b"/.iolite").unwrap(), 4, "the folder, config, keys/ and secret");
+    for p in [&b"/.iolite/config"[..], b"/.iolite", b"/.iolite/keys/secret", b"soft", b"hard", b"dirlink/config"] {
+        assert_eq!(fs.open(p).err(), Some(FsError::NotFound), "open {}", String::from_utf8_lossy(p));
+        assert_eq!(fs.stat(p).err(), Some(FsError::NotFound), "stat {}", String::from_utf8_lossy(p));
+    }
+    assert_eq!(fs.list_dir(b"/.iolite").err(), Some(FsError::NotFound));
+    let names: BTreeSet<Vec<u8>> = fs.list_dir(b"/").unwrap().into_iter().map(|e| e.name).collect();
+    assert!(!names.contains(&b".iolite"[..]) && !names.contains(&b"hard"[..]), "{names:?}");
+    assert!(names.contains(&b"index.html"[..]) && names.contains(&b"soft"[..]));
+    let f = fs.open(b"/index.html").unwrap();
+    let mut buf = [0u8; 64];
+    let n = fs.read_into(&f, 0, &mut buf).unwrap();
+    assert_eq!(&buf[..n], b"<p>site</p>\n");
+    // A disk without the folder: nothing hidden.
+    let mut fs2 = Fs::mount(img.as_slice(), d, POOL, Config::with_budget(1 << 20)).unwrap();
+    assert_eq!(fs2.hide(b"/nothing-here").unwrap(), 0);
+}

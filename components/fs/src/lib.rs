@@ -116,6 +116,8 @@ pub struct Fs<'d, D> {
     chunk: usize,
     mode: CopyMode,
     private_pool: Option<PoolId>,
+    /// Inode numbers [`Fs::hide`] took out of the namespace.
+    hidden: Vec<u32>,
 }
 
 impl<'d, D: BlockDevice> Fs<'d, D> {
@@ -126,7 +128,41 @@ impl<'d, D: BlockDevice> Fs<'d, D> {
         let chunk = cfg.chunk_bytes.max(PAGE_SIZE).max(vol.block_size()).next_power_of_two();
         let mut cache = FileCache::new(domain, pool, cfg.budget_bytes);
         cache.set_policy(cfg.policy);
-        Ok(Self { vol, cache, chunk, mode: cfg.mode, private_pool: cfg.private_pool })
+        Ok(Self { vol, cache, chunk, mode: cfg.mode, private_pool: cfg.private_pool, hidden: Vec::new() })
+    }
+
+    /// Takes the directory at `path` and everything in it out of reach of
+    /// [`Fs::open`], [`Fs::stat`] and [`Fs::list_dir`] ([`FsError::NotFound`];
+    /// listings leave them out), by inode: a symlink or hard link to them
+    /// elsewhere on the disk finds nothing either. For the system's own
+    /// files (`/.iolite`), read before. Nothing at `path`: nothing hidden.
+    pub fn hide(&mut self, path: &[u8]) -> Result<usize> {
+        let dir = match self.vol.resolve(path, false) {
+            Ok(d) => d,
+            Err(FsError::NotFound) => return Ok(0),
+            Err(e) => return Err(e),
+        };
+        let mut inos = alloc::vec![dir.ino];
+        if dir.kind() == FileKind::Dir {
+            self.vol.walk(&dir, |_, inode| {
+                inos.push(inode.ino);
+                Ok(())
+            })?;
+        }
+        let n = inos.len();
+        self.hidden.extend(inos);
+        self.hidden.sort_unstable();
+        self.hidden.dedup();
+        Ok(n)
+    }
+
+    /// Resolves `path`, hidden objects as missing.
+    fn visible(&mut self, path: &[u8]) -> Result<Inode> {
+        let inode = self.vol.resolve(path, true)?;
+        if self.hidden.binary_search(&inode.ino).is_ok() {
+            return Err(FsError::NotFound);
+        }
+        Ok(inode)
     }
 
     /// The volume (format-level access).
@@ -153,7 +189,7 @@ impl<'d, D: BlockDevice> Fs<'d, D> {
     /// the image). A directory or special file is [`FsError::NotAFile`], a
     /// file over [`MAX_FILE_SIZE`] is [`FsError::TooLarge`].
     pub fn open(&mut self, path: &[u8]) -> Result<File> {
-        let inode = self.vol.resolve(path, true)?;
+        let inode = self.visible(path)?;
         match inode.kind() {
             FileKind::File if inode.size > MAX_FILE_SIZE => Err(FsError::TooLarge),
             FileKind::File => Ok(File { inode }),
@@ -163,16 +199,18 @@ impl<'d, D: BlockDevice> Fs<'d, D> {
 
     /// `stat` of any object by path (symlinks followed).
     pub fn stat(&mut self, path: &[u8]) -> Result<Stat> {
-        Ok(self.vol.resolve(path, true)?.stat())
+        Ok(self.visible(path)?.stat())
     }
 
     /// Lists a directory by path.
     pub fn list_dir(&mut self, path: &[u8]) -> Result<Vec<DirEntry>> {
-        let dir = self.vol.resolve(path, true)?;
+        let dir = self.visible(path)?;
         if dir.kind() != FileKind::Dir {
             return Err(FsError::NotADirectory);
         }
-        self.vol.read_dir(&dir)
+        let mut entries = self.vol.read_dir(&dir)?;
+        entries.retain(|e| self.hidden.binary_search(&e.ino).is_err());
+        Ok(entries)
     }
 
     /// Visits everything below the directory at `path` (see [`Ext2::walk`]).

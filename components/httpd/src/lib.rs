@@ -55,7 +55,8 @@ pub use server::{
 };
 pub use source::{Clock, FetchedAhead, FileSource, FileStat, Kind, SourceError};
 
-/// `Server` header and `SERVER_SOFTWARE`.
+/// The default `Server` header and `SERVER_SOFTWARE`
+/// ([`Config::server_software`]).
 pub const SERVER: &str = "Iolite-httpd/0.1";
 
 /// Request size limits (see [`request`] for the statuses).
@@ -144,8 +145,14 @@ pub struct Config {
     pub cgi_queue_bytes: usize,
     /// A held request the cgi has not come back for within this gets 503.
     pub cgi_queue_timeout_ms: u64,
-    /// `SERVER_NAME` when the request has no Host.
+    /// `SERVER_NAME` when the request has no Host (the machine's
+    /// hostname).
     pub server_name: String,
+    /// The `Server` header and `SERVER_SOFTWARE` (default [`SERVER`]).
+    pub server_software: String,
+    /// The names tried in order for a directory's index (default
+    /// `index.html`); none found: 403.
+    pub index: alloc::vec::Vec<String>,
     /// `SERVER_PORT`.
     pub server_port: u16,
 }
@@ -172,6 +179,8 @@ impl Default for Config {
             cgi_queue_bytes: 1 << 20,
             cgi_queue_timeout_ms: 5_000,
             server_name: String::from("iolite"),
+            server_software: String::from(SERVER),
+            index: alloc::vec![String::from("index.html")],
             server_port: 80,
         }
     }

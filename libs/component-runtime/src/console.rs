@@ -18,7 +18,7 @@
 
 use crate::logring::{Ring, LINE_MAX};
 use core::fmt;
-use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, Ordering};
+use core::sync::atomic::{AtomicBool, AtomicPtr, AtomicU64, AtomicU8, Ordering};
 
 /// COM1's data register: the port every PC and QEMU's `-serial` use.
 pub const COM1: u16 = 0x3F8;
@@ -197,9 +197,27 @@ impl fmt::Write for Console {
     }
 }
 
+/// The least severe lines printed: 1 errors, 2 and warnings, 3 everything
+/// (the default; a deployment's `log_level`, docs/config.md).
+static LEVEL: AtomicU8 = AtomicU8::new(3);
+
+/// Prints only lines of severity `level` and above from now on: 1 errors,
+/// 2 warnings too, 3 (or more) everything.
+pub fn set_level(level: u8) {
+    LEVEL.store(level.clamp(1, 3), Ordering::Relaxed);
+}
+
 /// Writes one formatted log line prefixed with the component's name and the
 /// level. Used by the logging macros; call those instead.
 pub fn write_line(level: &str, args: fmt::Arguments<'_>) {
+    let rank = match level {
+        "error" => 1,
+        "warning" => 2,
+        _ => 3,
+    };
+    if rank > LEVEL.load(Ordering::Relaxed) {
+        return;
+    }
     if level.is_empty() {
         emit_line(args);
     } else {

@@ -4,7 +4,8 @@
 //! run: an entry point ([`root_task_entry!`], [`component_entry!`]), a console
 //! with logging macros ([`log!`], [`info!`], [`warn!`], [`error!`]), a panic
 //! handler that names the component, time ([`time`]: the TSC at the rate the
-//! kernel measured, the ticker's clock page) and (feature `heap`) a global
+//! kernel measured, the ticker's clock page), the CPU check the root task
+//! runs at boot ([`cpu`]) and (feature `heap`) a global
 //! allocator over a static region. On top of those, the shape every
 //! component shell shares: the loop ([`shell`]: `init`, then
 //! `notified(round)`) and one [`link::Link`] per peer (its channel,
@@ -17,6 +18,7 @@
 #![warn(missing_docs)]
 
 pub mod console;
+pub mod cpu;
 pub mod entry;
 pub mod events;
 #[cfg(feature = "heap")]

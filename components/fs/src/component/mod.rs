@@ -26,6 +26,7 @@
 //! [fs] superblock: magic 0xef53
 //! [fs] mounted ext2: block size 4096, cache budget 2048 KiB, chunk 16 KiB, pool 1023 pages, mode iolite
 //! [fs] cache policy lru                                   (or gds: fs.cache_policy)
+//! [fs] /.iolite/config: address 10.0.2.20/24, ...         (or why not: site.rs)
 //! [fs] ready
 //! [fs] evict <ino> <offset> referenced|unreferenced       (when fs.evict_log = 1)
 //! [fs] budget <bytes>                                     (set_budget)
@@ -52,6 +53,7 @@ mod disk;
 mod nvme_disk;
 mod probe;
 mod rpc;
+mod site;
 mod virtio_blk;
 
 use alloc::boxed::Box;
@@ -160,7 +162,7 @@ fn main(start: &'static StartInfo) -> ! {
         Ok(dev) => dev,
         Err(msg) => {
             error!("{msg}");
-            component_runtime::exit(1)
+            no_disk()
         }
     };
     serve(dev, start)
@@ -187,6 +189,7 @@ fn serve(mut dev: Disk, start: &'static StartInfo) -> ! {
     let sizes: Vec<usize> = CLIENT_FILES[..CLIENTS].iter().map(|&n| n as usize).collect();
 
     let mut fs = mount(dev, d);
+    site::load(&mut fs);
     let peers = Peers::new(start);
     let elastic = (MEMORY_BUDGET > 0).then(|| {
         let pool_bytes = POOL_PAGES as usize * iolite::PAGE_SIZE;
@@ -238,6 +241,13 @@ fn serve(mut dev: Disk, start: &'static StartInfo) -> ! {
     glue::fs::run(&mut server)
 }
 
+/// Without a disk we can read: the others run on the assembly's defaults
+/// (the config page says so at once, rather than after their wait).
+fn no_disk() -> ! {
+    site::publish(site_config::page::Source::NoDisk, &site_config::Settings::default());
+    component_runtime::exit(1)
+}
+
 /// Step one of bring-up, kept as a check: the superblock's magic, read
 /// raw from sector 2 (bytes 1024.. of the disk).
 fn check_superblock(dev: &mut Disk) {
@@ -247,7 +257,7 @@ fn check_superblock(dev: &mut Disk) {
         Ok(()) => log!("superblock: magic {:#06x}", u16::from_le_bytes([sb[56], sb[57]])),
         Err(e) => {
             error!("reading the superblock failed: {e:?}");
-            component_runtime::exit(1)
+            no_disk()
         }
     }
 }
@@ -264,7 +274,7 @@ fn mount(dev: Disk, d: &'static Domain) -> Fs<'static, Disk> {
         Ok(fs) => fs,
         Err(e) => {
             error!("mount failed: {e}");
-            component_runtime::exit(1)
+            no_disk()
         }
     };
     let evict_log = glue::attributes::EVICT_LOG != 0;

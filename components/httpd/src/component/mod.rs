@@ -85,7 +85,17 @@ use glue::pools::{APP_POOL, BODY_POOL, CGI_REQ_POOL, FILE_POOL};
 const NETSTACK: PeerId = PeerId(0);
 const FS: PeerId = PeerId(1);
 const CGI: PeerId = PeerId(2);
+/// The assembly's port: what a site disk's `listen_port` replaces.
 const PORT: u16 = glue::attributes::PORT as u16;
+/// The port we listen on: [`PORT`] or the site's (`start::site_values`),
+/// set once before the first listen; a restart of netstack listens anew
+/// on the same.
+static LISTEN_PORT: core::sync::atomic::AtomicU16 = core::sync::atomic::AtomicU16::new(PORT);
+
+/// The port we listen on ([`LISTEN_PORT`]).
+fn listen_port() -> u16 {
+    LISTEN_PORT.load(core::sync::atomic::Ordering::Relaxed)
+}
 const _: () = assert!(glue::client::SIZE >= socket_api::REGION_BYTES);
 const _: () = assert!(glue::cgi_chan::SIZE >= cgi_api::chan::REGION_BYTES);
 const _: () = assert!(glue::fs_channel::SIZE >= fs_api::CHANNEL_BYTES);
@@ -280,7 +290,7 @@ fn main(start: &'static component_runtime::start::StartInfo) -> ! {
         log!("restarted (restart {}): asking the supervisor to restart the cgi", start.restarts);
         me.restart_cgi("paired with our dead incarnation");
     }
-    me.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(d));
+    me.request(Request::Listen { port: listen_port(), backlog: 64 }.encode(), Aggregate::new(d));
     me.publish();
     shell::run(me)
 }

@@ -12,7 +12,7 @@ use iolite::{Aggregate, Guard, Next};
 use socket_api::client::Notice;
 use socket_api::{ConnId, ErrorCode, Event, Request};
 
-use super::{glue, Httpd, NETSTACK, OUTQ_CAP, PORT};
+use super::{glue, listen_port, Httpd, NETSTACK, OUTQ_CAP};
 
 impl Httpd {
     /// Sends a request to netstack (in order behind earlier ones waiting
@@ -198,7 +198,7 @@ impl Httpd {
             "netstack died (death {death}): {conns} connections dropped, {dropped} requests unsent, {quarantined} buffers lent to it quarantined, region set up again (generation {})",
             self.net.chan.generation()
         );
-        self.request(Request::Listen { port: PORT, backlog: 64 }.encode(), Aggregate::new(self.d));
+        self.request(Request::Listen { port: listen_port(), backlog: 64 }.encode(), Aggregate::new(self.d));
     }
 
     /// Confirms netstack's latest death once nothing it gave us (received

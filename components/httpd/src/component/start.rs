@@ -7,21 +7,23 @@ use alloc::string::String;
 use alloc::vec::Vec;
 
 use component_runtime::link::{Deaths, Link};
-use component_runtime::log;
 use component_runtime::start::StartInfo;
-use component_runtime::time::ClockPage;
+use component_runtime::time::{self, ClockPage};
+use component_runtime::{log, warn};
 use glue_rt::map_pool;
 use glue_rt::pools::rw;
 use httpd::{Config, FileRefs, FileRefsLimits, Server};
 use iolite::duplex::Control;
 use iolite::{Boundary, Copier, Domain, Trust, BUILD_COPY_MODE};
 use outbox::Outbox;
+use site_config::page;
+use site_config::Settings;
 use socket_api::client::Conns;
 
 use super::fs::{self, FsSource};
 use super::{
-    glue, Httpd, TickClock, CGI, CGI_INSTANCE, CONTROLS_CAP, FS, FS_INSTANCE, NETSTACK, NETSTACK_INSTANCE, OUTQ_CAP,
-    PORT,
+    glue, Httpd, TickClock, CGI, CGI_INSTANCE, CONTROLS_CAP, FS, FS_INSTANCE, LISTEN_PORT, NETSTACK, NETSTACK_INSTANCE,
+    OUTQ_CAP, PORT,
 };
 use glue::pools::{APP_POOL, BODY_POOL, CGI_POOL, CGI_REQ_POOL, FILE_POOL, SOCK_POOL};
 
@@ -75,11 +77,43 @@ fn file_source(d: &'static Domain, me: usize) -> (FsSource, Deaths) {
     (FsSource { d, rx: fs_rx, copier, tag: 0, copied: 0, client, refs }, deaths)
 }
 
-/// The server's configuration: the assembly's policy.
-fn config() -> Config {
+/// How long we wait for fs to publish the site's values. fs publishes
+/// them before it answers its first call, and we have called it (its
+/// reset) by then: the wait is for an fs that is gone.
+const SITE_WAIT_MS: u64 = 2000;
+
+/// The site disk's deployment values (docs/config.md), from the page fs
+/// publishes (untrusted: one copy, every field checked again), over
+/// which the assembly's are the defaults. Logged either way.
+fn site_values() -> Settings {
+    const _: () = assert!(glue::site_config::SIZE >= page::PAGE_BYTES);
+    // SAFETY: the site_config dataport, mapped read-only for our lifetime.
+    let got =
+        unsafe { page::receive(glue::site_config::VADDR as *const u8, SITE_WAIT_MS, time::now_ms, sel4::yield_now) };
+    let (warning, line) = got.report(SITE_WAIT_MS);
+    if warning {
+        warn!("{line}");
+    } else {
+        log!("{line}");
+    }
+    let s = got.into_settings();
+    if let Some(l) = s.log_level {
+        component_runtime::console::set_level(l as u8);
+    }
+    s
+}
+
+/// The server's configuration: the assembly's policy, and the site's
+/// values where it sets them.
+fn config(site: Settings) -> Config {
+    let port = site.listen_port.unwrap_or(PORT);
+    LISTEN_PORT.store(port, core::sync::atomic::Ordering::Relaxed);
+    let d = Config::default();
     Config {
-        server_port: PORT,
-        server_name: String::from("iolite"),
+        server_port: port,
+        server_name: site.hostname.unwrap_or_else(|| String::from("iolite")),
+        server_software: site.server_name.unwrap_or(d.server_software),
+        index: site.index.unwrap_or(d.index),
         // Held while the cgi is away: as many calls as a fresh request ring
         // takes at once, and bodies up to half the CGI request pool (the
         // dead incarnation's requests may stay quarantined there until its
@@ -92,7 +126,7 @@ fn config() -> Config {
         min_input_rate: glue::attributes::MIN_INPUT_RATE as u64,
         rate_grace_ms: glue::attributes::RATE_GRACE_MS as u64,
         max_input_slices: glue::attributes::MAX_INPUT_SLICES as usize,
-        ..Config::default()
+        ..d
     }
 }
 
@@ -114,7 +148,7 @@ impl Httpd {
         let fs_peer = Link::new(FS_INSTANCE, FS, page, ()).release_on_request();
         // SAFETY: the clock dataport, mapped read-only for our lifetime.
         let clock = TickClock(unsafe { ClockPage::at(glue::clock::VADDR) });
-        let mut srv = Server::new(d, APP_POOL, src, clock, config());
+        let mut srv = Server::new(d, APP_POOL, src, clock, config(site_values()));
         srv.set_health_probe(super::peers::health);
         // SAFETY: the cgi_chan dataport, mapped read-write for our lifetime;
         // its control page is written by the cgi only.

@@ -35,7 +35,6 @@ use crate::path::parse_target;
 use crate::reason::reason;
 use crate::request::{Method, Request};
 use crate::source::{Clock, FileSource};
-use crate::SERVER;
 
 /// A connection's request waiting for the CGI's answer.
 pub(super) struct CgiWait<'d> {
@@ -164,7 +163,7 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             remote_port: conn.remote.map_or(0, |r| r.port),
             server_name,
             server_port: self.cfg.server_port,
-            server_software: SERVER,
+            server_software: &self.cfg.server_software,
             content_length,
         });
         self.next_cgi = self.next_cgi.wrapping_add(1);

@@ -63,8 +63,17 @@ fn range_spec(req: &Request, st: &FileStat, tag: &str) -> RangeSpec {
     }
 }
 
+/// The folder of the site disk httpd never serves (docs/config.md).
+const PRIVATE: &str = "/.iolite";
+
 impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
     pub(super) fn serve_static(&mut self, conn: &mut Conn<'d, S::File>, req: &Request, path: &str, mode: ConnMode) {
+        // The site disk's own configuration (`/.iolite/config`, and the
+        // write secret it is to hold) is the system's, not the site's.
+        if path == PRIVATE || path.strip_prefix(PRIVATE).is_some_and(|rest| rest.starts_with('/')) {
+            self.push_simple(conn, 404, req.method == Method::Head, mode, "");
+            return;
+        }
         self.serve_static_waited(conn, req, path, mode, None);
     }
 
@@ -91,7 +100,8 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
             return;
         }
         let Some(((f, st), path)) = self.open_static(conn, req, path, mode, ticket) else { return };
-        if st.kind != Kind::File || (path.ends_with('/') && !path.ends_with("/index.html")) {
+        // A path still ending in `/` is a file asked for as a directory.
+        if st.kind != Kind::File || path.ends_with('/') {
             self.src.close(f);
             let status = if st.kind == Kind::File { 404 } else { 403 };
             self.push_simple(conn, status, head, mode, "");
@@ -137,12 +147,23 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
                 return None;
             }
             Err(SourceError::IsDirectory) => {
-                let index = format!("{path}index.html");
-                match open(&mut self.src, &index) {
-                    Ok(o) => Ok((o, index)),
-                    Err(SourceError::NotFound | SourceError::IsDirectory) => Err(SourceError::Forbidden),
-                    Err(e) => Err(e),
+                // The configured names in order; the first that exists.
+                let mut found = Err(SourceError::Forbidden);
+                for name in &self.cfg.index {
+                    let index = format!("{path}{name}");
+                    match open(&mut self.src, &index) {
+                        Ok(o) => {
+                            found = Ok((o, index));
+                            break;
+                        }
+                        Err(SourceError::NotFound | SourceError::IsDirectory) => {}
+                        Err(e) => {
+                            found = Err(e);
+                            break;
+                        }
+                    }
                 }
+                found
             }
             Ok(o) => Ok((o, String::from(path))),
             Err(e) => Err(e),

@@ -12,10 +12,10 @@ use iolite::gen::generate;
 use iolite::Aggregate;
 
 use super::{Conn, ConnMode, Core, Out, State};
+use crate::date;
 use crate::reason::reason;
 use crate::request::{Method, Request};
 use crate::source::{Clock, FileSource};
-use crate::{date, SERVER};
 
 /// Methods of static files (405 and OPTIONS).
 pub(super) const ALLOW_STATIC: &str = "GET, HEAD, OPTIONS";
@@ -63,7 +63,13 @@ impl<'d, S: FileSource<'d>, C: Clock> Core<'d, S, C> {
         self.count(status);
         let date = self.date();
         let date = core::str::from_utf8(&date).unwrap_or("");
-        self.gen(|w| write!(w, "HTTP/1.1 {status} {why}\r\nDate: {date}\r\nServer: {SERVER}\r\n{}", mode.line()))
+        let server = self.cfg.server_software.as_str();
+        let a = generate(self.d, self.pool, |w| {
+            write!(w, "HTTP/1.1 {status} {why}\r\nDate: {date}\r\nServer: {server}\r\n{}", mode.line())
+        })
+        .ok()?;
+        self.stats.header_bytes_generated += a.len() as u64;
+        Some(a)
     }
 
     /// A complete error (or other body-less-by-design) response with a

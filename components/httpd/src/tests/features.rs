@@ -990,3 +990,37 @@ fn a_client_that_stops_reading_is_closed_after_the_send_timeout() {
     assert_eq!(h.srv.stats().send_timeouts, 1);
     assert!(h.drain(c).closed);
 }
+
+/// A site disk's values (docs/config.md): the `Server` header, the index
+/// names in order; and its `/.iolite/` folder is never served.
+#[test]
+fn site_values_and_the_private_folder() {
+    let d = domain();
+    let cfg = Config {
+        server_software: String::from("shop-httpd/2"),
+        index: vec![String::from("home.html"), String::from("index.html")],
+        ..Config::default()
+    };
+    let mut h = Harness::with_config(d, cfg);
+    h.srv.source_mut().put("/docs/home.html", b"<p>home</p>\n", 1_700_000_000);
+    h.srv.source_mut().put("/.iolite/config", b"listen_port = 8081\n", 1_700_000_000);
+    let get = |h: &mut Harness<'_>, path: &str| {
+        let c = h.connect();
+        h.send(c, &req(path, "Connection: close\r\n"));
+        let dr = h.drain(c);
+        parse_responses(&dr.bytes, &|_| false).remove(0)
+    };
+    let r = get(&mut h, "/docs/");
+    assert_eq!((r.status, r.body.as_slice()), (200, &b"<p>home</p>\n"[..]), "the first index name found");
+    assert_eq!(r.header("Server"), Some("shop-httpd/2"));
+    let r = get(&mut h, "/");
+    assert_eq!(r.status, 200);
+    assert_eq!(r.body, b"<!DOCTYPE html><title>Iolite</title><p>hello</p>\n", "the second when the first is missing");
+    assert_eq!(get(&mut h, "/sub/").status, 403, "none of them");
+    for p in ["/.iolite/config", "/.iolite", "/.iolite/", "/a/../.iolite/config"] {
+        let r = get(&mut h, p);
+        assert_eq!(r.status, 404, "{p}");
+        assert!(!r.body.windows(11).any(|w| w == b"listen_port"), "{p}: nothing of the file");
+        assert_eq!(r.header("Server"), Some("shop-httpd/2"));
+    }
+}

@@ -5,6 +5,8 @@
 use component_runtime::time;
 use component_runtime::{log, warn};
 use netstack::{Config, NetStack, TxChecksum};
+use site_config::page;
+use site_config::Settings;
 
 use super::glue;
 use super::glue::pools::{HDR_POOL, SOCK_POOL};
@@ -25,6 +27,37 @@ fn parse_ipv4(s: &str) -> Option<[u8; 4]> {
     parts.next().is_none().then_some(out)
 }
 
+/// How long we wait for fs to publish the site's values (it mounts the
+/// disk first; a missing disk it reports at once).
+const SITE_WAIT_MS: u64 = 5000;
+
+/// The site disk's deployment values (docs/config.md), from the page fs
+/// publishes (untrusted: one copy, every field checked again), over
+/// which our attributes are the defaults. Logged either way.
+fn site_values() -> Settings {
+    if glue::site_config::PEERS.is_empty() {
+        return Settings::default();
+    }
+    const _: () = assert!(glue::site_config::SIZE >= page::PAGE_BYTES);
+    // SAFETY: the site_config dataport, mapped read-only for our lifetime.
+    let got =
+        unsafe { page::receive(glue::site_config::VADDR as *const u8, SITE_WAIT_MS, time::now_ms, sel4::yield_now) };
+    let (warning, line) = got.report(SITE_WAIT_MS);
+    if warning {
+        warn!("{line}");
+    } else {
+        log!("{line}");
+    }
+    let s = got.into_settings();
+    if let Some(h) = &s.hostname {
+        log!("hostname {h}");
+    }
+    if let Some(l) = s.log_level {
+        component_runtime::console::set_level(l as u8);
+    }
+    s
+}
+
 /// The stack's configuration for our MAC address and the offloads netdrv
 /// offers, from the assembly's attributes.
 pub(super) fn stack_config(mac: [u8; 6], offloads: nic_api::Offloads) -> Config {
@@ -37,6 +70,17 @@ pub(super) fn stack_config(mac: [u8; 6], offloads: nic_api::Offloads) -> Config 
     cfg.address = (parse_ipv4(addr).expect("address attribute"), prefix.parse().expect("prefix"));
     cfg.gateway = parse_ipv4(glue::attributes::GATEWAY);
     cfg.dhcp = glue::attributes::DHCP != 0;
+    // The site's values over the assembly's: a static address (with its
+    // gateway, or none) or DHCP.
+    let site = site_values();
+    if let Some(address) = site.address {
+        cfg.address = address;
+        cfg.gateway = site.gateway;
+        cfg.dhcp = false;
+    }
+    if let Some(dhcp) = site.dhcp {
+        cfg.dhcp = dhcp;
+    }
     cfg.checksum = match glue::attributes::CHECKSUM {
         "offload" => TxChecksum::Offload,
         "software" => TxChecksum::Software,

@@ -713,4 +713,26 @@ pub mod glue {
             unsafe { rt::Dataport::new(VADDR, SIZE) }
         }
     }
+
+    /// `maybe dataport Buf(4096) site_config;`, connected by seL4SharedData.
+    pub mod site_config {
+        use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["netstack", "httpd"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[4, 6];
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100869000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
 }

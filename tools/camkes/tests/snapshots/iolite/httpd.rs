@@ -655,4 +655,30 @@ pub mod glue {
             unsafe { rt::Dataport::new(VADDR, SIZE) }
         }
     }
+
+    /// `dataport Buf(4096) site_config;`, connected by seL4SharedData.
+    pub mod site_config {
+        use super::rt;
+        /// The instances at the other side of the connection, in written order.
+        pub const PEERS: &[&str] = &["fs"];
+        /// Their spec indices, which are their records in the system events page.
+        pub const PEER_INDICES: &[usize] = &[5];
+        /// The one instance at the other side.
+        pub const PEER: &str = "fs";
+        /// Its spec index (its record in the system events page).
+        pub const PEER_INDEX: usize = 5;
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x1022b8000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x1000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadOnly;
+
+        /// The dataport, mapped read-only.
+        pub fn get() -> rt::Dataport<rt::ReadOnly> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
 }
