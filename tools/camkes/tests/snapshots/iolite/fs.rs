@@ -722,7 +722,7 @@ pub mod glue {
         /// Their spec indices, which are their records in the system events page.
         pub const PEER_INDICES: &[usize] = &[4, 6];
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100869000;
+        pub const VADDR: usize = 0x100a69000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
