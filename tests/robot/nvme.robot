@@ -6,7 +6,8 @@ Documentation       The default image on Q35 with the site disk on QEMU's NVMe c
 ...                 queue, identify, one I/O queue pair), mounts the site and serves every
 ...                 file byte for byte, the data DMAed straight into the file cache's pages
 ...                 (PRP lists for multi-page chunks): disk reads counted, 0 bytes copied.
-...                 Completion is polled (no MSI is programmed at boot).
+...                 Completion is polled (no MSI is programmed at boot). A controller
+...                 without a namespace: fs says so in words and nothing faults.
 Library             Collections
 Library             QemuSystem    ${BUILD_DIR}
 Library             WebClient    ${PORT}
@@ -61,3 +62,11 @@ The Site Is Served From An NVMe Disk, DMAed Into The Cache
     Should Be Equal As Integers    ${fs}[bytes_copied]    0
     Should Be Equal As Integers    ${stats}[httpd][static_bytes_copied]    0
     Serial Should Stay Quiet About Faults    1s
+
+An NVMe Without A Namespace: fs Says So And Nothing Faults
+    # QEMU's controller with no drive: identify namespace 1 is all zeros.
+    Start System    --shape    q35    --port    ${PORT}:80    --    -device    nvme,serial=empty
+    Wait For Serial Line Anywhere    ^\\[roottask\\] pci 00:03\\.0 1b36:0010 block -> fs    timeout=60s
+    Wait For Serial Line Anywhere    ^\\[fs\\] error: 00:03\\.0: nvme: namespace 1: no blocks \\(not attached\\?\\)$
+    Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running
+    Serial Should Stay Quiet About Faults    2s

@@ -118,6 +118,10 @@ impl<R: Registers> Controller<R> {
         let nsze = u64::from_le_bytes(buf[0..8].try_into().unwrap_or([0; 8]));
         let flbas = buf[26];
         let nlbaf = buf[25];
+        // An inactive namespace identifies as all zeros: say that first.
+        if nsze == 0 {
+            return Err(Error::Namespace("no blocks (not attached?)"));
+        }
         let index = usize::from(flbas & 0xf);
         if index > usize::from(nlbaf) || index >= 16 {
             return Err(Error::Namespace("FLBAS names no LBA format"));
@@ -130,9 +134,6 @@ impl<R: Registers> Controller<R> {
         }
         if !(9..=12).contains(&lbads) {
             return Err(Error::Namespace("block size not 512..=4096 bytes"));
-        }
-        if nsze == 0 {
-            return Err(Error::Namespace("no blocks (not attached?)"));
         }
         self.identity.block_size = 1 << lbads;
         self.identity.blocks = nsze;
