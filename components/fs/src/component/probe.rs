@@ -104,6 +104,14 @@ fn nvme(start: &'static StartInfo, blk: &pci::Device<pci::ThroughServer>) -> Res
     // function, as the root task found it.
     let dev = NvmeDisk::new(unsafe { Mmio::new() }, start).map_err(|e| format!("{blk}: nvme: {e}"))?;
     let id = dev.identity();
+    // The filesystem reads whole 512-byte sectors (the superblock is the
+    // 1 KiB at 1024): a larger logical block could not serve that.
+    if id.block_size != 512 {
+        return Err(format!(
+            "{blk}: nvme namespace 1 has {}-byte blocks; fs reads 512-byte sectors (format it with 512)",
+            id.block_size
+        ));
+    }
     log!(
         "nvme at {blk}: BAR0 {:#x}, model \"{}\", serial \"{}\", version {:#x}, namespace 1: {} blocks of {} bytes, polled (no MSI programmed at boot)",
         bar0 & !0xf,
