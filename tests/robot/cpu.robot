@@ -31,8 +31,9 @@ Console Should Not Show
 *** Test Cases ***
 The Root Task Names The CPU And What It Lacks
     # simulate's default CPU: qemu64 plus FSGSBASE and XSAVE. QEMU's qemu64
-    # reports neither RDRAND nor an invariant TSC.
-    Start System
+    # reports neither RDRAND nor an invariant TSC. The NIC and the disk,
+    # so that every driver finds its device and all components start.
+    Start System    --net    --disk    ${BUILD_DIR}/images/site.img
     Wait For Serial Line    ^\\[roottask\\] cpu: AuthenticAMD "QEMU Virtual CPU version 2\\.5\\+" family 15 model 107 stepping 1$    timeout=60s
     Wait For Serial Line    ${HAS}
     Wait For Serial Line    ^\\[roottask\\] cpu: no constant_tsc: clocks assume the TSC rate measured at boot never changes
@@ -41,7 +42,7 @@ The Root Task Names The CPU And What It Lacks
 
 A Feature The CPU Has Is Not Named As Lacking
     # TCG emulates RDRAND (an invariant TSC it cannot offer: QEMU drops it).
-    Start System    --cpu    qemu64,+fsgsbase,+xsave,+rdrand
+    Start System    --cpu    qemu64,+fsgsbase,+xsave,+rdrand    --net    --disk    ${BUILD_DIR}/images/site.img
     Wait For Serial Line    ${HAS}    timeout=60s
     Wait For Serial Line    ^\\[roottask\\] cpu: no constant_tsc:
     Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 8 of 8 components running    timeout=60s
