@@ -108,11 +108,12 @@ impl Discovery {
             let pick = (0..self.found.len()).find(|&i| !taken(i) && kind.supports(&self.found[i]).is_some());
             let Some(index) = pick else {
                 let models: Vec<&str> = kind.supported.iter().map(|(_, _, n)| *n).collect();
+                let classes: Vec<String> = kind.classes.iter().map(|c| alloc::format!("{c:04x}")).collect();
                 error!(
-                    "pci: no device for {}.match = \"{}\" (class {:04x}: {}): {} not started",
+                    "pci: no device for {}.match = \"{}\" (class {}: {}): {} not started",
                     component.name,
                     kind.name,
-                    kind.class,
+                    classes.join(", "),
                     models.join(", "),
                     component.name
                 );

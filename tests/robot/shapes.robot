@@ -112,6 +112,6 @@ Two Devices On One IOAPIC Pin: The Second Driver Is Not Started
 
 No Disk: fs Is Not Started, With A Clear Line, And Nothing Faults
     Start System    --port    ${PORT}:80
-    Wait For Serial Line    ^\\[roottask\\] error: pci: no device for fs\\.match = "block" \\(class 0100: virtio-blk\\): fs not started$    timeout=60s
+    Wait For Serial Line    ^\\[roottask\\] error: pci: no device for fs\\.match = "block" \\(class 0100, 0108: virtio-blk, nvme\\): fs not started$    timeout=60s
     Wait For Serial Line Anywhere    ^\\[roottask\\] system started: 7 of 8 components running
     Serial Should Stay Quiet About Faults    2s

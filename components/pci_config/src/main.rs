@@ -80,7 +80,7 @@ fn parse_grant(s: &str, start: &StartInfo) -> Result<Grant, BadGrant> {
     let record = start
         .pci_devices()
         .iter()
-        .find(|r| r.driver() == client && (r.class >> 8) as u16 == kind.class)
+        .find(|r| r.driver() == client && kind.has_class((r.class >> 8) as u16))
         .ok_or(BadGrant::Unbound)?;
     let function = pci::Function::from_bdf(u32::from(record.bdf)).ok_or(BadGrant::Unbound)?;
     Ok(Grant { badge, function })

@@ -84,8 +84,9 @@ impl Found {
 pub struct MatchKind {
     /// The assembly's name for it.
     pub name: &'static str,
-    /// The base class and subclass every candidate has.
-    pub class: u16,
+    /// The base classes and subclasses a candidate may have (block
+    /// devices: SCSI-class virtio-blk, NVMe).
+    pub classes: &'static [u16],
     /// Devices a driver here supports: vendor, device, a short name.
     pub supported: &'static [(u16, u16, &'static str)],
 }
@@ -100,11 +101,16 @@ pub const MATCHES: &[MatchKind] = &[
     // virtio capabilities name.
     MatchKind {
         name: "net",
-        class: 0x0200,
+        classes: &[0x0200],
         supported: &[(0x8086, 0x100e, "e1000"), (0x8086, 0x10d3, "e1000e"), (0x1af4, 0x1041, "virtio-net")],
     },
-    // SCSI-class mass storage: the legacy (transitional) virtio-blk.
-    MatchKind { name: "block", class: 0x0100, supported: &[(0x1af4, 0x1001, "virtio-blk")] },
+    // Mass storage: the legacy (transitional) virtio-blk (SCSI class) and
+    // QEMU's NVMe controller (class 01/08, programming interface 02).
+    MatchKind {
+        name: "block",
+        classes: &[0x0100, 0x0108],
+        supported: &[(0x1af4, 0x1001, "virtio-blk"), (0x1b36, 0x0010, "nvme")],
+    },
 ];
 
 /// The match called `name`, if there is one.
@@ -115,7 +121,12 @@ pub fn match_kind(name: &str) -> Option<&'static MatchKind> {
 impl MatchKind {
     /// Whether `found` has this kind's class.
     pub fn candidate(&self, found: &Found) -> bool {
-        found.class_code() == self.class
+        self.has_class(found.class_code())
+    }
+
+    /// Whether `class` (base class and subclass) is one of this kind's.
+    pub fn has_class(&self, class: u16) -> bool {
+        self.classes.contains(&class)
     }
 
     /// The short name of a supported model, if `found` is one.

@@ -194,3 +194,21 @@ fn matches_name_classes_and_supported_models() {
     virtio.device = 0x1000;
     assert!(net.candidate(&virtio) && net.supports(&virtio).is_none());
 }
+
+#[test]
+fn block_matches_virtio_blk_and_nvme_by_class_and_id() {
+    let mut bus = Bus::default();
+    // QEMU's NVMe on q35: class 01/08/02, a 64-bit memory BAR0 of 16 KiB.
+    bus.function(Function::new(0, 3, 0), 0x0010_1b36, 0x01_0802, 1, 0, &[(0xfebf_0004, 0xffff_c004), (0, !0)]);
+    // An NVMe of another vendor: its class, not a model of ours.
+    bus.function(Function::new(0, 4, 0), 0x0953_8086, 0x01_0802, 1, 0, &[(0xfeb0_0004, 0xffff_c004), (0, !0)]);
+    let mut found = Vec::new();
+    enumerate(&bus, |f| found.push(f)).unwrap();
+    let block = match_kind("block").unwrap();
+    assert_eq!(found[0].class_code(), 0x0108);
+    assert!(block.candidate(&found[0]) && block.has_class(0x0100) && !block.has_class(0x0200));
+    assert_eq!(block.supports(&found[0]), Some("nvme"));
+    assert!(matches!(found[0].bars[0], Bar::Memory { base: 0xfebf_0000, size: 0x4000 }));
+    assert!(block.candidate(&found[1]) && block.supports(&found[1]).is_none());
+    assert!(!match_kind("net").unwrap().candidate(&found[0]));
+}

@@ -194,8 +194,12 @@ impl System {
     fn map_dataports(&self, instance: &mut Instance, component: &Component, pml4: CPtr) -> Result<CPtr, LoadError> {
         let mut copy_slot = instance.shared_copies.start;
         for mapping in &component.mappings {
-            let Loaded::Frames(frames) = &self.objects[mapping.object.0 as usize] else {
-                return Err(LoadError(format!("mapping of a non-frame object #{}", mapping.object.0)));
+            let frames = match &self.objects[mapping.object.0 as usize] {
+                Loaded::Frames(frames) => frames,
+                // Registers of another model: left unmapped (the driver
+                // sees no dataport record for it).
+                Loaded::Unfit => continue,
+                _ => return Err(LoadError(format!("mapping of a non-frame object #{}", mapping.object.0))),
             };
             let rights = match mapping.access {
                 Access::ReadOnly => CapRights::read_only(),
@@ -278,6 +282,8 @@ impl System {
                     return Err(LoadError(format!("slot {}: frames are mapped, not granted", cap.slot)))
                 }
                 Loaded::Absent => return Err(LoadError(format!("slot {}: its device was not found", cap.slot))),
+                // Another model's registers: the slot stays empty.
+                Loaded::Unfit => continue,
             };
             invoke("CNode_Mint (component capability)", result)?;
         }

@@ -27,6 +27,11 @@ pub(super) enum Loaded {
     /// A device object of a driver that got no device at boot (it is not
     /// started, so nothing refers to this).
     Absent,
+    /// A register object of another model of the driver's kind (an I/O BAR
+    /// for a virtio-blk when the disk found is an NVMe, whose BAR0 is
+    /// memory): the driver starts without it (its slot empty, its dataport
+    /// unmapped) if another of its register objects fits the device.
+    Unfit,
 }
 
 /// The frame capabilities backing one dataport, in address order.
@@ -48,7 +53,8 @@ pub(super) fn make_objects(
     let mut objects = Vec::with_capacity(spec.objects.len());
     for object in &spec.objects {
         let loaded = match pci_object(&object.kind, found) {
-            Some(Err(())) => Loaded::Absent,
+            Some(Err(Unmade::Absent)) => Loaded::Absent,
+            Some(Err(Unmade::Unfit)) => Loaded::Unfit,
             // A device found at boot that cannot be had (its BAR in no
             // device region, a pin the kernel refuses) costs its driver
             // alone: it is not started (`System::build_all`).
@@ -64,18 +70,27 @@ pub(super) fn make_objects(
     Ok(objects)
 }
 
+/// Why a device object of a found function was not made.
+enum Unmade {
+    /// The driver got no device, or the BAR cannot be had (said here; the
+    /// driver is not started).
+    Absent,
+    /// The BAR is not of the object's kind (memory for a port range, or
+    /// the other way round): an object for another model.
+    Unfit,
+}
+
 /// A device object of a function found at boot, as the fixed object it
 /// resolves to: `None` for objects that are fixed already, `Some(Err)`
-/// when the driver got no device (or the BAR is not what the spec needs:
-/// said here, and the driver is then not started).
-fn pci_object(kind: &ObjectKind, found: &Discovery) -> Option<Result<ObjectKind, ()>> {
+/// when it is not made (`Unmade`).
+fn pci_object(kind: &ObjectKind, found: &Discovery) -> Option<Result<ObjectKind, Unmade>> {
     use pci::Bar;
     let (driver, bar) = match kind {
         ObjectKind::PciBarFrames { driver, bar, .. } | ObjectKind::PciBarPorts { driver, bar } => (driver, *bar),
         ObjectKind::PciIrq(irq) => (&irq.driver, 0),
         _ => return None,
     };
-    let Some((f, binding)) = found.bound(driver) else { return Some(Err(())) };
+    let Some((f, binding)) = found.bound(driver) else { return Some(Err(Unmade::Absent)) };
     // The register frames map the BAR the device names where it names one
     // (virtio's capabilities), else the assembly's: one BAR, never all of
     // the function's.
@@ -85,7 +100,7 @@ fn pci_object(kind: &ObjectKind, found: &Discovery) -> Option<Result<ObjectKind,
     };
     let fail = |what: core::fmt::Arguments<'_>| {
         component_runtime::error!("pci {}: {what}: {driver} not started", f.function);
-        Some(Err(()))
+        Some(Err(Unmade::Absent))
     };
     Some(Ok(match (kind, f.bars.get(bar as usize).copied().unwrap_or(Bar::None)) {
         (ObjectKind::PciBarFrames { size, .. }, Bar::Memory { base, size: bar_size }) => {
@@ -117,6 +132,11 @@ fn pci_object(kind: &ObjectKind, found: &Discovery) -> Option<Result<ObjectKind,
                 notification: irq.notification,
                 badge: irq.badge,
             })
+        }
+        // The other kind of BAR: the object of another model (the driver
+        // starts if one of its register objects fits: `System::build_all`).
+        (ObjectKind::PciBarFrames { .. }, Bar::Io { .. }) | (ObjectKind::PciBarPorts { .. }, Bar::Memory { .. }) => {
+            return Some(Err(Unmade::Unfit))
         }
         (ObjectKind::PciBarFrames { .. }, other) => {
             return fail(format_args!("bar{bar} is not a memory BAR ({other:?})"))

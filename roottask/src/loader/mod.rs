@@ -217,6 +217,13 @@ impl System {
                 );
                 continue;
             }
+            if !self.registers_fit(component) {
+                component_runtime::error!(
+                    "component {}: not started: none of its register BARs is of the kind its device has",
+                    component.name
+                );
+                continue;
+            }
             let mut instance = core::mem::replace(&mut self.instances[position], placeholder());
             match self.build(&mut instance) {
                 Ok(()) => let_built_components_run(),
@@ -290,6 +297,20 @@ impl System {
     }
 
     /// The parsed ELF image the component is built from.
+    /// Whether a component with register objects of another model
+    /// (`Loaded::Unfit`) has one that fits its device.
+    fn registers_fit(&self, component: &Component) -> bool {
+        let objects = || component.caps.iter().map(|c| c.object).chain(component.mappings.iter().map(|m| m.object));
+        let unfit = |o: system_spec::ObjectId| matches!(self.objects[o.0 as usize], Loaded::Unfit);
+        let bar = |o: system_spec::ObjectId| {
+            matches!(
+                self.spec.objects[o.0 as usize].kind,
+                system_spec::ObjectKind::PciBarFrames { .. } | system_spec::ObjectKind::PciBarPorts { .. }
+            )
+        };
+        !objects().any(unfit) || objects().any(|o| bar(o) && !unfit(o))
+    }
+
     fn image(&self, component: &Component) -> Result<elf::Image<'static>, LoadError> {
         let (_, data) = self
             .elves

@@ -49,6 +49,8 @@
 //! receive no buffers) and ends our own quarantine. `probe.rs` finds the
 //! disk.
 
+mod disk;
+mod nvme_disk;
 mod probe;
 mod rpc;
 mod site;
@@ -70,7 +72,7 @@ use fs::{Config, File, Fs};
 use glue::pools::FILE_POOL;
 use iolite::{Attach, ChannelTx, Domain, Geometry, PeerId, PoolLayout, RwRegion, Trust, BUILD_COPY_MODE, FLAG_EOF};
 
-use virtio_blk::VirtioBlk;
+use disk::Disk;
 
 component_runtime::component_entry!(main);
 component_runtime::global_heap!(4 << 20);
@@ -166,7 +168,7 @@ fn main(start: &'static StartInfo) -> ! {
     serve(dev, start)
 }
 
-fn serve(mut dev: VirtioBlk, start: &'static StartInfo) -> ! {
+fn serve(mut dev: Disk, start: &'static StartInfo) -> ! {
     let seed = start.seed;
     check_superblock(&mut dev);
     let d: &'static Domain = Box::leak(Box::new(Domain::new()));
@@ -248,7 +250,7 @@ fn no_disk() -> ! {
 
 /// Step one of bring-up, kept as a check: the superblock's magic, read
 /// raw from sector 2 (bytes 1024.. of the disk).
-fn check_superblock(dev: &mut VirtioBlk) {
+fn check_superblock(dev: &mut Disk) {
     use fs::BlockDevice;
     let mut sb = [0u8; 1024];
     match dev.read_at(1024, &mut sb) {
@@ -261,7 +263,7 @@ fn check_superblock(dev: &mut VirtioBlk) {
 }
 
 /// Mounts the volume under the file cache the assembly configures.
-fn mount(dev: VirtioBlk, d: &'static Domain) -> Fs<'static, VirtioBlk> {
+fn mount(dev: Disk, d: &'static Domain) -> Fs<'static, Disk> {
     let budget = glue::attributes::CACHE_BUDGET.max(0) as usize;
     let mut cfg = Config::with_budget(budget);
     cfg.policy = POLICY;
@@ -323,7 +325,7 @@ fn caller() -> usize {
 }
 
 struct Server {
-    fs: Fs<'static, VirtioBlk>,
+    fs: Fs<'static, Disk>,
     /// Per client: its channel, and its record in the events page
     /// (`CLIENT_NAMES`). A release ring the client corrupts breaks its
     /// channel (the link's `tx_guard`, reported once); that client's

@@ -1,20 +1,25 @@
-//! Finding the disk: the legacy virtio-blk the root task bound to fs at
-//! boot (`fs.match = "block"`; the start record names its function and
-//! the IOAPIC pin its interrupt was routed to), its I/O BAR checked, then
-//! reset and its queue set up.
+//! Finding the disk: the function the root task bound to fs at boot
+//! (`fs.match = "block"`; the start record names it and the IOAPIC pin its
+//! interrupt was routed to), driven by its model: a legacy virtio-blk (its
+//! I/O BAR checked, reset, its queue set up) or an NVMe controller (its
+//! memory BAR0 mapped, reset, identified, an I/O queue pair).
 
 use component_runtime::log;
 use component_runtime::start::{StartInfo, PCI_NO_PIN};
 
+use super::disk::Disk;
 use super::glue;
+use super::nvme_disk::{Mmio, NvmeDisk};
 use super::virtio_blk::{self, VirtioBlk};
 
 const VIRTIO_VENDOR: u16 = 0x1af4;
 /// Legacy (transitional) virtio-blk.
 const VIRTIO_BLK_DEVICE: u16 = 0x1001;
+/// QEMU's NVMe controller (Red Hat's vendor id).
+const NVME_ID: (u16, u16) = (0x1b36, 0x0010);
 
 /// Finds, checks and enables the disk; resets it and sets up its queue.
-pub(super) fn bring_up(start: &'static StartInfo) -> Result<VirtioBlk, alloc::string::String> {
+pub(super) fn bring_up(start: &'static StartInfo) -> Result<Disk, alloc::string::String> {
     use alloc::format;
     // Through the pci_config server (it alone holds the 0xCF8/0xCFC pair,
     // and lets fs touch only the function bound to it).
@@ -28,9 +33,13 @@ pub(super) fn bring_up(start: &'static StartInfo) -> Result<VirtioBlk, alloc::st
     if vendor == 0xffff {
         return Err(format!("no disk at {blk}: boot with simulate --disk <image>"));
     }
+    if (vendor, device) == NVME_ID {
+        return nvme(start, &blk).map(Disk::Nvme);
+    }
     if (vendor, device) != (VIRTIO_VENDOR, VIRTIO_BLK_DEVICE) {
         return Err(format!(
-            "{blk} is {vendor:04x}:{device:04x}, not a legacy virtio-blk ({VIRTIO_VENDOR:04x}:{VIRTIO_BLK_DEVICE:04x})"
+            "{blk} is {vendor:04x}:{device:04x}, neither a legacy virtio-blk ({VIRTIO_VENDOR:04x}:{VIRTIO_BLK_DEVICE:04x}) nor an NVMe ({:04x}:{:04x})",
+            NVME_ID.0, NVME_ID.1
         ));
     }
     let read = |r| blk.read(r).map_err(|e| format!("PCI configuration access failed: {e:?}"));
@@ -65,6 +74,52 @@ pub(super) fn bring_up(start: &'static StartInfo) -> Result<VirtioBlk, alloc::st
         if dev.uses_irq() { "irq" } else { "polled" },
         dev.queue_size(),
         dev.sectors()
+    );
+    Ok(Disk::Virtio(dev))
+}
+
+/// The NVMe controller `blk`: memory decoding and bus mastering on, BAR0
+/// mapped (the root task mapped it at `nvme_regs` when BAR0 is memory),
+/// then reset, identified and given its queues.
+fn nvme(start: &'static StartInfo, blk: &pci::Device<pci::ThroughServer>) -> Result<NvmeDisk, alloc::string::String> {
+    use alloc::format;
+    let read = |r| blk.read(r).map_err(|e| format!("PCI configuration access failed: {e:?}"));
+    let class = read(pci::REG_CLASS)? >> 8;
+    if class != 0x01_0802 {
+        return Err(format!("{blk}: class {class:06x}, not an NVMe controller (010802)"));
+    }
+    let bar0 = read(pci::REG_BAR0)?;
+    let mapped = start.dataports().iter().any(|r| r.vaddr == glue::nvme_regs::VADDR as u64);
+    if bar0 & 1 != 0 || !mapped {
+        return Err(format!("{blk}: BAR0 {bar0:#x} is not mapped as memory (nvme_regs): no registers to drive"));
+    }
+    let command = read(pci::REG_COMMAND)? & 0xffff;
+    // Memory and bus mastering; the pin interrupt off (completion is
+    // polled: no MSI is programmed at boot).
+    let want = command | pci::COMMAND_MEMORY | pci::COMMAND_BUS_MASTER | pci::COMMAND_INTX_DISABLE;
+    if want != command {
+        blk.write(pci::REG_COMMAND, want).map_err(|e| format!("PCI configuration access failed: {e:?}"))?;
+    }
+    // SAFETY: the start record lists the nvme_regs dataport: BAR0 of this
+    // function, as the root task found it.
+    let dev = NvmeDisk::new(unsafe { Mmio::new() }, start).map_err(|e| format!("{blk}: nvme: {e}"))?;
+    let id = dev.identity();
+    // The filesystem reads whole 512-byte sectors (the superblock is the
+    // 1 KiB at 1024): a larger logical block could not serve that.
+    if id.block_size != 512 {
+        return Err(format!(
+            "{blk}: nvme namespace 1 has {}-byte blocks; fs reads 512-byte sectors (format it with 512)",
+            id.block_size
+        ));
+    }
+    log!(
+        "nvme at {blk}: BAR0 {:#x}, model \"{}\", serial \"{}\", version {:#x}, namespace 1: {} blocks of {} bytes, polled (no MSI programmed at boot)",
+        bar0 & !0xf,
+        id.model_str(),
+        id.serial_str(),
+        id.version,
+        id.blocks,
+        id.block_size
     );
     Ok(dev)
 }

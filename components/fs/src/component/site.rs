@@ -26,8 +26,8 @@ use fs::{FileKind, Fs};
 use site_config::page::{self, Source};
 use site_config::{Settings, MAX_FILE, PATH};
 
+use super::disk::Disk;
 use super::glue;
-use super::virtio_blk::VirtioBlk;
 
 /// Publishes `source` with `settings` in the page, if the assembly
 /// connects it.
@@ -43,7 +43,7 @@ pub(super) fn publish(source: Source, settings: &Settings) {
 }
 
 /// Reads, checks and publishes the file; logs what it sets or why not.
-pub(super) fn load(fs: &mut Fs<'static, VirtioBlk>) {
+pub(super) fn load(fs: &mut Fs<'static, Disk>) {
     let (source, settings) = match read(fs) {
         Ok(Some(s)) => {
             log!("{PATH}: {}", site_config::summary(&s));
@@ -78,7 +78,7 @@ pub(super) fn load(fs: &mut Fs<'static, VirtioBlk>) {
 const PRIVATE: &str = "/.iolite";
 
 /// The file's values, `None` without a file, or the lines saying why not.
-fn read(fs: &mut Fs<'static, VirtioBlk>) -> Result<Option<Settings>, Vec<String>> {
+fn read(fs: &mut Fs<'static, Disk>) -> Result<Option<Settings>, Vec<String>> {
     let file = match fs.open(PATH.as_bytes()) {
         Ok(f) => f,
         Err(fs::FsError::NotFound) => return Ok(None),

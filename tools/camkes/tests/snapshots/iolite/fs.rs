@@ -517,6 +517,25 @@ pub mod glue {
         }
     }
 
+    /// `maybe dataport Buf(8192) nvme_regs;`, connected by seL4HardwareMMIO.
+    pub mod nvme_regs {
+        use super::rt;
+        // No `PEERS`: a hardware instance is at the other end (it has no events record).
+        /// The virtual address of the mapping.
+        pub const VADDR: usize = 0x100000000;
+        /// The size in bytes.
+        pub const SIZE: usize = 0x2000;
+        /// This component's rights to the dataport.
+        pub type Rights = rt::ReadWrite;
+
+        /// The dataport, mapped read-write.
+        pub fn get() -> rt::Dataport<rt::ReadWrite> {
+            // SAFETY: the loader maps SIZE bytes at VADDR with these rights
+            // (system spec, same layout function).
+            unsafe { rt::Dataport::new(VADDR, SIZE) }
+        }
+    }
+
     /// `dataport Buf(8388608) file_pool;`, connected by seL4SharedData.
     pub mod file_pool {
         use super::rt;
@@ -525,7 +544,7 @@ pub mod glue {
         /// Their spec indices, which are their records in the system events page.
         pub const PEER_INDICES: &[usize] = &[4, 3, 6, 7];
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100000000;
+        pub const VADDR: usize = 0x100200000;
         /// The size in bytes.
         pub const SIZE: usize = 0x800000;
         /// This component's rights to the dataport.
@@ -551,7 +570,7 @@ pub mod glue {
         /// Its spec index (its record in the system events page).
         pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100801000;
+        pub const VADDR: usize = 0x100a01000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -577,7 +596,7 @@ pub mod glue {
         /// Its spec index (its record in the system events page).
         pub const PEER_INDEX: usize = 7;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100812000;
+        pub const VADDR: usize = 0x100a12000;
         /// The size in bytes.
         pub const SIZE: usize = 0x10000;
         /// This component's rights to the dataport.
@@ -603,7 +622,7 @@ pub mod glue {
         /// Its spec index (its record in the system events page).
         pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100823000;
+        pub const VADDR: usize = 0x100a23000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -629,7 +648,7 @@ pub mod glue {
         /// Its spec index (its record in the system events page).
         pub const PEER_INDEX: usize = 5;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100844000;
+        pub const VADDR: usize = 0x100a44000;
         /// The size in bytes.
         pub const SIZE: usize = 0x20000;
         /// This component's rights to the dataport.
@@ -655,7 +674,7 @@ pub mod glue {
         /// Its spec index (its record in the system events page).
         pub const PEER_INDEX: usize = 6;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100865000;
+        pub const VADDR: usize = 0x100a65000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -681,7 +700,7 @@ pub mod glue {
         /// Its spec index (its record in the system events page).
         pub const PEER_INDEX: usize = 4;
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100867000;
+        pub const VADDR: usize = 0x100a67000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
@@ -703,7 +722,7 @@ pub mod glue {
         /// Their spec indices, which are their records in the system events page.
         pub const PEER_INDICES: &[usize] = &[4, 6];
         /// The virtual address of the mapping.
-        pub const VADDR: usize = 0x100869000;
+        pub const VADDR: usize = 0x100a69000;
         /// The size in bytes.
         pub const SIZE: usize = 0x1000;
         /// This component's rights to the dataport.
