@@ -271,7 +271,9 @@ impl Driver {
         if let Some(icr) = woke.bogus.filter(|_| !self.bogus_icr_seen) {
             self.bogus_icr_seen = true;
             let model = self.nic.name();
-            error!("{model}: interrupt causes {icr:#x} have bits the model does not define: not believed (device gone?)");
+            error!(
+                "{model}: interrupt causes {icr:#x} have bits the model does not define: not believed (device gone?)"
+            );
         }
     }
 
